@@ -1,0 +1,7 @@
+//! Links the kernel with its own linker script (higher half, PVH entry).
+fn main() {
+    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    println!("cargo:rustc-link-arg-bins=-T{dir}/linker.ld");
+    println!("cargo:rustc-link-arg-bins=--no-dynamic-linker");
+    println!("cargo:rerun-if-changed=linker.ld");
+}

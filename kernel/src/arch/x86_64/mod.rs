@@ -1,0 +1,26 @@
+//! x86_64: boot entry (PVH), descriptor tables, traps, LAPIC, legacy timers.
+
+pub mod cpu;
+pub mod gdt;
+pub mod lapic;
+pub mod pit;
+pub mod serial;
+pub mod trap;
+
+use crate::static_cell::StaticCell;
+
+core::arch::global_asm!(include_str!("boot.s"), options(att_syntax));
+core::arch::global_asm!(include_str!("trap.s"), options(att_syntax));
+
+/// The boot CPU's descriptor tables and emergency stacks.
+static BOOT_CPU_TABLES: StaticCell<gdt::CpuTables> = StaticCell::new(gdt::CpuTables::new());
+
+/// Loads the boot CPU's GDT, TSS and the IDT. Must run first thing, so that
+/// any fault after it is reported instead of triple-faulting.
+pub fn init_boot_cpu() {
+    gdt::init_idt();
+    gdt::load_idt();
+    // SAFETY: runs once, on the boot CPU, before other CPUs exist; the tables
+    // are a 'static that nothing else references.
+    unsafe { (&mut *BOOT_CPU_TABLES.get()).load() };
+}

@@ -1,0 +1,200 @@
+//! Trap dispatch: exceptions, interrupts (and later, user faults).
+//!
+//! `trap.s` saves the interrupted context as a [`TrapFrame`] on the kernel
+//! stack and calls [`trap_dispatch`]. A CPU exception taken in kernel mode is
+//! always a kernel bug: it is reported with the full register state and the
+//! machine is stopped with a failure code, so a crash never becomes a hang.
+
+use core::fmt;
+
+use super::{cpu, lapic};
+use crate::kprintln;
+
+/// The saved context of an interrupted thread, in the order `trap.s` pushes.
+#[derive(Clone, Copy, Default)]
+#[repr(C)]
+pub struct TrapFrame {
+    pub rax: u64,
+    pub rbx: u64,
+    pub rcx: u64,
+    pub rdx: u64,
+    pub rsi: u64,
+    pub rdi: u64,
+    pub rbp: u64,
+    pub r8: u64,
+    pub r9: u64,
+    pub r10: u64,
+    pub r11: u64,
+    pub r12: u64,
+    pub r13: u64,
+    pub r14: u64,
+    pub r15: u64,
+    pub vector: u64,
+    pub error_code: u64,
+    pub rip: u64,
+    pub cs: u64,
+    pub rflags: u64,
+    pub rsp: u64,
+    pub ss: u64,
+}
+
+pub const VECTOR_PAGE_FAULT: u64 = 14;
+pub const VECTOR_TIMER: u64 = 32;
+/// Where the (masked) legacy PIC is remapped so its spurious interrupts do
+/// not alias CPU exceptions.
+pub const VECTOR_PIC_BASE: u64 = 0xe0;
+pub const VECTOR_SPURIOUS: u64 = 0xff;
+
+const EXCEPTION_NAMES: [&str; 32] = [
+    "divide error (#DE)",
+    "debug (#DB)",
+    "non-maskable interrupt (NMI)",
+    "breakpoint (#BP)",
+    "overflow (#OF)",
+    "bound range exceeded (#BR)",
+    "invalid opcode (#UD)",
+    "device not available (#NM)",
+    "double fault (#DF)",
+    "coprocessor segment overrun",
+    "invalid TSS (#TS)",
+    "segment not present (#NP)",
+    "stack-segment fault (#SS)",
+    "general protection fault (#GP)",
+    "page fault (#PF)",
+    "reserved (15)",
+    "x87 floating-point error (#MF)",
+    "alignment check (#AC)",
+    "machine check (#MC)",
+    "SIMD floating-point error (#XM)",
+    "virtualization exception (#VE)",
+    "control protection (#CP)",
+    "reserved (22)",
+    "reserved (23)",
+    "reserved (24)",
+    "reserved (25)",
+    "reserved (26)",
+    "reserved (27)",
+    "hypervisor injection (#HV)",
+    "VMM communication (#VC)",
+    "security exception (#SX)",
+    "reserved (31)",
+];
+
+#[unsafe(no_mangle)]
+extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
+    match frame.vector {
+        0..=31 => exception(frame),
+        VECTOR_TIMER => {
+            crate::time::on_timer_tick();
+            lapic::end_of_interrupt();
+        }
+        VECTOR_SPURIOUS => {} // no EOI for spurious interrupts
+        v if (VECTOR_PIC_BASE..VECTOR_PIC_BASE + 16).contains(&v) => {} // masked PIC noise
+        v => {
+            kprintln!("warning: unexpected interrupt vector {v}");
+            lapic::end_of_interrupt();
+        }
+    }
+}
+
+fn exception(frame: &mut TrapFrame) {
+    // User-mode faults become fault messages once threads exist; until then
+    // every exception is a kernel error.
+    crate::console::force_unlock();
+    kprintln!();
+    kprintln!(
+        "==== KERNEL EXCEPTION: {} ====",
+        ExceptionName(frame.vector)
+    );
+    if frame.vector == VECTOR_PAGE_FAULT {
+        let cr2 = cpu::read_cr2();
+        kprintln!(
+            "faulting address (CR2) = {cr2:#018x}: {}",
+            PageFaultCause(frame.error_code)
+        );
+    }
+    kprintln!("{frame:?}");
+    kprintln!("to see the faulting line: addr2line -e target/x86_64-unknown-none/release/pecan-kernel {:#x}", frame.rip);
+    crate::exit::exit(crate::exit::ExitCode::Failure);
+}
+
+struct ExceptionName(u64);
+
+impl fmt::Display for ExceptionName {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match EXCEPTION_NAMES.get(self.0 as usize) {
+            Some(name) => write!(f, "{name}, vector {}", self.0),
+            None => write!(f, "vector {}", self.0),
+        }
+    }
+}
+
+struct PageFaultCause(u64);
+
+impl fmt::Display for PageFaultCause {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let e = self.0;
+        let access = if e & (1 << 4) != 0 {
+            "instruction fetch"
+        } else if e & (1 << 1) != 0 {
+            "write"
+        } else {
+            "read"
+        };
+        let what = if e & 1 != 0 {
+            "protection violation"
+        } else {
+            "page not present"
+        };
+        let mode = if e & (1 << 2) != 0 { "user" } else { "kernel" };
+        write!(f, "{mode} {access}, {what}")?;
+        if e & (1 << 3) != 0 {
+            write!(f, ", reserved bit set in a page-table entry")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for TrapFrame {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        writeln!(f, "error code = {:#x}", self.error_code)?;
+        writeln!(
+            f,
+            "RIP = {:#018x}  CS = {:#06x}  RFLAGS = {:#010x}",
+            self.rip, self.cs, self.rflags
+        )?;
+        writeln!(f, "RSP = {:#018x}  SS = {:#06x}", self.rsp, self.ss)?;
+        writeln!(
+            f,
+            "RAX = {:#018x}  RBX = {:#018x}  RCX = {:#018x}",
+            self.rax, self.rbx, self.rcx
+        )?;
+        writeln!(
+            f,
+            "RDX = {:#018x}  RSI = {:#018x}  RDI = {:#018x}",
+            self.rdx, self.rsi, self.rdi
+        )?;
+        writeln!(
+            f,
+            "RBP = {:#018x}  R8  = {:#018x}  R9  = {:#018x}",
+            self.rbp, self.r8, self.r9
+        )?;
+        writeln!(
+            f,
+            "R10 = {:#018x}  R11 = {:#018x}  R12 = {:#018x}",
+            self.r10, self.r11, self.r12
+        )?;
+        writeln!(
+            f,
+            "R13 = {:#018x}  R14 = {:#018x}  R15 = {:#018x}",
+            self.r13, self.r14, self.r15
+        )?;
+        write!(
+            f,
+            "CR0 = {:#018x}  CR3 = {:#018x}  CR4 = {:#018x}",
+            cpu::read_cr0(),
+            cpu::read_cr3(),
+            cpu::read_cr4()
+        )
+    }
+}

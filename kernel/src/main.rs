@@ -1,0 +1,178 @@
+//! The Pecan microkernel.
+//!
+//! Boot order matters: descriptor tables first (so every later fault is
+//! reported, not a triple fault), then the boot information (copied before
+//! the allocator can reuse its memory), memory, ACPI, and finally interrupts.
+//! The kernel never panics on bad input from user space or boot modules;
+//! a panic means a kernel bug and stops the machine with a report.
+#![no_std]
+#![no_main]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+extern crate alloc;
+
+mod acpi;
+mod arch;
+mod console;
+mod exit;
+mod mm;
+mod panic;
+mod pvh;
+mod selftest;
+mod static_cell;
+mod time;
+
+use arch::{cpu, lapic, pit};
+use exit::{exit, ExitCode};
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Entered from `boot.s` in 64-bit mode on the boot stack.
+#[unsafe(no_mangle)]
+extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
+    console::init();
+    arch::init_boot_cpu();
+
+    let boot = match pvh::parse(start_info_phys) {
+        Ok(boot) => boot,
+        Err(e) => fatal(format_args!("boot information: {e}")),
+    };
+    if let Err(e) = mm::init(&boot) {
+        fatal(format_args!("memory: {e}"));
+    }
+    let platform = match acpi::init(boot.rsdp) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            kprintln!("warning: {e}; assuming one CPU and no PCI");
+            None
+        }
+    };
+    let cpus = platform.map_or(1, |p| p.cpu_count());
+    let banner_tsc = cpu::rdtsc();
+    kprintln!(
+        "Pecan {VERSION} microkernel (x86_64): {} MiB usable memory, {cpus} CPU{}",
+        boot.memory_map.usable_bytes() >> 20,
+        if cpus == 1 { "" } else { "s" }
+    );
+    kprintln!("boot: banner reached at TSC {banner_tsc} (under -icount shift=0: instructions since reset)");
+    report_machine(&boot, platform);
+
+    let cmdline = boot.cmdline();
+    if let Some(name) = kcore::cmdline::value(cmdline, "pecan.selftest") {
+        selftest::deliberate_failure(name);
+        kprintln!(
+            "error: unknown pecan.selftest={name}; known: {}",
+            selftest::DELIBERATE_FAILURES.join(", ")
+        );
+        exit(ExitCode::Failure);
+    }
+
+    pit::disable_pic();
+    if let Err(e) = lapic::init() {
+        fatal(format_args!("local APIC: {e}"));
+    }
+    let per_ms = lapic::calibrate_timer();
+    lapic::start_periodic_timer(time::HZ);
+    cpu::enable_interrupts();
+    kprintln!(
+        "timer: LAPIC {} kHz (after /16 divider), {} Hz tick",
+        per_ms,
+        time::HZ
+    );
+
+    run_self_checks(&boot);
+    kprintln!("nothing to run yet (no user space): powering off");
+    exit(ExitCode::Success)
+}
+
+fn report_machine(boot: &pvh::BootInfo, platform: Option<&acpi::Platform>) {
+    kprintln!("memory map:");
+    for (range, kind) in boot.memory_map.regions() {
+        kprintln!("  [{:#012x}..{:#012x}) {:?}", range.start, range.end, kind);
+    }
+    let kernel = mm::kernel_image();
+    kprintln!(
+        "kernel image: [{:#x}..{:#x}), {} KiB",
+        kernel.start,
+        kernel.end,
+        (kernel.end - kernel.start) >> 10
+    );
+    if !boot.cmdline().is_empty() {
+        kprintln!("command line: {}", boot.cmdline());
+    }
+    if boot.cmdline_truncated {
+        kprintln!("warning: command line truncated");
+    }
+    for (i, m) in boot.modules().iter().enumerate() {
+        kprintln!("boot module {i}: [{:#x}..{:#x})", m.start, m.end);
+    }
+    if boot.modules_dropped > 0 {
+        kprintln!(
+            "warning: {} boot modules ignored (bad address or too many)",
+            boot.modules_dropped
+        );
+    }
+    let Some(platform) = platform else { return };
+    match platform.rsdp {
+        0 => kprintln!("acpi: RSDP found by searching the BIOS areas"),
+        rsdp => kprintln!("acpi: RSDP at {rsdp:#x} (from the boot loader)"),
+    }
+    if let Some(madt) = &platform.madt {
+        for c in madt.cpus() {
+            kprintln!(
+                "cpu: APIC id {} uid {}{}",
+                c.apic_id,
+                c.processor_uid,
+                if c.enabled { "" } else { " (disabled)" }
+            );
+        }
+        for io in madt.ioapics() {
+            kprintln!(
+                "ioapic: id {} at {:#x}, GSI base {}",
+                io.id,
+                io.address,
+                io.gsi_base
+            );
+        }
+    }
+    for e in platform.ecam_regions() {
+        kprintln!(
+            "pci: ECAM segment {} buses {}..={} at {:#x}",
+            e.segment,
+            e.bus_start,
+            e.bus_end,
+            e.base
+        );
+    }
+}
+
+fn run_self_checks(boot: &pvh::BootInfo) {
+    type Check<'a> = &'a dyn Fn() -> Result<(), selftest::CheckFailed>;
+    let checks: [(&str, Check); 4] = [
+        ("memory map", &|| selftest::check_memory_map(boot)),
+        ("frame allocator", &selftest::check_frames),
+        ("heap", &selftest::check_heap),
+        ("timer interrupts", &|| selftest::check_timer(5)),
+    ];
+    for (name, check) in checks {
+        match check() {
+            Ok(()) => kprintln!("self-check {name}: ok"),
+            Err(selftest::CheckFailed(why)) => {
+                kprintln!("self-check {name}: FAILED: {why}");
+                exit(ExitCode::Failure);
+            }
+        }
+    }
+    let free = mm::FRAMES.lock().as_ref().map_or(0, |f| f.free_bytes());
+    kprintln!(
+        "self-checks passed ({} MiB free, {} timer ticks)",
+        free >> 20,
+        time::ticks()
+    );
+}
+
+/// Stops the machine after a boot error that leaves nothing to continue with.
+fn fatal(args: core::fmt::Arguments) -> ! {
+    kprintln!("==== FATAL BOOT ERROR: {args} ====");
+    exit(ExitCode::Failure)
+}

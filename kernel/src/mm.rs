@@ -1,0 +1,365 @@
+//! Kernel memory: the physical frame allocator, the kernel's page tables,
+//! the direct map, device (MMIO) mappings and the kernel heap.
+//!
+//! Virtual layout (top half only; the bottom half belongs to user space):
+//!
+//! | range                                  | what                                  |
+//! |----------------------------------------|---------------------------------------|
+//! | `0xffff_8000_0000_0000 + phys`          | direct map of RAM and ACPI memory, write-back, NX; firmware tables elsewhere mapped on demand |
+//! | `0xffff_a000_0000_0000 + phys`          | device memory (MMIO), uncached, NX    |
+//! | `0xffff_ffff_8000_0000 + phys`          | the kernel image (text RX, rodata R, data RW) |
+//!
+//! Invariants: kernel page tables live below 4 GiB (so the boot tables can
+//! reach them while the kernel builds its own); a frame is either free in
+//! [`FRAMES`], or owned by exactly one user (page tables, heap, later the
+//! root task's untyped memory); the page below the boot stack is unmapped.
+
+use core::fmt;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use kcore::paging::{CacheAttr, MapFlags, PageSize, PageTable, TableMemory, PAT_MSR_VALUE};
+use kcore::phys::{FrameAllocator, PhysRange, RegionKind, PAGE_SIZE};
+use spin::Mutex;
+
+use crate::arch::cpu;
+use crate::pvh::BootInfo;
+
+pub const DIRECT_MAP_BASE: u64 = 0xffff_8000_0000_0000;
+pub const MMIO_BASE: u64 = 0xffff_a000_0000_0000;
+pub const KERNEL_VMA: u64 = 0xffff_ffff_8000_0000;
+const FOUR_GIB: u64 = 1 << 32;
+const MAX_HEAP_BYTES: u64 = 16 << 20;
+
+/// The physical frames nobody owns yet.
+pub static FRAMES: Mutex<Option<FrameAllocator>> = Mutex::new(None);
+/// Physical address of the kernel's PML4 (shared top half of every space).
+static KERNEL_PML4: AtomicU64 = AtomicU64::new(0);
+/// Serialises changes to the kernel's page tables.
+static KERNEL_TABLES_LOCK: Mutex<()> = Mutex::new(());
+
+#[global_allocator]
+static HEAP: linked_list_allocator::LockedHeap = linked_list_allocator::LockedHeap::empty();
+
+unsafe extern "C" {
+    static __kernel_phys_start: u8;
+    static __kernel_phys_end: u8;
+    static __text_start: u8;
+    static __text_end: u8;
+    static __rodata_start: u8;
+    static __rodata_end: u8;
+    static __data_start: u8;
+    static __data_end: u8;
+    static boot_kernel_stack_guard: u8;
+}
+
+/// Address of a linker-script symbol.
+macro_rules! symbol_addr {
+    ($sym:ident) => {
+        // Only the address of the linker symbol is taken, never its value.
+        &raw const $sym as u64
+    };
+}
+
+pub fn phys_to_virt(phys: u64) -> u64 {
+    DIRECT_MAP_BASE + phys
+}
+
+/// The kernel image's physical extent (loaded by the boot loader).
+pub fn kernel_image() -> PhysRange {
+    PhysRange {
+        start: symbol_addr!(__kernel_phys_start),
+        end: symbol_addr!(__kernel_phys_end),
+    }
+}
+
+/// [`TableMemory`] over the direct map, with tables taken from [`FRAMES`].
+struct KernelTableMemory<'a> {
+    frames: &'a mut FrameAllocator,
+}
+
+impl TableMemory for KernelTableMemory<'_> {
+    fn read_entry(&self, table_phys: u64, index: usize) -> u64 {
+        debug_assert!(index < 512);
+        // SAFETY: table_phys is a page-table frame below 4 GiB, which both
+        // the boot and the kernel direct map cover; index < 512 keeps the
+        // access inside that 4 KiB frame.
+        unsafe {
+            core::ptr::read_volatile((phys_to_virt(table_phys) as *const u64).add(index & 511))
+        }
+    }
+
+    fn write_entry(&mut self, table_phys: u64, index: usize, value: u64) {
+        // SAFETY: as in read_entry; page-table frames are owned by this
+        // module and written only under KERNEL_TABLES_LOCK or during boot.
+        unsafe {
+            core::ptr::write_volatile(
+                (phys_to_virt(table_phys) as *mut u64).add(index & 511),
+                value,
+            )
+        }
+    }
+
+    fn alloc_table(&mut self) -> Option<u64> {
+        let phys = self.frames.alloc_below(1, 1, FOUR_GIB).ok()?;
+        // SAFETY: the frame was just taken from the free pool, so nothing
+        // else references it; it is direct-mapped (below 4 GiB).
+        unsafe { core::ptr::write_bytes(phys_to_virt(phys) as *mut u8, 0, PAGE_SIZE as usize) }
+        Some(phys)
+    }
+
+    fn free_table(&mut self, phys: u64) {
+        // A failure here would mean the table frame was already free: a bug
+        // in paging, reported rather than silently ignored.
+        if let Err(e) = self.frames.free(PhysRange {
+            start: phys,
+            end: phys + PAGE_SIZE,
+        }) {
+            crate::kprintln!("warning: freeing page-table frame {phys:#x}: {e}");
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum MmInitError {
+    Frames(kcore::phys::InitError),
+    Map(&'static str, kcore::paging::MapError),
+    NoTableMemory,
+    NoHeapMemory,
+}
+
+impl fmt::Display for MmInitError {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Self::Frames(e) => write!(f, "cannot build the frame allocator: {e}"),
+            Self::Map(what, e) => write!(f, "cannot map {what}: {e}"),
+            Self::NoTableMemory => write!(f, "no memory below 4 GiB for the kernel page tables"),
+            Self::NoHeapMemory => write!(f, "no memory for the kernel heap"),
+        }
+    }
+}
+
+/// Builds the frame allocator, the kernel page tables and the heap, and
+/// switches to the new tables.
+pub fn init(boot: &BootInfo) -> Result<(), MmInitError> {
+    let mut reserved = [PhysRange { start: 0, end: 0 }; 16];
+    let mut count = 0;
+    // Page 0: never hand out a frame whose address is null.
+    reserved[count] = PhysRange {
+        start: 0,
+        end: PAGE_SIZE,
+    };
+    count += 1;
+    reserved[count] = kernel_image();
+    count += 1;
+    for module in boot.modules().iter().take(reserved.len() - count) {
+        reserved[count] = *module;
+        count += 1;
+    }
+    let mut frames =
+        FrameAllocator::new(&boot.memory_map, &reserved[..count]).map_err(MmInitError::Frames)?;
+
+    let mut memory = KernelTableMemory {
+        frames: &mut frames,
+    };
+    let root = memory.alloc_table().ok_or(MmInitError::NoTableMemory)?;
+    let table = PageTable::new(root);
+    map_kernel_image(&table, &mut memory)?;
+    map_direct(&table, &mut memory, boot)?;
+
+    // SAFETY: PAT index 0 stays write-back, the type every existing mapping
+    // uses, so reprogramming the PAT changes no current mapping's type.
+    unsafe { cpu::wrmsr(cpu::MSR_PAT, PAT_MSR_VALUE) };
+    // SAFETY: the new tables map the kernel image (this code, its data and
+    // the boot stack we run on) and the direct map at the same addresses as
+    // the boot tables do; the identity map of the boot code is no longer used.
+    unsafe { cpu::write_cr3(root) };
+    cpu::flush_tlb_all();
+    KERNEL_PML4.store(root, Ordering::Release);
+
+    let heap_bytes = (boot.memory_map.usable_bytes() / 8).min(MAX_HEAP_BYTES) & !(PAGE_SIZE - 1);
+    let heap_phys = frames
+        .alloc(heap_bytes / PAGE_SIZE, 1)
+        .map_err(|_| MmInitError::NoHeapMemory)?;
+    // SAFETY: the heap frames were just taken from the allocator and are
+    // owned by the heap from now on; they are direct-mapped and writable.
+    unsafe {
+        HEAP.lock()
+            .init(phys_to_virt(heap_phys) as *mut u8, heap_bytes as usize)
+    };
+
+    *FRAMES.lock() = Some(frames);
+    Ok(())
+}
+
+fn map_kernel_image(table: &PageTable, memory: &mut KernelTableMemory) -> Result<(), MmInitError> {
+    let guard = symbol_addr!(boot_kernel_stack_guard);
+    let sections = [
+        (
+            "kernel text",
+            symbol_addr!(__text_start),
+            symbol_addr!(__text_end),
+            false,
+            true,
+        ),
+        (
+            "kernel rodata",
+            symbol_addr!(__rodata_start),
+            symbol_addr!(__rodata_end),
+            false,
+            false,
+        ),
+        (
+            "kernel data",
+            symbol_addr!(__data_start),
+            symbol_addr!(__data_end),
+            true,
+            false,
+        ),
+    ];
+    for (what, start, end, writable, executable) in sections {
+        let flags = MapFlags {
+            writable,
+            user: false,
+            executable,
+            global: true,
+        };
+        let mut virt = start;
+        while virt < end {
+            if virt != guard {
+                table
+                    .map(
+                        memory,
+                        virt,
+                        virt - KERNEL_VMA,
+                        PageSize::Size4K,
+                        flags,
+                        CacheAttr::WriteBack,
+                    )
+                    .map_err(|e| MmInitError::Map(what, e))?;
+            }
+            virt += PAGE_SIZE;
+        }
+    }
+    Ok(())
+}
+
+/// Direct-maps RAM and ACPI memory plus the first MiB (BIOS data, the RSDP),
+/// with neighbouring regions merged after page alignment.
+fn map_direct(
+    table: &PageTable,
+    memory: &mut KernelTableMemory,
+    boot: &BootInfo,
+) -> Result<(), MmInitError> {
+    let flags = MapFlags {
+        writable: true,
+        user: false,
+        executable: false,
+        global: true,
+    };
+    let allow_1g = cpu::has_1g_pages();
+    let mut map = |range: PhysRange| {
+        table
+            .map_range(
+                memory,
+                phys_to_virt(range.start),
+                range.start,
+                range.end - range.start,
+                flags,
+                CacheAttr::WriteBack,
+                allow_1g,
+            )
+            .map_err(|e| MmInitError::Map("the direct map", e))
+    };
+    let mut pending = PhysRange {
+        start: 0,
+        end: 1 << 20,
+    };
+    // Reserved regions can be device memory (QEMU lists the PCI ECAM window
+    // as reserved): never map those write-back. ACPI tables that live there
+    // are mapped on demand by `map_firmware`.
+    let ram = boot.memory_map.regions().filter(|(_, kind)| {
+        matches!(
+            kind,
+            RegionKind::Usable | RegionKind::AcpiReclaimable | RegionKind::AcpiNvs
+        )
+    });
+    for (range, _kind) in ram {
+        let start = range.start & !(PAGE_SIZE - 1);
+        let end = range.end.saturating_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
+        if start <= pending.end {
+            pending.end = pending.end.max(end);
+        } else {
+            map(pending)?;
+            pending = PhysRange { start, end };
+        }
+    }
+    map(pending)
+}
+
+#[derive(Debug)]
+pub enum MapMmioError {
+    NotInitialised,
+    Map(kcore::paging::MapError),
+}
+
+impl fmt::Display for MapMmioError {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Self::NotInitialised => write!(f, "memory management is not initialised"),
+            Self::Map(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Maps device registers at `phys` uncached into the MMIO window and
+/// returns the virtual address of `phys`. Mapping the same device twice is
+/// harmless: pages already mapped there are reused.
+pub fn map_mmio(phys: u64, len: u64) -> Result<u64, MapMmioError> {
+    map_window(MMIO_BASE, phys, len, CacheAttr::Uncached)
+}
+
+/// Makes sure firmware memory (e.g. an ACPI table outside every region of
+/// the memory map) is reachable through the direct map; returns its address.
+pub fn map_firmware(phys: u64, len: u64) -> Result<u64, MapMmioError> {
+    map_window(DIRECT_MAP_BASE, phys, len, CacheAttr::WriteBack)
+}
+
+fn map_window(base: u64, phys: u64, len: u64, cache: CacheAttr) -> Result<u64, MapMmioError> {
+    let root = KERNEL_PML4.load(Ordering::Acquire);
+    if root == 0 {
+        return Err(MapMmioError::NotInitialised);
+    }
+    let table = PageTable::new(root);
+    let flags = MapFlags {
+        writable: true,
+        user: false,
+        executable: false,
+        global: true,
+    };
+    let _tables = KERNEL_TABLES_LOCK.lock();
+    let mut frames_guard = FRAMES.lock();
+    let frames = frames_guard.as_mut().ok_or(MapMmioError::NotInitialised)?;
+    let mut memory = KernelTableMemory { frames };
+    let first = phys & !(PAGE_SIZE - 1);
+    let last = phys.saturating_add(len.max(1) - 1) & !(PAGE_SIZE - 1);
+    let mut page = first;
+    loop {
+        if table.translate(&memory, base + page).is_none() {
+            table
+                .map(
+                    &mut memory,
+                    base + page,
+                    page,
+                    PageSize::Size4K,
+                    flags,
+                    cache,
+                )
+                .map_err(MapMmioError::Map)?;
+        }
+        if page >= last {
+            break;
+        }
+        page += PAGE_SIZE;
+    }
+    Ok(base + phys)
+}

@@ -1,0 +1,190 @@
+//! Boot self-checks and deliberate-failure tests.
+//!
+//! The self-checks run on every boot and are cheap: they prove that the
+//! memory map, the frame allocator, the heap and the timer work before
+//! anything depends on them. The deliberate failures (`pecan.selftest=NAME`
+//! on the kernel command line) crash the kernel on purpose, so the scenario
+//! tests can check that every kind of crash is reported and ends QEMU with
+//! the failure status instead of hanging.
+
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use kcore::phys::{PhysRange, PAGE_SIZE};
+
+use crate::arch::cpu;
+use crate::pvh::BootInfo;
+use crate::{kprintln, mm, time};
+
+/// Names accepted by `pecan.selftest=`.
+pub const DELIBERATE_FAILURES: &[&str] = &[
+    "panic",
+    "page-fault",
+    "invalid-opcode",
+    "general-protection",
+    "stack-overflow",
+    "divide-error",
+];
+
+pub struct CheckFailed(pub &'static str);
+
+pub fn check_memory_map(boot: &BootInfo) -> Result<(), CheckFailed> {
+    let map = &boot.memory_map;
+    if map.usable_bytes() < (16 << 20) {
+        return Err(CheckFailed("less than 16 MiB of usable memory"));
+    }
+    let kernel = mm::kernel_image();
+    let kernel_in_usable = map.regions().any(|(r, kind)| {
+        kind == kcore::phys::RegionKind::Usable && r.start <= kernel.start && kernel.end <= r.end
+    });
+    if !kernel_in_usable {
+        return Err(CheckFailed("the kernel image is not inside usable memory"));
+    }
+    let frames = mm::FRAMES.lock();
+    let frames = frames
+        .as_ref()
+        .ok_or(CheckFailed("frame allocator missing"))?;
+    let mut previous_end = 0;
+    for free in frames.free_ranges() {
+        if free.start < previous_end || free.is_empty() {
+            return Err(CheckFailed("free ranges are not sorted and disjoint"));
+        }
+        previous_end = free.end;
+        if free.overlaps(&kernel)
+            || free.overlaps(&PhysRange {
+                start: 0,
+                end: PAGE_SIZE,
+            })
+        {
+            return Err(CheckFailed(
+                "the kernel image or page 0 is in the free pool",
+            ));
+        }
+        if boot.modules().iter().any(|m| free.overlaps(m)) {
+            return Err(CheckFailed("a boot module is in the free pool"));
+        }
+        let in_usable = map.regions().any(|(r, kind)| {
+            kind == kcore::phys::RegionKind::Usable && r.start <= free.start && free.end <= r.end
+        });
+        if !in_usable {
+            return Err(CheckFailed("a free range lies outside usable memory"));
+        }
+    }
+    Ok(())
+}
+
+pub fn check_frames() -> Result<(), CheckFailed> {
+    let mut guard = mm::FRAMES.lock();
+    let frames = guard
+        .as_mut()
+        .ok_or(CheckFailed("frame allocator missing"))?;
+    let before = frames.free_bytes();
+    const PAGES: u64 = 16;
+    let phys = frames
+        .alloc(PAGES, 1)
+        .map_err(|_| CheckFailed("cannot allocate 16 frames"))?;
+    let words = (PAGES * PAGE_SIZE / 8) as usize;
+    // SAFETY: the frames were just allocated, so this code owns them, and
+    // the direct map covers all usable memory.
+    let memory =
+        unsafe { core::slice::from_raw_parts_mut(mm::phys_to_virt(phys) as *mut u64, words) };
+    for (i, word) in memory.iter_mut().enumerate() {
+        *word = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ phys;
+    }
+    let intact = memory
+        .iter()
+        .enumerate()
+        .all(|(i, w)| *w == (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ phys);
+    frames
+        .free(PhysRange {
+            start: phys,
+            end: phys + PAGES * PAGE_SIZE,
+        })
+        .map_err(|_| CheckFailed("cannot free the test frames"))?;
+    if !intact {
+        return Err(CheckFailed("frame contents changed between write and read"));
+    }
+    if frames.free_bytes() != before {
+        return Err(CheckFailed("free memory differs after alloc+free"));
+    }
+    Ok(())
+}
+
+pub fn check_heap() -> Result<(), CheckFailed> {
+    let boxed = Box::new(0x5eed_u64);
+    let mut v: Vec<u64> = Vec::new();
+    for i in 0..100_000u64 {
+        v.push(i);
+    }
+    let sum: u64 = v.iter().sum();
+    let mut map = BTreeMap::new();
+    for i in 0..1000u32 {
+        map.insert(i.wrapping_mul(7919) % 1009, i);
+    }
+    let big = alloc::vec![0xa5u8; 1 << 20];
+    let ok = *boxed == 0x5eed
+        && sum == 100_000 * 99_999 / 2
+        && map.len() == 1000
+        && big.iter().all(|b| *b == 0xa5);
+    drop((boxed, v, map, big));
+    ok.then_some(()).ok_or(CheckFailed("heap data corrupted"))
+}
+
+/// Waits (halting) for `count` timer interrupts. A machine without a
+/// working timer hangs here, which the test harness reports as a timeout
+/// naming the line it was waiting for.
+pub fn check_timer(count: u64) -> Result<(), CheckFailed> {
+    if !cpu::interrupts_enabled() {
+        return Err(CheckFailed("interrupts are disabled"));
+    }
+    let start = time::ticks();
+    while time::ticks() < start + count {
+        cpu::enable_interrupts_and_halt();
+    }
+    Ok(())
+}
+
+/// Crashes the kernel in the named way (see [`DELIBERATE_FAILURES`]).
+/// Returns only for an unknown name.
+pub fn deliberate_failure(name: &str) {
+    kprintln!("selftest: deliberately causing: {name}");
+    match name {
+        "panic" => panic!("deliberate panic requested by pecan.selftest=panic"),
+        "page-fault" => {
+            // SAFETY: deliberately unsound: the address is unmapped, the read
+            // faults and the kernel reports the fault and stops.
+            let value = unsafe { core::ptr::read_volatile(0xdead_b000 as *const u64) };
+            kprintln!("unreachable: read {value}");
+        }
+        "invalid-opcode" => {
+            // SAFETY: deliberately raises #UD; the kernel stops.
+            unsafe { core::arch::asm!("ud2") }
+        }
+        "general-protection" => {
+            // SAFETY: deliberately reads a non-canonical address: #GP.
+            let value = unsafe { core::ptr::read_volatile(0x8000_0000_0000_0000u64 as *const u64) };
+            kprintln!("unreachable: read {value}");
+        }
+        "divide-error" => {
+            // SAFETY: deliberately divides by zero in hardware (#DE); Rust's
+            // own division would panic first.
+            unsafe {
+                core::arch::asm!("xor edx, edx", "xor eax, eax", "xor ecx, ecx", "div ecx", out("eax") _, out("edx") _, out("ecx") _)
+            }
+        }
+        "stack-overflow" => {
+            let depth = recurse(core::hint::black_box(1));
+            kprintln!("unreachable: depth {depth}");
+        }
+        _ => {}
+    }
+}
+
+#[allow(unconditional_recursion)]
+fn recurse(n: u64) -> u64 {
+    let mut frame = [0u8; 512];
+    frame[n as usize % 512] = n as u8;
+    core::hint::black_box(&mut frame);
+    recurse(n + 1) + u64::from(frame[0])
+}

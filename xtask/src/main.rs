@@ -1,0 +1,66 @@
+//! `cargo xtask`: Pecan's one entry point for building, running and testing.
+//!
+//! - `cargo xtask build` builds the kernel ELF.
+//! - `cargo xtask run [SCENARIO]` builds and boots a scenario in QEMU.
+//! - `cargo xtask test [FILTER]` runs host tests, lints and scenario tests
+//!   and closes with `N passed, M failed`.
+//!
+//! See `docs/testing.md` for the test command and the scenario-test format.
+
+mod accel;
+mod boot_test;
+mod host;
+mod kernel;
+mod matcher;
+mod qemu;
+mod run;
+mod scenario;
+mod setup;
+mod testcmd;
+mod testspec;
+mod tomlfile;
+mod util;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Build, run and test Pecan.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Build the kernel (target/x86_64-unknown-none/release/pecan-kernel).
+    Build,
+    /// Build the kernel and boot a scenario in QEMU.
+    Run(run::RunArgs),
+    /// Run host tests, lints and scenario tests.
+    Test(testcmd::TestArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Build => setup::ensure_target()
+            .and_then(|()| kernel::build())
+            .map(|elf| {
+                println!("==> kernel: {}", util::display_path(&elf));
+                true
+            }),
+        Command::Run(args) => run::run(args),
+        Command::Test(args) => testcmd::run(args),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! The emulated machine: the QEMU command line that boots the kernel, and
+//! what QEMU's exit status says about the guest.
+//!
+//! Exit-status contract with the kernel: the guest writes a value `v` to the
+//! `isa-debug-exit` device at I/O port 0xf4 and QEMU exits with `(v << 1) | 1`.
+//! The kernel writes 0x10 for success (QEMU exits 33) and 0x11 for failure
+//! (QEMU exits 35). Any other status — 0 after a triple fault (with
+//! `-no-reboot` the reset ends QEMU), QEMU's own errors, a signal — means the
+//! guest never reported.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::accel::Accel;
+use crate::util::shell_join;
+
+/// The QEMU binary.
+pub const QEMU: &str = "qemu-system-x86_64";
+/// qboot, the small firmware that starts a PVH kernel quickly.
+pub const QBOOT: &str = "/usr/share/qemu/qboot.rom";
+/// QEMU's exit status when the kernel reports success (0x10 written).
+pub const EXIT_SUCCESS: i32 = 33;
+/// QEMU's exit status when the kernel reports failure (0x11 written).
+pub const EXIT_FAILURE: i32 = 35;
+/// Default guest memory in MiB.
+pub const DEFAULT_MEMORY_MIB: u32 = 256;
+/// Default number of vCPUs.
+pub const DEFAULT_SMP: u32 = 1;
+
+/// Everything that determines one QEMU invocation.
+#[derive(Debug, Clone)]
+pub struct Machine {
+    pub kernel: PathBuf,
+    pub cmdline: String,
+    pub memory_mib: u32,
+    pub smp: u32,
+    pub accel: Accel,
+    /// `-display none`.
+    pub headless: bool,
+    /// `-icount shift=0,align=off`: the guest's TSC counts instructions.
+    pub icount: bool,
+    /// `-s -S`: gdb server on localhost:1234, CPU stopped at reset.
+    pub gdb: bool,
+}
+
+impl Machine {
+    /// A headless machine with the default size.
+    pub fn new(kernel: PathBuf, cmdline: String, accel: Accel) -> Self {
+        Machine {
+            kernel,
+            cmdline,
+            memory_mib: DEFAULT_MEMORY_MIB,
+            smp: DEFAULT_SMP,
+            accel,
+            headless: true,
+            icount: false,
+            gdb: false,
+        }
+    }
+
+    /// QEMU's arguments (without the program name).
+    pub fn args(&self) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "-M",
+            "q35",
+            "-bios",
+            QBOOT,
+            "-cpu",
+            "max",
+            "-m",
+            &self.memory_mib.to_string(),
+            "-smp",
+            &self.smp.to_string(),
+            "-kernel",
+            &self.kernel.to_string_lossy(),
+            "-append",
+            &self.cmdline,
+            "-serial",
+            "stdio",
+            "-no-reboot",
+            "-device",
+            "isa-debug-exit,iobase=0xf4,iosize=4",
+            "-accel",
+            self.accel.qemu_name(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if self.headless {
+            args.extend(["-display", "none"].map(String::from));
+        }
+        if self.icount {
+            args.extend(["-icount", "shift=0,align=off"].map(String::from));
+        }
+        if self.gdb {
+            args.extend(["-s", "-S"].map(String::from));
+        }
+        args
+    }
+
+    /// The QEMU command (stdio not yet configured).
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(QEMU);
+        cmd.args(self.args());
+        cmd
+    }
+
+    /// The command line as a shell would spell it, for printing and logs.
+    pub fn command_line(&self) -> String {
+        let mut words = vec![QEMU.to_string()];
+        words.extend(self.args());
+        shell_join(&words)
+    }
+}
+
+/// What QEMU's exit status says about the guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GuestExit {
+    /// The kernel wrote 0x10 to isa-debug-exit.
+    Success,
+    /// The kernel wrote 0x11 to isa-debug-exit.
+    Failure,
+    /// Anything else; the text explains it.
+    Other(String),
+}
+
+impl GuestExit {
+    /// Interprets a QEMU exit status.
+    pub fn from_status(status: ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        Self::from_parts(status.code(), status.signal())
+    }
+
+    /// Interprets an exit code, or the signal that ended QEMU.
+    pub fn from_parts(code: Option<i32>, signal: Option<i32>) -> Self {
+        match (code, signal) {
+            (Some(EXIT_SUCCESS), _) => GuestExit::Success,
+            (Some(EXIT_FAILURE), _) => GuestExit::Failure,
+            (Some(n), _) => GuestExit::Other(format!(
+                "QEMU exited with status {n}: the guest triple-faulted or QEMU failed"
+            )),
+            (None, Some(sig)) => GuestExit::Other(format!("QEMU was killed by signal {sig}")),
+            (None, None) => GuestExit::Other("QEMU ended without an exit status".to_string()),
+        }
+    }
+
+    /// A short description for reports.
+    pub fn describe(&self) -> String {
+        match self {
+            GuestExit::Success => format!("the kernel reported success (QEMU exit {EXIT_SUCCESS})"),
+            GuestExit::Failure => format!("the kernel reported failure (QEMU exit {EXIT_FAILURE})"),
+            GuestExit::Other(text) => text.clone(),
+        }
+    }
+}
+
+/// Waits for `child` to exit, at most until `deadline`. `None` means it was
+/// still running then.
+pub fn wait_until(child: &mut Child, deadline: Instant) -> std::io::Result<Option<ExitStatus>> {
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(None);
+        }
+        std::thread::sleep((deadline - now).min(Duration::from_millis(20)));
+    }
+}
+
+/// Stops QEMU politely (SIGTERM, so it restores the terminal it put in raw
+/// mode for `-serial stdio`), then forcibly after two seconds.
+pub fn terminate(child: &mut Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    let grace = Instant::now() + Duration::from_secs(2);
+    if !matches!(wait_until(child, grace), Ok(Some(_))) {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes() {
+        assert_eq!(GuestExit::from_parts(Some(33), None), GuestExit::Success);
+        assert_eq!(GuestExit::from_parts(Some(35), None), GuestExit::Failure);
+        assert_eq!(
+            GuestExit::from_parts(Some(0), None),
+            GuestExit::Other(
+                "QEMU exited with status 0: the guest triple-faulted or QEMU failed".into()
+            )
+        );
+        assert!(
+            matches!(GuestExit::from_parts(Some(1), None), GuestExit::Other(t) if t.contains("status 1"))
+        );
+        assert!(
+            matches!(GuestExit::from_parts(None, Some(9)), GuestExit::Other(t) if t.contains("signal 9"))
+        );
+    }
+
+    #[test]
+    fn exit_status_of_a_real_process() {
+        let status = Command::new("sh").args(["-c", "exit 33"]).status().unwrap();
+        assert_eq!(GuestExit::from_status(status), GuestExit::Success);
+        let status = Command::new("sh")
+            .args(["-c", "kill -9 $$"])
+            .status()
+            .unwrap();
+        assert!(
+            matches!(GuestExit::from_status(status), GuestExit::Other(t) if t.contains("signal 9"))
+        );
+    }
+
+    #[test]
+    fn command_line() {
+        let mut m = Machine::new(
+            PathBuf::from("/k/pecan-kernel"),
+            "pecan.selftest=timer".into(),
+            Accel::Tcg,
+        );
+        m.icount = true;
+        let line = m.command_line();
+        assert!(line.starts_with(
+            "qemu-system-x86_64 -M q35 -bios /usr/share/qemu/qboot.rom -cpu max -m 256 -smp 1 \
+             -kernel /k/pecan-kernel -append pecan.selftest=timer -serial stdio -no-reboot \
+             -device isa-debug-exit,iobase=0xf4,iosize=4 -accel tcg"
+        ));
+        assert!(
+            line.ends_with("-display none -icount shift=0,align=off"),
+            "{line}"
+        );
+        m.cmdline.clear();
+        m.headless = false;
+        m.gdb = true;
+        let line = m.command_line();
+        assert!(line.contains("-append ''"), "{line}");
+        assert!(!line.contains("-display"), "{line}");
+        assert!(line.ends_with("-s -S"), "{line}");
+    }
+}

@@ -1,0 +1,122 @@
+//! `cargo xtask run`: build the kernel and boot a scenario in QEMU with the
+//! serial console on this terminal.
+//!
+//! Exits 0 when the kernel reports success, or when `--timeout` stopped QEMU
+//! (a demo may run forever; reaching the user's timeout is not an error);
+//! exits 1 otherwise.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::accel::{self, Accel};
+use crate::qemu::{self, GuestExit, Machine};
+use crate::util::{shell_join, workspace_root};
+use crate::{kernel, scenario, setup};
+
+/// The options of `cargo xtask run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The scenario to boot (scenarios/SCENARIO.toml).
+    #[arg(default_value = "demo")]
+    pub scenario: String,
+    /// No display window (`-display none`); implied when $DISPLAY is unset.
+    #[arg(long)]
+    pub headless: bool,
+    /// Stop QEMU after SECS seconds (and exit 0).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+    /// Start stopped, with a gdb server on localhost:1234.
+    #[arg(long)]
+    pub gdb: bool,
+    /// Accelerator; default: TCG unless KVM is known to work.
+    #[arg(long, value_enum)]
+    pub accel: Option<Accel>,
+    /// Number of vCPUs.
+    #[arg(long, value_name = "N", default_value_t = qemu::DEFAULT_SMP,
+          value_parser = clap::value_parser!(u32).range(1..=255))]
+    pub smp: u32,
+    /// Guest memory in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = qemu::DEFAULT_MEMORY_MIB,
+          value_parser = clap::value_parser!(u32).range(16..))]
+    pub memory: u32,
+    /// Count instructions (`-icount shift=0,align=off`; TCG only).
+    #[arg(long)]
+    pub icount: bool,
+}
+
+/// Runs `cargo xtask run`; `Ok(true)` means exit status 0.
+pub fn run(args: &RunArgs) -> Result<bool> {
+    let root = workspace_root();
+    // Check the scenario first: a typo should not cost a kernel build.
+    let scenario = scenario::load(&scenario::dir(&root), &args.scenario)?;
+    setup::ensure_target()?;
+    setup::ensure_qemu()?;
+    let elf = kernel::build()?;
+    let choice = accel::choose(args.accel, args.icount, &elf, &root)?;
+
+    let machine = Machine {
+        kernel: elf.clone(),
+        cmdline: scenario.cmdline.clone(),
+        memory_mib: args.memory,
+        smp: args.smp,
+        accel: choice.accel,
+        headless: args.headless || std::env::var_os("DISPLAY").is_none_or(|d| d.is_empty()),
+        icount: args.icount,
+        gdb: args.gdb,
+    };
+    println!(
+        "==> booting scenario {}: {}",
+        args.scenario, scenario.description
+    );
+    println!("==> {}", machine.command_line());
+    if args.gdb {
+        let elf_abs = elf.canonicalize().unwrap_or(elf);
+        let gdb = shell_join(&[
+            "gdb".to_string(),
+            "-ex".to_string(),
+            "set architecture i386:x86-64".to_string(),
+            "-ex".to_string(),
+            format!("file {}", elf_abs.display()),
+            "-ex".to_string(),
+            "target remote localhost:1234".to_string(),
+        ]);
+        println!("==> QEMU waits for gdb on localhost:1234. Attach with:");
+        println!("    {gdb}");
+        println!(
+            "    The kernel starts in 32-bit mode; breakpoints on 64-bit code work \
+             after `hbreak kernel_entry` (the 64-bit entry) and `continue`."
+        );
+    }
+
+    let start = Instant::now();
+    let mut child = machine
+        .command()
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting QEMU")?;
+    let deadline = args
+        .timeout
+        .map(|secs| start + Duration::from_secs(secs))
+        // Far enough to mean "no deadline" without overflowing Instant.
+        .unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 24 * 3600));
+    let status = qemu::wait_until(&mut child, deadline).context("waiting for QEMU")?;
+    let Some(status) = status else {
+        qemu::terminate(&mut child);
+        println!(
+            "\n==> stopped after {} s (timeout)",
+            args.timeout.unwrap_or_default()
+        );
+        return Ok(true);
+    };
+    let exit = GuestExit::from_status(status);
+    println!(
+        "\n==> {} (after {:.1} s)",
+        exit.describe(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(exit == GuestExit::Success)
+}

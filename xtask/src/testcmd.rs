@@ -1,0 +1,147 @@
+//! `cargo xtask test`: host tests, lints, then scenario tests, and the
+//! closing line `N passed, M failed` (exit status 1 when M > 0).
+//!
+//! FILTER, when given, selects scenario tests whose name contains it, is
+//! handed to the host test binaries (libtest's substring filter), and selects
+//! the lints whose name (`fmt`, `clippy-host`, `clippy-kernel`) contains it.
+
+use std::time::Instant;
+
+use anyhow::Result;
+
+use crate::accel::{self, Accel};
+use crate::boot_test::{self, BootTest};
+use crate::host::{self, Counts};
+use crate::qemu::Machine;
+use crate::util::{display_path, workspace_root};
+use crate::{kernel, scenario, setup, testspec};
+
+/// The options of `cargo xtask test`.
+#[derive(Debug, clap::Args)]
+pub struct TestArgs {
+    /// Run only tests whose name contains FILTER.
+    pub filter: Option<String>,
+    /// Accelerator for scenario tests; default: TCG unless KVM is known to work.
+    #[arg(long, value_enum)]
+    pub accel: Option<Accel>,
+    /// Skip rustfmt and clippy.
+    #[arg(long)]
+    pub no_lint: bool,
+    /// Scenario tests run at once (default: the number of CPUs, at most 4).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub jobs: Option<u64>,
+}
+
+/// Runs `cargo xtask test`; `Ok(true)` when nothing failed.
+pub fn run(args: &TestArgs) -> Result<bool> {
+    let start = Instant::now();
+    let filter = args.filter.as_deref();
+    setup::ensure_target()?;
+    setup::ensure_qemu()?;
+
+    let mut counts = host::host_tests(filter)?;
+    if !args.no_lint {
+        counts += host::lints(filter)?;
+    }
+    counts += scenario_tests(args, filter)?;
+
+    println!("total time: {:.1} s", start.elapsed().as_secs_f64());
+    println!("{} passed, {} failed", counts.passed, counts.failed);
+    Ok(counts.failed == 0)
+}
+
+/// Builds the kernel and runs the scenario tests in `tests/`.
+fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
+    let root = workspace_root();
+    let mut counts = Counts::default();
+    let found = testspec::discover(&root.join("tests"), filter)?;
+    println!(
+        "==> scenario tests: {} in tests/{}",
+        found.len(),
+        filter
+            .map(|f| format!(" matching `{f}`"))
+            .unwrap_or_default()
+    );
+    // Without a filter the kernel is always built, so that a kernel that
+    // does not link fails the run even when there are no scenario tests.
+    if found.is_empty() && filter.is_some() {
+        return Ok(counts);
+    }
+    let elf = match kernel::build() {
+        Ok(elf) => elf,
+        Err(e) => {
+            println!("FAIL build kernel: {e:#}");
+            if !found.is_empty() {
+                println!("    {} scenario tests not run", found.len());
+            }
+            counts.failed += 1;
+            return Ok(counts);
+        }
+    };
+    if found.is_empty() {
+        return Ok(counts);
+    }
+
+    // Parse every test first; a broken file is a failed test.
+    let scenarios_dir = scenario::dir(&root);
+    let mut specs = Vec::new();
+    for (name, path) in &found {
+        let prepared = testspec::load(path).and_then(|spec| {
+            let scenario = spec.load_scenario(&scenarios_dir)?;
+            Ok((spec, scenario))
+        });
+        match prepared {
+            Ok(p) => specs.push(p),
+            Err(e) => {
+                println!("FAIL {name}: {}", format!("{e:#}").replace('\n', "\n    "));
+                counts.failed += 1;
+            }
+        }
+    }
+    if specs.is_empty() {
+        return Ok(counts);
+    }
+
+    let choice = accel::choose(args.accel, false, &elf, &root)?;
+    let tests: Vec<BootTest> = specs
+        .into_iter()
+        .map(|(spec, scenario)| {
+            let mut machine = Machine::new(elf.clone(), spec.full_cmdline(&scenario), choice.accel);
+            machine.smp = spec.smp;
+            machine.memory_mib = spec.memory_mib;
+            BootTest { spec, machine }
+        })
+        .collect();
+    let jobs = args.jobs.map_or_else(default_jobs, |j| j as usize);
+    println!(
+        "==> booting {} scenario tests, {jobs} at a time",
+        tests.len()
+    );
+    let log_dir = root.join("target").join("test-logs");
+    let outcomes = boot_test::run_all(tests, jobs, &log_dir, |o| match &o.failure {
+        None => println!("PASS {} ({:.1} s)", o.name, o.duration.as_secs_f64()),
+        Some(reason) => {
+            println!("FAIL {}: {reason}", o.name);
+            match &o.log_path {
+                Some(p) => println!("    serial log: {}", display_path(p)),
+                None => println!("    (could not write the serial log)"),
+            }
+        }
+    });
+    for o in &outcomes {
+        if o.failure.is_none() {
+            counts.passed += 1;
+        } else {
+            counts.failed += 1;
+        }
+    }
+    Ok(counts)
+}
+
+/// The default number of scenario tests run at once: one per CPU, at most 4.
+fn default_jobs() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(4)
+}

@@ -1,0 +1,309 @@
+//! Scenario-test files: `tests/NAME.toml`, one QEMU boot each, checked
+//! against expected and forbidden serial output and the guest's exit.
+//!
+//! ```toml
+//! description = "timer interrupts arrive"   # required
+//! scenario = "demo"                   # optional (default "demo"): scenarios/NAME.toml
+//! cmdline = "pecan.selftest=timer"    # optional: appended to the scenario's cmdline
+//! smp = 1                             # optional (default 1)
+//! memory_mib = 256                    # optional (default 256)
+//! timeout_secs = 30                   # required
+//! expect = ["regex one", "regex two"] # required: in this order in the serial output
+//! forbid = ["(?i)panic"]              # optional: any match fails the test at once
+//! exit = "success"                    # required: "success" (QEMU 33) or "failure" (QEMU 35)
+//! ```
+//!
+//! Unknown keys, bad values and bad regexes are errors naming the file and
+//! line.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use regex::Regex;
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::qemu;
+use crate::scenario::{self, Scenario};
+use crate::tomlfile;
+use crate::util::display_path;
+
+/// The exit the test expects from the guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExpectedExit {
+    Success,
+    Failure,
+}
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    description: String,
+    scenario: Option<Spanned<String>>,
+    cmdline: Option<String>,
+    smp: Option<Spanned<u32>>,
+    memory_mib: Option<Spanned<u32>>,
+    timeout_secs: Spanned<u64>,
+    expect: Vec<Spanned<String>>,
+    #[serde(default)]
+    forbid: Vec<Spanned<String>>,
+    exit: ExpectedExit,
+}
+
+/// A compiled regex with its source text.
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    pub source: String,
+    pub regex: Regex,
+}
+
+/// A parsed, checked scenario test.
+#[derive(Debug, Clone)]
+pub struct TestSpec {
+    /// The file stem.
+    pub name: String,
+    pub path: PathBuf,
+    pub description: String,
+    pub scenario: String,
+    /// The test's `scenario` key (for errors about it), if given.
+    scenario_span: Option<Range<usize>>,
+    /// Appended to the scenario's command line.
+    pub cmdline: String,
+    pub smp: u32,
+    pub memory_mib: u32,
+    pub timeout: Duration,
+    pub expect: Vec<Pattern>,
+    pub forbid: Vec<Pattern>,
+    pub exit: ExpectedExit,
+    /// The file's text (for errors with line numbers).
+    text: String,
+}
+
+/// Parses the test file `path` whose contents are `text`.
+pub fn parse(path: &Path, text: &str) -> Result<TestSpec> {
+    let raw: Raw = tomlfile::parse(path, text)?;
+    let error =
+        |span: Range<usize>, message: String| tomlfile::error_at(path, text, span, &message);
+    let compile = |patterns: Vec<Spanned<String>>| -> Result<Vec<Pattern>> {
+        patterns
+            .into_iter()
+            .map(|p| {
+                let span = p.span();
+                let source = p.into_inner();
+                match Regex::new(&source) {
+                    Ok(regex) => Ok(Pattern { source, regex }),
+                    Err(e) => Err(error(span, format!("bad regex: {e}"))),
+                }
+            })
+            .collect()
+    };
+
+    if *raw.timeout_secs.get_ref() == 0 {
+        return Err(error(
+            raw.timeout_secs.span(),
+            "timeout_secs must be at least 1".into(),
+        ));
+    }
+    let smp = match raw.smp {
+        Some(s) if *s.get_ref() == 0 || *s.get_ref() > 255 => {
+            return Err(error(s.span(), "smp must be between 1 and 255".into()));
+        }
+        Some(s) => s.into_inner(),
+        None => qemu::DEFAULT_SMP,
+    };
+    let memory_mib = match raw.memory_mib {
+        Some(m) if *m.get_ref() < 16 => {
+            return Err(error(m.span(), "memory_mib must be at least 16".into()));
+        }
+        Some(m) => m.into_inner(),
+        None => qemu::DEFAULT_MEMORY_MIB,
+    };
+    let (scenario, scenario_span) = match raw.scenario {
+        Some(s) => {
+            let span = s.span();
+            (s.into_inner(), Some(span))
+        }
+        None => ("demo".to_string(), None),
+    };
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(TestSpec {
+        name,
+        path: path.to_path_buf(),
+        description: raw.description,
+        scenario,
+        scenario_span,
+        cmdline: raw.cmdline.unwrap_or_default(),
+        smp,
+        memory_mib,
+        timeout: Duration::from_secs(raw.timeout_secs.into_inner()),
+        expect: compile(raw.expect)?,
+        forbid: compile(raw.forbid)?,
+        exit: raw.exit,
+        text: text.to_string(),
+    })
+}
+
+/// Reads and parses the test file `path`.
+pub fn load(path: &Path) -> Result<TestSpec> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", display_path(path)))?;
+    parse(path, &text)
+}
+
+impl TestSpec {
+    /// Loads the scenario the test boots from `scenarios_dir`; an error names
+    /// the test file and the line of its `scenario` key.
+    pub fn load_scenario(&self, scenarios_dir: &Path) -> Result<Scenario> {
+        scenario::load(scenarios_dir, &self.scenario).map_err(|e| match &self.scenario_span {
+            Some(span) => {
+                tomlfile::error_at(&self.path, &self.text, span.clone(), &format!("{e:#}"))
+            }
+            None => e.context(format!("{} (default scenario)", display_path(&self.path))),
+        })
+    }
+
+    /// The kernel command line: the scenario's, then the test's.
+    pub fn full_cmdline(&self, scenario: &Scenario) -> String {
+        [scenario.cmdline.trim(), self.cmdline.trim()]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// The test files in `dir` (`*.toml`, sorted by name) whose name contains
+/// `filter`, as (name, path). A missing directory holds no tests.
+pub fn discover(dir: &Path, filter: Option<&str>) -> Result<Vec<(String, PathBuf)>> {
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", display_path(dir)))? {
+        let path = entry?.path();
+        if path.extension().is_none_or(|e| e != "toml") || !path.is_file() {
+            continue;
+        }
+        let Some(name) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        if filter.is_none_or(|f| name.contains(f)) {
+            found.push((name, path));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+description = "timer interrupts arrive"
+scenario = "demo"
+cmdline = "pecan.selftest=timer"
+smp = 2
+memory_mib = 128
+timeout_secs = 30
+expect = ["regex one", "regex (two)"]
+forbid = ["(?i)panic"]
+exit = "failure"
+"#;
+
+    fn err(text: &str) -> String {
+        format!("{:#}", parse(Path::new("tests/t.toml"), text).unwrap_err())
+    }
+
+    #[test]
+    fn good_file() {
+        let spec = parse(Path::new("tests/timer.toml"), GOOD).unwrap();
+        assert_eq!(spec.name, "timer");
+        assert_eq!(spec.description, "timer interrupts arrive");
+        assert_eq!(spec.scenario, "demo");
+        assert_eq!(spec.cmdline, "pecan.selftest=timer");
+        assert_eq!((spec.smp, spec.memory_mib), (2, 128));
+        assert_eq!(spec.timeout, Duration::from_secs(30));
+        let sources: Vec<_> = spec.expect.iter().map(|p| p.source.as_str()).collect();
+        assert_eq!(sources, ["regex one", "regex (two)"]);
+        assert!(spec.forbid[0].regex.is_match("KERNEL PANIC"));
+        assert_eq!(spec.exit, ExpectedExit::Failure);
+
+        let scenario = Scenario {
+            description: String::new(),
+            cmdline: " log=debug ".into(),
+        };
+        assert_eq!(
+            spec.full_cmdline(&scenario),
+            "log=debug pecan.selftest=timer"
+        );
+    }
+
+    #[test]
+    fn defaults() {
+        let spec = parse(
+            Path::new("tests/t.toml"),
+            "description = \"d\"\ntimeout_secs = 5\nexpect = []\nexit = \"success\"\n",
+        )
+        .unwrap();
+        assert_eq!(spec.scenario, "demo");
+        assert_eq!((spec.smp, spec.memory_mib), (1, 256));
+        assert!(spec.forbid.is_empty());
+        assert_eq!(spec.cmdline, "");
+    }
+
+    #[test]
+    fn unknown_key_names_file_and_line() {
+        let text = "description = \"d\"\ntimeout_secs = 5\nexpect = []\nexit = \"success\"\nexpected = [\"x\"]\n";
+        let e = err(text);
+        assert!(
+            e.starts_with("tests/t.toml:5:1: unknown field `expected`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn missing_timeout() {
+        let e = err("description = \"d\"\nexpect = []\nexit = \"success\"\n");
+        assert!(e.starts_with("tests/t.toml"), "{e}");
+        assert!(e.contains("missing field `timeout_secs`"), "{e}");
+    }
+
+    #[test]
+    fn bad_values() {
+        let e = err("description = \"d\"\ntimeout_secs = 5\nexpect = [\"ok\",\n  \"(unclosed\"]\nexit = \"success\"\n");
+        assert!(e.starts_with("tests/t.toml:4:3: bad regex"), "{e}");
+        let e = err("description = \"d\"\ntimeout_secs = 0\nexpect = []\nexit = \"success\"\n");
+        assert!(
+            e.starts_with("tests/t.toml:2:16: timeout_secs must be"),
+            "{e}"
+        );
+        let e = err("description = \"d\"\ntimeout_secs = 1\nexpect = []\nexit = \"maybe\"\n");
+        assert!(
+            e.starts_with("tests/t.toml:4:8: unknown variant `maybe`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_scenario_names_the_line() {
+        let dir = std::env::temp_dir().join(format!("xtask-testspec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = "description = \"d\"\nscenario = \"nope\"\ntimeout_secs = 1\nexpect = []\nexit = \"success\"\n";
+        let spec = parse(Path::new("tests/t.toml"), text).unwrap();
+        let e = format!("{:#}", spec.load_scenario(&dir).unwrap_err());
+        assert!(
+            e.starts_with("tests/t.toml:2:12: unknown scenario `nope`"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,66 @@
+//! Reading the TOML files xtask consumes (scenarios, scenario tests) so that
+//! every error names the file and the line: `tests/timer.toml:3:1: unknown
+//! field ...`. toml's errors carry a byte span; this module turns spans into
+//! line and column numbers.
+
+use std::ops::Range;
+use std::path::Path;
+
+use anyhow::{anyhow, Context, Result};
+use serde::de::DeserializeOwned;
+
+use crate::util::display_path;
+
+/// Reads and deserializes `path`; errors name the file and line.
+pub fn load<T: DeserializeOwned>(path: &Path) -> Result<(T, String)> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", display_path(path)))?;
+    let value = parse(path, &text)?;
+    Ok((value, text))
+}
+
+/// Deserializes `text` (the contents of `path`); errors name the file and
+/// line.
+pub fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T> {
+    toml::from_str(text).map_err(|e| match e.span() {
+        Some(span) => error_at(path, text, span, e.message()),
+        None => anyhow!("{}: {}", display_path(path), e.message()),
+    })
+}
+
+/// An error about the bytes `span` of `text`, the contents of `path`:
+/// `path:line:column: message`.
+pub fn error_at(path: &Path, text: &str, span: Range<usize>, message: &str) -> anyhow::Error {
+    let (line, column) = line_column(text, span.start);
+    anyhow!("{}:{line}:{column}: {message}", display_path(path))
+}
+
+/// The 1-based line and column of byte `offset` in `text`.
+pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text.as_bytes()[..offset];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
+    let column = String::from_utf8_lossy(&before[line_start..])
+        .chars()
+        .count()
+        + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_and_column() {
+        let text = "a = 1\nbb = 2\n";
+        assert_eq!(line_column(text, 0), (1, 1));
+        assert_eq!(line_column(text, 6), (2, 1));
+        assert_eq!(line_column(text, 8), (2, 3));
+        assert_eq!(line_column(text, 1000), (3, 1));
+    }
+}

@@ -1,0 +1,133 @@
+//! Small helpers shared by the subcommands: where the workspace is, how to
+//! invoke cargo, PATH look-ups, capturing a command's combined output, and
+//! shell quoting for the command lines xtask prints and logs.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+
+use anyhow::{Context, Result};
+
+/// The workspace root: the parent of this crate's manifest directory.
+pub fn workspace_root() -> PathBuf {
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir.parent().unwrap_or(manifest_dir).to_path_buf()
+}
+
+/// A `cargo` command (the one that runs us, from `$CARGO`, else `cargo` on
+/// PATH) with the workspace root as its working directory.
+pub fn cargo() -> Command {
+    let program = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    let mut cmd = Command::new(program);
+    cmd.current_dir(workspace_root());
+    cmd
+}
+
+/// `path` relative to the workspace root when it lies inside it, for shorter
+/// messages (`tests/timer.toml` rather than `/work/.../tests/timer.toml`).
+pub fn display_path(path: &Path) -> String {
+    let root = workspace_root();
+    path.strip_prefix(&root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// The full path of executable `name` on `$PATH`, if there is one.
+pub fn which(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| {
+            candidate
+                .metadata()
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
+}
+
+/// Runs `cmd` to completion with stdin closed and stdout and stderr merged
+/// into one pipe (so their interleaving is kept), and returns its status and
+/// that output.
+pub fn run_captured(cmd: &mut Command) -> Result<(ExitStatus, String)> {
+    let (mut reader, writer) = std::io::pipe().context("creating a pipe")?;
+    let writer_clone = writer.try_clone().context("duplicating a pipe")?;
+    cmd.stdin(Stdio::null()).stdout(writer_clone).stderr(writer);
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting `{}`", describe(cmd)))?;
+    // The command still holds the write ends; drop them so that reading ends
+    // when the child (and its children) close theirs.
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut bytes = Vec::new();
+    let read = reader.read_to_end(&mut bytes);
+    let status = child
+        .wait()
+        .with_context(|| format!("waiting for `{}`", describe(cmd)))?;
+    read.with_context(|| format!("reading the output of `{}`", describe(cmd)))?;
+    Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// A command as a shell would spell it (program and arguments, quoted).
+pub fn describe(cmd: &Command) -> String {
+    let mut words = vec![cmd.get_program().to_string_lossy().into_owned()];
+    words.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
+    shell_join(&words)
+}
+
+/// Joins words into one shell command line, quoting where needed.
+pub fn shell_join<S: AsRef<str>>(words: &[S]) -> String {
+    words
+        .iter()
+        .map(|w| shell_quote(w.as_ref()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Quotes one word for a POSIX shell; words made only of safe characters are
+/// left as they are.
+pub fn shell_quote(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_-./=:,+@%".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// Indents every line of `text` by four spaces (for output shown under a
+/// FAIL line).
+pub fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("-m"), "-m");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(
+            shell_join(&["gdb", "-ex", "target remote localhost:1234"]),
+            "gdb -ex 'target remote localhost:1234'"
+        );
+    }
+
+    #[test]
+    fn captured_output_merges_streams() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo out; echo err >&2; exit 3"]);
+        let (status, output) = run_captured(&mut cmd).unwrap();
+        assert_eq!(status.code(), Some(3));
+        assert_eq!(output, "out\nerr\n");
+    }
+}
