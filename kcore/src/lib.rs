@@ -12,7 +12,10 @@
 extern crate std;
 
 pub mod acpi;
+pub mod bootimage;
+pub mod cap;
 pub mod cmdline;
+pub mod elf;
 mod fixed;
 pub mod paging;
 pub mod phys;

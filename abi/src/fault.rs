@@ -1,0 +1,17 @@
+//! Fault messages: what the kernel sends to a thread's fault endpoint when
+//! the thread faults. The message's badge is the fault-endpoint capability's
+//! badge (so the handler knows which thread faulted); the label says what
+//! kind of fault; the words say where. The handler replies (empty message)
+//! to resume the thread, which retries the faulting instruction, or does not
+//! reply and stops/deletes the thread.
+
+/// Labels of fault messages (top of the label space, away from protocols).
+pub const LABEL_PAGE_FAULT: u64 = 0xffff_ffff_0001;
+/// Any other CPU exception (invalid opcode, #GP, divide error, ...).
+pub const LABEL_EXCEPTION: u64 = 0xffff_ffff_0002;
+
+/// Word indices in a fault message (all in registers: 4 words).
+pub const WORD_ADDRESS: usize = 0; // page faults: the faulting address (CR2)
+pub const WORD_IP: usize = 1; // instruction pointer of the faulting instruction
+pub const WORD_CODE: usize = 2; // page faults: the CPU error code; exceptions: the vector
+pub const WORD_DETAIL: usize = 3; // exceptions: the CPU error code; page faults: 0

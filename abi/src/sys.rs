@@ -1,0 +1,121 @@
+//! System-call numbers (the value in `rax`).
+//!
+//! Numbers are stable once published; new calls get new numbers. Decode
+//! with [`Sys::from_raw`], which rejects unknown numbers.
+
+macro_rules! syscalls {
+    ($($(#[$doc:meta])* $name:ident = $value:expr,)*) => {
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u64)]
+        pub enum Sys {
+            $($(#[$doc])* $name = $value,)*
+        }
+
+        impl Sys {
+            /// Every system call, in number order.
+            pub const ALL: &'static [Sys] = &[$(Sys::$name,)*];
+
+            pub const fn from_raw(raw: u64) -> Option<Sys> {
+                match raw {
+                    $($value => Some(Sys::$name),)*
+                    _ => None,
+                }
+            }
+
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Sys::$name => stringify!($name),)*
+                }
+            }
+        }
+    };
+}
+
+syscalls! {
+    /// Does nothing; measures the syscall path. No arguments, no results.
+    Null = 0,
+    /// Writes `len` (arg 1, at most 4096) bytes at user address arg 0 to the
+    /// kernel console. A debugging aid until the LOG service exists.
+    DebugWrite = 1,
+    /// Gives up the rest of the timeslice.
+    Yield = 2,
+    /// Ends the calling thread. Arg 0: exit code (reported by the kernel).
+    ThreadExit = 3,
+    /// IPC: blocking send on endpoint arg 0.
+    Send = 4,
+    /// IPC: send if a receiver waits, else fail with `WouldBlock`.
+    NbSend = 5,
+    /// IPC: blocking receive on endpoint arg 0.
+    Recv = 6,
+    /// IPC: receive if a sender waits, else fail with `WouldBlock`.
+    NbRecv = 7,
+    /// IPC: send on endpoint arg 0 and wait for the reply.
+    Call = 8,
+    /// IPC: reply to the current caller.
+    Reply = 9,
+    /// IPC: reply to the current caller, then receive on endpoint arg 0.
+    ReplyRecv = 10,
+    /// Notification arg 0: OR the cap's badge into the word, wake a waiter.
+    Signal = 11,
+    /// Notification arg 0: wait until the word is non-zero, return and clear it.
+    Wait = 12,
+    /// Notification arg 0: return and clear the word without blocking.
+    Poll = 13,
+    /// Copy cap arg 0 to empty slot arg 1 (same rights, same badge).
+    CapCopy = 14,
+    /// Derive from cap arg 0 into empty slot arg 1 with rights arg 2 (a
+    /// subset) and badge arg 3 (endpoints and notifications).
+    CapMint = 15,
+    /// Empty slot arg 0.
+    CapDelete = 16,
+    /// Delete every capability derived from the cap in slot arg 0.
+    CapRevoke = 17,
+    /// Create objects from untyped memory: untyped arg 0, object type arg 1,
+    /// size bits arg 2 (for sized types), first destination slot arg 3,
+    /// count arg 4.
+    Retype = 18,
+    /// Map frame arg 1 into address space arg 0 at address arg 2 with
+    /// rights and cache attribute packed in arg 3; page tables needed are
+    /// paid from untyped arg 4.
+    Map = 19,
+    /// Unmap frame arg 0 from wherever it is mapped.
+    Unmap = 20,
+    /// Configure thread arg 0: cspace arg 1, vspace arg 2, IPC buffer
+    /// address arg 3, fault endpoint arg 4.
+    ThreadConfigure = 21,
+    /// Set thread arg 0's priority (arg 1) and CPU (arg 2).
+    ThreadSetSchedParams = 22,
+    /// Set thread arg 0's instruction pointer arg 1 and stack pointer arg 2
+    /// and make it runnable.
+    ThreadStart = 23,
+    ThreadSuspend = 24,
+    ThreadResume = 25,
+    /// Read (arg 1 = 0) or write (arg 1 = 1) thread arg 0's registers
+    /// through the caller's IPC buffer.
+    ThreadRegisters = 26,
+    /// Bind IRQ handler cap arg 0 to notification arg 1.
+    IrqBind = 27,
+    /// Acknowledge the interrupt of IRQ handler cap arg 0 (unmask it).
+    IrqAck = 28,
+    /// I/O port cap arg 0: read (arg 2 = 0) or write (arg 2 = 1) port arg 1
+    /// with width arg 3 (1, 2, 4 bytes) and value arg 4.
+    IoPort = 29,
+    /// Bind notification arg 1 to thread arg 0 (so `Recv` also returns
+    /// notification signals).
+    BindNotification = 30,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_round_trip_and_unknown_is_rejected() {
+        for (i, s) in Sys::ALL.iter().enumerate() {
+            assert_eq!(*s as u64, i as u64, "numbers are dense and in order");
+            assert_eq!(Sys::from_raw(*s as u64), Some(*s));
+        }
+        assert_eq!(Sys::from_raw(Sys::ALL.len() as u64), None);
+        assert_eq!(Sys::from_raw(u64::MAX), None);
+    }
+}
