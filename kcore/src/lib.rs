@@ -19,3 +19,5 @@ pub mod elf;
 mod fixed;
 pub mod paging;
 pub mod phys;
+#[cfg(test)]
+mod test_rng;

@@ -35,6 +35,18 @@ pub fn print_fmt(args: fmt::Arguments) {
     let _ = CONSOLE.lock().write_fmt(args);
 }
 
+/// Writes raw bytes (e.g. from a user thread's `DebugWrite`), translating
+/// `\n` to `\r\n` like all console output.
+pub fn write_bytes(bytes: &[u8]) {
+    let _guard = CONSOLE.lock();
+    for &byte in bytes {
+        if byte == b'\n' {
+            serial::write_byte(b'\r');
+        }
+        serial::write_byte(byte);
+    }
+}
+
 /// Releases the console lock regardless of owner. Only for the panic and
 /// fatal-exception paths, which never return to the interrupted code.
 pub fn force_unlock() {

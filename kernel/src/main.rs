@@ -15,12 +15,16 @@ mod acpi;
 mod arch;
 mod console;
 mod exit;
+mod loader;
 mod mm;
 mod panic;
 mod pvh;
 mod selftest;
 mod static_cell;
+mod syscall;
+mod thread;
 mod time;
+mod uaccess;
 
 use arch::{cpu, lapic, pit};
 use exit::{exit, ExitCode};
@@ -81,8 +85,20 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
     );
 
     run_self_checks(&boot);
-    kprintln!("nothing to run yet (no user space): powering off");
-    exit(ExitCode::Success)
+
+    thread::init();
+    match loader::load_root(&boot) {
+        Ok(root) => {
+            kprintln!("kernel: starting root");
+            thread::start(root);
+            thread::schedule()
+        }
+        Err(loader::LoadError::NoBootImage) => {
+            kprintln!("nothing to run (no boot image): powering off");
+            exit(ExitCode::Success)
+        }
+        Err(e) => fatal(format_args!("cannot start root: {e}")),
+    }
 }
 
 fn report_machine(boot: &pvh::BootInfo, platform: Option<&acpi::Platform>) {

@@ -166,6 +166,20 @@ pub fn init(boot: &BootInfo) -> Result<(), MmInitError> {
     map_kernel_image(&table, &mut memory)?;
     map_direct(&table, &mut memory, boot)?;
 
+    // Address spaces copy the kernel half's PML4 entries when they are
+    // created; a kernel-half PML4 entry created later would be missing from
+    // them. The MMIO window is the only region that grows after boot, so
+    // its PML4 entry is created now.
+    let mmio_slot = ((MMIO_BASE >> 39) & 511) as usize;
+    if memory.read_entry(root, mmio_slot) == 0 {
+        let pdpt = memory.alloc_table().ok_or(MmInitError::NoTableMemory)?;
+        memory.write_entry(
+            root,
+            mmio_slot,
+            pdpt | kcore::paging::bits::PRESENT | kcore::paging::bits::WRITABLE,
+        );
+    }
+
     // SAFETY: PAT index 0 stays write-back, the type every existing mapping
     // uses, so reprogramming the PAT changes no current mapping's type.
     unsafe { cpu::wrmsr(cpu::MSR_PAT, PAT_MSR_VALUE) };
@@ -362,4 +376,83 @@ fn map_window(base: u64, phys: u64, len: u64, cache: CacheAttr) -> Result<u64, M
         page += PAGE_SIZE;
     }
     Ok(base + phys)
+}
+
+/// Read-only [`TableMemory`] over the direct map, for walks that never
+/// change tables (translation of user addresses).
+struct ReadOnlyTables;
+
+impl TableMemory for ReadOnlyTables {
+    fn read_entry(&self, table_phys: u64, index: usize) -> u64 {
+        // SAFETY: page-table frames are RAM, covered by the direct map;
+        // index & 511 keeps the access inside the 4 KiB table.
+        unsafe {
+            core::ptr::read_volatile((phys_to_virt(table_phys) as *const u64).add(index & 511))
+        }
+    }
+
+    fn write_entry(&mut self, _table_phys: u64, _index: usize, _value: u64) {
+        // Never called: translate does not write.
+    }
+
+    fn alloc_table(&mut self) -> Option<u64> {
+        None
+    }
+
+    fn free_table(&mut self, _phys: u64) {}
+}
+
+/// What `virt` maps to in the address space rooted at `root`.
+pub fn translate(root: u64, virt: u64) -> Option<kcore::paging::Translation> {
+    PageTable::new(root).translate(&ReadOnlyTables, virt)
+}
+
+/// Creates an address space: an empty user half and the kernel half shared
+/// with every other address space (the kernel's PML4 entries 256..512).
+pub fn new_address_space() -> Result<u64, MapMmioError> {
+    let kernel_root = KERNEL_PML4.load(Ordering::Acquire);
+    let mut frames_guard = FRAMES.lock();
+    let frames = frames_guard.as_mut().ok_or(MapMmioError::NotInitialised)?;
+    let mut memory = KernelTableMemory { frames };
+    let root = memory
+        .alloc_table()
+        .ok_or(MapMmioError::Map(kcore::paging::MapError::OutOfTableMemory))?;
+    let _tables = KERNEL_TABLES_LOCK.lock();
+    for index in 256..512 {
+        let entry = memory.read_entry(kernel_root, index);
+        memory.write_entry(root, index, entry);
+    }
+    Ok(root)
+}
+
+/// Allocates a zeroed 4 KiB frame from the kernel's pool.
+pub fn alloc_zeroed_frame() -> Option<u64> {
+    let mut frames_guard = FRAMES.lock();
+    let frames = frames_guard.as_mut()?;
+    let phys = frames.alloc(1, 1).ok()?;
+    // SAFETY: the frame was just taken from the pool; the direct map covers it.
+    unsafe { core::ptr::write_bytes(phys_to_virt(phys) as *mut u8, 0, PAGE_SIZE as usize) }
+    Some(phys)
+}
+
+/// Maps one 4 KiB user page into the address space rooted at `root`.
+pub fn map_user_page(
+    root: u64,
+    virt: u64,
+    phys: u64,
+    flags: MapFlags,
+) -> Result<(), kcore::paging::MapError> {
+    let mut frames_guard = FRAMES.lock();
+    let frames = frames_guard
+        .as_mut()
+        .ok_or(kcore::paging::MapError::OutOfTableMemory)?;
+    let mut memory = KernelTableMemory { frames };
+    PageTable::new(root).map(
+        &mut memory,
+        virt,
+        phys,
+        PageSize::Size4K,
+        flags,
+        CacheAttr::WriteBack,
+    )
 }

@@ -4,7 +4,8 @@
 //! `/dev/kvm` is a software PVM (`/sys/module/kvm_pvm` exists) under which
 //! user-mode `syscall` and x87/SSE fail, so KVM is chosen automatically only
 //! when `/dev/kvm` exists, `/sys/module/kvm_pvm` does not, and a probe boot
-//! (the `demo` scenario, headless, 30 s) ends with the kernel's success exit.
+//! (the `demo` scenario with the boot image, headless, 30 s) ends with the
+//! kernel's success exit.
 //! `--accel` overrides the rule; `--icount` needs TCG. The decision is made
 //! once per xtask process.
 
@@ -47,12 +48,14 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 static AUTO: OnceLock<Choice> = OnceLock::new();
 
-/// Chooses the accelerator for booting `kernel` and prints the choice.
-/// `requested` is `--accel`; `icount` is whether `-icount` will be used.
+/// Chooses the accelerator for booting `kernel` (with boot image `initrd`)
+/// and prints the choice. `requested` is `--accel`; `icount` is whether
+/// `-icount` will be used.
 pub fn choose(
     requested: Option<Accel>,
     icount: bool,
     kernel: &Path,
+    initrd: Option<&Path>,
     root: &Path,
 ) -> Result<Choice> {
     let choice = match (requested, icount) {
@@ -65,7 +68,7 @@ pub fn choose(
             accel: Accel::Tcg,
             reason: "--icount needs TCG".to_string(),
         },
-        (None, false) => AUTO.get_or_init(|| auto(kernel, root)).clone(),
+        (None, false) => AUTO.get_or_init(|| auto(kernel, initrd, root)).clone(),
     };
     println!(
         "==> accelerator: {} ({})",
@@ -87,7 +90,7 @@ fn host_allows_kvm(dev_kvm: bool, kvm_pvm: bool) -> std::result::Result<(), &'st
 }
 
 /// The automatic choice: the host rule, then a probe boot under KVM.
-fn auto(kernel: &Path, root: &Path) -> Choice {
+fn auto(kernel: &Path, initrd: Option<&Path>, root: &Path) -> Choice {
     let tcg = |reason: String| Choice {
         accel: Accel::Tcg,
         reason,
@@ -99,7 +102,7 @@ fn auto(kernel: &Path, root: &Path) -> Choice {
         return tcg(why.to_string());
     }
     println!("==> /dev/kvm is there: probing KVM with a headless boot of scenario demo");
-    match probe(kernel, root) {
+    match probe(kernel, initrd, root) {
         Ok(()) => Choice {
             accel: Accel::Kvm,
             reason: "/dev/kvm exists, no kvm_pvm, and the probe boot passed".to_string(),
@@ -110,9 +113,14 @@ fn auto(kernel: &Path, root: &Path) -> Choice {
 
 /// Boots scenario `demo` under KVM; `Ok` when the kernel reports success
 /// within [`PROBE_TIMEOUT`].
-fn probe(kernel: &Path, root: &Path) -> std::result::Result<(), String> {
+fn probe(kernel: &Path, initrd: Option<&Path>, root: &Path) -> std::result::Result<(), String> {
     let demo = scenario::load(&scenario::dir(root), "demo").map_err(|e| format!("{e:#}"))?;
-    let machine = Machine::new(kernel.to_path_buf(), demo.cmdline, Accel::Kvm);
+    let machine = Machine::new(
+        kernel.to_path_buf(),
+        initrd.map(Path::to_path_buf),
+        demo.cmdline,
+        Accel::Kvm,
+    );
     let mut child = machine
         .command()
         .stdin(Stdio::null())
@@ -153,10 +161,10 @@ mod tests {
     #[test]
     fn overrides() {
         let nowhere = Path::new("/nonexistent");
-        let c = choose(Some(Accel::Kvm), false, nowhere, nowhere).unwrap();
+        let c = choose(Some(Accel::Kvm), false, nowhere, None, nowhere).unwrap();
         assert_eq!(c.accel, Accel::Kvm);
-        let c = choose(None, true, nowhere, nowhere).unwrap();
+        let c = choose(None, true, nowhere, None, nowhere).unwrap();
         assert_eq!(c.accel, Accel::Tcg);
-        assert!(choose(Some(Accel::Kvm), true, nowhere, nowhere).is_err());
+        assert!(choose(Some(Accel::Kvm), true, nowhere, None, nowhere).is_err());
     }
 }

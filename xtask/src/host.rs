@@ -1,6 +1,7 @@
 //! The host-side steps of `cargo xtask test`: the workspace's `cargo test`
 //! (the default members, i.e. the crates that build for the host) and the
-//! lints (rustfmt, clippy for the host crates, clippy for the kernel).
+//! lints (rustfmt, clippy for the host crates, clippy for the bare-metal
+//! packages: kernel, runtime, components).
 //!
 //! `cargo test`'s output is parsed: every `test result:` line adds its passed
 //! and failed counts to the totals, and each test binary and each failing
@@ -15,8 +16,9 @@ use std::time::Instant;
 use anyhow::Result;
 use regex::Regex;
 
-use crate::kernel::{PACKAGE, TARGET};
-use crate::util::{cargo, indent, run_captured};
+use crate::kernel::TARGET;
+use crate::system;
+use crate::util::{cargo, indent, run_captured, workspace_root};
 
 /// Passed and failed counts.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -138,39 +140,34 @@ pub fn host_tests(filter: Option<&str>) -> Result<Counts> {
     Ok(counts)
 }
 
-/// The lints: (name, cargo arguments).
-fn lint_commands() -> Vec<(&'static str, Vec<&'static str>)> {
+/// The lints: (name, cargo arguments). `bare_metal` are the packages that
+/// build for the bare-metal target only (kernel, runtime, components): the
+/// host clippy excludes them, the bare-metal clippy checks them.
+fn lint_commands(bare_metal: &[String]) -> Vec<(&'static str, Vec<String>)> {
+    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let mut host = words(&["clippy", "--workspace"]);
+    let mut bare = words(&["clippy", "--target", TARGET]);
+    for package in bare_metal {
+        host.extend(["--exclude".to_string(), package.clone()]);
+        bare.extend(["-p".to_string(), package.clone()]);
+    }
+    host.extend(words(&["--all-targets", "--", "-D", "warnings"]));
+    bare.extend(words(&["--", "-D", "warnings"]));
     vec![
         (
             "fmt",
-            vec!["fmt", "--all", "--", "--check", "--color", "never"],
+            words(&["fmt", "--all", "--", "--check", "--color", "never"]),
         ),
-        (
-            "clippy-host",
-            vec![
-                "clippy",
-                "--workspace",
-                "--exclude",
-                PACKAGE,
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ],
-        ),
-        (
-            "clippy-kernel",
-            vec![
-                "clippy", "-p", PACKAGE, "--target", TARGET, "--", "-D", "warnings",
-            ],
-        ),
+        ("clippy-host", host),
+        ("clippy-bare-metal", bare),
     ]
 }
 
 /// Runs the lints whose name contains `filter`; each is one test.
 pub fn lints(filter: Option<&str>) -> Result<Counts> {
     let mut counts = Counts::default();
-    for (name, args) in lint_commands() {
+    let bare_metal = system::bare_metal_packages(&workspace_root())?;
+    for (name, args) in lint_commands(&bare_metal) {
         if filter.is_some_and(|f| !name.contains(f)) {
             continue;
         }
@@ -265,6 +262,24 @@ error: 1 target failed:
                 passed: 14,
                 failed: 1
             }
+        );
+    }
+
+    #[test]
+    fn clippy_splits_host_and_bare_metal() {
+        let bare = ["pecan-kernel".to_string(), "root".to_string()];
+        let lints = lint_commands(&bare);
+        let line = |name: &str| {
+            let (_, args) = lints.iter().find(|(n, _)| *n == name).unwrap();
+            args.join(" ")
+        };
+        assert_eq!(
+            line("clippy-host"),
+            "clippy --workspace --exclude pecan-kernel --exclude root --all-targets -- -D warnings"
+        );
+        assert_eq!(
+            line("clippy-bare-metal"),
+            "clippy --target x86_64-unknown-none -p pecan-kernel -p root -- -D warnings"
         );
     }
 

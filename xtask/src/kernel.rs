@@ -1,12 +1,11 @@
-//! Building the kernel: `cargo build --release -p pecan-kernel --target
-//! x86_64-unknown-none`, which leaves the ELF that QEMU boots (PVH entry via
+//! The kernel's build coordinates: `cargo build --release -p pecan-kernel
+//! --target x86_64-unknown-none` (run by [`crate::system::build`] together
+//! with the components) leaves the ELF that QEMU boots (PVH entry via
 //! `-kernel`) at `target/x86_64-unknown-none/release/pecan-kernel`.
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
-
-use crate::util::{cargo, workspace_root};
+use crate::util::workspace_root;
 
 /// The Rust target everything that runs on the bare machine is built for.
 pub const TARGET: &str = "x86_64-unknown-none";
@@ -21,22 +20,4 @@ pub fn elf_path() -> PathBuf {
         .join(TARGET)
         .join("release")
         .join(PACKAGE)
-}
-
-/// Builds the kernel (cargo's output goes to the terminal) and returns the
-/// ELF's path.
-pub fn build() -> Result<PathBuf> {
-    println!("==> building kernel");
-    let status = cargo()
-        .args(["build", "--release", "-p", PACKAGE, "--target", TARGET])
-        .status()
-        .context("running cargo build for the kernel")?;
-    if !status.success() {
-        bail!("building the kernel failed ({status})");
-    }
-    let elf = elf_path();
-    if !elf.is_file() {
-        bail!("cargo built the kernel, but {} is missing", elf.display());
-    }
-    Ok(elf)
 }

@@ -1,6 +1,7 @@
 //! `cargo xtask`: Pecan's one entry point for building, running and testing.
 //!
-//! - `cargo xtask build` builds the kernel ELF.
+//! - `cargo xtask build` builds the kernel ELF and the components and packs
+//!   the components into the boot image.
 //! - `cargo xtask run [SCENARIO]` builds and boots a scenario in QEMU.
 //! - `cargo xtask test [FILTER]` runs host tests, lints and scenario tests
 //!   and closes with `N passed, M failed`.
@@ -9,6 +10,8 @@
 
 mod accel;
 mod boot_test;
+mod bootimage;
+mod components;
 mod host;
 mod kernel;
 mod matcher;
@@ -16,6 +19,7 @@ mod qemu;
 mod run;
 mod scenario;
 mod setup;
+mod system;
 mod testcmd;
 mod testspec;
 mod tomlfile;
@@ -35,9 +39,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Build the kernel (target/x86_64-unknown-none/release/pecan-kernel).
+    /// Build the kernel and the components and pack the boot image
+    /// (target/x86_64-unknown-none/release/pecan-kernel, target/pecan/boot.img).
     Build,
-    /// Build the kernel and boot a scenario in QEMU.
+    /// Build everything and boot a scenario in QEMU.
     Run(run::RunArgs),
     /// Run host tests, lints and scenario tests.
     Test(testcmd::TestArgs),
@@ -47,9 +52,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Build => setup::ensure_target()
-            .and_then(|()| kernel::build())
-            .map(|elf| {
-                println!("==> kernel: {}", util::display_path(&elf));
+            .and_then(|()| system::build())
+            .map(|system| {
+                println!("==> kernel: {}", util::display_path(&system.kernel));
                 true
             }),
         Command::Run(args) => run::run(args),

@@ -1,5 +1,6 @@
-//! The emulated machine: the QEMU command line that boots the kernel, and
-//! what QEMU's exit status says about the guest.
+//! The emulated machine: the QEMU command line that boots the kernel (with
+//! the boot image as `-initrd`, which PVH hands to the kernel as boot
+//! module 0), and what QEMU's exit status says about the guest.
 //!
 //! Exit-status contract with the kernel: the guest writes a value `v` to the
 //! `isa-debug-exit` device at I/O port 0xf4 and QEMU exits with `(v << 1) | 1`.
@@ -32,6 +33,8 @@ pub const DEFAULT_SMP: u32 = 1;
 #[derive(Debug, Clone)]
 pub struct Machine {
     pub kernel: PathBuf,
+    /// The boot image (`-initrd`), if any.
+    pub initrd: Option<PathBuf>,
     pub cmdline: String,
     pub memory_mib: u32,
     pub smp: u32,
@@ -46,9 +49,10 @@ pub struct Machine {
 
 impl Machine {
     /// A headless machine with the default size.
-    pub fn new(kernel: PathBuf, cmdline: String, accel: Accel) -> Self {
+    pub fn new(kernel: PathBuf, initrd: Option<PathBuf>, cmdline: String, accel: Accel) -> Self {
         Machine {
             kernel,
+            initrd,
             cmdline,
             memory_mib: DEFAULT_MEMORY_MIB,
             smp: DEFAULT_SMP,
@@ -74,19 +78,27 @@ impl Machine {
             &self.smp.to_string(),
             "-kernel",
             &self.kernel.to_string_lossy(),
-            "-append",
-            &self.cmdline,
-            "-serial",
-            "stdio",
-            "-no-reboot",
-            "-device",
-            "isa-debug-exit,iobase=0xf4,iosize=4",
-            "-accel",
-            self.accel.qemu_name(),
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
+        if let Some(initrd) = &self.initrd {
+            args.extend(["-initrd".to_string(), initrd.to_string_lossy().into_owned()]);
+        }
+        args.extend(
+            [
+                "-append",
+                &self.cmdline,
+                "-serial",
+                "stdio",
+                "-no-reboot",
+                "-device",
+                "isa-debug-exit,iobase=0xf4,iosize=4",
+                "-accel",
+                self.accel.qemu_name(),
+            ]
+            .map(String::from),
+        );
         if self.headless {
             args.extend(["-display", "none"].map(String::from));
         }
@@ -225,6 +237,7 @@ mod tests {
     fn command_line() {
         let mut m = Machine::new(
             PathBuf::from("/k/pecan-kernel"),
+            Some(PathBuf::from("/t/boot.img")),
             "pecan.selftest=timer".into(),
             Accel::Tcg,
         );
@@ -232,7 +245,8 @@ mod tests {
         let line = m.command_line();
         assert!(line.starts_with(
             "qemu-system-x86_64 -M q35 -bios /usr/share/qemu/qboot.rom -cpu max -m 256 -smp 1 \
-             -kernel /k/pecan-kernel -append pecan.selftest=timer -serial stdio -no-reboot \
+             -kernel /k/pecan-kernel -initrd /t/boot.img -append pecan.selftest=timer \
+             -serial stdio -no-reboot \
              -device isa-debug-exit,iobase=0xf4,iosize=4 -accel tcg"
         ));
         assert!(
@@ -240,10 +254,14 @@ mod tests {
             "{line}"
         );
         m.cmdline.clear();
+        m.initrd = None;
         m.headless = false;
         m.gdb = true;
         let line = m.command_line();
-        assert!(line.contains("-append ''"), "{line}");
+        assert!(
+            line.contains("-kernel /k/pecan-kernel -append ''"),
+            "{line}"
+        );
         assert!(!line.contains("-display"), "{line}");
         assert!(line.ends_with("-s -S"), "{line}");
     }

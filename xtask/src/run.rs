@@ -1,5 +1,6 @@
-//! `cargo xtask run`: build the kernel and boot a scenario in QEMU with the
-//! serial console on this terminal.
+//! `cargo xtask run`: build the kernel and the components, pack the boot
+//! image, and boot a scenario in QEMU with the serial console on this
+//! terminal.
 //!
 //! Exits 0 when the kernel reports success, or when `--timeout` stopped QEMU
 //! (a demo may run forever; reaching the user's timeout is not an error);
@@ -13,7 +14,7 @@ use anyhow::{Context, Result};
 use crate::accel::{self, Accel};
 use crate::qemu::{self, GuestExit, Machine};
 use crate::util::{shell_join, workspace_root};
-use crate::{kernel, scenario, setup};
+use crate::{scenario, setup, system};
 
 /// The options of `cargo xtask run`.
 #[derive(Debug, clap::Args)]
@@ -53,11 +54,19 @@ pub fn run(args: &RunArgs) -> Result<bool> {
     let scenario = scenario::load(&scenario::dir(&root), &args.scenario)?;
     setup::ensure_target()?;
     setup::ensure_qemu()?;
-    let elf = kernel::build()?;
-    let choice = accel::choose(args.accel, args.icount, &elf, &root)?;
+    let system = system::build()?;
+    let elf = system.kernel.clone();
+    let choice = accel::choose(
+        args.accel,
+        args.icount,
+        &elf,
+        Some(&system.boot_image),
+        &root,
+    )?;
 
     let machine = Machine {
         kernel: elf.clone(),
+        initrd: Some(system.boot_image.clone()),
         cmdline: scenario.cmdline.clone(),
         memory_mib: args.memory,
         smp: args.smp,

@@ -106,14 +106,7 @@ pub fn format_listing(listed: &[Listed]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A fresh, empty directory under the system temp dir.
-    fn temp_dir(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("xtask-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
+    use crate::util::temp_dir;
 
     #[test]
     fn listing_and_loading() {

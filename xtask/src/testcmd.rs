@@ -3,7 +3,8 @@
 //!
 //! FILTER, when given, selects scenario tests whose name contains it, is
 //! handed to the host test binaries (libtest's substring filter), and selects
-//! the lints whose name (`fmt`, `clippy-host`, `clippy-kernel`) contains it.
+//! the lints whose name (`fmt`, `clippy-host`, `clippy-bare-metal`) contains
+//! it.
 
 use std::time::Instant;
 
@@ -14,7 +15,7 @@ use crate::boot_test::{self, BootTest};
 use crate::host::{self, Counts};
 use crate::qemu::Machine;
 use crate::util::{display_path, workspace_root};
-use crate::{kernel, scenario, setup, testspec};
+use crate::{scenario, setup, system, testspec};
 
 /// The options of `cargo xtask test`.
 #[derive(Debug, clap::Args)]
@@ -50,7 +51,8 @@ pub fn run(args: &TestArgs) -> Result<bool> {
     Ok(counts.failed == 0)
 }
 
-/// Builds the kernel and runs the scenario tests in `tests/`.
+/// Builds the kernel and the components, packs the boot image and runs the
+/// scenario tests in `tests/`.
 fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
     let root = workspace_root();
     let mut counts = Counts::default();
@@ -62,15 +64,16 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
             .map(|f| format!(" matching `{f}`"))
             .unwrap_or_default()
     );
-    // Without a filter the kernel is always built, so that a kernel that
-    // does not link fails the run even when there are no scenario tests.
+    // Without a filter the system is always built, so that a kernel or
+    // component that does not link fails the run even when there are no
+    // scenario tests.
     if found.is_empty() && filter.is_some() {
         return Ok(counts);
     }
-    let elf = match kernel::build() {
-        Ok(elf) => elf,
+    let system = match system::build() {
+        Ok(system) => system,
         Err(e) => {
-            println!("FAIL build kernel: {e:#}");
+            println!("FAIL build: {e:#}");
             if !found.is_empty() {
                 println!("    {} scenario tests not run", found.len());
             }
@@ -102,11 +105,22 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
         return Ok(counts);
     }
 
-    let choice = accel::choose(args.accel, false, &elf, &root)?;
+    let choice = accel::choose(
+        args.accel,
+        false,
+        &system.kernel,
+        Some(&system.boot_image),
+        &root,
+    )?;
     let tests: Vec<BootTest> = specs
         .into_iter()
         .map(|(spec, scenario)| {
-            let mut machine = Machine::new(elf.clone(), spec.full_cmdline(&scenario), choice.accel);
+            let mut machine = Machine::new(
+                system.kernel.clone(),
+                Some(system.boot_image.clone()),
+                spec.full_cmdline(&scenario),
+                choice.accel,
+            );
             machine.smp = spec.smp;
             machine.memory_mib = spec.memory_mib;
             BootTest { spec, machine }

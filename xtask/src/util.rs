@@ -106,6 +106,15 @@ pub fn indent(text: &str) -> String {
         .join("\n")
 }
 
+/// A fresh, empty directory under the system temp dir (for unit tests).
+#[cfg(test)]
+pub fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("xtask-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

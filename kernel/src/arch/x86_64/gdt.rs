@@ -19,9 +19,7 @@ pub const KERNEL_DATA: u16 = 0x10;
     reason = "user selectors are loaded by the syscall path of the microkernel core"
 )]
 pub const USER_CODE32: u16 = 0x18 | 3;
-#[allow(dead_code, reason = "see USER_CODE32")]
 pub const USER_DATA: u16 = 0x20 | 3;
-#[allow(dead_code, reason = "see USER_CODE32")]
 pub const USER_CODE64: u16 = 0x28 | 3;
 pub const TSS_SELECTOR: u16 = 0x30;
 

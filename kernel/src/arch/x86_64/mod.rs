@@ -3,6 +3,7 @@
 pub mod cpu;
 pub mod gdt;
 pub mod lapic;
+pub mod percpu;
 pub mod pit;
 pub mod serial;
 pub mod trap;
@@ -23,4 +24,5 @@ pub fn init_boot_cpu() {
     // SAFETY: runs once, on the boot CPU, before other CPUs exist; the tables
     // are a 'static that nothing else references.
     unsafe { (&mut *BOOT_CPU_TABLES.get()).load() };
+    percpu::init_boot_cpu(BOOT_CPU_TABLES.get());
 }

@@ -97,9 +97,70 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
     }
 }
 
+/// Entry from user mode (interrupt or exception), on this CPU's kernel
+/// stack; `frame` is the current thread's saved context.
+#[unsafe(no_mangle)]
+extern "C" fn trap_from_user(frame: &mut TrapFrame) -> ! {
+    let Some(current) = crate::thread::current() else {
+        panic!(
+            "trap from user mode with no current thread (vector {})",
+            frame.vector
+        );
+    };
+    match frame.vector {
+        0..=31 => {
+            user_fault(current, frame);
+            crate::thread::kill(current);
+            crate::thread::schedule()
+        }
+        VECTOR_TIMER => {
+            crate::time::on_timer_tick();
+            lapic::end_of_interrupt();
+            // Round robin: every tick ends the running thread's timeslice.
+            crate::thread::requeue(current);
+            crate::thread::schedule()
+        }
+        VECTOR_SPURIOUS => crate::thread::switch_to(current),
+        v => {
+            if !(VECTOR_PIC_BASE..VECTOR_PIC_BASE + 16).contains(&v) {
+                kprintln!("warning: unexpected interrupt vector {v}");
+                lapic::end_of_interrupt();
+            }
+            crate::thread::switch_to(current)
+        }
+    }
+}
+
+/// Reports a user thread's exception. Fault handlers (fault messages to a
+/// thread's fault endpoint) come with IPC; until then the thread stops and
+/// the rest of the system keeps running.
+fn user_fault(current: crate::thread::ThreadRef, frame: &TrapFrame) {
+    // SAFETY: interrupts are disabled; current is this CPU's thread.
+    let thread = unsafe { current.get() };
+    if frame.vector == VECTOR_PAGE_FAULT {
+        kprintln!(
+            "kernel: thread '{}' (id {}) faulted: page fault at {:#x} ({}), rip {:#x}; no fault handler: thread stopped",
+            thread.name(),
+            thread.id,
+            cpu::read_cr2(),
+            PageFaultCause(frame.error_code),
+            frame.rip
+        );
+    } else {
+        kprintln!(
+            "kernel: thread '{}' (id {}) faulted: {}, error code {:#x}, rip {:#x}; no fault handler: thread stopped",
+            thread.name(),
+            thread.id,
+            ExceptionName(frame.vector),
+            frame.error_code,
+            frame.rip
+        );
+    }
+}
+
 fn exception(frame: &mut TrapFrame) {
-    // User-mode faults become fault messages once threads exist; until then
-    // every exception is a kernel error.
+    // Only kernel-mode exceptions come here (user ones go to
+    // trap_from_user): each is a kernel bug.
     crate::console::force_unlock();
     kprintln!();
     kprintln!(

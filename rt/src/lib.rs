@@ -1,0 +1,51 @@
+//! `rt`, the Pecan user runtime: what every user-level component links
+//! against so that it can be a plain `#![no_std] #![no_main]` binary with a
+//! `main` function.
+//!
+//! - [`entry!`] names the component's `main`; `_start` (in [`start`]) sets
+//!   up the stack frame and the heap, calls it, and ends the thread with
+//!   its return value.
+//! - [`syscall`] is the one place that executes the `syscall` instruction:
+//!   raw wrappers that follow the register convention of [`abi`] exactly,
+//!   and typed, safe wrappers that return `Result<_, abi::Error>`.
+//! - [`print!`] / [`println!`] write to the kernel console through
+//!   `DebugWrite` (see [`print`]); no allocation needed.
+//! - A panic handler prints `panic in <component>: <message> at file:line`
+//!   and ends the thread with exit code [`PANIC_EXIT_CODE`].
+//! - A global allocator (`linked_list_allocator`) over a static 256 KiB
+//!   arena, ready before `main` runs, so `extern crate alloc;` just works.
+//!
+//! A whole component:
+//!
+//! ```ignore
+//! #![no_std]
+//! #![no_main]
+//!
+//! rt::entry!(main);
+//!
+//! fn main(arg: u64) -> i32 {
+//!     rt::println!("hello: started with {arg:#x}");
+//!     0
+//! }
+//! ```
+//!
+//! The runtime is built for `x86_64-unknown-none` only; components are
+//! linked by rust-lld as static, non-PIE executables (see
+//! `components/README.md`).
+#![no_std]
+#![forbid(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+pub use abi;
+
+mod heap;
+mod panic;
+pub mod print;
+pub mod start;
+pub mod syscall;
+
+pub use heap::HEAP_SIZE;
+pub use start::{component, Component};
+
+/// The exit code a thread ends with when it panics.
+pub const PANIC_EXIT_CODE: i32 = 101;

@@ -1,0 +1,379 @@
+//! System calls: the only place in user space that executes `syscall`.
+//!
+//! # Layers
+//!
+//! 1. Raw wrappers [`syscall0`] … [`syscall6`]: one `asm!` block each,
+//!    following the register convention of the [`abi`] crate exactly —
+//!    `rax` = number; arguments in `rdi, rsi, rdx, r10, r8, r9`; on return
+//!    `rax` = error code (0 = success) and `rdi, rsi, rdx, r10, r8, r9` =
+//!    results; `rcx` and `r11` clobbered (the CPU keeps the return address
+//!    and flags there). `syscallN` passes the first N argument registers;
+//!    the others keep whatever they held (the kernel ignores arguments a
+//!    call does not take). They return `(rax, [rdi, rsi, rdx, r10, r8, r9])`.
+//!    They are `unsafe` because some system calls change memory behind the
+//!    compiler's back (`Map`, `Unmap`, writes to the IPC buffer, another
+//!    thread's registers).
+//! 2. [`raw`] / [`raw_number`]: the same, with all six arguments, for tests
+//!    and fuzzers that must reach every call (and unknown numbers) — also
+//!    `unsafe`, for the same reason.
+//! 3. Typed, safe wrappers for the calls that cannot break memory safety:
+//!    [`null`], [`debug_write`], [`yield_now`], [`thread_exit`] and the IPC
+//!    and notification calls. They return `Result<_, abi::Error>`
+//!    (decoded with [`abi::error::result_from_raw`]; an unknown non-zero
+//!    code becomes `InvalidArgument`).
+//!
+//! IPC wrappers move the four register words only ([`Words`]); longer
+//! messages need the IPC buffer, which the runtime does not manage yet
+//! (the kernel rejects a long message without one).
+
+use core::arch::asm;
+
+use abi::error::result_from_raw;
+use abi::{CapSlot, Error, MsgInfo, Sys, REGISTER_MESSAGE_WORDS};
+
+/// What the kernel returns: `rax` (the error code) and the six result
+/// registers `[rdi, rsi, rdx, r10, r8, r9]`.
+pub type RawResult = (u64, [u64; 6]);
+
+/// The message words that travel in registers.
+pub type Words = [u64; REGISTER_MESSAGE_WORDS];
+
+/// Register words of an empty message.
+pub const NO_WORDS: Words = [0; REGISTER_MESSAGE_WORDS];
+
+/// Most bytes one `DebugWrite` takes; [`debug_write`] splits longer slices.
+pub const DEBUG_WRITE_MAX: usize = 4096;
+
+/// System call `number` with no arguments.
+///
+/// # Safety
+///
+/// The call must not change memory the program relies on (see the module
+/// docs); e.g. `Null`, `Yield` and `DebugWrite` never do.
+#[inline(always)]
+pub unsafe fn syscall0(number: u64) -> RawResult {
+    let (rax, rdi, rsi, rdx, r10, r8, r9);
+    // SAFETY: `syscall` enters the kernel, which returns to the next
+    // instruction with only rax, the six result registers, rcx and r11
+    // changed — all declared here — and never touches our stack. Memory
+    // effects of the call itself are the caller's obligation (see above),
+    // so the block is not marked `nomem`/`readonly`.
+    unsafe {
+        asm!(
+            "syscall",
+            inlateout("rax") number => rax,
+            lateout("rdi") rdi, lateout("rsi") rsi, lateout("rdx") rdx,
+            lateout("r10") r10, lateout("r8") r8, lateout("r9") r9,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack),
+        );
+    }
+    (rax, [rdi, rsi, rdx, r10, r8, r9])
+}
+
+/// System call `number` with one argument (`rdi`).
+///
+/// # Safety
+///
+/// As for [`syscall0`].
+#[inline(always)]
+pub unsafe fn syscall1(number: u64, a0: u64) -> RawResult {
+    let (rax, rdi, rsi, rdx, r10, r8, r9);
+    // SAFETY: as in `syscall0`; the argument register is also a result
+    // register, hence `inlateout`.
+    unsafe {
+        asm!(
+            "syscall",
+            inlateout("rax") number => rax,
+            inlateout("rdi") a0 => rdi, lateout("rsi") rsi, lateout("rdx") rdx,
+            lateout("r10") r10, lateout("r8") r8, lateout("r9") r9,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack),
+        );
+    }
+    (rax, [rdi, rsi, rdx, r10, r8, r9])
+}
+
+/// System call `number` with two arguments (`rdi`, `rsi`).
+///
+/// # Safety
+///
+/// As for [`syscall0`].
+#[inline(always)]
+pub unsafe fn syscall2(number: u64, a0: u64, a1: u64) -> RawResult {
+    let (rax, rdi, rsi, rdx, r10, r8, r9);
+    // SAFETY: as in `syscall0`.
+    unsafe {
+        asm!(
+            "syscall",
+            inlateout("rax") number => rax,
+            inlateout("rdi") a0 => rdi, inlateout("rsi") a1 => rsi, lateout("rdx") rdx,
+            lateout("r10") r10, lateout("r8") r8, lateout("r9") r9,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack),
+        );
+    }
+    (rax, [rdi, rsi, rdx, r10, r8, r9])
+}
+
+/// System call `number` with three arguments (`rdi`, `rsi`, `rdx`).
+///
+/// # Safety
+///
+/// As for [`syscall0`].
+#[inline(always)]
+pub unsafe fn syscall3(number: u64, a0: u64, a1: u64, a2: u64) -> RawResult {
+    let (rax, rdi, rsi, rdx, r10, r8, r9);
+    // SAFETY: as in `syscall0`.
+    unsafe {
+        asm!(
+            "syscall",
+            inlateout("rax") number => rax,
+            inlateout("rdi") a0 => rdi, inlateout("rsi") a1 => rsi, inlateout("rdx") a2 => rdx,
+            lateout("r10") r10, lateout("r8") r8, lateout("r9") r9,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack),
+        );
+    }
+    (rax, [rdi, rsi, rdx, r10, r8, r9])
+}
+
+/// System call `number` with four arguments (`rdi`, `rsi`, `rdx`, `r10`).
+///
+/// # Safety
+///
+/// As for [`syscall0`].
+#[inline(always)]
+pub unsafe fn syscall4(number: u64, a0: u64, a1: u64, a2: u64, a3: u64) -> RawResult {
+    let (rax, rdi, rsi, rdx, r10, r8, r9);
+    // SAFETY: as in `syscall0`.
+    unsafe {
+        asm!(
+            "syscall",
+            inlateout("rax") number => rax,
+            inlateout("rdi") a0 => rdi, inlateout("rsi") a1 => rsi, inlateout("rdx") a2 => rdx,
+            inlateout("r10") a3 => r10, lateout("r8") r8, lateout("r9") r9,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack),
+        );
+    }
+    (rax, [rdi, rsi, rdx, r10, r8, r9])
+}
+
+/// System call `number` with five arguments (`rdi`, `rsi`, `rdx`, `r10`,
+/// `r8`).
+///
+/// # Safety
+///
+/// As for [`syscall0`].
+#[inline(always)]
+pub unsafe fn syscall5(number: u64, a0: u64, a1: u64, a2: u64, a3: u64, a4: u64) -> RawResult {
+    let (rax, rdi, rsi, rdx, r10, r8, r9);
+    // SAFETY: as in `syscall0`.
+    unsafe {
+        asm!(
+            "syscall",
+            inlateout("rax") number => rax,
+            inlateout("rdi") a0 => rdi, inlateout("rsi") a1 => rsi, inlateout("rdx") a2 => rdx,
+            inlateout("r10") a3 => r10, inlateout("r8") a4 => r8, lateout("r9") r9,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack),
+        );
+    }
+    (rax, [rdi, rsi, rdx, r10, r8, r9])
+}
+
+/// System call `number` with six arguments (`rdi`, `rsi`, `rdx`, `r10`,
+/// `r8`, `r9`).
+///
+/// # Safety
+///
+/// As for [`syscall0`].
+#[inline(always)]
+pub unsafe fn syscall6(number: u64, args: [u64; 6]) -> RawResult {
+    let [a0, a1, a2, a3, a4, a5] = args;
+    let (rax, rdi, rsi, rdx, r10, r8, r9);
+    // SAFETY: as in `syscall0`.
+    unsafe {
+        asm!(
+            "syscall",
+            inlateout("rax") number => rax,
+            inlateout("rdi") a0 => rdi, inlateout("rsi") a1 => rsi, inlateout("rdx") a2 => rdx,
+            inlateout("r10") a3 => r10, inlateout("r8") a4 => r8, inlateout("r9") a5 => r9,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack),
+        );
+    }
+    (rax, [rdi, rsi, rdx, r10, r8, r9])
+}
+
+/// Any system call with all six argument registers set: for tests and
+/// fuzzers. Returns `rax` (the raw error code) and the six result registers.
+///
+/// # Safety
+///
+/// As for [`syscall0`]: the call must not change memory the program relies
+/// on.
+#[inline]
+pub unsafe fn raw(sys: Sys, args: [u64; 6]) -> RawResult {
+    // SAFETY: forwarded to the caller.
+    unsafe { syscall6(sys as u64, args) }
+}
+
+/// Like [`raw`], for any number in `rax`, including ones that are not
+/// system calls (which must fail with `UnknownSyscall` and do nothing).
+///
+/// # Safety
+///
+/// As for [`syscall0`].
+#[inline]
+pub unsafe fn raw_number(number: u64, args: [u64; 6]) -> RawResult {
+    // SAFETY: forwarded to the caller.
+    unsafe { syscall6(number, args) }
+}
+
+/// `Null`: does nothing; measures the system-call path.
+#[inline(always)]
+pub fn null() -> Result<(), Error> {
+    // SAFETY: `Null` has no effect.
+    let (err, _) = unsafe { syscall0(Sys::Null as u64) };
+    result_from_raw(err)
+}
+
+/// Writes `bytes` to the kernel console, in `DebugWrite` calls of at most
+/// [`DEBUG_WRITE_MAX`] bytes; stops at the first error.
+pub fn debug_write(bytes: &[u8]) -> Result<(), Error> {
+    for chunk in bytes.chunks(DEBUG_WRITE_MAX) {
+        debug_write_raw(chunk.as_ptr() as u64, chunk.len() as u64)?;
+    }
+    Ok(())
+}
+
+/// One `DebugWrite` of `len` bytes at user address `addr`, unchecked: the
+/// kernel validates both (`BadAddress` for memory that is not readable user
+/// memory, `InvalidArgument` for `len` > [`DEBUG_WRITE_MAX`]). Safe for any
+/// values, because the kernel only reads.
+pub fn debug_write_raw(addr: u64, len: u64) -> Result<(), Error> {
+    // SAFETY: `DebugWrite` only reads user memory, and checks the range.
+    let (err, _) = unsafe { syscall2(Sys::DebugWrite as u64, addr, len) };
+    result_from_raw(err)
+}
+
+/// `Yield`: gives up the rest of the timeslice.
+pub fn yield_now() -> Result<(), Error> {
+    // SAFETY: `Yield` changes no memory.
+    let (err, _) = unsafe { syscall0(Sys::Yield as u64) };
+    result_from_raw(err)
+}
+
+/// `ThreadExit`: ends the calling thread with `code` (passed sign-extended
+/// to 64 bits). Should the kernel return (it does not implement the call),
+/// the thread executes `ud2`, so it ends with a fault instead of running on.
+pub fn thread_exit(code: i32) -> ! {
+    // SAFETY: `ThreadExit` changes no memory of ours (it ends the thread).
+    unsafe {
+        syscall1(Sys::ThreadExit as u64, code as i64 as u64);
+    }
+    // SAFETY: `ud2` raises an invalid-opcode exception and never returns;
+    // it touches neither memory nor the stack.
+    unsafe { asm!("ud2", options(noreturn, nomem, nostack)) }
+}
+
+/// Sends on endpoint `slot`, waiting until a receiver takes the message.
+pub fn send(slot: CapSlot, info: MsgInfo, words: Words) -> Result<(), Error> {
+    let (err, _) = ipc(Sys::Send, slot, info, words);
+    result_from_raw(err)
+}
+
+/// Sends on endpoint `slot` if a receiver is waiting, else fails with
+/// `WouldBlock`.
+pub fn nb_send(slot: CapSlot, info: MsgInfo, words: Words) -> Result<(), Error> {
+    let (err, _) = ipc(Sys::NbSend, slot, info, words);
+    result_from_raw(err)
+}
+
+/// Receives on endpoint `slot`, waiting for a sender; returns the sender's
+/// badge, the message info and the register words.
+pub fn recv(slot: CapSlot) -> Result<(u64, MsgInfo, Words), Error> {
+    let result = ipc(Sys::Recv, slot, MsgInfo::default(), NO_WORDS);
+    received(result)
+}
+
+/// Receives on endpoint `slot` if a sender is waiting, else fails with
+/// `WouldBlock`.
+pub fn nb_recv(slot: CapSlot) -> Result<(u64, MsgInfo, Words), Error> {
+    let result = ipc(Sys::NbRecv, slot, MsgInfo::default(), NO_WORDS);
+    received(result)
+}
+
+/// Sends on endpoint `slot` and waits for the reply; returns the reply's
+/// message info and register words.
+pub fn call(slot: CapSlot, info: MsgInfo, words: Words) -> Result<(MsgInfo, Words), Error> {
+    let (_badge, info, words) = received(ipc(Sys::Call, slot, info, words))?;
+    Ok((info, words))
+}
+
+/// Replies to the thread whose call this thread received last.
+pub fn reply(info: MsgInfo, words: Words) -> Result<(), Error> {
+    let (err, _) = ipc(Sys::Reply, 0, info, words);
+    result_from_raw(err)
+}
+
+/// Replies to the current caller, then receives on endpoint `slot`: the
+/// server loop's one call. Returns what [`recv`] returns.
+pub fn reply_recv(
+    slot: CapSlot,
+    info: MsgInfo,
+    words: Words,
+) -> Result<(u64, MsgInfo, Words), Error> {
+    received(ipc(Sys::ReplyRecv, slot, info, words))
+}
+
+/// Signals notification `slot` (ORs the capability's badge into its word).
+pub fn signal(slot: CapSlot) -> Result<(), Error> {
+    // SAFETY: `Signal` changes no memory of ours.
+    let (err, _) = unsafe { syscall1(Sys::Signal as u64, u64::from(slot)) };
+    result_from_raw(err)
+}
+
+/// Waits until notification `slot`'s word is non-zero; returns and clears it.
+pub fn wait(slot: CapSlot) -> Result<u64, Error> {
+    // SAFETY: `Wait` changes no memory of ours.
+    let (err, r) = unsafe { syscall1(Sys::Wait as u64, u64::from(slot)) };
+    result_from_raw(err).map(|()| r[0])
+}
+
+/// Returns and clears notification `slot`'s word without blocking.
+pub fn poll(slot: CapSlot) -> Result<u64, Error> {
+    // SAFETY: `Poll` changes no memory of ours.
+    let (err, r) = unsafe { syscall1(Sys::Poll as u64, u64::from(slot)) };
+    result_from_raw(err).map(|()| r[0])
+}
+
+/// Reads the time-stamp counter. Under QEMU `-icount shift=0` it counts
+/// executed instructions. Not serialising: fine for path lengths, add
+/// fences when timing real hardware against out-of-order execution.
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    // SAFETY: `rdtsc` only reads the time-stamp counter (user mode may, with
+    // CR4.TSD clear, which the kernel keeps).
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// An IPC system call in the register convention: slot in `rdi`, message
+/// info in `rsi`, the four words in `rdx, r10, r8, r9`.
+#[inline(always)]
+fn ipc(sys: Sys, slot: CapSlot, info: MsgInfo, words: Words) -> RawResult {
+    let [w0, w1, w2, w3] = words;
+    // SAFETY: IPC calls write only registers as long as no IPC buffer is
+    // set up (messages longer than the register words fail without one);
+    // once the runtime sets one up, it owns it and never lends it out.
+    unsafe { syscall6(sys as u64, [u64::from(slot), info.0, w0, w1, w2, w3]) }
+}
+
+/// Decodes a receive: badge in `rdi`, message info in `rsi`, words after.
+#[inline(always)]
+fn received((err, r): RawResult) -> Result<(u64, MsgInfo, Words), Error> {
+    result_from_raw(err)?;
+    Ok((r[0], MsgInfo(r[1]), [r[2], r[3], r[4], r[5]]))
+}

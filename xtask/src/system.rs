@@ -1,0 +1,133 @@
+//! Building the system: the kernel and every component in one `cargo build
+//! --release --target x86_64-unknown-none -p pecan-kernel -p <component>...`,
+//! then packing the components into the boot image
+//! `target/pecan/boot.img` (format: [`crate::bootimage`]), which QEMU hands
+//! to the kernel with `-initrd`.
+//!
+//! Until scenarios list their components, every component goes into the
+//! image, `root` first.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use crate::components::{self, Component};
+use crate::kernel::{self, TARGET};
+use crate::util::{cargo, display_path, workspace_root};
+
+/// The runtime library's package: bare-metal only, like the kernel.
+pub const RT_PACKAGE: &str = "pecan-rt";
+
+/// What a build produced.
+#[derive(Debug, Clone)]
+pub struct System {
+    /// The kernel ELF (`-kernel`).
+    pub kernel: PathBuf,
+    /// The boot image (`-initrd`).
+    pub boot_image: PathBuf,
+}
+
+/// Where the boot image is written.
+pub fn boot_image_path(root: &Path) -> PathBuf {
+    root.join("target").join("pecan").join("boot.img")
+}
+
+/// Where cargo leaves a bare-metal binary.
+pub fn binary_path(root: &Path, name: &str) -> PathBuf {
+    root.join("target").join(TARGET).join("release").join(name)
+}
+
+/// The packages that build for `x86_64-unknown-none` only: the kernel, the
+/// runtime and the components. The host's `cargo clippy --workspace`
+/// excludes them; the bare-metal lint covers them.
+pub fn bare_metal_packages(root: &Path) -> Result<Vec<String>> {
+    let mut packages = vec![kernel::PACKAGE.to_string(), RT_PACKAGE.to_string()];
+    packages.extend(
+        components::discover(&components::dir(root))?
+            .into_iter()
+            .map(|c| c.name),
+    );
+    Ok(packages)
+}
+
+/// Builds the kernel and the components (cargo's output goes to the
+/// terminal) and packs the boot image.
+pub fn build() -> Result<System> {
+    let root = workspace_root();
+    let found = components::discover(&components::dir(&root))?;
+    let names: Vec<&str> = found.iter().map(|c| c.name.as_str()).collect();
+    if names.is_empty() {
+        println!("==> building kernel (no components)");
+    } else {
+        println!("==> building kernel and components: {}", names.join(", "));
+    }
+    let mut cmd = cargo();
+    cmd.args([
+        "build",
+        "--release",
+        "--target",
+        TARGET,
+        "-p",
+        kernel::PACKAGE,
+    ]);
+    for name in &names {
+        cmd.args(["-p", name]);
+    }
+    let status = cmd.status().context("running cargo build")?;
+    if !status.success() {
+        bail!("building the kernel and components failed ({status})");
+    }
+    let elf = kernel::elf_path();
+    if !elf.is_file() {
+        bail!("cargo built the kernel, but {} is missing", elf.display());
+    }
+    let boot_image = pack(&root, &found)?;
+    Ok(System {
+        kernel: elf,
+        boot_image,
+    })
+}
+
+/// Packs the built `components` into the boot image and returns its path.
+fn pack(root: &Path, components: &[Component]) -> Result<PathBuf> {
+    let mut contents = Vec::new();
+    for c in components {
+        let path = binary_path(root, &c.name);
+        let bytes = std::fs::read(&path).with_context(|| {
+            format!(
+                "reading component `{}` at {} (a component's binary must be named like \
+                 its package, {})",
+                c.name,
+                display_path(&path),
+                display_path(&c.manifest)
+            )
+        })?;
+        contents.push((c.name.as_str(), bytes));
+    }
+    let entries: Vec<(&str, &[u8])> = contents.iter().map(|(n, b)| (*n, b.as_slice())).collect();
+    let image = crate::bootimage::write_image(&entries).context("packing the boot image")?;
+
+    let path = boot_image_path(root);
+    let dir = path.parent().expect("the boot image path has a parent");
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", display_path(dir)))?;
+    // Write a temporary file and rename it, so that a QEMU started by a
+    // concurrent xtask never reads a half-written image.
+    let temp = dir.join(format!(".boot.img.{}", std::process::id()));
+    std::fs::write(&temp, &image).with_context(|| format!("writing {}", display_path(&temp)))?;
+    std::fs::rename(&temp, &path).with_context(|| format!("writing {}", display_path(&path)))?;
+    println!(
+        "==> boot image: {} ({} KiB: {})",
+        display_path(&path),
+        image.len() / 1024,
+        if entries.is_empty() {
+            "no components".to_string()
+        } else {
+            entries
+                .iter()
+                .map(|(n, b)| format!("{n} {} KiB", b.len().div_ceil(1024)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    Ok(path)
+}
