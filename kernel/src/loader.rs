@@ -57,6 +57,11 @@ fn boot_image_bytes(boot: &BootInfo) -> Option<&'static [u8]> {
 
 /// Loads `root` from the boot image and creates its first thread.
 pub fn load_root(boot: &BootInfo) -> Result<ThreadRef, LoadError> {
+    // Temporary, until root gets a boot-information page: an argument word
+    // from the command line (root uses it to select deliberate faults).
+    let arg = kcore::cmdline::value(boot.cmdline(), "pecan.root-arg")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
     let bytes = boot_image_bytes(boot).ok_or(LoadError::NoBootImage)?;
     let image = BootImage::parse(bytes).map_err(LoadError::Image)?;
     let root = image.find("root").ok_or(LoadError::NoRoot)?;
@@ -99,7 +104,7 @@ pub fn load_root(boot: &BootInfo) -> Result<ThreadRef, LoadError> {
         space,
         plan.entry(),
         STACK_TOP,
-        0,
+        arg,
         ROOT_PRIORITY,
     ))
 }

@@ -18,6 +18,12 @@
 //! from every sample. Under `-icount shift=0` a tick is one instruction.
 //! The samples live in a heap vector, which also shows the runtime's heap
 //! works.
+//!
+//! Until root gets a boot-information page, its argument word comes from
+//! the kernel command line (`pecan.root-arg=N`) and selects a deliberate
+//! fault after the checks, so tests can show that a faulting user thread is
+//! stopped and reported while the kernel keeps running: 1 = write to an
+//! unmapped page, 2 = invalid opcode.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
@@ -41,6 +47,20 @@ fn main(arg: u64) -> i32 {
     let failed = run_checks();
     if failed > 0 {
         println!("root: {failed} checks FAILED");
+    }
+    match arg {
+        1 => {
+            println!("root: deliberately writing to unmapped address 0xdead0000");
+            // SAFETY: deliberately unsound: the page is unmapped, the write
+            // faults and the kernel stops this thread.
+            unsafe { core::ptr::write_volatile(0xdead_0000 as *mut u64, 1) };
+        }
+        2 => {
+            println!("root: deliberately executing an invalid opcode");
+            // SAFETY: deliberately raises #UD; the kernel stops this thread.
+            unsafe { core::arch::asm!("ud2") };
+        }
+        _ => {}
     }
     println!("root: done");
     0
