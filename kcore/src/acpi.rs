@@ -6,6 +6,8 @@
 //! be wrong, so a truncated or malformed entry ends the walk with an error
 //! value recorded in the result, and never reads past the table.
 
+use crate::bytes::{read_u16, read_u32, read_u64};
+
 /// Most CPUs the kernel will record; more are counted but not stored.
 pub const MAX_CPUS: usize = 64;
 pub const MAX_IOAPICS: usize = 8;
@@ -88,24 +90,6 @@ impl MadtInfo {
     }
 }
 
-fn u16_at(bytes: &[u8], offset: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(
-        bytes.get(offset..offset + 2)?.try_into().ok()?,
-    ))
-}
-
-fn u32_at(bytes: &[u8], offset: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(
-        bytes.get(offset..offset + 4)?.try_into().ok()?,
-    ))
-}
-
-fn u64_at(bytes: &[u8], offset: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(
-        bytes.get(offset..offset + 8)?.try_into().ok()?,
-    ))
-}
-
 /// Decodes a whole MADT (`bytes` = the table including its SDT header; only
 /// as many bytes as the header's length field are used).
 pub fn parse_madt(bytes: &[u8]) -> MadtInfo {
@@ -120,11 +104,11 @@ pub fn parse_madt(bytes: &[u8]) -> MadtInfo {
         override_count: 0,
         problem: None,
     };
-    let declared = u32_at(bytes, 4).map_or(0, |l| l as usize);
+    let declared = read_u32(bytes, 4).map_or(0, |l| l as usize);
     let bytes = &bytes[..declared.min(bytes.len())];
     let (Some(lapic), Some(flags)) = (
-        u32_at(bytes, SDT_HEADER_LEN),
-        u32_at(bytes, SDT_HEADER_LEN + 4),
+        read_u32(bytes, SDT_HEADER_LEN),
+        read_u32(bytes, SDT_HEADER_LEN + 4),
     ) else {
         info.problem = Some(MadtProblem::TooShort);
         return info;
@@ -159,7 +143,7 @@ pub fn parse_madt(bytes: &[u8]) -> MadtInfo {
 fn record_entry(info: &mut MadtInfo, kind: u8, e: &[u8]) -> bool {
     match kind {
         0 => {
-            let (Some(&uid), Some(&apic_id), Some(flags)) = (e.get(2), e.get(3), u32_at(e, 4))
+            let (Some(&uid), Some(&apic_id), Some(flags)) = (e.get(2), e.get(3), read_u32(e, 4))
             else {
                 return false;
             };
@@ -172,7 +156,7 @@ fn record_entry(info: &mut MadtInfo, kind: u8, e: &[u8]) -> bool {
         }
         9 => {
             let (Some(apic_id), Some(flags), Some(uid)) =
-                (u32_at(e, 4), u32_at(e, 8), u32_at(e, 12))
+                (read_u32(e, 4), read_u32(e, 8), read_u32(e, 12))
             else {
                 return false;
             };
@@ -184,7 +168,8 @@ fn record_entry(info: &mut MadtInfo, kind: u8, e: &[u8]) -> bool {
             push(&mut info.cpus, &mut info.cpu_count, cpu, &mut info.problem);
         }
         1 => {
-            let (Some(&id), Some(address), Some(gsi_base)) = (e.get(2), u32_at(e, 4), u32_at(e, 8))
+            let (Some(&id), Some(address), Some(gsi_base)) =
+                (e.get(2), read_u32(e, 4), read_u32(e, 8))
             else {
                 return false;
             };
@@ -200,7 +185,8 @@ fn record_entry(info: &mut MadtInfo, kind: u8, e: &[u8]) -> bool {
             );
         }
         2 => {
-            let (Some(&isa_irq), Some(gsi), Some(flags)) = (e.get(3), u32_at(e, 4), u16_at(e, 8))
+            let (Some(&isa_irq), Some(gsi), Some(flags)) =
+                (e.get(3), read_u32(e, 4), read_u16(e, 8))
             else {
                 return false;
             };
@@ -245,13 +231,13 @@ pub struct EcamRegion {
 pub fn parse_mcfg(bytes: &[u8]) -> ([EcamRegion; MAX_ECAM_REGIONS], usize) {
     let mut regions = [EcamRegion::default(); MAX_ECAM_REGIONS];
     let mut count = 0;
-    let declared = u32_at(bytes, 4).map_or(0, |l| l as usize);
+    let declared = read_u32(bytes, 4).map_or(0, |l| l as usize);
     let bytes = &bytes[..declared.min(bytes.len())];
     let mut offset = MCFG_ENTRIES_OFFSET;
     while count < MAX_ECAM_REGIONS {
         let (Some(base), Some(segment), Some(&bus_start), Some(&bus_end)) = (
-            u64_at(bytes, offset),
-            u16_at(bytes, offset + 8),
+            read_u64(bytes, offset),
+            read_u16(bytes, offset + 8),
             bytes.get(offset + 10),
             bytes.get(offset + 11),
         ) else {

@@ -44,6 +44,8 @@
 
 use core::fmt;
 
+use crate::bytes::{read_u32, read_u64};
+
 /// The first eight bytes of every boot image.
 pub const MAGIC: [u8; 8] = *b"PECANIMG";
 /// The format version this module reads and writes.
@@ -492,16 +494,6 @@ fn put(image: &mut [u8], at: usize, src: &[u8]) -> Result<(), BootImageError> {
         .ok_or(BootImageError::TooLarge)?
         .copy_from_slice(src);
     Ok(())
-}
-
-fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
-    let b = bytes.get(at..at.checked_add(4)?)?;
-    Some(u32::from_le_bytes(b.try_into().ok()?))
-}
-
-fn read_u64(bytes: &[u8], at: usize) -> Option<u64> {
-    let b = bytes.get(at..at.checked_add(8)?)?;
-    Some(u64::from_le_bytes(b.try_into().ok()?))
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@
 
 use core::fmt;
 
+use crate::bytes::{read_u16, read_u32, read_u64, read_u8};
 use crate::phys::PAGE_SIZE;
 
 /// Most `PT_LOAD` segments a component may have; linkers emit three or four.
@@ -490,25 +491,6 @@ fn check_segment(
         return Err(ElfError::WriteAndExecute { index });
     }
     Ok(())
-}
-
-fn read_u8(bytes: &[u8], at: usize) -> Option<u8> {
-    bytes.get(at).copied()
-}
-
-fn read_u16(bytes: &[u8], at: usize) -> Option<u16> {
-    let b = bytes.get(at..at.checked_add(2)?)?;
-    Some(u16::from_le_bytes(b.try_into().ok()?))
-}
-
-fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
-    let b = bytes.get(at..at.checked_add(4)?)?;
-    Some(u32::from_le_bytes(b.try_into().ok()?))
-}
-
-fn read_u64(bytes: &[u8], at: usize) -> Option<u64> {
-    let b = bytes.get(at..at.checked_add(8)?)?;
-    Some(u64::from_le_bytes(b.try_into().ok()?))
 }
 
 #[cfg(test)]
