@@ -90,7 +90,7 @@ extern "C" fn syscall_from_user(frame: &mut TrapFrame) -> ! {
     match result {
         Ok(Outcome::Resume) => {
             frame.rax = 0;
-            thread::switch_to(caller)
+            thread::resume(caller)
         }
         Ok(Outcome::Yield) => {
             frame.rax = 0;
@@ -100,7 +100,7 @@ extern "C" fn syscall_from_user(frame: &mut TrapFrame) -> ! {
         Ok(Outcome::Exited) => thread::schedule(),
         Err(e) => {
             frame.rax = e.raw();
-            thread::switch_to(caller)
+            thread::resume(caller)
         }
     }
 }

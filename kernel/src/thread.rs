@@ -92,16 +92,16 @@ pub fn create_user(
     arg: u64,
     priority: u8,
 ) -> ThreadRef {
-    let mut frame = TrapFrame {
+    let frame = TrapFrame {
         rip: entry,
         cs: u64::from(gdt::USER_CODE64),
         rflags: USER_RFLAGS,
         rsp,
         ss: u64::from(gdt::USER_DATA),
         rdi: arg,
+        // vector 0 (not the syscall marker): the first entry uses iretq.
         ..TrapFrame::default()
     };
-    frame.vector = 0; // first entry goes through iretq
     let mut name_bytes = [0u8; 16];
     let len = name.len().min(16);
     name_bytes[..len].copy_from_slice(&name.as_bytes()[..len]);
@@ -221,6 +221,18 @@ pub fn switch_to(t: ThreadRef) -> ! {
         // the kernel's PML4 at creation), so the kernel keeps running.
         unsafe { cpu::write_cr3(thread.address_space) };
     }
+    restore(thread)
+}
+
+/// Returns to the thread that entered the kernel on this CPU. Unlike
+/// [`switch_to`] it leaves the per-CPU state, TSS and CR3 alone: they still
+/// describe this thread (this is the common syscall return path).
+pub fn resume(t: ThreadRef) -> ! {
+    // SAFETY: interrupts are disabled; t is this CPU's current thread.
+    restore(unsafe { t.get() })
+}
+
+fn restore(thread: &Thread) -> ! {
     unsafe extern "C" {
         fn return_to_user(frame: *const TrapFrame) -> !;
     }

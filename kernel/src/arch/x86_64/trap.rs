@@ -120,13 +120,13 @@ extern "C" fn trap_from_user(frame: &mut TrapFrame) -> ! {
             crate::thread::requeue(current);
             crate::thread::schedule()
         }
-        VECTOR_SPURIOUS => crate::thread::switch_to(current),
+        VECTOR_SPURIOUS => crate::thread::resume(current),
         v => {
             if !(VECTOR_PIC_BASE..VECTOR_PIC_BASE + 16).contains(&v) {
                 kprintln!("warning: unexpected interrupt vector {v}");
                 lapic::end_of_interrupt();
             }
-            crate::thread::switch_to(current)
+            crate::thread::resume(current)
         }
     }
 }
