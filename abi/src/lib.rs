@@ -22,8 +22,13 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+pub mod bootinfo;
+pub mod caddr;
+pub mod child;
 pub mod error;
 pub mod fault;
+pub mod ipc_buffer;
+pub mod map;
 pub mod msg;
 pub mod object;
 pub mod rights;
@@ -41,5 +46,19 @@ pub const REGISTER_MESSAGE_WORDS: usize = 4;
 pub const MAX_MESSAGE_WORDS: usize = 64;
 /// Most capabilities one IPC can transfer.
 pub const MAX_MESSAGE_CAPS: usize = 1;
-/// A capability slot index in the calling task's capability space.
-pub type CapSlot = u32;
+/// A capability address as passed to system calls (see [`caddr`]); a
+/// plain slot index names a slot of the caller's own capability space.
+pub type CapSlot = caddr::CapAddr;
+
+/// The label of a message that `Recv` returns for a notification bound to
+/// the receiving thread: `rdi` then holds the notification's word (already
+/// cleared), the message has no words.
+pub const LABEL_NOTIFICATION: u64 = 0xffff_ffff_0010;
+
+/// Where a component's first thread finds its IPC buffer (one page, mapped
+/// writable by whoever starts the component: the kernel for root, the
+/// parent for the others).
+pub const MAIN_IPC_BUFFER_ADDR: u64 = 0x0000_7fff_ffff_e000;
+/// Top of a component's first stack (the stack grows down from here; the
+/// page above it is unmapped, a guard between stack and IPC buffer).
+pub const MAIN_STACK_TOP: u64 = 0x0000_7fff_ffff_0000;

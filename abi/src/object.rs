@@ -1,4 +1,4 @@
-//! Kernel object types, as named to `Retype`.
+//! Kernel object types (as named to `Retype`) and their sizes.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u64)]
@@ -13,13 +13,38 @@ pub enum ObjectType {
     Notification = 3,
     /// A capability table of 2^size_bits slots.
     CapTable = 4,
-    /// An address space (its top-level page table).
+    /// An address space: its top-level page table plus a pool of
+    /// 2^size_bits bytes from which its lower page tables are taken.
     AddressSpace = 5,
     /// A 4 KiB page of memory that can be mapped.
     Frame4K = 6,
     /// A 2 MiB page of memory that can be mapped.
     Frame2M = 7,
+    /// The right to receive one IOAPIC interrupt line (root gets these at
+    /// boot; not made by `Retype`).
+    IrqHandler = 8,
+    /// The right to access a range of I/O ports (root gets all at boot;
+    /// not made by `Retype`).
+    IoPorts = 9,
 }
+
+/// Bytes of one capability slot in a capability table.
+pub const SLOT_BYTES_BITS: u32 = 7;
+/// Bytes of a thread control block.
+pub const THREAD_BITS: u32 = 10;
+/// Bytes of an endpoint.
+pub const ENDPOINT_BITS: u32 = 6;
+/// Bytes of a notification.
+pub const NOTIFICATION_BITS: u32 = 6;
+/// Smallest and largest untyped (log2 bytes).
+pub const MIN_UNTYPED_BITS: u32 = 12;
+pub const MAX_UNTYPED_BITS: u32 = 47;
+/// Capability tables hold 2^1 .. 2^16 slots.
+pub const MIN_CAP_TABLE_BITS: u32 = 1;
+pub const MAX_CAP_TABLE_BITS: u32 = 16;
+/// Address-space page-table pools hold 2^12 .. 2^26 bytes.
+pub const MIN_PT_POOL_BITS: u32 = 12;
+pub const MAX_PT_POOL_BITS: u32 = 26;
 
 impl ObjectType {
     pub const fn from_raw(raw: u64) -> Option<ObjectType> {
@@ -32,7 +57,63 @@ impl ObjectType {
             5 => ObjectType::AddressSpace,
             6 => ObjectType::Frame4K,
             7 => ObjectType::Frame2M,
+            8 => ObjectType::IrqHandler,
+            9 => ObjectType::IoPorts,
             _ => return None,
         })
+    }
+
+    /// log2 of the bytes one object of this type takes when made with
+    /// `size_bits` (ignored by fixed-size types); `None` if `size_bits` is
+    /// out of range or the type cannot be made by `Retype`. Objects are
+    /// aligned to their size.
+    pub const fn object_bits(self, size_bits: u64) -> Option<u32> {
+        let s = if size_bits > 64 { 64 } else { size_bits as u32 };
+        match self {
+            ObjectType::Untyped if s >= MIN_UNTYPED_BITS && s <= MAX_UNTYPED_BITS => Some(s),
+            ObjectType::Thread => Some(THREAD_BITS),
+            ObjectType::Endpoint => Some(ENDPOINT_BITS),
+            ObjectType::Notification => Some(NOTIFICATION_BITS),
+            ObjectType::CapTable if s >= MIN_CAP_TABLE_BITS && s <= MAX_CAP_TABLE_BITS => {
+                Some(s + SLOT_BYTES_BITS)
+            }
+            // The top-level table and the pool, rounded up to a power of two:
+            // a pool of 2^s bytes needs an object of 2^(s+1).
+            ObjectType::AddressSpace if s >= MIN_PT_POOL_BITS && s <= MAX_PT_POOL_BITS => {
+                Some(s + 1)
+            }
+            ObjectType::Frame4K => Some(12),
+            ObjectType::Frame2M => Some(21),
+            _ => None,
+        }
+    }
+
+    /// Whether device (non-RAM) untyped memory may become this type.
+    pub const fn allowed_from_device_memory(self) -> bool {
+        matches!(
+            self,
+            ObjectType::Untyped | ObjectType::Frame4K | ObjectType::Frame2M
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(ObjectType::Thread.object_bits(0), Some(10));
+        assert_eq!(ObjectType::CapTable.object_bits(4), Some(11));
+        assert_eq!(ObjectType::CapTable.object_bits(0), None);
+        assert_eq!(ObjectType::CapTable.object_bits(17), None);
+        assert_eq!(ObjectType::AddressSpace.object_bits(16), Some(17));
+        assert_eq!(ObjectType::Untyped.object_bits(11), None);
+        assert_eq!(ObjectType::Untyped.object_bits(u64::MAX), None);
+        assert_eq!(ObjectType::IrqHandler.object_bits(0), None);
+        for raw in 0..10 {
+            assert_eq!(ObjectType::from_raw(raw).unwrap() as u64, raw);
+        }
+        assert_eq!(ObjectType::from_raw(10), None);
     }
 }

@@ -332,22 +332,259 @@ pub fn reply_recv(
 /// Signals notification `slot` (ORs the capability's badge into its word).
 pub fn signal(slot: CapSlot) -> Result<(), Error> {
     // SAFETY: `Signal` changes no memory of ours.
-    let (err, _) = unsafe { syscall1(Sys::Signal as u64, u64::from(slot)) };
+    let (err, _) = unsafe { syscall1(Sys::Signal as u64, slot) };
     result_from_raw(err)
 }
 
 /// Waits until notification `slot`'s word is non-zero; returns and clears it.
 pub fn wait(slot: CapSlot) -> Result<u64, Error> {
     // SAFETY: `Wait` changes no memory of ours.
-    let (err, r) = unsafe { syscall1(Sys::Wait as u64, u64::from(slot)) };
+    let (err, r) = unsafe { syscall1(Sys::Wait as u64, slot) };
     result_from_raw(err).map(|()| r[0])
 }
 
 /// Returns and clears notification `slot`'s word without blocking.
 pub fn poll(slot: CapSlot) -> Result<u64, Error> {
     // SAFETY: `Poll` changes no memory of ours.
-    let (err, r) = unsafe { syscall1(Sys::Poll as u64, u64::from(slot)) };
+    let (err, r) = unsafe { syscall1(Sys::Poll as u64, slot) };
     result_from_raw(err).map(|()| r[0])
+}
+
+/// `CapCopy`: copies the capability at `src` into the empty slot `dst`.
+pub fn cap_copy(src: CapSlot, dst: CapSlot) -> Result<(), Error> {
+    // SAFETY: capability operations change no user memory.
+    let (err, _) = unsafe { syscall2(Sys::CapCopy as u64, src, dst) };
+    result_from_raw(err)
+}
+
+/// `CapMint`: derives a capability with `rights` (a subset) and `badge`
+/// (endpoints and notifications; 0 keeps the source's) into `dst`.
+pub fn cap_mint(src: CapSlot, dst: CapSlot, rights: abi::Rights, badge: u64) -> Result<(), Error> {
+    // SAFETY: capability operations change no user memory.
+    let (err, _) = unsafe { syscall4(Sys::CapMint as u64, src, dst, rights.raw(), badge) };
+    result_from_raw(err)
+}
+
+/// `CapDelete`: empties `slot`.
+///
+/// Deleting a frame capability unmaps the frame; deleting the last
+/// capability of the caller's own address space or thread ends the caller.
+/// Neither breaks memory safety of *other* code by itself, but unmapping a
+/// frame the program uses does, hence `unsafe`.
+///
+/// # Safety
+///
+/// The program must not rely on memory that the deletion unmaps.
+pub unsafe fn cap_delete(slot: CapSlot) -> Result<(), Error> {
+    // SAFETY: forwarded to the caller.
+    let (err, _) = unsafe { syscall1(Sys::CapDelete as u64, slot) };
+    result_from_raw(err)
+}
+
+/// `CapRevoke`: deletes every capability derived from `slot`.
+///
+/// # Safety
+///
+/// As for [`cap_delete`], for every derived capability.
+pub unsafe fn cap_revoke(slot: CapSlot) -> Result<(), Error> {
+    // SAFETY: forwarded to the caller.
+    let (err, _) = unsafe { syscall1(Sys::CapRevoke as u64, slot) };
+    result_from_raw(err)
+}
+
+/// `Retype`: makes `count` objects of `kind` from untyped `untyped` into
+/// slots `dst`, `dst + 1`, ... (`size_bits` for sized types, see
+/// [`abi::ObjectType::object_bits`]).
+pub fn retype(
+    untyped: CapSlot,
+    kind: abi::ObjectType,
+    size_bits: u64,
+    dst: CapSlot,
+    count: u64,
+) -> Result<(), Error> {
+    // SAFETY: new objects are fresh memory nobody has mapped.
+    let (err, _) = unsafe {
+        syscall5(
+            Sys::Retype as u64,
+            untyped,
+            kind as u64,
+            size_bits,
+            dst,
+            count,
+        )
+    };
+    result_from_raw(err)
+}
+
+/// `Map`: maps frame `frame` into address space `vspace` at `vaddr` with
+/// attributes `attr` ([`abi::map::MapAttr`]).
+///
+/// # Safety
+///
+/// Mapping into the caller's own address space must not replace memory the
+/// program relies on (the kernel refuses to map over an existing page, but
+/// the new page's contents become visible at `vaddr`).
+pub unsafe fn map(
+    vspace: CapSlot,
+    frame: CapSlot,
+    vaddr: u64,
+    attr: abi::map::MapAttr,
+) -> Result<(), Error> {
+    // SAFETY: forwarded to the caller.
+    let (err, _) = unsafe { syscall4(Sys::Map as u64, vspace, frame, vaddr, attr.raw()) };
+    result_from_raw(err)
+}
+
+/// `Unmap`: removes the mapping made with frame capability `frame`.
+///
+/// # Safety
+///
+/// The program must not rely on the memory that goes away.
+pub unsafe fn unmap(frame: CapSlot) -> Result<(), Error> {
+    // SAFETY: forwarded to the caller.
+    let (err, _) = unsafe { syscall1(Sys::Unmap as u64, frame) };
+    result_from_raw(err)
+}
+
+/// `ThreadConfigure`: gives thread `thread` its capability space, address
+/// space, IPC buffer address and fault endpoint (`NULL_SLOT` for none).
+pub fn thread_configure(
+    thread: CapSlot,
+    cspace: CapSlot,
+    vspace: CapSlot,
+    ipc_buffer: u64,
+    fault_endpoint: CapSlot,
+) -> Result<(), Error> {
+    // SAFETY: configures another thread; changes none of the caller's memory
+    // (configuring the calling thread itself takes effect at its next switch
+    // and is the caller's business).
+    let (err, _) = unsafe {
+        syscall5(
+            Sys::ThreadConfigure as u64,
+            thread,
+            cspace,
+            vspace,
+            ipc_buffer,
+            fault_endpoint,
+        )
+    };
+    result_from_raw(err)
+}
+
+/// `ThreadSetSchedParams`: priority (at most the caller's own) and CPU.
+pub fn thread_set_sched_params(thread: CapSlot, priority: u8, cpu: u32) -> Result<(), Error> {
+    // SAFETY: changes no memory.
+    let (err, _) = unsafe {
+        syscall3(
+            Sys::ThreadSetSchedParams as u64,
+            thread,
+            u64::from(priority),
+            u64::from(cpu),
+        )
+    };
+    result_from_raw(err)
+}
+
+/// `ThreadStart`: starts a configured, inactive thread at `rip` with `rsp`
+/// and `rdi = arg`.
+///
+/// # Safety
+///
+/// If the thread shares the caller's address space, starting it at `rip`
+/// with `rsp` must be sound for the program (as spawning a thread is).
+pub unsafe fn thread_start(thread: CapSlot, rip: u64, rsp: u64, arg: u64) -> Result<(), Error> {
+    // SAFETY: forwarded to the caller.
+    let (err, _) = unsafe { syscall4(Sys::ThreadStart as u64, thread, rip, rsp, arg) };
+    result_from_raw(err)
+}
+
+/// `ThreadSuspend`: stops a thread (an IPC it waits in is aborted).
+pub fn thread_suspend(thread: CapSlot) -> Result<(), Error> {
+    // SAFETY: changes no memory of the caller's.
+    let (err, _) = unsafe { syscall1(Sys::ThreadSuspend as u64, thread) };
+    result_from_raw(err)
+}
+
+/// `ThreadResume`: makes a suspended thread runnable again.
+pub fn thread_resume(thread: CapSlot) -> Result<(), Error> {
+    // SAFETY: changes no memory of the caller's.
+    let (err, _) = unsafe { syscall1(Sys::ThreadResume as u64, thread) };
+    result_from_raw(err)
+}
+
+/// `ThreadRegisters`: reads (`write == false`) or writes a thread's
+/// registers through the caller's IPC buffer (layout
+/// [`abi::ipc_buffer::registers`]).
+///
+/// # Safety
+///
+/// Writes the caller's IPC buffer (read) or changes another thread's
+/// registers (write); the program must expect both.
+pub unsafe fn thread_registers(thread: CapSlot, write: bool) -> Result<(), Error> {
+    // SAFETY: forwarded to the caller.
+    let (err, _) = unsafe { syscall2(Sys::ThreadRegisters as u64, thread, u64::from(write)) };
+    result_from_raw(err)
+}
+
+/// `IrqBind`: IRQ handler `irq` signals notification `notification` (with
+/// that capability's badge) when its line fires.
+pub fn irq_bind(irq: CapSlot, notification: CapSlot) -> Result<(), Error> {
+    // SAFETY: changes no memory.
+    let (err, _) = unsafe { syscall2(Sys::IrqBind as u64, irq, notification) };
+    result_from_raw(err)
+}
+
+/// `IrqAck`: unmasks IRQ handler `irq`'s line after the device was served.
+pub fn irq_ack(irq: CapSlot) -> Result<(), Error> {
+    // SAFETY: changes no memory.
+    let (err, _) = unsafe { syscall1(Sys::IrqAck as u64, irq) };
+    result_from_raw(err)
+}
+
+/// `IoPort` read of `width` (1, 2 or 4) bytes from `port`.
+pub fn io_port_read(ports: CapSlot, port: u16, width: u8) -> Result<u32, Error> {
+    // SAFETY: a port read changes no memory (devices are the caller's
+    // business: holding the capability is the permission).
+    let (err, r) = unsafe {
+        syscall5(
+            Sys::IoPort as u64,
+            ports,
+            u64::from(port),
+            0,
+            u64::from(width),
+            0,
+        )
+    };
+    result_from_raw(err).map(|()| r[0] as u32)
+}
+
+/// `IoPort` write of `width` (1, 2 or 4) bytes to `port`.
+///
+/// # Safety
+///
+/// A port write can make a device DMA into memory; the program must know
+/// what the device does.
+pub unsafe fn io_port_write(ports: CapSlot, port: u16, width: u8, value: u32) -> Result<(), Error> {
+    // SAFETY: forwarded to the caller.
+    let (err, _) = unsafe {
+        syscall5(
+            Sys::IoPort as u64,
+            ports,
+            u64::from(port),
+            1,
+            u64::from(width),
+            u64::from(value),
+        )
+    };
+    result_from_raw(err)
+}
+
+/// `BindNotification`: `Recv` by thread `thread` also returns signals of
+/// `notification` (label [`abi::LABEL_NOTIFICATION`]).
+pub fn bind_notification(thread: CapSlot, notification: CapSlot) -> Result<(), Error> {
+    // SAFETY: changes no memory.
+    let (err, _) = unsafe { syscall2(Sys::BindNotification as u64, thread, notification) };
+    result_from_raw(err)
 }
 
 /// Reads the time-stamp counter. Under QEMU `-icount shift=0` it counts
@@ -368,7 +605,7 @@ fn ipc(sys: Sys, slot: CapSlot, info: MsgInfo, words: Words) -> RawResult {
     // SAFETY: IPC calls write only registers as long as no IPC buffer is
     // set up (messages longer than the register words fail without one);
     // once the runtime sets one up, it owns it and never lends it out.
-    unsafe { syscall6(sys as u64, [u64::from(slot), info.0, w0, w1, w2, w3]) }
+    unsafe { syscall6(sys as u64, [slot, info.0, w0, w1, w2, w3]) }
 }
 
 /// Decodes a receive: badge in `rdi`, message info in `rsi`, words after.

@@ -1,0 +1,95 @@
+//! What the kernel gives the root task: its fixed capability slots and the
+//! boot-information page.
+//!
+//! The kernel starts root with `rdi` = [`BOOT_INFO_ADDR`], where a read-only
+//! page holds a [`BootInfo`]. The boot image (all components as ELF files,
+//! `kcore::bootimage` format) is mapped read-only at
+//! [`BOOT_IMAGE_ADDR`]. Root's capability space has
+//! `1 << BootInfo::cspace_bits` slots laid out as below; everything from
+//! `first_free_slot` on is empty.
+
+/// Where root finds its boot-information page.
+pub const BOOT_INFO_ADDR: u64 = 0x0000_7fff_f000_0000;
+/// Where the boot image is mapped (read-only) in root's address space.
+pub const BOOT_IMAGE_ADDR: u64 = 0x0000_7f00_0000_0000;
+/// `BootInfo::magic`.
+pub const BOOT_INFO_MAGIC: u64 = u64::from_le_bytes(*b"PECANBI1");
+
+/// Root's fixed slots.
+pub mod slot {
+    /// Root's own thread.
+    pub const THREAD: u32 = 1;
+    /// Root's capability space (a capability table).
+    pub const CSPACE: u32 = 2;
+    /// Root's address space.
+    pub const VSPACE: u32 = 3;
+    /// All I/O ports (0..=0xffff).
+    pub const IO_PORTS: u32 = 4;
+    /// IRQ handler capabilities for IOAPIC lines (GSIs) `0..BootInfo::irq_count`.
+    pub const IRQ_FIRST: u32 = 16;
+    /// Most IRQ lines handed out.
+    pub const IRQ_MAX: u32 = 48;
+    /// Untyped memory capabilities, `BootInfo::untyped_count` of them,
+    /// described in `BootInfo::untyped`.
+    pub const UNTYPED_FIRST: u32 = 64;
+}
+
+/// Most untyped capabilities described in the boot information.
+pub const MAX_UNTYPED: usize = 192;
+/// Most command-line bytes passed on.
+pub const MAX_CMDLINE: usize = 512;
+
+/// One untyped memory capability.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UntypedInfo {
+    /// Physical base address (aligned to the size).
+    pub phys: u64,
+    /// log2 of the size in bytes.
+    pub size_bits: u8,
+    /// 1 for device memory (not RAM: may only become frames, never kernel
+    /// objects, and is not zeroed).
+    pub device: u8,
+    pub _reserved: [u8; 6],
+}
+
+/// The boot-information page.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BootInfo {
+    /// [`BOOT_INFO_MAGIC`].
+    pub magic: u64,
+    /// Number of CPUs the kernel runs on.
+    pub cpu_count: u64,
+    /// log2 of root's capability-space size.
+    pub cspace_bits: u64,
+    /// First empty slot in root's capability space.
+    pub first_free_slot: u64,
+    /// Bytes of the boot image at [`BOOT_IMAGE_ADDR`].
+    pub boot_image_len: u64,
+    /// IRQ handler capabilities from [`slot::IRQ_FIRST`].
+    pub irq_count: u64,
+    /// Untyped capabilities from [`slot::UNTYPED_FIRST`].
+    pub untyped_count: u64,
+    /// Bytes used in `cmdline`.
+    pub cmdline_len: u64,
+    /// The kernel command line (UTF-8, not terminated).
+    pub cmdline: [u8; MAX_CMDLINE],
+    pub untyped: [UntypedInfo; MAX_UNTYPED],
+}
+
+impl BootInfo {
+    /// The command line as text (empty if not UTF-8).
+    pub fn cmdline(&self) -> &str {
+        let len = (self.cmdline_len as usize).min(MAX_CMDLINE);
+        core::str::from_utf8(&self.cmdline[..len]).unwrap_or("")
+    }
+
+    /// The untyped descriptions that are in use.
+    pub fn untyped(&self) -> &[UntypedInfo] {
+        &self.untyped[..(self.untyped_count as usize).min(MAX_UNTYPED)]
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<BootInfo>() <= 4096);
+const _: () = assert!(slot::IRQ_FIRST + slot::IRQ_MAX <= slot::UNTYPED_FIRST);
