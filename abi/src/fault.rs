@@ -3,12 +3,17 @@
 //! badge (so the handler knows which thread faulted); the label says what
 //! kind of fault; the words say where. The handler replies (empty message)
 //! to resume the thread, which retries the faulting instruction, or does not
-//! reply and stops/deletes the thread.
+//! reply and stops/deletes the thread. Exits are reported the same way
+//! ([`LABEL_EXIT`]).
 
 /// Labels of fault messages (top of the label space, away from protocols).
 pub const LABEL_PAGE_FAULT: u64 = 0xffff_ffff_0001;
 /// Any other CPU exception (invalid opcode, #GP, divide error, ...).
 pub const LABEL_EXCEPTION: u64 = 0xffff_ffff_0002;
+/// The thread called `ThreadExit`: word 0 is its exit code. Not a fault,
+/// but reported the same way so a parent learns of it; the thread is gone
+/// and must not be replied to (a reply finds no caller).
+pub const LABEL_EXIT: u64 = 0xffff_ffff_0003;
 
 /// Word indices in a fault message (all in registers: 4 words).
 pub const WORD_ADDRESS: usize = 0; // page faults: the faulting address (CR2)
