@@ -15,8 +15,11 @@ mod acpi;
 mod arch;
 mod console;
 mod exit;
+mod ipc;
+mod irq;
 mod loader;
 mod mm;
+mod object;
 mod panic;
 mod pvh;
 mod selftest;
@@ -25,6 +28,7 @@ mod syscall;
 mod thread;
 mod time;
 mod uaccess;
+mod vspace;
 
 use arch::{cpu, lapic, pit};
 use exit::{exit, ExitCode};
@@ -86,11 +90,10 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
 
     run_self_checks(&boot);
 
-    thread::init();
-    match loader::load_root(&boot) {
+    match loader::load_root(&boot, arch::cpu_count()) {
         Ok(root) => {
             kprintln!("kernel: starting root");
-            thread::start(root);
+            thread::make_runnable(root);
             thread::schedule()
         }
         Err(loader::LoadError::NoBootImage) => {

@@ -41,8 +41,9 @@ rt::entry!(main);
 const WARM_UP: usize = 100;
 const SAMPLES: usize = 1000;
 
-fn main(arg: u64) -> i32 {
-    println!("root: hello from user space (arg={arg:#x})");
+fn main(boot_info: u64) -> i32 {
+    let arg = fault_selector(boot_info);
+    println!("root: hello from user space (boot info at {boot_info:#x}, arg={arg:#x})");
     measure_null();
     let failed = run_checks();
     if failed > 0 {
@@ -64,6 +65,26 @@ fn main(arg: u64) -> i32 {
     }
     println!("root: done");
     0
+}
+
+/// The deliberate-fault selector `pecan.root-arg=N` from the command line in
+/// the boot information (0 if absent or unreadable).
+fn fault_selector(boot_info: u64) -> u64 {
+    if boot_info != rt::abi::bootinfo::BOOT_INFO_ADDR {
+        return 0;
+    }
+    // SAFETY: the kernel maps the boot-information page read-only at
+    // BOOT_INFO_ADDR for root's whole life; BootInfo is plain old data.
+    let info = unsafe { &*(boot_info as *const rt::abi::bootinfo::BootInfo) };
+    if info.magic != rt::abi::bootinfo::BOOT_INFO_MAGIC {
+        println!("root: boot information has a bad magic number");
+        return 0;
+    }
+    info.cmdline()
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pecan.root-arg="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Times the null system call and prints min and median.
