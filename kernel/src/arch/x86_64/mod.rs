@@ -2,6 +2,7 @@
 
 pub mod cpu;
 pub mod gdt;
+pub mod ioapic;
 pub mod lapic;
 pub mod percpu;
 pub mod pit;

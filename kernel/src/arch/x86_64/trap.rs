@@ -7,7 +7,7 @@
 
 use core::fmt;
 
-use super::{cpu, lapic};
+use super::{cpu, ioapic, lapic};
 use crate::kprintln;
 
 /// The saved context of an interrupted thread, in the order `trap.s` pushes.
@@ -89,6 +89,7 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
             lapic::end_of_interrupt();
         }
         VECTOR_SPURIOUS => {} // no EOI for spurious interrupts
+        v if ioapic::is_line_vector(v) => ioapic::on_interrupt(v), // counts, masks if level, EOI
         v if (VECTOR_PIC_BASE..VECTOR_PIC_BASE + 16).contains(&v) => {} // masked PIC noise
         v => {
             kprintln!("warning: unexpected interrupt vector {v}");
