@@ -283,6 +283,7 @@ pub fn run(info: &BootInfo) -> usize {
     );
 
     measure_call(&mut c);
+    irq_check(&mut c, info);
 
     // Revoking the untyped destroys everything made from it, the running
     // server thread included.
@@ -308,6 +309,102 @@ pub fn run(info: &BootInfo) -> usize {
     // SAFETY: as above.
     let _ = unsafe { syscall::cap_delete(SCRATCH_UNTYPED) };
     c.failed
+}
+
+const IRQ_NOTIFICATION: u64 = FIRST + 20;
+/// The PIT's channel-0 registers and the divisor for about 1 kHz.
+const PIT_COMMAND: u16 = 0x43;
+const PIT_CHANNEL0: u16 = 0x40;
+const PIT_DIVISOR: u16 = 1193;
+const IRQ_ROUNDS: usize = 5;
+
+/// A user-level driver's interrupt path: the PIT's interrupt (ISA IRQ 0,
+/// which the MADT may route to GSI 0 or, as on QEMU, GSI 2: both are bound,
+/// with different badges) is bound to a notification; the PIT is started
+/// through the I/O-port capability; each interrupt wakes `Wait` and is
+/// acknowledged with `IrqAck`. Deleting the notification at the end (by
+/// the revoke) masks the lines again.
+fn irq_check(c: &mut Checks, info: &BootInfo) {
+    if info.irq_count < 3 {
+        c.expect(
+            "irq-lines",
+            false,
+            format_args!("only {} IRQ lines", info.irq_count),
+        );
+        return;
+    }
+    let line = |gsi: u32| u64::from(slot::IRQ_FIRST + gsi);
+    c.check(
+        "irq-notification",
+        syscall::retype(
+            SCRATCH_UNTYPED,
+            ObjectType::Notification,
+            0,
+            IRQ_NOTIFICATION,
+            1,
+        ),
+        Ok(()),
+    );
+    for (gsi, badge) in [(0u32, 1u64), (2, 4)] {
+        let minted = IRQ_NOTIFICATION + 1 + u64::from(gsi);
+        let r = syscall::cap_mint(IRQ_NOTIFICATION, minted, Rights::WRITE, badge)
+            .and_then(|()| syscall::irq_bind(line(gsi), minted));
+        c.check("irq-bind", r, Ok(()));
+    }
+    c.check(
+        "irq-ack-unbound-line",
+        syscall::irq_ack(line(1)),
+        Err(Error::InvalidState),
+    );
+    c.check(
+        "irq-bind-not-an-irq",
+        syscall::irq_bind(EP, IRQ_NOTIFICATION),
+        Err(Error::WrongObjectType),
+    );
+    let ports: u64 = slot::IO_PORTS.into();
+    // SAFETY: programs PIT channel 0 (which the kernel does not use: its
+    // tick is the local APIC timer) as a rate generator.
+    let started = unsafe {
+        syscall::io_port_write(ports, PIT_COMMAND, 1, 0x34)
+            .and_then(|()| {
+                syscall::io_port_write(ports, PIT_CHANNEL0, 1, u32::from(PIT_DIVISOR & 0xff))
+            })
+            .and_then(|()| {
+                syscall::io_port_write(ports, PIT_CHANNEL0, 1, u32::from(PIT_DIVISOR >> 8))
+            })
+    };
+    c.check("io-port-write", started, Ok(()));
+    c.check(
+        "io-port-bad-width",
+        syscall::io_port_read(ports, 0x40, 3),
+        Err(Error::InvalidArgument),
+    );
+    let mut badges = 0;
+    for _ in 0..IRQ_ROUNDS {
+        match syscall::wait(IRQ_NOTIFICATION) {
+            Ok(bits) => {
+                badges |= bits;
+                for (gsi, badge) in [(0u32, 1u64), (2, 4)] {
+                    if bits & badge != 0 {
+                        let _ = syscall::irq_ack(line(gsi));
+                    }
+                }
+            }
+            Err(e) => {
+                c.expect("irq-wait", false, format_args!("{e:?}"));
+                break;
+            }
+        }
+    }
+    // SAFETY: stops channel 0 (one-shot mode, no count written).
+    let _ = unsafe { syscall::io_port_write(ports, PIT_COMMAND, 1, 0x30) };
+    let gsi = if badges & 4 != 0 { 2 } else { 0 };
+    c.expect(
+        "irq-delivered-to-user",
+        badges != 0,
+        format_args!("no interrupt badge seen"),
+    );
+    println!("root: irq: {IRQ_ROUNDS} PIT interrupts received on GSI {gsi} through a notification");
 }
 
 const WARM_UP: usize = 100;
