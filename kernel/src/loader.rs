@@ -250,13 +250,17 @@ pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError
 
     let mut index = 0usize;
     let mut lost = 0u64;
-    for (start, bits) in untyped_blocks() {
+    let ram = untyped_blocks().map(|block| (block, false));
+    let device = device_blocks(boot).into_iter().map(|block| (block, true));
+    for ((start, bits), is_device) in ram.chain(device) {
         if index == bootinfo::MAX_UNTYPED {
-            lost += 1 << bits;
+            if !is_device {
+                lost += 1 << bits;
+            }
             continue;
         }
         let mut c = Capability::new(ObjectType::Untyped, start, Rights::ALL);
-        c.badge = object::untyped_badge(bits, false);
+        c.badge = object::untyped_badge(bits, is_device);
         cap::insert_root(
             &mut KernelSlots,
             slot_at(slot::UNTYPED_FIRST + index as u32),
@@ -265,26 +269,7 @@ pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError
         info.untyped[index] = UntypedInfo {
             phys: start,
             size_bits: bits as u8,
-            device: 0,
-            _reserved: [0; 6],
-        };
-        index += 1;
-    }
-    for (start, bits) in device_blocks(boot) {
-        if index == bootinfo::MAX_UNTYPED {
-            break;
-        }
-        let mut c = Capability::new(ObjectType::Untyped, start, Rights::ALL);
-        c.badge = object::untyped_badge(bits, true);
-        cap::insert_root(
-            &mut KernelSlots,
-            slot_at(slot::UNTYPED_FIRST + index as u32),
-            c,
-        )?;
-        info.untyped[index] = UntypedInfo {
-            phys: start,
-            size_bits: bits as u8,
-            device: 1,
+            device: u8::from(is_device),
             _reserved: [0; 6],
         };
         index += 1;
