@@ -770,6 +770,7 @@ fn after_ipc(caller: ThreadRef) -> Outcome {
 /// Ends a thread: reported to its fault endpoint if it has one, else
 /// logged; either way it runs no more until started again.
 fn exit_thread(t: ThreadRef, code: u64) {
+    object::abandon_caller(t);
     let thread = t!(t);
     if let Some(fault) = thread.fault_endpoint.cap {
         thread.kernel_msg = [abi::fault::LABEL_EXIT, code, 0, 0, 0];
@@ -811,7 +812,8 @@ pub fn suspend(target: ThreadRef) {
             }
         }
         State::Runnable => thread::remove_from_run_queue(target),
-        State::Running => {}
+        // Suspending oneself: the call succeeded when the thread resumes.
+        State::Running => tt.frame().rax = 0,
     }
     thread::set_state(target, State::Suspended);
 }
