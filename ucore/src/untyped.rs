@@ -13,9 +13,15 @@
 //!   (two adjacent slots of the caller's own space from the
 //!   [`SlotAllocator`]) — and the upper half goes to the free list. The
 //!   object is then retyped from a block of exactly its size, at offset 0.
-//! - Objects smaller than a page (threads 2^10, endpoints and notifications
-//!   2^6) share 4 KiB blocks: the allocator mirrors such a block's
-//!   watermark and packs objects into it while they fit.
+//! - Objects smaller than [`PACK_BITS`] (64 KiB: frames, threads,
+//!   endpoints, notifications) are packed into shared blocks of 64 KiB
+//!   (smaller ones when no 64 KiB block is left): the allocator mirrors
+//!   such a block's watermark and retypes objects from it while they fit.
+//!   Splitting all the way down to each 4 KiB frame would cost every
+//!   frame two extra capability slots (its own untyped and its share of
+//!   the split tree); packed, sixteen frames share one. Objects of one
+//!   size pack without gaps; mixing sizes in a block loses at most the
+//!   alignment of the larger ones.
 //!
 //! Device untyped memory is never used (it must not hold kernel objects
 //! and is not zeroed); [`UntypedAllocator::add`] leaves it out. Memory is
@@ -34,8 +40,8 @@ use abi::{Error, ObjectType};
 
 use crate::slots::SlotAllocator;
 
-/// Bytes of the blocks small objects share.
-const SMALL_BLOCK_BITS: u32 = MIN_UNTYPED_BITS;
+/// Objects smaller than 2^`PACK_BITS` bytes share blocks of this size.
+pub const PACK_BITS: u32 = 16;
 
 /// The `Retype` system call.
 pub trait Retyper {
@@ -86,10 +92,12 @@ struct Block {
     slot: u32,
 }
 
-/// A 4 KiB block that small objects are packed into.
+/// A block that small objects are packed into.
 #[derive(Clone, Copy, Debug)]
 struct SmallBlock {
     slot: u32,
+    /// log2 of its size.
+    bits: u32,
     /// The kernel's watermark, mirrored: bytes used from the block's start.
     used: u64,
 }
@@ -133,7 +141,7 @@ impl UntypedAllocator {
         }
     }
 
-    /// Bytes in untouched blocks (small blocks' rests not counted).
+    /// Bytes in untouched blocks (the rests of shared blocks not counted).
     pub fn free_bytes(&self) -> u64 {
         self.free
             .iter()
@@ -157,7 +165,7 @@ impl UntypedAllocator {
         // `object_bits` is `None` for what `Retype` cannot make (IRQ
         // handlers, I/O ports) and for sizes out of range.
         let bits = kind.object_bits(size_bits.into()).ok_or(bad)?;
-        if bits < SMALL_BLOCK_BITS {
+        if bits < PACK_BITS {
             return self.alloc_small(kernel, slots, kind, size_bits, bits, dst);
         }
         let block = self.take_block(kernel, slots, bits)?;
@@ -171,7 +179,8 @@ impl UntypedAllocator {
         }
     }
 
-    /// An object of 2^`bits` < 4 KiB bytes, packed into a small block.
+    /// An object of 2^`bits` < 2^[`PACK_BITS`] bytes, packed into a shared
+    /// block.
     fn alloc_small(
         &mut self,
         kernel: &mut impl Retyper,
@@ -182,13 +191,26 @@ impl UntypedAllocator {
         dst: CapAddr,
     ) -> Result<(), AllocError> {
         let size = 1u64 << bits;
-        let fits = |b: &SmallBlock| b.used.next_multiple_of(size) + size <= 1 << SMALL_BLOCK_BITS;
+        let fits = |b: &SmallBlock| b.used.next_multiple_of(size) + size <= 1 << b.bits;
         let index = match self.small.iter().position(fits) {
             Some(i) => i,
             None => {
-                let block = self.take_block(kernel, slots, SMALL_BLOCK_BITS)?;
+                // A 64 KiB block, else the largest smaller one that holds
+                // the object.
+                let mut taken = Err(AllocError::OutOfMemory { bits });
+                for b in (bits.max(MIN_UNTYPED_BITS)..=PACK_BITS).rev() {
+                    taken = self.take_block(kernel, slots, b).map(|block| (block, b));
+                    if !matches!(taken, Err(AllocError::OutOfMemory { .. })) {
+                        break;
+                    }
+                }
+                let (block, b) = taken.map_err(|e| match e {
+                    AllocError::OutOfMemory { .. } => AllocError::OutOfMemory { bits },
+                    e => e,
+                })?;
                 self.small.push(SmallBlock {
                     slot: block.slot,
+                    bits: b,
                     used: 0,
                 });
                 self.small.len() - 1
@@ -345,8 +367,12 @@ mod tests {
         assert_eq!(a.free_bytes(), 1 << 20);
     }
 
+    fn object_bytes(kernel: &Model) -> u64 {
+        kernel.objects.iter().map(|(s, e)| e - s).sum()
+    }
+
     #[test]
-    fn splits_buddy_style_without_waste() {
+    fn splits_buddy_style_and_packs_small_objects() {
         // One 1 MiB untyped at 0x100000 in slot 64.
         let mut kernel = Model::with(&[(64, 0x10_0000, 20)]);
         let mut slots = SlotAllocator::new(100, 1100).unwrap();
@@ -381,31 +407,32 @@ mod tests {
         a.alloc(&mut kernel, &mut slots, ObjectType::Thread, 0, next())
             .unwrap();
         no_overlaps(&kernel.objects);
-        // Thread + endpoint + thread share one 4 KiB block.
-        let used: u64 = (2 << 17) + (1 << 12) + 20 * (1 << 12);
-        assert_eq!(a.free_bytes(), (1 << 20) - used);
-        // Every object is inside the untyped.
+        // The two large objects, and two shared 64 KiB blocks.
+        assert_eq!(a.free_bytes(), (1 << 20) - 2 * (1 << 17) - 2 * (1 << 16));
+
+        // The rest can be handed out in pages, losing only the alignment of
+        // pages after threads and endpoints in the shared blocks.
+        while a
+            .alloc(&mut kernel, &mut slots, ObjectType::Frame4K, 0, next())
+            .is_ok()
+        {}
+        assert_eq!(a.free_bytes(), 0);
+        no_overlaps(&kernel.objects);
         assert!(kernel
             .objects
             .iter()
             .all(|&(s, e)| s >= 0x10_0000 && e <= 0x20_0000));
-
-        // The rest can still be handed out completely, in pages.
-        let pages = a.free_bytes() >> 12;
-        for _ in 0..pages {
-            a.alloc(&mut kernel, &mut slots, ObjectType::Frame4K, 0, next())
-                .unwrap();
-        }
-        assert_eq!(a.free_bytes(), 0);
-        assert_eq!(
-            a.alloc(&mut kernel, &mut slots, ObjectType::Frame4K, 0, next()),
-            Err(AllocError::OutOfMemory { bits: 12 })
-        );
-        no_overlaps(&kernel.objects);
+        let lost = (1 << 20) - object_bytes(&kernel);
+        assert!(lost < 2 * 4096, "{lost} bytes lost");
+        // Splitting 1 MiB down to 64 KiB blocks: at most two slots per
+        // level and block, never per frame.
+        let split_slots = 1000 - slots.free_count();
+        assert!(split_slots <= 2 * 16, "{split_slots} slots for splits");
     }
 
     #[test]
-    fn small_objects_pack_into_pages() {
+    fn small_objects_pack_into_small_blocks_too() {
+        // No 64 KiB block: 4 KiB ones serve.
         let mut kernel = Model::with(&[(64, 0, 12), (65, 0x1000, 12)]);
         let mut slots = SlotAllocator::new(100, 200).unwrap();
         let mut a = UntypedAllocator::new();
@@ -422,10 +449,25 @@ mod tests {
         }
         assert_eq!(
             a.alloc(&mut kernel, &mut slots, ObjectType::Notification, 0, 500),
-            Err(AllocError::OutOfMemory { bits: 12 })
+            Err(AllocError::OutOfMemory { bits: 6 })
         );
         no_overlaps(&kernel.objects);
-        assert_eq!(kernel.objects.len(), 68);
+        assert_eq!(object_bytes(&kernel), 2 << 12);
+
+        // Sixteen frames share one 64 KiB untyped, no slots spent.
+        let mut kernel = Model::with(&[(64, 0, 16)]);
+        let mut a = UntypedAllocator::new();
+        a.add(64, &info(0, 16, false));
+        for i in 0..16 {
+            a.alloc(&mut kernel, &mut slots, ObjectType::Frame4K, 0, 600 + i)
+                .unwrap();
+        }
+        assert_eq!(
+            a.alloc(&mut kernel, &mut slots, ObjectType::Frame4K, 0, 700),
+            Err(AllocError::OutOfMemory { bits: 12 })
+        );
+        assert_eq!(slots.free_count(), 100);
+        no_overlaps(&kernel.objects);
     }
 
     #[test]
@@ -442,10 +484,10 @@ mod tests {
 
     #[test]
     fn errors_leave_everything_usable() {
-        let mut kernel = Model::with(&[(64, 0, 14)]);
+        let mut kernel = Model::with(&[(64, 0, 18)]);
         let mut slots = SlotAllocator::new(100, 102).unwrap();
         let mut a = UntypedAllocator::new();
-        a.add(64, &info(0, 14, false));
+        a.add(64, &info(0, 18, false));
         assert_eq!(
             a.alloc(&mut kernel, &mut slots, ObjectType::IrqHandler, 0, 300),
             Err(AllocError::BadRequest {
@@ -458,30 +500,31 @@ mod tests {
             Err(AllocError::BadRequest { .. })
         ));
         assert_eq!(
-            a.alloc(&mut kernel, &mut slots, ObjectType::Untyped, 15, 300),
-            Err(AllocError::OutOfMemory { bits: 15 })
+            a.alloc(&mut kernel, &mut slots, ObjectType::Untyped, 19, 300),
+            Err(AllocError::OutOfMemory { bits: 19 })
         );
         // A refused split gives its slots and the block back.
         kernel.fail_next = Some(Error::InvalidArgument);
         assert_eq!(
-            a.alloc(&mut kernel, &mut slots, ObjectType::Frame4K, 0, 300),
+            a.alloc(&mut kernel, &mut slots, ObjectType::Untyped, 16, 300),
             Err(AllocError::Kernel(Error::InvalidArgument))
         );
-        assert_eq!((slots.free_count(), a.free_bytes()), (2, 1 << 14));
-        // Only two slots: one split (16 K -> 2 x 8 K) fits, the second
-        // (8 K -> 2 x 4 K) has no slots left.
+        assert_eq!((slots.free_count(), a.free_bytes()), (2, 1 << 18));
+        // Only two slots: one split (256 K -> 2 x 128 K) fits, the second
+        // (128 K -> 2 x 64 K) has no slots left.
         assert_eq!(
-            a.alloc(&mut kernel, &mut slots, ObjectType::Frame4K, 0, 300),
+            a.alloc(&mut kernel, &mut slots, ObjectType::Untyped, 16, 300),
             Err(AllocError::OutOfSlots)
         );
-        assert_eq!(a.free_bytes(), 1 << 14);
-        // 8 KiB objects need no further split.
-        a.alloc(&mut kernel, &mut slots, ObjectType::Untyped, 13, 300)
+        assert_eq!(a.free_bytes(), 1 << 18);
+        // 128 KiB objects need no further split.
+        a.alloc(&mut kernel, &mut slots, ObjectType::Untyped, 17, 300)
             .unwrap();
-        a.alloc(&mut kernel, &mut slots, ObjectType::Untyped, 13, 301)
+        a.alloc(&mut kernel, &mut slots, ObjectType::Untyped, 17, 301)
             .unwrap();
         assert_eq!(a.free_bytes(), 0);
-        // A refused object retype keeps the block.
+
+        // A refused retype from a shared block keeps the block usable.
         let mut kernel = Model::with(&[(64, 0, 12)]);
         let mut a = UntypedAllocator::new();
         a.add(64, &info(0, 12, false));
@@ -490,9 +533,9 @@ mod tests {
             a.alloc(&mut kernel, &mut slots, ObjectType::Frame4K, 0, 300),
             Err(AllocError::Kernel(Error::SlotOccupied))
         );
-        assert_eq!(a.free_bytes(), 1 << 12);
         a.alloc(&mut kernel, &mut slots, ObjectType::Frame4K, 0, 301)
             .unwrap();
+        assert_eq!(kernel.objects, [(0, 0x1000)]);
     }
 
     #[test]
@@ -530,7 +573,7 @@ mod tests {
             dst += 1;
             let bits = kind.object_bits(size.into()).unwrap();
             match a.alloc(&mut kernel, &mut slots, kind, size, dst) {
-                Ok(()) if bits >= 12 => big_bytes += 1 << bits,
+                Ok(()) if bits >= PACK_BITS => big_bytes += 1 << bits,
                 Ok(()) => {}
                 Err(AllocError::OutOfMemory { .. }) => {}
                 Err(e) => panic!("{e}"),
@@ -542,12 +585,10 @@ mod tests {
                 .iter()
                 .any(|&(_, p, b)| s >= p && e <= p + (1u64 << b)));
         }
-        // Page-sized and larger objects cost exactly their size; small ones
-        // cost the pages they share, nothing else is lost.
-        assert_eq!(
-            total - a.free_bytes() - big_bytes,
-            (a.small.len() as u64) << 12
-        );
+        // Large objects cost exactly their size; small ones cost the
+        // blocks they share, nothing else is lost.
+        let shared: u64 = a.small.iter().map(|b| 1u64 << b.bits).sum();
+        assert_eq!(total - a.free_bytes() - big_bytes, shared);
         assert!(!a.small.is_empty() && big_bytes > 0);
     }
 }
