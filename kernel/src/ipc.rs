@@ -326,7 +326,11 @@ pub fn wait(waiter: ThreadRef, n_phys: u64) {
 #[inline(always)]
 fn fast_endpoint(thread: &Thread, addr: u64, rights: Rights) -> Option<kcore::cap::Capability> {
     let table = thread.cspace.cap?;
-    if addr >> 32 != 0 || addr == 0 || table.extra >= 64 || addr >= 1 << table.extra {
+    // Table sizes are at most 2^16 (the kernel makes every table), so the
+    // mask only keeps the shift defined. Index 0 wraps to u64::MAX and
+    // fails, like every index past the end and every two-level address.
+    let slots = 1u64 << (table.extra & 63);
+    if addr.wrapping_sub(1) >= slots - 1 {
         return None;
     }
     let slot = object::slot(kcore::cap::SlotId(
@@ -378,31 +382,26 @@ fn short_message(info: u64) -> bool {
     info & 0xffff <= REGISTER_MESSAGE_WORDS as u64
 }
 
-/// `Call` when a receiver waits: hands the registers over and switches to
-/// it. Returns (to take the general path) when any condition fails.
-pub fn fastpath_call(caller: ThreadRef) {
+/// `Call` when a receiver waits: hands the registers over, makes the
+/// receiver this CPU's current thread ([`thread::enter`]) and returns it;
+/// the entry code then loads its context. Returns `None` (nothing changed: take the
+/// general path) when any condition fails.
+pub fn fastpath_call(caller: ThreadRef) -> Option<ThreadRef> {
     let c = t!(caller);
     let frame = message_registers(c);
     if !short_message(frame.rsi) {
-        return;
+        return None;
     }
-    let Some(cap) = fast_endpoint(c, frame.rdi, Rights::WRITE) else {
-        return;
-    };
+    let cap = fast_endpoint(c, frame.rdi, Rights::WRITE)?;
     let ep = endpoint(cap.object);
     if ep.state != EndpointState::Recv {
-        return;
+        return None;
     }
-    let Some(receiver) = ep.queue.head else {
-        return;
-    };
+    let receiver = ep.queue.head?;
     let r = t!(receiver);
-    if r.caller.is_some()
-        || r.cpu != c.cpu
-        || r.page_table_root().is_none()
-        || thread::higher_priority_waiting(r.priority)
-    {
-        return;
+    let root = r.page_table_root()?;
+    if r.caller.is_some() || r.cpu != c.cpu || thread::higher_priority_waiting(r.priority) {
+        return None;
     }
     ep.queue.remove(receiver);
     if ep.queue.is_empty() {
@@ -413,32 +412,32 @@ pub fn fastpath_call(caller: ThreadRef) {
     c.reply_from = Some(receiver);
     c.reply_is_fault = false;
     c.state = State::BlockedReply; // live to live: the count is unchanged
-    thread::switch_to(receiver)
+    thread::enter(receiver, root);
+    Some(receiver)
 }
 
 /// `ReplyRecv` when the caller waits for an ordinary reply and no sender
-/// waits on the endpoint: answers and switches to the caller, leaving the
-/// server receiving.
-pub fn fastpath_reply_recv(server: ThreadRef) {
+/// waits on the endpoint: answers, leaves the server receiving, makes the
+/// caller current ([`thread::enter`]) and returns it. `None`: nothing
+/// changed.
+pub fn fastpath_reply_recv(server: ThreadRef) -> Option<ThreadRef> {
     let s = t!(server);
     let frame = message_registers(s);
     if !short_message(frame.rsi) {
-        return;
+        return None;
     }
-    let Some(caller) = s.caller else { return };
-    let Some(cap) = fast_endpoint(s, frame.rdi, Rights::READ) else {
-        return;
-    };
+    let caller = s.caller?;
+    let cap = fast_endpoint(s, frame.rdi, Rights::READ)?;
     let ep = endpoint(cap.object);
     let c = t!(caller);
+    let root = c.page_table_root()?;
     if ep.state == EndpointState::Send
         || c.reply_is_fault
         || c.cpu != s.cpu
-        || c.page_table_root().is_none()
         || (s.bound_notification != 0 && notification(s.bound_notification).word != 0)
         || thread::higher_priority_waiting(c.priority)
     {
-        return;
+        return None;
     }
     s.caller = None;
     c.reply_from = None;
@@ -446,5 +445,6 @@ pub fn fastpath_reply_recv(server: ThreadRef) {
     s.state = State::BlockedRecv; // live to live
     ep.queue.push_back(server, Queue::Object(cap.object));
     ep.state = EndpointState::Recv;
-    thread::switch_to(caller)
+    thread::enter(caller, root);
+    Some(caller)
 }

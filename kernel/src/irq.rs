@@ -3,9 +3,11 @@
 //! Each IOAPIC line (GSI) `g` has a slot in [`LINES`]: the notification it
 //! signals and with which badge. An IRQ handler capability names a line by
 //! number (root receives one per line at boot). `IrqBind` routes the line to
-//! vector [`VECTOR_BASE`]` + g` and unmasks it; when it fires, the kernel
-//! masks it, acknowledges the local APIC and signals the notification; the
-//! driver serves the device and calls `IrqAck`, which unmasks the line.
+//! its default vector (`0x30 + g`, see `kcore::ioapic`) with the polarity
+//! and trigger mode the MADT gives for it (an ISA IRQ's override, else the
+//! PCI default) and unmasks it; when it fires, the kernel masks it,
+//! acknowledges the local APIC and signals the notification; the driver
+//! serves the device and calls `IrqAck`, which unmasks the line.
 //! So a line never interrupts again before its driver has seen the last
 //! interrupt, and an unbound line stays masked.
 
@@ -14,10 +16,8 @@ use spin::Mutex;
 
 use crate::arch::ioapic;
 
-/// Vector of GSI 0; GSI g uses `VECTOR_BASE + g`.
-pub const VECTOR_BASE: u64 = ioapic::VECTOR_BASE as u64;
-/// Lines supported (vectors must stay below the PIC's remapped range).
-pub const MAX_LINES: usize = 48;
+/// Lines supported.
+pub const MAX_LINES: usize = abi::bootinfo::slot::IRQ_MAX as usize;
 
 #[derive(Clone, Copy)]
 struct Line {
@@ -38,27 +38,34 @@ pub fn line_count() -> u64 {
     u64::from(ioapic::line_count()).min(MAX_LINES as u64)
 }
 
+/// The polarity and trigger mode of `gsi`: an ISA IRQ's (with the MADT's
+/// overrides) if one arrives there, else the PCI default.
+fn line_config(gsi: u32) -> ioapic::Line {
+    (0..16u8)
+        .filter_map(|irq| ioapic::isa_irq_to_gsi(irq).ok())
+        .find(|line| line.gsi == gsi)
+        .unwrap_or_else(|| ioapic::Line::default_for(gsi))
+}
+
 pub fn bind(line: u64, notification: u64, badge: u64) -> Result<(), Error> {
-    let gsi = u32::try_from(line).map_err(|_| Error::InvalidArgument)?;
     if line >= line_count() {
         return Err(Error::InvalidArgument);
     }
-    let vector = (VECTOR_BASE + line) as u8;
-    ioapic::route_default(gsi, vector).map_err(|_| Error::InvalidArgument)?;
+    let gsi = line as u32;
+    let vector = ioapic::default_vector(gsi).ok_or(Error::InvalidArgument)?;
+    ioapic::route(line_config(gsi), vector).map_err(|_| Error::InvalidArgument)?;
     LINES.lock()[line as usize] = Line {
         notification,
         badge,
     };
-    ioapic::unmask(gsi);
-    Ok(())
+    ioapic::unmask(gsi).map_err(|_| Error::InvalidState)
 }
 
 pub fn ack(line: u64) -> Result<(), Error> {
     if line >= line_count() || LINES.lock()[line as usize].notification == 0 {
         return Err(Error::InvalidState);
     }
-    ioapic::unmask(line as u32);
-    Ok(())
+    ioapic::unmask(line as u32).map_err(|_| Error::InvalidState)
 }
 
 /// A notification is going away: lines bound to it are masked and unbound.
@@ -66,26 +73,28 @@ pub fn notification_destroyed(notification: u64) {
     let mut lines = LINES.lock();
     for (gsi, line) in lines.iter_mut().enumerate() {
         if line.notification == notification {
-            ioapic::mask(gsi as u32);
+            let _ = ioapic::mask(gsi as u32);
             line.notification = 0;
         }
     }
 }
 
-/// Whether `vector` belongs to an IOAPIC line; if so, handles it (mask,
-/// EOI, signal) and returns true.
-pub fn on_interrupt(vector: u64) -> bool {
-    if !(VECTOR_BASE..VECTOR_BASE + MAX_LINES as u64).contains(&vector) {
-        return false;
+/// Handles an interrupt on an IOAPIC vector (`ioapic::is_line_vector`):
+/// a line bound to a notification is masked until `IrqAck` and the
+/// notification is signalled; the IOAPIC driver counts it and ends it at
+/// the local APIC.
+pub fn on_interrupt(vector: u64) {
+    let gsi = vector.wrapping_sub(u64::from(kcore::ioapic::VECTOR_FIRST));
+    let bound = (gsi < MAX_LINES as u64)
+        .then(|| LINES.lock()[gsi as usize])
+        .filter(|line| line.notification != 0);
+    if bound.is_some() {
+        let _ = ioapic::mask(gsi as u32);
     }
-    let gsi = (vector - VECTOR_BASE) as usize;
-    ioapic::mask(gsi as u32);
-    crate::arch::lapic::end_of_interrupt();
-    let line = LINES.lock()[gsi];
-    if line.notification != 0 {
+    ioapic::on_interrupt(vector);
+    if let Some(line) = bound {
         crate::ipc::signal(line.notification, line.badge);
     }
-    true
 }
 
 /// Performs a checked port access; returns the value read (0 for writes).

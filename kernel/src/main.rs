@@ -79,6 +79,10 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
     if let Err(e) = lapic::init() {
         fatal(format_args!("local APIC: {e}"));
     }
+    match arch::ioapic::init(platform.and_then(|p| p.madt.as_ref())) {
+        Ok(found) => kprintln!("ioapic: {found}"),
+        Err(e) => kprintln!("warning: ioapic: {e}; no device interrupts"),
+    }
     let per_ms = lapic::calibrate_timer();
     lapic::start_periodic_timer(time::HZ);
     cpu::enable_interrupts();

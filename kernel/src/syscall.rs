@@ -383,6 +383,11 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
             };
             let rights = if write { Rights::WRITE } else { Rights::READ };
             let target = thread_cap(c, a0, rights)?;
+            // The caller's own frame is incomplete while it runs (see
+            // trap.s): its registers are its own business.
+            if core::ptr::eq(t!(target), c) {
+                return Err(Error::InvalidArgument);
+            }
             let buffer = ipc::ipc_buffer_ptr(c, !write).ok_or(Error::BadAddress)?;
             if write {
                 // SAFETY: the buffer holds REGISTER_COUNT words (checked
@@ -854,34 +859,84 @@ fn thread_registers(target: ThreadRef, write: bool, buffer: *mut u64) {
     }
 }
 
+/// `syscall_entry`'s return value: back to the caller with the result
+/// registers reloaded from its frame.
+const RETURN_TO_CALLER: u64 = 0;
+/// `syscall_entry`'s return value: complete the caller's frame and call
+/// [`syscall_continue`], which runs `PerCpu::next` (or schedules).
+const SWITCH: u64 = 1;
+/// `syscall_entry`'s return value: complete the caller's frame and load the
+/// context of the thread the IPC fast path made current.
+const SWITCHED: u64 = 2;
+
 /// Entry from `syscall_entry` on this CPU's kernel stack. The caller's
-/// context is saved in its Thread; it is read from there (not through the
-/// pointer the entry passes) so that no two references alias it.
+/// argument registers are saved in its Thread's frame (the callee-saved
+/// ones are not: see trap.s); they are read from the Thread, not through
+/// the pointer the entry passes, so that no two references alias them.
+///
+/// Kept small, with the general path out of line, so that the null call
+/// and the IPC fast paths pay for no more than they use.
 #[unsafe(no_mangle)]
-extern "C" fn syscall_from_user(_frame: *mut TrapFrame) -> ! {
+extern "C" fn syscall_from_user(_frame: *mut TrapFrame) -> u64 {
     let Some(caller) = thread::current() else {
         panic!("system call with no current thread");
     };
     let c = t!(caller);
-    match c.context.0.rax {
+    let switched = match c.context.0.rax {
+        n if n == Sys::Null as u64 => {
+            c.context.0.rax = 0;
+            return RETURN_TO_CALLER;
+        }
         n if n == Sys::Call as u64 => ipc::fastpath_call(caller),
         n if n == Sys::ReplyRecv as u64 => ipc::fastpath_reply_recv(caller),
-        _ => {}
+        _ => None,
+    };
+    if switched.is_some() {
+        return SWITCHED;
     }
+    general_path(caller)
+}
+
+#[inline(never)]
+fn general_path(caller: ThreadRef) -> u64 {
+    let c = t!(caller);
     let result = decode(c).and_then(|invocation| perform(invocation, caller));
-    match result {
-        Ok(Outcome::Resume) => {
-            c.frame().rax = 0;
-            thread::resume(caller)
+    let outcome = match result {
+        Ok(outcome) => {
+            if !matches!(outcome, Outcome::Schedule) {
+                c.frame().rax = 0;
+            }
+            outcome
         }
-        Ok(Outcome::Yield) => {
-            c.frame().rax = 0;
-            thread::preempt(caller)
-        }
-        Ok(Outcome::Schedule) => thread::schedule(),
         Err(e) => {
             c.frame().rax = e.raw();
-            thread::resume(caller)
+            Outcome::Resume
         }
+    };
+    match outcome {
+        Outcome::Resume if thread::can_return_directly(caller) => RETURN_TO_CALLER,
+        Outcome::Resume => switch_later((c.state == State::Running).then_some(caller)),
+        Outcome::Yield => {
+            if c.state == State::Running {
+                thread::make_runnable(caller);
+            }
+            switch_later(None)
+        }
+        Outcome::Schedule => switch_later(None),
+    }
+}
+
+fn switch_later(next: Option<ThreadRef>) -> u64 {
+    thread::set_next(next);
+    SWITCH
+}
+
+/// Second half of a system call that ends in a switch; the caller's frame
+/// is complete now.
+#[unsafe(no_mangle)]
+extern "C" fn syscall_continue() -> ! {
+    match thread::take_next() {
+        Some(next) => thread::switch_to(next),
+        None => thread::schedule(),
     }
 }

@@ -332,6 +332,8 @@ struct RunQueue {
     /// Bit p set iff queues[p] is non-empty: finding the highest priority
     /// is four word scans, not 256 queue checks.
     nonempty: [u64; 4],
+    /// Bit w set iff nonempty[w] != 0.
+    summary: u64,
 }
 
 impl RunQueue {
@@ -339,6 +341,7 @@ impl RunQueue {
         Self {
             queues: [ThreadQueue::EMPTY; 256],
             nonempty: [0; 4],
+            summary: 0,
         }
     }
 
@@ -346,6 +349,7 @@ impl RunQueue {
         let p = usize::from(priority);
         self.queues[p].push_back(t, Queue::Run);
         self.nonempty[p / 64] |= 1 << (p % 64);
+        self.summary |= 1 << (p / 64);
     }
 
     fn remove(&mut self, t: ThreadRef, priority: u8) {
@@ -353,17 +357,20 @@ impl RunQueue {
         self.queues[p].remove(t);
         if self.queues[p].is_empty() {
             self.nonempty[p / 64] &= !(1 << (p % 64));
+            if self.nonempty[p / 64] == 0 {
+                self.summary &= !(1 << (p / 64));
+            }
         }
     }
 
+    #[inline(always)]
     fn highest_priority(&self) -> Option<u8> {
-        for word in (0..4).rev() {
-            let bits = self.nonempty[word];
-            if bits != 0 {
-                return Some((word * 64 + 63 - bits.leading_zeros() as usize) as u8);
-            }
+        if self.summary == 0 {
+            return None;
         }
-        None
+        let word = 63 - self.summary.leading_zeros() as usize;
+        let bits = self.nonempty[word & 3];
+        Some((word * 64 + 63 - bits.leading_zeros() as usize) as u8)
     }
 
     fn pop_highest(&mut self) -> Option<ThreadRef> {
@@ -419,6 +426,7 @@ pub fn remove_from_run_queue(t: ThreadRef) {
 }
 
 /// Whether a runnable thread of higher priority than `priority` waits.
+#[inline(always)]
 pub fn higher_priority_waiting(priority: u8) -> bool {
     run_queue(0)
         .highest_priority()
@@ -430,6 +438,28 @@ pub fn current() -> Option<ThreadRef> {
     // SAFETY: reading this CPU's own PerCpu with interrupts disabled.
     let current = unsafe { (*percpu::this_cpu()).current };
     NonNull::new(current).map(ThreadRef)
+}
+
+/// Whether a system call can return straight to `t`, the calling thread:
+/// it still runs and its address space is the one loaded.
+#[inline(always)]
+pub fn can_return_directly(t: ThreadRef) -> bool {
+    let thread = t!(t);
+    thread.state == State::Running && thread.page_table_root() == Some(cpu::read_cr3())
+}
+
+/// Records the thread a system call switches to (see `syscall_continue`).
+pub fn set_next(next: Option<ThreadRef>) {
+    let ptr = next.map_or(core::ptr::null_mut(), |t| t.0.as_ptr());
+    // SAFETY: this CPU's PerCpu, interrupts disabled.
+    unsafe { (*percpu::this_cpu()).next = ptr };
+}
+
+/// Takes the thread recorded by [`set_next`].
+pub fn take_next() -> Option<ThreadRef> {
+    // SAFETY: this CPU's PerCpu, interrupts disabled.
+    let ptr = unsafe { core::mem::replace(&mut (*percpu::this_cpu()).next, core::ptr::null_mut()) };
+    NonNull::new(ptr).map(ThreadRef)
 }
 
 /// Runs `t` now: switches address space and restores its user context. A
@@ -447,6 +477,17 @@ pub fn switch_to(t: ThreadRef) -> ! {
         schedule()
     };
     set_state(t, State::Running);
+    enter(t, root);
+    restore(thread)
+}
+
+/// Makes `t` (already marked running) this CPU's current thread with the
+/// address space `root`: the per-CPU pointers, the TSS and CR3. Its
+/// context is loaded by the caller.
+#[inline(always)]
+pub fn enter(t: ThreadRef, root: u64) {
+    let thread = t!(t);
+    thread.state = State::Running;
     // SAFETY: this CPU's PerCpu, interrupts disabled.
     unsafe { (*percpu::this_cpu()).current = t.0.as_ptr() };
     percpu::set_context_top(thread.context_top());
@@ -455,7 +496,6 @@ pub fn switch_to(t: ThreadRef) -> ! {
         // the kernel's PML4 at creation), so the kernel keeps running.
         unsafe { cpu::write_cr3(root) };
     }
-    restore(thread)
 }
 
 /// Returns to the thread that entered the kernel on this CPU. Unlike

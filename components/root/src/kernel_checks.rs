@@ -13,6 +13,7 @@
 //! ticks (same address space, 0 words)`.
 
 use alloc::vec;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use rt::abi::bootinfo::{slot, BootInfo};
 use rt::abi::map::{Cache, MapAttr};
@@ -283,6 +284,9 @@ pub fn run(info: &BootInfo) -> usize {
     );
 
     measure_call(&mut c);
+    irq_check(&mut c, info);
+    pager_check(&mut c);
+    priority_checks(&mut c);
 
     // Revoking the untyped destroys everything made from it, the running
     // server thread included.
@@ -308,6 +312,238 @@ pub fn run(info: &BootInfo) -> usize {
     // SAFETY: as above.
     let _ = unsafe { syscall::cap_delete(SCRATCH_UNTYPED) };
     c.failed
+}
+
+const IRQ_NOTIFICATION: u64 = FIRST + 20;
+const FAULT_EP: u64 = FIRST + 30;
+const FAULT_EP_BADGED: u64 = FIRST + 31;
+const WORKERS: u64 = FIRST + 40; // 3 threads
+const WORKER_FRAMES: u64 = FIRST + 43; // 3 stack frames
+const DONE: u64 = FIRST + 36;
+const PAGER_FRAME: u64 = FIRST + 37;
+/// The worker threads' stacks (one page each) and the page the pager maps.
+const WORKER_AREA: u64 = AREA + 0x10_0000;
+const PAGED: u64 = AREA + 0x20_0000;
+const PAGED_VALUE: u64 = 0xabc;
+const FAULT_BADGE: u64 = 0x77;
+
+/// Counters of the worker threads.
+static COUNTS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+fn worker_stack(i: u64) -> u64 {
+    WORKER_AREA + (i + 1) * 4096 - 8
+}
+
+/// Makes and configures worker thread `i` (stack mapped, root's spaces,
+/// `fault` as its fault endpoint) at `priority`; returns its slot.
+fn make_worker(c: &mut Checks, i: u64, fault: u64, priority: u8) -> u64 {
+    let t = WORKERS + i;
+    let frame = WORKER_FRAMES + i;
+    // SAFETY: WORKER_AREA is unused by root; slots from the scratch untyped.
+    let r = syscall::retype(SCRATCH_UNTYPED, ObjectType::Thread, 0, t, 1)
+        .and_then(|()| syscall::retype(SCRATCH_UNTYPED, ObjectType::Frame4K, 0, frame, 1))
+        .and_then(|()| unsafe {
+            syscall::map(slot::VSPACE.into(), frame, WORKER_AREA + i * 4096, rw())
+        })
+        .and_then(|()| {
+            syscall::thread_configure(t, slot::CSPACE.into(), slot::VSPACE.into(), 0, fault)
+        })
+        .and_then(|()| syscall::thread_set_sched_params(t, priority, 0));
+    c.check("worker-setup", r, Ok(()));
+    t
+}
+
+/// Reads the page the pager will map; exits with the value read.
+extern "C" fn paged_reader(_: u64) -> ! {
+    // SAFETY: deliberately touches an unmapped page: the fault goes to the
+    // pager (root), which maps it and resumes this thread.
+    let value = unsafe { core::ptr::read_volatile(PAGED as *const u64) };
+    syscall::thread_exit(value as i32)
+}
+
+/// A pager: a thread's page fault arrives at its fault endpoint as a
+/// message; the handler maps a frame there and replies, the thread retries
+/// the access and goes on; its exit arrives the same way.
+fn pager_check(c: &mut Checks) {
+    let r = syscall::retype(SCRATCH_UNTYPED, ObjectType::Endpoint, 0, FAULT_EP, 1)
+        .and_then(|()| syscall::cap_mint(FAULT_EP, FAULT_EP_BADGED, Rights::WRITE, FAULT_BADGE));
+    c.check("fault-endpoint", r, Ok(()));
+    let t = make_worker(c, 2, FAULT_EP_BADGED, 150);
+    // SAFETY: the worker runs paged_reader on its own stack.
+    let r =
+        unsafe { syscall::thread_start(t, paged_reader as *const () as u64, worker_stack(2), 0) };
+    c.check("pager-start", r, Ok(()));
+    let fault = syscall::recv(FAULT_EP);
+    let ok = matches!(fault, Ok((badge, info, w))
+        if badge == FAULT_BADGE && info.label() == rt::abi::fault::LABEL_PAGE_FAULT && w[0] == PAGED);
+    c.expect("page-fault-message", ok, format_args!("{fault:?}"));
+    // SAFETY: PAGED is unused by root; mapped for the worker (same space).
+    let r = syscall::retype(SCRATCH_UNTYPED, ObjectType::Frame4K, 0, PAGER_FRAME, 1)
+        .and_then(|()| unsafe { syscall::map(slot::VSPACE.into(), PAGER_FRAME, PAGED, rw()) })
+        .map(|()| unsafe { core::ptr::write_volatile(PAGED as *mut u64, PAGED_VALUE) })
+        .and_then(|()| syscall::reply(MsgInfo::default(), [0; 4]));
+    c.check("pager-map-and-reply", r, Ok(()));
+    let exit = syscall::recv(FAULT_EP);
+    let ok = matches!(exit, Ok((badge, info, w))
+        if badge == FAULT_BADGE && info.label() == rt::abi::fault::LABEL_EXIT && w[0] == PAGED_VALUE);
+    c.expect("pager-resumed-thread", ok, format_args!("{exit:?}"));
+}
+
+/// Counts, and signals DONE once it has seen the other worker run while it
+/// was running itself (possible only if the timer preempts), then exits.
+extern "C" fn spinner(i: u64) -> ! {
+    let other = &COUNTS[(i as usize + 1) % 2];
+    let mine = &COUNTS[i as usize % 2];
+    let seen = other.load(Ordering::Relaxed);
+    loop {
+        mine.fetch_add(1, Ordering::Relaxed);
+        if other.load(Ordering::Relaxed) != seen {
+            break;
+        }
+    }
+    let _ = syscall::signal(DONE);
+    syscall::thread_exit(0)
+}
+
+/// A lower-priority thread runs only while root waits, and a signal from
+/// it makes root run again at once; two equal-priority threads that never
+/// yield are interleaved by the timer.
+fn priority_checks(c: &mut Checks) {
+    c.check(
+        "done-notification",
+        syscall::retype(SCRATCH_UNTYPED, ObjectType::Notification, 0, DONE, 1),
+        Ok(()),
+    );
+    COUNTS[0].store(0, Ordering::Relaxed);
+    COUNTS[1].store(0, Ordering::Relaxed);
+    let a = make_worker(c, 0, 0, 100);
+    let b = make_worker(c, 1, 0, 100);
+    for (t, i) in [(a, 0), (b, 1)] {
+        // SAFETY: each worker runs spinner on its own stack.
+        let r =
+            unsafe { syscall::thread_start(t, spinner as *const () as u64, worker_stack(i), i) };
+        c.check("spinner-start", r, Ok(()));
+    }
+    let _ = syscall::yield_now();
+    let before = COUNTS[0].load(Ordering::Relaxed) + COUNTS[1].load(Ordering::Relaxed);
+    c.expect(
+        "lower-priority-waits",
+        before == 0,
+        format_args!("the workers counted {before} while root was runnable"),
+    );
+    let mut signals = 0;
+    while signals < 2 {
+        match syscall::wait(DONE) {
+            Ok(bits) => signals += bits.count_ones().max(1),
+            Err(e) => {
+                c.expect("wait-done", false, format_args!("{e:?}"));
+                return;
+            }
+        }
+    }
+    let (n0, n1) = (
+        COUNTS[0].load(Ordering::Relaxed),
+        COUNTS[1].load(Ordering::Relaxed),
+    );
+    c.expect(
+        "timeslice-preemption",
+        n0 > 0 && n1 > 0,
+        format_args!("counts {n0} / {n1}"),
+    );
+}
+/// The PIT's channel-0 registers and the divisor for about 1 kHz.
+const PIT_COMMAND: u16 = 0x43;
+const PIT_CHANNEL0: u16 = 0x40;
+const PIT_DIVISOR: u16 = 1193;
+const IRQ_ROUNDS: usize = 5;
+
+/// A user-level driver's interrupt path: the PIT's interrupt (ISA IRQ 0,
+/// which the MADT may route to GSI 0 or, as on QEMU, GSI 2: both are bound,
+/// with different badges) is bound to a notification; the PIT is started
+/// through the I/O-port capability; each interrupt wakes `Wait` and is
+/// acknowledged with `IrqAck`. Deleting the notification at the end (by
+/// the revoke) masks the lines again.
+fn irq_check(c: &mut Checks, info: &BootInfo) {
+    if info.irq_count < 3 {
+        c.expect(
+            "irq-lines",
+            false,
+            format_args!("only {} IRQ lines", info.irq_count),
+        );
+        return;
+    }
+    let line = |gsi: u32| u64::from(slot::IRQ_FIRST + gsi);
+    c.check(
+        "irq-notification",
+        syscall::retype(
+            SCRATCH_UNTYPED,
+            ObjectType::Notification,
+            0,
+            IRQ_NOTIFICATION,
+            1,
+        ),
+        Ok(()),
+    );
+    for (gsi, badge) in [(0u32, 1u64), (2, 4)] {
+        let minted = IRQ_NOTIFICATION + 1 + u64::from(gsi);
+        let r = syscall::cap_mint(IRQ_NOTIFICATION, minted, Rights::WRITE, badge)
+            .and_then(|()| syscall::irq_bind(line(gsi), minted));
+        c.check("irq-bind", r, Ok(()));
+    }
+    c.check(
+        "irq-ack-unbound-line",
+        syscall::irq_ack(line(1)),
+        Err(Error::InvalidState),
+    );
+    c.check(
+        "irq-bind-not-an-irq",
+        syscall::irq_bind(EP, IRQ_NOTIFICATION),
+        Err(Error::WrongObjectType),
+    );
+    let ports: u64 = slot::IO_PORTS.into();
+    // SAFETY: programs PIT channel 0 (which the kernel does not use: its
+    // tick is the local APIC timer) as a rate generator.
+    let started = unsafe {
+        syscall::io_port_write(ports, PIT_COMMAND, 1, 0x34)
+            .and_then(|()| {
+                syscall::io_port_write(ports, PIT_CHANNEL0, 1, u32::from(PIT_DIVISOR & 0xff))
+            })
+            .and_then(|()| {
+                syscall::io_port_write(ports, PIT_CHANNEL0, 1, u32::from(PIT_DIVISOR >> 8))
+            })
+    };
+    c.check("io-port-write", started, Ok(()));
+    c.check(
+        "io-port-bad-width",
+        syscall::io_port_read(ports, 0x40, 3),
+        Err(Error::InvalidArgument),
+    );
+    let mut badges = 0;
+    for _ in 0..IRQ_ROUNDS {
+        match syscall::wait(IRQ_NOTIFICATION) {
+            Ok(bits) => {
+                badges |= bits;
+                for (gsi, badge) in [(0u32, 1u64), (2, 4)] {
+                    if bits & badge != 0 {
+                        let _ = syscall::irq_ack(line(gsi));
+                    }
+                }
+            }
+            Err(e) => {
+                c.expect("irq-wait", false, format_args!("{e:?}"));
+                break;
+            }
+        }
+    }
+    // SAFETY: stops channel 0 (one-shot mode, no count written).
+    let _ = unsafe { syscall::io_port_write(ports, PIT_COMMAND, 1, 0x30) };
+    let gsi = if badges & 4 != 0 { 2 } else { 0 };
+    c.expect(
+        "irq-delivered-to-user",
+        badges != 0,
+        format_args!("no interrupt badge seen"),
+    );
+    println!("root: irq: {IRQ_ROUNDS} PIT interrupts received on GSI {gsi} through a notification");
 }
 
 const WARM_UP: usize = 100;

@@ -7,7 +7,7 @@
 
 use core::fmt;
 
-use super::{cpu, lapic};
+use super::{cpu, ioapic, lapic};
 use crate::kprintln;
 
 /// The saved context of an interrupted thread, in the order `trap.s` pushes.
@@ -89,8 +89,8 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
             lapic::end_of_interrupt();
         }
         VECTOR_SPURIOUS => {} // no EOI for spurious interrupts
+        v if ioapic::is_line_vector(v) => crate::irq::on_interrupt(v),
         v if (VECTOR_PIC_BASE..VECTOR_PIC_BASE + 16).contains(&v) => {} // masked PIC noise
-        v if crate::irq::on_interrupt(v) => {}
         v => {
             kprintln!("warning: unexpected interrupt vector {v}");
             lapic::end_of_interrupt();
@@ -121,7 +121,8 @@ extern "C" fn trap_from_user(_frame: *mut TrapFrame) -> ! {
             crate::thread::preempt(current)
         }
         VECTOR_SPURIOUS => crate::thread::resume(current),
-        v if crate::irq::on_interrupt(v) => {
+        v if ioapic::is_line_vector(v) => {
+            crate::irq::on_interrupt(v);
             if crate::thread::higher_priority_waiting(unsafe_priority(current)) {
                 crate::thread::preempt(current)
             }
