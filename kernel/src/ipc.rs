@@ -50,7 +50,7 @@ pub fn ipc_buffer_ptr(thread: &Thread, write: bool) -> Option<*mut u64> {
     }
     let root = thread.page_table_root()?;
     let tr = mm::translate(root, thread.ipc_buffer)?;
-    if !tr.flags.user || (write && !tr.flags.writable) {
+    if !tr.flags.user || (write && !tr.flags.writable) || !mm::is_direct_mapped(tr.phys) {
         return None;
     }
     // The buffer is IPC_BUFFER_ALIGN-aligned, so it lies within this page.

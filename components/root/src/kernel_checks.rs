@@ -80,6 +80,17 @@ extern "C" fn echo_server(endpoint: u64) -> ! {
     let mut received = syscall::recv(endpoint);
     loop {
         received = match received {
+            Ok((word, info, _)) if info.label() == rt::abi::LABEL_NOTIFICATION => {
+                NOTIFIED.store(word, Ordering::Relaxed);
+                syscall::recv(endpoint)
+            }
+            Ok((_, info, w)) if info.label() == ONE_WAY_LABEL => {
+                // Timestamp right after the call arrived, and one in the
+                // reply right before it leaves (sel4bench's method).
+                let arrived = rdtsc();
+                ONE_WAY_CALL.store(arrived.wrapping_sub(w[3]), Ordering::Relaxed);
+                syscall::reply_recv(endpoint, MsgInfo::default(), [0, 0, 0, rdtsc()])
+            }
             Ok((badge, info, w)) => {
                 // SAFETY: this thread's IPC buffer, mapped for it alone.
                 let buffer =
@@ -88,7 +99,8 @@ extern "C" fn echo_server(endpoint: u64) -> ! {
                     *word = word.wrapping_add(1);
                 }
                 let reply = MsgInfo::new(info.label(), info.length(), 0).unwrap_or_default();
-                syscall::reply_recv(endpoint, reply, [w[0].wrapping_add(1), badge, w[2], w[3]])
+                let caps = info.caps() as u64;
+                syscall::reply_recv(endpoint, reply, [w[0].wrapping_add(1), badge, caps, w[3]])
             }
             Err(_) => syscall::recv(endpoint),
         }
@@ -283,10 +295,12 @@ pub fn run(info: &BootInfo) -> usize {
         Err(Error::WrongObjectType),
     );
 
+    transfer_and_bind_checks(&mut c);
     measure_call(&mut c);
     irq_check(&mut c, info);
     pager_check(&mut c);
     priority_checks(&mut c);
+    device_memory_check(&mut c, info);
 
     // Revoking the untyped destroys everything made from it, the running
     // server thread included.
@@ -546,7 +560,164 @@ fn irq_check(c: &mut Checks, info: &BootInfo) {
     println!("root: irq: {IRQ_ROUNDS} PIT interrupts received on GSI {gsi} through a notification");
 }
 
+/// QEMU q35's PCI configuration window (ECAM), bus 0 device 0 function 0
+/// first: the host bridge, whose vendor is Intel.
+const ECAM: u64 = 0xb000_0000;
+const INTEL: u32 = 0x8086;
+const DEVICE_SLOTS: u64 = FIRST + 60; // up to 40 slots
+const DEVICE_VADDR: u64 = AREA + 0x30_0000;
+
+/// Device memory: a frame made from device untyped memory at the PCI
+/// configuration window, mapped uncached, reads the host bridge's vendor
+/// id; the kernel refuses to read it as user memory (it is not RAM).
+fn device_memory_check(c: &mut Checks, info: &BootInfo) {
+    let Some(index) = info
+        .untyped()
+        .iter()
+        .position(|u| u.device == 1 && u.phys <= ECAM && ECAM < u.phys + (1u64 << u.size_bits))
+    else {
+        c.expect(
+            "device-untyped",
+            false,
+            format_args!("no device untyped covers {ECAM:#x}"),
+        );
+        return;
+    };
+    let untyped = u64::from(slot::UNTYPED_FIRST) + index as u64;
+    // Carve untyped pieces off the watermark until it reaches ECAM.
+    let mut watermark = info.untyped()[index].phys;
+    let mut next = DEVICE_SLOTS;
+    while watermark < ECAM {
+        let align = watermark.trailing_zeros().min(63);
+        let room = 63 - (ECAM - watermark).leading_zeros();
+        let bits = align.min(room);
+        if let Err(e) = syscall::retype(untyped, ObjectType::Untyped, u64::from(bits), next, 1) {
+            c.expect("device-carve", false, format_args!("{e:?}"));
+            return;
+        }
+        watermark += 1 << bits;
+        next += 1;
+    }
+    let frame = next;
+    c.check(
+        "device-frame",
+        syscall::retype(untyped, ObjectType::Frame4K, 0, frame, 1),
+        Ok(()),
+    );
+    c.check(
+        "device-no-kernel-objects",
+        syscall::retype(untyped, ObjectType::Endpoint, 0, frame + 1, 1),
+        Err(Error::InvalidArgument),
+    );
+    let uncached = MapAttr {
+        writable: false,
+        executable: false,
+        cache: Cache::Uncached,
+    };
+    // SAFETY: DEVICE_VADDR is unused by root; the page is read only here.
+    let mapped = unsafe { syscall::map(slot::VSPACE.into(), frame, DEVICE_VADDR, uncached) };
+    c.check("device-map-uncached", mapped, Ok(()));
+    if mapped.is_ok() {
+        // SAFETY: just mapped: PCI configuration space of 00:00.0.
+        let id = unsafe { core::ptr::read_volatile(DEVICE_VADDR as *const u32) };
+        c.expect(
+            "device-read-host-bridge",
+            id & 0xffff == INTEL,
+            format_args!("vendor/device {id:#010x}"),
+        );
+        c.check(
+            "device-memory-is-not-user-memory-to-the-kernel",
+            syscall::debug_write_raw(DEVICE_VADDR, 4),
+            Err(Error::BadAddress),
+        );
+    }
+    // SAFETY: revokes only what this check made (mapped at DEVICE_VADDR).
+    let _ = unsafe { syscall::cap_revoke(untyped) };
+}
+
 const WARM_UP: usize = 100;
+/// Label of the one-way measurement messages; word 3 carries the sender's
+/// timestamp.
+const ONE_WAY_LABEL: u64 = 0x0e;
+static ONE_WAY_CALL: AtomicU64 = AtomicU64::new(0);
+/// The notification word the echo server last received through its bound
+/// notification.
+static NOTIFIED: AtomicU64 = AtomicU64::new(0);
+const RECEIVED_CAP: u64 = FIRST + 25;
+const NOTIFICATION_BADGED: u64 = FIRST + 26;
+
+/// A capability travels in a message (only with `GRANT`), and a
+/// notification bound to the server's thread reaches it through `Recv`.
+fn transfer_and_bind_checks(c: &mut Checks) {
+    // SAFETY: root's and the server's IPC buffers, used by nobody else now
+    // (the server is blocked in Recv).
+    let (mine, server) = unsafe {
+        (
+            &mut *(rt::abi::MAIN_IPC_BUFFER_ADDR as *mut rt::abi::ipc_buffer::IpcBuffer),
+            &mut *(SERVER_IPC_BUFFER as *mut rt::abi::ipc_buffer::IpcBuffer),
+        )
+    };
+    mine.send_cap = NOTIFICATION;
+    server.recv_slot = RECEIVED_CAP;
+    let with_cap = MsgInfo::new(9, 0, 1).unwrap_or_default();
+    c.check(
+        "cap-transfer-needs-grant",
+        syscall::call(EP_BADGED, with_cap, [0; 4]),
+        Err(Error::MissingRights),
+    );
+    let reply = syscall::call(EP, with_cap, [0; 4]);
+    c.expect(
+        "cap-transfer",
+        matches!(reply, Ok((_, w)) if w[2] == 1) && syscall::signal(RECEIVED_CAP).is_ok(),
+        format_args!("{reply:?}"),
+    );
+    c.expect(
+        "transferred-cap-works",
+        syscall::poll(NOTIFICATION) == Ok(1),
+        format_args!("the signal through the transferred capability did not arrive"),
+    );
+    server.recv_slot = 0;
+    let reply = syscall::call(EP, with_cap, [0; 4]);
+    c.expect(
+        "cap-refused-without-receive-slot",
+        matches!(reply, Ok((_, w)) if w[2] == 0),
+        format_args!("{reply:?}"),
+    );
+    mine.send_cap = 0;
+
+    c.check(
+        "bind-notification",
+        syscall::bind_notification(THREAD, NOTIFICATION),
+        Ok(()),
+    );
+    c.check(
+        "bind-notification-twice",
+        syscall::bind_notification(THREAD, NOTIFICATION),
+        Err(Error::InvalidState),
+    );
+    let r = syscall::cap_mint(NOTIFICATION, NOTIFICATION_BADGED, Rights::WRITE, 0x30)
+        .and_then(|()| syscall::signal(NOTIFICATION_BADGED))
+        .and_then(|()| syscall::yield_now());
+    c.check("signal-bound", r, Ok(()));
+    let word = NOTIFIED.load(Ordering::Relaxed);
+    c.expect(
+        "bound-notification-through-recv",
+        word == 0x30,
+        format_args!("the server saw {word:#x}"),
+    );
+    c.check(
+        "unbind-notification",
+        syscall::bind_notification(THREAD, 0),
+        Ok(()),
+    );
+    // The server still answers calls afterwards.
+    let reply = syscall::call(EP, MsgInfo::new(1, 1, 0).unwrap_or_default(), [5, 0, 0, 0]);
+    c.expect(
+        "server-after-notification",
+        matches!(reply, Ok((_, w)) if w[0] == 6),
+        format_args!("{reply:?}"),
+    );
+}
 const SAMPLES: usize = 1000;
 
 /// Call+reply round trips to the echo server (same address space, 0
@@ -577,5 +748,30 @@ fn measure_call(c: &mut Checks) {
         "root: ipc call+reply round trip min={} median={} ticks (same address space, 0 words)",
         samples[0],
         samples[SAMPLES / 2]
+    );
+    // One way, sel4bench style: timestamp in the sender right before the
+    // system call, in the receiver right after it; rdtsc overhead
+    // subtracted.
+    let info = MsgInfo::new(ONE_WAY_LABEL, 0, 0).unwrap_or_default();
+    let mut calls = vec![0u64; SAMPLES];
+    let mut replies = vec![0u64; SAMPLES];
+    for i in 0..WARM_UP + SAMPLES {
+        let reply = syscall::call(EP, info, [0, 0, 0, rdtsc()]);
+        let back = rdtsc();
+        if let (Some(slot), Ok((_, w))) = (i.checked_sub(WARM_UP), reply) {
+            calls[slot] = ONE_WAY_CALL
+                .load(Ordering::Relaxed)
+                .saturating_sub(overhead);
+            replies[slot] = back.wrapping_sub(w[3]).saturating_sub(overhead);
+        }
+    }
+    calls.sort_unstable();
+    replies.sort_unstable();
+    println!(
+        "root: ipc one-way call min={} median={} ticks, reply min={} median={} ticks (same address space, 0 words)",
+        calls[0],
+        calls[SAMPLES / 2],
+        replies[0],
+        replies[SAMPLES / 2]
     );
 }
