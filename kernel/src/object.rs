@@ -39,8 +39,6 @@
 //! [`SlotId`], the slot's kernel virtual address, checking the table, the
 //! index and (for the two-level form) the table capability's rights.
 
-use alloc::vec::Vec;
-
 use abi::{Error, ObjectType, Rights};
 use kcore::cap::{self, Capability, Slot, SlotId, SlotStore};
 use spin::Mutex;
@@ -94,6 +92,8 @@ pub fn slot_id(slot: &Slot) -> SlotId {
 pub struct TableHeader {
     pub refs: u64,
     pub bits: u64,
+    /// Link in the list of destroyed objects (see [`PENDING`]).
+    pub pending_next: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,6 +176,7 @@ pub fn init_object(kind: ObjectType, phys: u64, size_bits: u64) {
             *table_header(phys) = TableHeader {
                 refs: 1,
                 bits: size_bits,
+                pending_next: 0,
             };
             // Zeroed memory is not an empty slot (`Option<Capability>` uses
             // a niche), so every slot is written explicitly.
@@ -236,9 +237,56 @@ fn refs_of(cap: &Capability) -> Option<&'static mut u64> {
     })
 }
 
-/// A capability table whose slots (or a thread whose own slots) must be
-/// emptied: first slot id and number of slots.
-static PENDING: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
+/// Destroyed capability tables and threads whose slots must still be
+/// emptied: an intrusive list through the dead objects themselves
+/// (`TableHeader::pending_next`, `Thread::pending_next`), so that a cascade
+/// of any size needs no kernel memory. The head is the object's physical
+/// address, tagged with [`PENDING_THREAD`] for threads (objects are at
+/// least 256-byte aligned, so the low bits are free); 0 = empty.
+static PENDING: Mutex<u64> = Mutex::new(0);
+const PENDING_THREAD: u64 = 1;
+
+fn push_pending(phys: u64, is_thread: bool) {
+    let mut head = PENDING.lock();
+    if is_thread {
+        t!(thread_at(phys)).pending_next = *head;
+        *head = phys | PENDING_THREAD;
+    } else {
+        table_header(phys).pending_next = *head;
+        *head = phys;
+    }
+}
+
+/// The next dead object's slots to empty.
+fn pop_pending() -> Option<PendingSlots> {
+    let mut head = PENDING.lock();
+    let entry = *head;
+    if entry == 0 {
+        return None;
+    }
+    let phys = entry & !PENDING_THREAD;
+    if entry & PENDING_THREAD != 0 {
+        let thread = t!(thread_at(phys));
+        *head = thread.pending_next;
+        Some(PendingSlots::Thread([
+            slot_id(&thread.cspace),
+            slot_id(&thread.vspace),
+            slot_id(&thread.fault_endpoint),
+        ]))
+    } else {
+        let header = table_header(phys);
+        *head = header.pending_next;
+        Some(PendingSlots::Table {
+            first: phys_to_virt(phys) + SLOT_BYTES,
+            count: (1u64 << header.bits) - 1,
+        })
+    }
+}
+
+enum PendingSlots {
+    Table { first: u64, count: u64 },
+    Thread([SlotId; 3]),
+}
 
 /// The `on_removed` callback for every kcore::cap delete and revoke.
 pub fn on_cap_removed(_slot: SlotId, cap: &Capability) {
@@ -273,11 +321,7 @@ pub fn on_cap_removed(_slot: SlotId, cap: &Capability) {
             }
             crate::irq::notification_destroyed(cap.object);
         }
-        ObjectType::CapTable => {
-            let bits = table_header(cap.object).bits;
-            let first = phys_to_virt(cap.object) + SLOT_BYTES;
-            PENDING.lock().push((first, (1u64 << bits) - 1));
-        }
+        ObjectType::CapTable => push_pending(cap.object, false),
         ObjectType::AddressSpace => crate::vspace::destroy(cap.object),
         _ => {}
     }
@@ -351,30 +395,31 @@ fn destroy_thread(t: ThreadRef) {
         thread.bound_notification = 0;
     }
     thread::set_state(t, State::Inactive);
-    // The three own slots are consecutive fields.
-    let first = slot_id(&thread.cspace).0;
-    PENDING.lock().push((first, 1));
-    PENDING.lock().push((slot_id(&thread.vspace).0, 1));
-    PENDING.lock().push((slot_id(&thread.fault_endpoint).0, 1));
+    push_pending(thread.object_phys(), true);
 }
 
 /// Empties the slots queued by destroyed tables and threads, which may
 /// destroy further objects; returns when nothing is left. Called at the end
 /// of every operation that can remove capabilities.
 pub fn finish_deletions() {
-    loop {
-        let Some((first, count)) = PENDING.lock().pop() else {
-            return;
-        };
-        for i in 0..count {
-            let id = SlotId(first + i * SLOT_BYTES);
-            if slot(id).cap.is_some() {
-                // Errors mean corrupt links, which the checks in kcore::cap
-                // report without changing anything; the slot stays as it is.
-                if let Err(e) = cap::delete(&mut KernelSlots, id, on_cap_removed) {
-                    crate::kprintln!("kernel: warning: cleaning up {id}: {e}");
+    while let Some(pending) = pop_pending() {
+        match pending {
+            PendingSlots::Table { first, count } => {
+                for i in 0..count {
+                    empty_slot(SlotId(first + i * SLOT_BYTES));
                 }
             }
+            PendingSlots::Thread(slots) => slots.into_iter().for_each(empty_slot),
+        }
+    }
+}
+
+fn empty_slot(id: SlotId) {
+    if slot(id).cap.is_some() {
+        // Errors mean corrupt links, which the checks in kcore::cap report
+        // without changing anything; the slot stays as it is.
+        if let Err(e) = cap::delete(&mut KernelSlots, id, on_cap_removed) {
+            crate::kprintln!("kernel: warning: cleaning up {id}: {e}");
         }
     }
 }

@@ -132,6 +132,9 @@ pub struct Thread {
     pub fault_endpoint: Slot,
     name: [u8; 16],
     name_len: u8,
+    /// Link in the kernel's list of destroyed objects whose slots are
+    /// still to be emptied (`object::PENDING`).
+    pub pending_next: u64,
 }
 
 const _: () = assert!(core::mem::size_of::<Thread>() <= 1 << abi::object::THREAD_BITS);
@@ -145,6 +148,11 @@ impl Thread {
         let len = name.len().min(self.name.len());
         self.name[..len].copy_from_slice(&name.as_bytes()[..len]);
         self.name_len = len as u8;
+    }
+
+    /// The physical address of this thread control block.
+    pub fn object_phys(&self) -> u64 {
+        self as *const Thread as u64 - crate::mm::DIRECT_MAP_BASE
     }
 
     pub fn context_top(&self) -> u64 {
@@ -256,6 +264,7 @@ pub unsafe fn init_at(ptr: *mut Thread) -> ThreadRef {
         fault_endpoint: Slot::default(),
         name: [0; 16],
         name_len: 0,
+        pending_next: 0,
     };
     // SAFETY: the caller provides exclusive, writable, suitably sized memory
     // (untyped memory is aligned to the object size, 1 KiB).
