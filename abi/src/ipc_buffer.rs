@@ -102,7 +102,7 @@ mod tests {
             RECV_SLOT_OFFSET
         );
         assert!(core::mem::size_of::<IpcBuffer>() as u64 <= IPC_BUFFER_ALIGN);
-        assert!(IPC_BUFFER_SIZE <= IPC_BUFFER_ALIGN);
+        const { assert!(IPC_BUFFER_SIZE <= IPC_BUFFER_ALIGN) };
         assert_eq!(word_offset(63), 504);
     }
 }

@@ -42,8 +42,8 @@ pub const MAX_UNTYPED_BITS: u32 = 47;
 /// Capability tables hold 2^1 .. 2^16 slots.
 pub const MIN_CAP_TABLE_BITS: u32 = 1;
 pub const MAX_CAP_TABLE_BITS: u32 = 16;
-/// Address-space page-table pools hold 2^12 .. 2^26 bytes.
-pub const MIN_PT_POOL_BITS: u32 = 12;
+/// Address-space page-table pools hold 2^13 .. 2^26 bytes.
+pub const MIN_PT_POOL_BITS: u32 = 13;
 pub const MAX_PT_POOL_BITS: u32 = 26;
 
 impl ObjectType {

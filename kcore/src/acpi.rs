@@ -78,15 +78,10 @@ impl MadtInfo {
     pub fn ioapics(&self) -> &[IoApic] {
         &self.ioapics[..self.ioapic_count]
     }
+    /// Interrupt source overrides; `kcore::ioapic::resolve_isa_irq` turns
+    /// them into an ISA IRQ's GSI, polarity and trigger mode.
     pub fn overrides(&self) -> &[InterruptOverride] {
         &self.overrides[..self.override_count]
-    }
-    /// The global system interrupt an ISA IRQ arrives on.
-    pub fn isa_irq_to_gsi(&self, irq: u8) -> u32 {
-        self.overrides()
-            .iter()
-            .find(|o| o.isa_irq == irq)
-            .map_or(u32::from(irq), |o| o.gsi)
     }
 }
 
@@ -273,10 +268,22 @@ mod tests {
         t
     }
 
-    fn qemu_like_madt() -> Vec<u8> {
+    /// The MADT's fields after the SDT header: LAPIC address and `flags`.
+    fn madt_body(flags: u32) -> Vec<u8> {
         let mut body = Vec::new();
         body.extend_from_slice(&0xfee0_0000u32.to_le_bytes());
-        body.extend_from_slice(&1u32.to_le_bytes());
+        body.extend_from_slice(&flags.to_le_bytes());
+        body
+    }
+
+    fn push_override(body: &mut Vec<u8>, irq: u8, gsi: u32, flags: u16) {
+        body.extend_from_slice(&[2, 10, 0, irq]);
+        body.extend_from_slice(&gsi.to_le_bytes());
+        body.extend_from_slice(&flags.to_le_bytes());
+    }
+
+    fn qemu_like_madt() -> Vec<u8> {
+        let mut body = madt_body(1);
         for (uid, apic, enabled) in [(0u8, 0u8, 1u32), (1, 1, 1), (2, 2, 0)] {
             body.extend_from_slice(&[0, 8, uid, apic]);
             body.extend_from_slice(&enabled.to_le_bytes());
@@ -284,9 +291,7 @@ mod tests {
         body.extend_from_slice(&[1, 12, 0, 0]);
         body.extend_from_slice(&0xfec0_0000u32.to_le_bytes());
         body.extend_from_slice(&0u32.to_le_bytes());
-        body.extend_from_slice(&[2, 10, 0, 0]);
-        body.extend_from_slice(&2u32.to_le_bytes());
-        body.extend_from_slice(&0u16.to_le_bytes());
+        push_override(&mut body, 0, 2, 0);
         body.extend_from_slice(&[4, 6, 0xff, 0, 0, 1]); // local APIC NMI: ignored
         table(b"APIC", &body)
     }
@@ -307,8 +312,50 @@ mod tests {
                 gsi_base: 0
             }]
         );
-        assert_eq!(info.isa_irq_to_gsi(0), 2);
-        assert_eq!(info.isa_irq_to_gsi(4), 4);
+        assert_eq!(
+            info.overrides(),
+            &[InterruptOverride {
+                isa_irq: 0,
+                gsi: 2,
+                flags: 0
+            }]
+        );
+    }
+
+    #[test]
+    fn madt_override_flags_and_truncated_override() {
+        let mut body = madt_body(0);
+        // IRQ 9 → GSI 9, level, active high (QEMU's SCI).
+        push_override(&mut body, 9, 9, 0xd);
+        // An override entry whose length leaves out the flags.
+        body.extend_from_slice(&[2, 8, 0, 10]);
+        body.extend_from_slice(&10u32.to_le_bytes());
+        let info = parse_madt(&table(b"APIC", &body));
+        assert_eq!(
+            info.overrides(),
+            &[InterruptOverride {
+                isa_irq: 9,
+                gsi: 9,
+                flags: 0xd
+            }]
+        );
+        assert_eq!(
+            info.problem,
+            Some(MadtProblem::BadEntry {
+                offset: MADT_ENTRIES_OFFSET + 10
+            })
+        );
+    }
+
+    #[test]
+    fn madt_too_many_overrides_is_reported() {
+        let mut body = madt_body(0);
+        for i in 0..(MAX_OVERRIDES + 1) {
+            push_override(&mut body, i as u8, i as u32, 0);
+        }
+        let info = parse_madt(&table(b"APIC", &body));
+        assert_eq!(info.overrides().len(), MAX_OVERRIDES);
+        assert_eq!(info.problem, Some(MadtProblem::Overflow));
     }
 
     #[test]
@@ -344,9 +391,7 @@ mod tests {
 
     #[test]
     fn madt_too_many_cpus_is_reported() {
-        let mut body = Vec::new();
-        body.extend_from_slice(&0xfee0_0000u32.to_le_bytes());
-        body.extend_from_slice(&0u32.to_le_bytes());
+        let mut body = madt_body(0);
         for i in 0..(MAX_CPUS + 3) {
             body.extend_from_slice(&[0, 8, i as u8, i as u8, 1, 0, 0, 0]);
         }
@@ -357,9 +402,7 @@ mod tests {
 
     #[test]
     fn madt_x2apic_entries() {
-        let mut body = Vec::new();
-        body.extend_from_slice(&0xfee0_0000u32.to_le_bytes());
-        body.extend_from_slice(&0u32.to_le_bytes());
+        let mut body = madt_body(0);
         body.extend_from_slice(&[9, 16, 0, 0]);
         body.extend_from_slice(&300u32.to_le_bytes());
         body.extend_from_slice(&1u32.to_le_bytes());

@@ -52,7 +52,7 @@
 //! # Object lifetime
 //!
 //! [`delete`] and [`revoke`] report every capability they remove through an
-//! `on_removed` callback. That is the kernel's hook to drop a reference to the
+//! `on_removed` callback, with the slot it was in. That is the kernel's hook to drop a reference to the
 //! named object and destroy it when its last capability goes (the kernel
 //! keeps the reference counts; this module does not). The callback runs while
 //! the store is mutably borrowed, so it cannot touch slots itself: cleanup
@@ -309,10 +309,10 @@ pub fn mint<S: SlotStore + ?Sized>(
 pub fn delete<S: SlotStore + ?Sized>(
     store: &mut S,
     slot: SlotId,
-    mut on_removed: impl FnMut(&Capability),
+    mut on_removed: impl FnMut(SlotId, &Capability),
 ) -> Result<(), CapError> {
     let cap = remove(store, slot)?;
-    on_removed(&cap);
+    on_removed(slot, &cap);
     Ok(())
 }
 
@@ -326,7 +326,7 @@ pub fn delete<S: SlotStore + ?Sized>(
 pub fn revoke<S: SlotStore + ?Sized>(
     store: &mut S,
     slot: SlotId,
-    mut on_removed: impl FnMut(&Capability),
+    mut on_removed: impl FnMut(SlotId, &Capability),
 ) -> Result<usize, CapError> {
     full(store, slot)?;
     let total = check_subtree(store, slot)?;
@@ -349,7 +349,7 @@ pub fn revoke<S: SlotStore + ?Sized>(
         // walk continues.
         let parent = c.parent.ok_or(CapError::Corrupt)?;
         let cap = remove(store, cur)?;
-        on_removed(&cap);
+        on_removed(cur, &cap);
         removed = removed.saturating_add(1);
         cur = parent;
     }
@@ -767,7 +767,7 @@ mod tests {
         Rights::READ.union(Rights::WRITE)
     }
 
-    fn ignore(_: &Capability) {}
+    fn ignore(_: SlotId, _: &Capability) {}
 
     fn kids<S: SlotStore>(store: &S, slot: u64) -> Vec<u64> {
         children(store, id(slot))
@@ -908,7 +908,7 @@ mod tests {
             Err(CapError::Empty(id(2)))
         );
         let mut removed = Vec::new();
-        assert_eq!(revoke(&mut s, id(0), |c| removed.push(*c)), Ok(1));
+        assert_eq!(revoke(&mut s, id(0), |_, c| removed.push(*c)), Ok(1));
         assert_eq!(removed, vec![tcb]);
         check_invariants(&s);
     }
@@ -1014,7 +1014,7 @@ mod tests {
         assert_eq!(kids(&s, 0), vec![3, 1, 2]);
 
         let mut removed = Vec::new();
-        delete(&mut s, id(1), |c| removed.push(*c)).unwrap();
+        delete(&mut s, id(1), |_, c| removed.push(*c)).unwrap();
         assert_eq!(removed, vec![ep(0)]);
         assert_eq!(s.slots[1], Slot::default());
         assert_eq!(kids(&s, 0), vec![3, 5, 4, 2]);
@@ -1091,7 +1091,7 @@ mod tests {
             insert_child(&mut s, id(p), id(i), c).unwrap();
         }
         let mut seen = HashSet::new();
-        let n = revoke(&mut s, id(0), |c| {
+        let n = revoke(&mut s, id(0), |_, c| {
             assert!(seen.insert(c.object), "reported twice")
         })
         .unwrap();
@@ -1119,7 +1119,7 @@ mod tests {
 
         let mut calls = 0u64;
         assert_eq!(
-            revoke(&mut s, id(0), |_| calls += 1),
+            revoke(&mut s, id(0), |_, _| calls += 1),
             Ok(DEPTH as usize - 1)
         );
         assert_eq!(calls, DEPTH - 1);
@@ -1152,7 +1152,7 @@ mod tests {
         }
         assert_eq!(kids(&s, 0).len() as u64, WIDTH);
         let mut badges = HashSet::new();
-        let n = revoke(&mut s, id(0), |c| assert!(badges.insert(c.badge))).unwrap();
+        let n = revoke(&mut s, id(0), |_, c| assert!(badges.insert(c.badge))).unwrap();
         assert_eq!(n as u64, WIDTH);
         assert_eq!(badges.len() as u64, WIDTH);
         assert!(kids(&s, 0).is_empty());
@@ -1167,7 +1167,7 @@ mod tests {
         let before = s.clone();
         let far = id(u64::MAX);
         let mut called = false;
-        let mut cb = |_: &Capability| called = true;
+        let mut cb = |_: SlotId, _: &Capability| called = true;
 
         assert_eq!(
             insert_root(&mut s, far, ep(1)),
@@ -1308,7 +1308,7 @@ mod tests {
             let before = s.clone();
             let mut called = false;
             assert_eq!(
-                revoke(&mut s, id(0), |_| called = true),
+                revoke(&mut s, id(0), |_, _| called = true),
                 Err(CapError::Corrupt),
                 "{what}"
             );
@@ -1583,7 +1583,7 @@ mod tests {
                         0
                     });
                     (
-                        delete(&mut store, id(a), |c| removed.push(*c)).map(|()| 0),
+                        delete(&mut store, id(a), |_, c| removed.push(*c)).map(|()| 0),
                         want,
                     )
                 }
@@ -1605,7 +1605,7 @@ mod tests {
                     });
                     let got = match want {
                         Err(CapError::NoSuchSlot(x)) if x == id(b) => Err(CapError::NoSuchSlot(x)),
-                        _ => revoke(&mut store, id(a), |c| removed.push(*c)),
+                        _ => revoke(&mut store, id(a), |_, c| removed.push(*c)),
                     };
                     (got, want)
                 }

@@ -18,6 +18,7 @@ pub mod cap;
 pub mod cmdline;
 pub mod elf;
 mod fixed;
+pub mod ioapic;
 pub mod paging;
 pub mod phys;
 #[cfg(test)]

@@ -695,6 +695,36 @@ impl FrameAllocator {
     }
 }
 
+/// Splits `range` into the fewest naturally aligned power-of-two blocks
+/// (each `(start, log2 size)`, `min_bits <= log2 size <= max_bits`), in
+/// address order; parts too small or misaligned for `min_bits` are left
+/// out. This is how free memory becomes untyped-memory capabilities.
+pub fn aligned_blocks(
+    range: PhysRange,
+    min_bits: u32,
+    max_bits: u32,
+) -> impl Iterator<Item = (u64, u32)> {
+    let min = 1u64 << min_bits.min(63);
+    let mut start = range.start.div_ceil(min).saturating_mul(min);
+    let end = range.end & !(min - 1);
+    core::iter::from_fn(move || {
+        if start >= end || min_bits > max_bits {
+            return None;
+        }
+        let align_bits = if start == 0 {
+            63
+        } else {
+            start.trailing_zeros()
+        };
+        let room = end - start;
+        let room_bits = 63 - room.leading_zeros();
+        let bits = align_bits.min(room_bits).min(max_bits);
+        let block = (start, bits);
+        start += 1u64 << bits;
+        Some(block)
+    })
+}
+
 fn check_pages(range: PhysRange) -> Result<(), FreeError> {
     if range.is_empty() {
         return Err(FreeError::Empty { range });
@@ -796,6 +826,39 @@ fn subtract(list: &mut RangeList, cut: PhysRange) -> Result<(), crate::fixed::Re
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn aligned_blocks_cover_exactly_with_aligned_pieces() {
+        let collect = |start, end, min, max| {
+            aligned_blocks(PhysRange::new(start, end), min, max).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            collect(0x1000, 0x4000, 12, 47),
+            vec![(0x1000, 12), (0x2000, 13)]
+        );
+        assert_eq!(collect(0, 1 << 20, 12, 47), vec![(0, 20)]);
+        assert_eq!(
+            collect(0, 1 << 20, 12, 18),
+            vec![(0, 18), (1 << 18, 18), (2 << 18, 18), (3 << 18, 18)]
+        );
+        // Partial pages at both ends are left out.
+        assert_eq!(collect(0x1800, 0x3800, 12, 47), vec![(0x2000, 12)]);
+        assert_eq!(collect(0x1000, 0x1000, 12, 47), vec![]);
+        let mut rng = crate::test_rng::Rng(7);
+        for _ in 0..2000 {
+            let a = rng.below(1 << 36) & !0xfff;
+            let b = a + (rng.below(1 << 30) & !0xfff);
+            let mut next = a;
+            for (start, bits) in collect(a, b, 12, 30) {
+                assert_eq!(start, next, "contiguous");
+                assert_eq!(start % (1 << bits), 0, "aligned");
+                assert!((12..=30).contains(&bits));
+                next = start + (1 << bits);
+            }
+            assert_eq!(next, b.max(a), "covers the whole range");
+        }
+    }
+
     use super::*;
     use std::collections::BTreeSet;
     use std::string::ToString;

@@ -128,6 +128,11 @@ pub fn init(rsdp: Option<u64>) -> Result<&'static Platform, AcpiInitError> {
     }))
 }
 
+/// What [`init`] found, once it has run successfully.
+pub fn platform() -> Option<&'static Platform> {
+    PLATFORM.get()
+}
+
 /// The bytes of a mapped table, as long as its header says (the crate has
 /// already checked that length and checksum when it found the table).
 fn table_bytes<T: AcpiTable>(mapping: &PhysicalMapping<DirectMapHandler, T>) -> &[u8] {

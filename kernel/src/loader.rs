@@ -1,112 +1,312 @@
-//! Loading the root task from the boot image.
+//! Starting the root task: its objects, its capabilities, its memory.
 //!
 //! The boot image (a PVH boot module, `kcore::bootimage` format) carries the
 //! components as ELF files. The kernel loads only `root`; root loads the
 //! rest. Every malformed input (image or ELF) is refused with a message that
 //! says what is wrong; nothing here can crash the kernel.
+//!
+//! Root's thread, capability table and address space are made from frames
+//! the kernel takes before it hands out the rest; their capabilities are
+//! derivation-tree roots, so nothing can revoke them. Root gets (see
+//! `abi::bootinfo`): its own thread, capability space and address space,
+//! every I/O port, an IRQ handler capability per IOAPIC line, every free
+//! frame as untyped memory (naturally aligned power-of-two blocks), the
+//! boot image mapped read-only and the boot-information page.
 
 use core::fmt;
 
+use abi::bootinfo::{self, slot, BootInfo as RootBootInfo, UntypedInfo};
+use abi::{ObjectType, Rights};
 use kcore::bootimage::{BootImage, BootImageError};
+use kcore::cap::{self, Capability, SlotId};
 use kcore::elf::{ElfError, Limits, LoadPlan};
-use kcore::paging::MapFlags;
-use kcore::phys::PAGE_SIZE;
+use kcore::phys::{PhysRange, PAGE_SIZE};
 
 use crate::mm;
+use crate::object::{self, KernelSlots};
 use crate::pvh::BootInfo;
 use crate::thread::{self, ThreadRef};
-use crate::uaccess::USER_END;
+use crate::vspace;
 
-/// The root task's initial stack: 64 KiB below this address.
-const STACK_TOP: u64 = 0x0000_7fff_ffff_0000;
-const _: () = assert!(STACK_TOP <= USER_END);
 const STACK_PAGES: u64 = 16;
-pub const ROOT_PRIORITY: u8 = 100;
+/// log2 of root's capability-table slots.
+const ROOT_CSPACE_BITS: u64 = 12;
+/// log2 of root's page-table pool.
+const ROOT_PT_POOL_BITS: u64 = 20;
+/// Frames kept back for the kernel's own later needs (MMIO page tables).
+const KERNEL_RESERVE_PAGES: u64 = 256;
 
 #[derive(Debug)]
 pub enum LoadError {
     NoBootImage,
+    MisalignedBootImage(u64),
     Image(BootImageError),
     NoRoot,
     Elf(ElfError),
     OutOfMemory,
-    Map(kcore::paging::MapError),
+    Map(abi::Error),
+    Cap(cap::CapError),
 }
 
 impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match self {
             Self::NoBootImage => write!(f, "no boot image (QEMU -initrd) was passed"),
+            Self::MisalignedBootImage(a) => {
+                write!(
+                    f,
+                    "the boot image at {a:#x} does not start on a page boundary"
+                )
+            }
             Self::Image(e) => write!(f, "boot image rejected: {e}"),
             Self::NoRoot => write!(f, "the boot image has no component named 'root'"),
             Self::Elf(e) => write!(f, "root's ELF file rejected: {e}"),
             Self::OutOfMemory => write!(f, "out of memory while loading root"),
             Self::Map(e) => write!(f, "mapping root's memory failed: {e}"),
+            Self::Cap(e) => write!(f, "setting up root's capabilities failed: {e}"),
         }
     }
 }
 
-/// The boot image's bytes (boot module 0).
-fn boot_image_bytes(boot: &BootInfo) -> Option<&'static [u8]> {
-    let module = boot.modules().first()?;
-    let len = usize::try_from(module.end - module.start).ok()?;
-    // SAFETY: boot modules lie in usable RAM (covered by the direct map),
-    // and mm::init reserved them, so nothing else writes to them.
-    Some(unsafe { core::slice::from_raw_parts(mm::phys_to_virt(module.start) as *const u8, len) })
+impl From<cap::CapError> for LoadError {
+    fn from(e: cap::CapError) -> Self {
+        Self::Cap(e)
+    }
 }
 
-/// Loads `root` from the boot image and creates its first thread.
-pub fn load_root(boot: &BootInfo) -> Result<ThreadRef, LoadError> {
-    // Temporary, until root gets a boot-information page: an argument word
-    // from the command line (root uses it to select deliberate faults).
-    let arg = kcore::cmdline::value(boot.cmdline(), "pecan.root-arg")
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
-    let bytes = boot_image_bytes(boot).ok_or(LoadError::NoBootImage)?;
+/// The boot image's physical range (boot module 0).
+fn boot_image_range(boot: &BootInfo) -> Option<PhysRange> {
+    let module = boot.modules().first()?;
+    Some(PhysRange::new(module.start, module.end))
+}
+
+/// Zeroed, contiguous, naturally aligned frames from the kernel's pool.
+fn alloc_frames(pages: u64) -> Result<u64, LoadError> {
+    let mut guard = mm::FRAMES.lock();
+    let frames = guard.as_mut().ok_or(LoadError::OutOfMemory)?;
+    let phys = frames
+        .alloc(pages, pages)
+        .map_err(|_| LoadError::OutOfMemory)?;
+    // SAFETY: the frames were just taken from the free pool; RAM is in the
+    // direct map.
+    unsafe {
+        core::ptr::write_bytes(
+            mm::phys_to_virt(phys) as *mut u8,
+            0,
+            (pages * PAGE_SIZE) as usize,
+        )
+    };
+    Ok(phys)
+}
+
+fn map_page(
+    space: u64,
+    vaddr: u64,
+    phys: u64,
+    writable: bool,
+    executable: bool,
+) -> Result<(), LoadError> {
+    let frame = Capability::new(ObjectType::Frame4K, phys, Rights::ALL);
+    let attr = abi::map::MapAttr {
+        writable,
+        executable,
+        cache: abi::map::Cache::WriteBack,
+    };
+    vspace::map(space, &frame, vaddr, attr)
+        .map(|_| ())
+        .map_err(LoadError::Map)
+}
+
+/// Loads `root` from the boot image and creates its first thread, ready to
+/// run.
+pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError> {
+    let image_range = boot_image_range(boot).ok_or(LoadError::NoBootImage)?;
+    if image_range.start % PAGE_SIZE != 0 {
+        return Err(LoadError::MisalignedBootImage(image_range.start));
+    }
+    let image_len = usize::try_from(image_range.len()).map_err(|_| LoadError::OutOfMemory)?;
+    // SAFETY: boot modules lie in usable RAM (covered by the direct map),
+    // and mm::init reserved them, so nothing else writes to them.
+    let bytes = unsafe {
+        core::slice::from_raw_parts(mm::phys_to_virt(image_range.start) as *const u8, image_len)
+    };
     let image = BootImage::parse(bytes).map_err(LoadError::Image)?;
     let root = image.find("root").ok_or(LoadError::NoRoot)?;
     let limits = Limits {
-        user_end: STACK_TOP - STACK_PAGES * PAGE_SIZE,
+        user_end: abi::MAIN_STACK_TOP - STACK_PAGES * PAGE_SIZE,
         min_addr: PAGE_SIZE,
     };
     let plan = LoadPlan::from_elf(root.data, &limits).map_err(LoadError::Elf)?;
 
-    let space = mm::new_address_space().map_err(|_| LoadError::OutOfMemory)?;
+    // The three objects.
+    let space = alloc_frames((1 << (ROOT_PT_POOL_BITS + 1)) / PAGE_SIZE)?;
+    vspace::init(space, ROOT_PT_POOL_BITS);
+    let table =
+        alloc_frames((1 << (ROOT_CSPACE_BITS + abi::object::SLOT_BYTES_BITS as u64)) / PAGE_SIZE)?;
+    object::init_object(ObjectType::CapTable, table, ROOT_CSPACE_BITS);
+    let tcb = alloc_frames(1)?;
+    object::init_object(ObjectType::Thread, tcb, 0);
+
+    // Memory: segments, stack, IPC buffer, boot info, boot image.
     for segment in plan.segments() {
         let (first, end) = segment.page_range();
-        let flags = MapFlags {
-            writable: segment.writable,
-            user: true,
-            executable: segment.executable,
-            global: false,
-        };
         let mut page = first;
         while page < end {
-            let frame = mm::alloc_zeroed_frame().ok_or(LoadError::OutOfMemory)?;
+            let frame = alloc_frames(1)?;
             copy_segment_bytes(root.data, segment, page, frame);
-            mm::map_user_page(space, page, frame, flags).map_err(LoadError::Map)?;
+            map_page(space, page, frame, segment.writable, segment.executable)?;
             page += PAGE_SIZE;
         }
     }
-    let stack_flags = MapFlags {
-        writable: true,
-        user: true,
-        executable: false,
-        global: false,
-    };
     for i in 1..=STACK_PAGES {
-        let frame = mm::alloc_zeroed_frame().ok_or(LoadError::OutOfMemory)?;
-        mm::map_user_page(space, STACK_TOP - i * PAGE_SIZE, frame, stack_flags)
-            .map_err(LoadError::Map)?;
+        map_page(
+            space,
+            abi::MAIN_STACK_TOP - i * PAGE_SIZE,
+            alloc_frames(1)?,
+            true,
+            false,
+        )?;
     }
-    Ok(thread::create_user(
-        "root",
+    map_page(
         space,
-        plan.entry(),
-        STACK_TOP,
-        arg,
-        ROOT_PRIORITY,
-    ))
+        abi::MAIN_IPC_BUFFER_ADDR,
+        alloc_frames(1)?,
+        true,
+        false,
+    )?;
+    let info_frame = alloc_frames(1)?;
+    map_page(space, bootinfo::BOOT_INFO_ADDR, info_frame, false, false)?;
+    let mut offset = 0;
+    while offset < image_range.len() {
+        map_page(
+            space,
+            bootinfo::BOOT_IMAGE_ADDR + offset,
+            image_range.start + offset,
+            false,
+            false,
+        )?;
+        offset += PAGE_SIZE;
+    }
+
+    // Capabilities.
+    let slot_at = |index: u32| {
+        SlotId(mm::phys_to_virt(table) + (u64::from(index) << abi::object::SLOT_BYTES_BITS))
+    };
+    let mut table_cap = Capability::new(ObjectType::CapTable, table, Rights::ALL);
+    table_cap.extra = ROOT_CSPACE_BITS;
+    cap::insert_root(
+        &mut KernelSlots,
+        slot_at(slot::THREAD),
+        Capability::new(ObjectType::Thread, tcb, Rights::ALL),
+    )?;
+    cap::insert_root(&mut KernelSlots, slot_at(slot::CSPACE), table_cap)?;
+    cap::insert_root(
+        &mut KernelSlots,
+        slot_at(slot::VSPACE),
+        Capability::new(ObjectType::AddressSpace, space, Rights::ALL),
+    )?;
+    let mut ports = Capability::new(ObjectType::IoPorts, 0, Rights::ALL);
+    ports.extra = 0xffff;
+    cap::insert_root(&mut KernelSlots, slot_at(slot::IO_PORTS), ports)?;
+    let irq_count = crate::irq::line_count().min(u64::from(slot::IRQ_MAX));
+    for line in 0..irq_count {
+        let irq = Capability::new(ObjectType::IrqHandler, line, Rights::ALL);
+        cap::insert_root(
+            &mut KernelSlots,
+            slot_at(slot::IRQ_FIRST + line as u32),
+            irq,
+        )?;
+    }
+
+    let thread = object::thread_at(tcb);
+    let t = thread::t!(thread);
+    t.set_name("root");
+    t.priority = abi::child::ROOT_PRIORITY;
+    t.ipc_buffer = abi::MAIN_IPC_BUFFER_ADDR;
+    *t.frame() = thread::initial_frame(plan.entry(), abi::MAIN_STACK_TOP, bootinfo::BOOT_INFO_ADDR);
+    for (own, src) in [
+        (object::slot_id(&t.cspace), slot::CSPACE),
+        (object::slot_id(&t.vspace), slot::VSPACE),
+    ] {
+        cap::copy(&mut KernelSlots, slot_at(src), own)?;
+        if let Some(c) = object::slot(own).cap {
+            object::add_ref(&c);
+        }
+    }
+
+    // Boot information, then every remaining frame as untyped memory.
+    // SAFETY: a fresh, zeroed frame owned by this function, direct-mapped;
+    // BootInfo fits in a page (checked in abi) and is plain old data.
+    let info = unsafe { &mut *(mm::phys_to_virt(info_frame) as *mut RootBootInfo) };
+    info.magic = bootinfo::BOOT_INFO_MAGIC;
+    info.cpu_count = cpu_count;
+    info.cspace_bits = ROOT_CSPACE_BITS;
+    info.boot_image_len = image_range.len();
+    info.irq_count = irq_count;
+    let cmdline = boot.cmdline().as_bytes();
+    let n = cmdline.len().min(bootinfo::MAX_CMDLINE);
+    info.cmdline[..n].copy_from_slice(&cmdline[..n]);
+    info.cmdline_len = n as u64;
+
+    let mut index = 0usize;
+    let mut lost = 0u64;
+    for (start, bits) in untyped_blocks() {
+        if index == bootinfo::MAX_UNTYPED {
+            lost += 1 << bits;
+            continue;
+        }
+        let mut c = Capability::new(ObjectType::Untyped, start, Rights::ALL);
+        c.badge = object::untyped_badge(bits, false);
+        cap::insert_root(
+            &mut KernelSlots,
+            slot_at(slot::UNTYPED_FIRST + index as u32),
+            c,
+        )?;
+        info.untyped[index] = UntypedInfo {
+            phys: start,
+            size_bits: bits as u8,
+            device: 0,
+            _reserved: [0; 6],
+        };
+        index += 1;
+    }
+    info.untyped_count = index as u64;
+    info.first_free_slot = u64::from(slot::UNTYPED_FIRST) + index as u64;
+    let total: u64 = info.untyped().iter().map(|u| 1u64 << u.size_bits).sum();
+    crate::kprintln!(
+        "kernel: root gets {} MiB of untyped memory in {index} capabilities",
+        total >> 20
+    );
+    if lost > 0 {
+        crate::kprintln!(
+            "kernel: warning: {} KiB of memory not handed out (too many pieces)",
+            lost >> 10
+        );
+    }
+    Ok(thread)
+}
+
+/// Takes every free frame but a small kernel reserve, as aligned blocks.
+fn untyped_blocks() -> impl Iterator<Item = (u64, u32)> {
+    let mut guard = mm::FRAMES.lock();
+    let mut ranges = alloc::vec::Vec::new();
+    if let Some(frames) = guard.as_mut() {
+        let reserve = frames.alloc(KERNEL_RESERVE_PAGES, 1).ok();
+        ranges.extend(frames.take_all());
+        if let Some(start) = reserve {
+            let _ = frames.free(PhysRange::new(
+                start,
+                start + KERNEL_RESERVE_PAGES * PAGE_SIZE,
+            ));
+        }
+    }
+    ranges.into_iter().flat_map(|r| {
+        kcore::phys::aligned_blocks(
+            r,
+            abi::object::MIN_UNTYPED_BITS,
+            abi::object::MAX_UNTYPED_BITS,
+        )
+    })
 }
 
 /// Copies the part of the segment's file bytes that falls into the user

@@ -15,8 +15,11 @@ mod acpi;
 mod arch;
 mod console;
 mod exit;
+mod ipc;
+mod irq;
 mod loader;
 mod mm;
+mod object;
 mod panic;
 mod pvh;
 mod selftest;
@@ -25,6 +28,7 @@ mod syscall;
 mod thread;
 mod time;
 mod uaccess;
+mod vspace;
 
 use arch::{cpu, lapic, pit};
 use exit::{exit, ExitCode};
@@ -75,6 +79,10 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
     if let Err(e) = lapic::init() {
         fatal(format_args!("local APIC: {e}"));
     }
+    match arch::ioapic::init(platform.and_then(|p| p.madt.as_ref())) {
+        Ok(found) => kprintln!("ioapic: {found}"),
+        Err(e) => kprintln!("warning: ioapic: {e}; no device interrupts"),
+    }
     let per_ms = lapic::calibrate_timer();
     lapic::start_periodic_timer(time::HZ);
     cpu::enable_interrupts();
@@ -86,11 +94,10 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
 
     run_self_checks(&boot);
 
-    thread::init();
-    match loader::load_root(&boot) {
+    match loader::load_root(&boot, arch::cpu_count()) {
         Ok(root) => {
             kprintln!("kernel: starting root");
-            thread::start(root);
+            thread::make_runnable(root);
             thread::schedule()
         }
         Err(loader::LoadError::NoBootImage) => {

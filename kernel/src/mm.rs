@@ -60,6 +60,38 @@ macro_rules! symbol_addr {
     };
 }
 
+/// Entry `index` (taken modulo 512) of the page table at `table_phys`,
+/// read through the direct map.
+///
+/// # Safety
+/// `table_phys` must be a page-table frame in RAM (direct-mapped).
+pub unsafe fn read_table_entry(table_phys: u64, index: usize) -> u64 {
+    // SAFETY: the caller names a direct-mapped table; index & 511 keeps the
+    // access inside its 4 KiB.
+    unsafe { core::ptr::read_volatile((phys_to_virt(table_phys) as *const u64).add(index & 511)) }
+}
+
+/// Writes entry `index` (modulo 512) of the page table at `table_phys`.
+///
+/// # Safety
+/// As for [`read_table_entry`], and the caller must own the table (no
+/// concurrent writer) and keep the page-table invariants of kcore::paging.
+pub unsafe fn write_table_entry(table_phys: u64, index: usize, value: u64) {
+    // SAFETY: as in read_table_entry; ownership is the caller's promise.
+    unsafe {
+        core::ptr::write_volatile(
+            (phys_to_virt(table_phys) as *mut u64).add(index & 511),
+            value,
+        )
+    }
+}
+
+/// Physical address of the kernel's own PML4 (the CR3 value when no user
+/// address space is active).
+pub fn kernel_page_table() -> u64 {
+    KERNEL_PML4.load(Ordering::Acquire)
+}
+
 pub fn phys_to_virt(phys: u64) -> u64 {
     DIRECT_MAP_BASE + phys
 }
@@ -79,24 +111,15 @@ struct KernelTableMemory<'a> {
 
 impl TableMemory for KernelTableMemory<'_> {
     fn read_entry(&self, table_phys: u64, index: usize) -> u64 {
-        debug_assert!(index < 512);
         // SAFETY: table_phys is a page-table frame below 4 GiB, which both
-        // the boot and the kernel direct map cover; index < 512 keeps the
-        // access inside that 4 KiB frame.
-        unsafe {
-            core::ptr::read_volatile((phys_to_virt(table_phys) as *const u64).add(index & 511))
-        }
+        // the boot and the kernel direct map cover.
+        unsafe { read_table_entry(table_phys, index) }
     }
 
     fn write_entry(&mut self, table_phys: u64, index: usize, value: u64) {
         // SAFETY: as in read_entry; page-table frames are owned by this
         // module and written only under KERNEL_TABLES_LOCK or during boot.
-        unsafe {
-            core::ptr::write_volatile(
-                (phys_to_virt(table_phys) as *mut u64).add(index & 511),
-                value,
-            )
-        }
+        unsafe { write_table_entry(table_phys, index, value) }
     }
 
     fn alloc_table(&mut self) -> Option<u64> {
@@ -384,11 +407,8 @@ struct ReadOnlyTables;
 
 impl TableMemory for ReadOnlyTables {
     fn read_entry(&self, table_phys: u64, index: usize) -> u64 {
-        // SAFETY: page-table frames are RAM, covered by the direct map;
-        // index & 511 keeps the access inside the 4 KiB table.
-        unsafe {
-            core::ptr::read_volatile((phys_to_virt(table_phys) as *const u64).add(index & 511))
-        }
+        // SAFETY: page-table frames are RAM, covered by the direct map.
+        unsafe { read_table_entry(table_phys, index) }
     }
 
     fn write_entry(&mut self, _table_phys: u64, _index: usize, _value: u64) {
@@ -405,54 +425,4 @@ impl TableMemory for ReadOnlyTables {
 /// What `virt` maps to in the address space rooted at `root`.
 pub fn translate(root: u64, virt: u64) -> Option<kcore::paging::Translation> {
     PageTable::new(root).translate(&ReadOnlyTables, virt)
-}
-
-/// Creates an address space: an empty user half and the kernel half shared
-/// with every other address space (the kernel's PML4 entries 256..512).
-pub fn new_address_space() -> Result<u64, MapMmioError> {
-    let kernel_root = KERNEL_PML4.load(Ordering::Acquire);
-    let mut frames_guard = FRAMES.lock();
-    let frames = frames_guard.as_mut().ok_or(MapMmioError::NotInitialised)?;
-    let mut memory = KernelTableMemory { frames };
-    let root = memory
-        .alloc_table()
-        .ok_or(MapMmioError::Map(kcore::paging::MapError::OutOfTableMemory))?;
-    let _tables = KERNEL_TABLES_LOCK.lock();
-    for index in 256..512 {
-        let entry = memory.read_entry(kernel_root, index);
-        memory.write_entry(root, index, entry);
-    }
-    Ok(root)
-}
-
-/// Allocates a zeroed 4 KiB frame from the kernel's pool.
-pub fn alloc_zeroed_frame() -> Option<u64> {
-    let mut frames_guard = FRAMES.lock();
-    let frames = frames_guard.as_mut()?;
-    let phys = frames.alloc(1, 1).ok()?;
-    // SAFETY: the frame was just taken from the pool; the direct map covers it.
-    unsafe { core::ptr::write_bytes(phys_to_virt(phys) as *mut u8, 0, PAGE_SIZE as usize) }
-    Some(phys)
-}
-
-/// Maps one 4 KiB user page into the address space rooted at `root`.
-pub fn map_user_page(
-    root: u64,
-    virt: u64,
-    phys: u64,
-    flags: MapFlags,
-) -> Result<(), kcore::paging::MapError> {
-    let mut frames_guard = FRAMES.lock();
-    let frames = frames_guard
-        .as_mut()
-        .ok_or(kcore::paging::MapError::OutOfTableMemory)?;
-    let mut memory = KernelTableMemory { frames };
-    PageTable::new(root).map(
-        &mut memory,
-        virt,
-        phys,
-        PageSize::Size4K,
-        flags,
-        CacheAttr::WriteBack,
-    )
 }

@@ -1,11 +1,13 @@
-//! Boot self-checks and deliberate-failure tests.
+//! Boot self-checks, deliberate-failure tests and device proofs.
 //!
 //! The self-checks run on every boot and are cheap: they prove that the
 //! memory map, the frame allocator, the heap and the timer work before
 //! anything depends on them. The deliberate failures (`pecan.selftest=NAME`
 //! on the kernel command line) crash the kernel on purpose, so the scenario
 //! tests can check that every kind of crash is reported and ends QEMU with
-//! the failure status instead of hanging.
+//! the failure status instead of hanging. A device proof (`ioapic-pit`) is
+//! selected the same way, runs in place of the rest of the boot and ends the
+//! machine with success or with a failure message.
 
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
@@ -13,11 +15,13 @@ use alloc::vec::Vec;
 
 use kcore::phys::{PhysRange, PAGE_SIZE};
 
-use crate::arch::cpu;
+use crate::arch::{cpu, ioapic, lapic, pit};
+use crate::exit::{exit, ExitCode};
 use crate::pvh::BootInfo;
 use crate::{kprintln, mm, time};
 
-/// Names accepted by `pecan.selftest=`.
+/// Names accepted by `pecan.selftest=`: the deliberate failures, then the
+/// device proofs.
 pub const DELIBERATE_FAILURES: &[&str] = &[
     "panic",
     "page-fault",
@@ -25,6 +29,7 @@ pub const DELIBERATE_FAILURES: &[&str] = &[
     "general-protection",
     "stack-overflow",
     "divide-error",
+    "ioapic-pit",
 ];
 
 pub struct CheckFailed(pub &'static str);
@@ -145,9 +150,12 @@ pub fn check_timer(count: u64) -> Result<(), CheckFailed> {
     Ok(())
 }
 
-/// Crashes the kernel in the named way (see [`DELIBERATE_FAILURES`]).
-/// Returns only for an unknown name.
+/// Crashes the kernel in the named way, or runs the named device proof
+/// (see [`DELIBERATE_FAILURES`]). Returns only for an unknown name.
 pub fn deliberate_failure(name: &str) {
+    if name == "ioapic-pit" {
+        ioapic_pit();
+    }
     kprintln!("selftest: deliberately causing: {name}");
     match name {
         "panic" => panic!("deliberate panic requested by pecan.selftest=panic"),
@@ -179,6 +187,115 @@ pub fn deliberate_failure(name: &str) {
         }
         _ => {}
     }
+}
+
+/// PIT interrupt rate during `ioapic-pit`.
+const IOAPIC_PIT_HZ: u32 = 100;
+/// Interrupts `ioapic-pit` waits for (50 ms at 100 Hz; it gives up after 1 s).
+const IOAPIC_PIT_WANTED: u64 = 5;
+/// PIT ticks in 10 ms.
+const PIT_TICKS_10MS: u16 = 11_932;
+
+/// `pecan.selftest=ioapic-pit`: proves the device-interrupt path PIT channel
+/// 0 → ISA IRQ 0 → (MADT override) GSI → I/O APIC → vector → trap dispatch
+/// → `ioapic::on_interrupt`, in three steps:
+///
+/// 1. edge: the PIT runs periodically and the line is routed as the MADT
+///    says; [`IOAPIC_PIT_WANTED`] interrupts must arrive;
+/// 2. masked: no interrupt may arrive in 100 ms (10 PIT periods);
+/// 3. level: a PIT one-shot raises IRQ 0 and holds it high, with the line
+///    routed level-triggered: exactly one interrupt (the handler masks the
+///    line, so the held level cannot storm), then exactly one more when the
+///    line is unmasked again. This leaves channel 0 idle.
+///
+/// It runs in place of the rest of the boot (right after ACPI), setting up
+/// the PIC and the local APIC with the boot's own calls but leaving the LAPIC
+/// timer off, so every interrupt counted is the PIT's. Time is measured by
+/// polling PIT channel 2, never by interrupts, so a broken path ends with a
+/// failure message instead of a hang.
+fn ioapic_pit() -> ! {
+    fn fail(what: core::fmt::Arguments) -> ! {
+        cpu::disable_interrupts();
+        kprintln!("selftest ioapic-pit: FAILED: {what}");
+        exit(ExitCode::Failure)
+    }
+    fn check<T>(what: &str, result: Result<T, ioapic::IoApicError>) -> T {
+        result.unwrap_or_else(|e| fail(format_args!("{what}: {e}")))
+    }
+    pit::disable_pic();
+    if let Err(e) = lapic::init() {
+        fail(format_args!("local APIC: {e}"));
+    }
+    let madt = crate::acpi::platform().and_then(|p| p.madt.as_ref());
+    check("init", ioapic::init(madt));
+    let line = check("ISA IRQ 0", ioapic::isa_irq_to_gsi(0));
+    let gsi = line.gsi;
+    let Some(vector) = ioapic::default_vector(gsi) else {
+        fail(format_args!("GSI {gsi} has no vector"))
+    };
+
+    check("route", ioapic::route(line, vector));
+    check("unmask", ioapic::unmask(gsi));
+    pit::start_channel0(IOAPIC_PIT_HZ);
+    cpu::enable_interrupts();
+    let arrived = wait_10ms_steps(100, || ioapic::interrupt_count(gsi) >= IOAPIC_PIT_WANTED);
+    let edges = ioapic::interrupt_count(gsi);
+    if !arrived {
+        fail(format_args!(
+            "{edges} interrupts on GSI {gsi} in 1 s, expected {IOAPIC_PIT_WANTED}"
+        ));
+    }
+
+    check("mask", ioapic::mask(gsi));
+    // An interrupt the local APIC accepted before the mask may still land.
+    wait_10ms_steps(1, || false);
+    let masked_at = ioapic::interrupt_count(gsi);
+    wait_10ms_steps(10, || false);
+    let masked_more = ioapic::interrupt_count(gsi) - masked_at;
+    if masked_more != 0 {
+        fail(format_args!(
+            "{masked_more} interrupts on GSI {gsi} while it was masked"
+        ));
+    }
+
+    pit::channel0_one_shot(PIT_TICKS_10MS);
+    let level = ioapic::Line {
+        gsi,
+        polarity: ioapic::Polarity::ActiveHigh,
+        trigger: ioapic::Trigger::Level,
+    };
+    check("route as level", ioapic::route(level, vector));
+    check("unmask", ioapic::unmask(gsi));
+    wait_10ms_steps(3, || false);
+    let first = ioapic::interrupt_count(gsi);
+    check("unmask again", ioapic::unmask(gsi));
+    wait_10ms_steps(1, || false);
+    let second = ioapic::interrupt_count(gsi);
+    cpu::disable_interrupts();
+    if (first, second) != (1, 2) {
+        fail(format_args!(
+            "level line: {first} interrupts, then {second} after unmasking; expected 1, then 2"
+        ));
+    }
+    check("mask", ioapic::mask(gsi));
+    kprintln!(
+        "selftest ioapic-pit: {edges} interrupts on GSI {gsi} of {} (ISA IRQ 0, vector {vector:#x}, {:?}, {:?}); none in 100 ms while masked; as a level line: one per unmask",
+        ioapic::line_count(),
+        line.trigger,
+        line.polarity
+    );
+    exit(ExitCode::Success)
+}
+
+/// Polls `done` between 10 ms waits on PIT channel 2, at most `steps`
+/// waits; whether `done` held in the end.
+fn wait_10ms_steps(steps: u32, done: impl Fn() -> bool) -> bool {
+    for _ in 0..steps {
+        if done() || pit::measure_10ms(|| {}).is_none() {
+            break;
+        }
+    }
+    done()
 }
 
 #[allow(unconditional_recursion)]

@@ -1,19 +1,32 @@
 //! System calls: decode, then perform.
 //!
-//! [`decode`] reads the caller's registers, checks every argument and
-//! returns an [`Invocation`] or an error — with no side effects, so a bad
-//! call changes nothing. [`perform`] then acts and cannot fail on argument
-//! grounds. (seL4's `decodeX`/`invokeX` split.) Results go back in the
-//! caller's saved registers per the convention in the `abi` crate.
+//! [`decode`] reads the caller's registers, resolves and checks every
+//! capability and argument, and returns an [`Invocation`] or an error —
+//! with no side effects, so a bad call changes nothing. [`perform`] then
+//! acts; it fails only on conditions that depend on state it discovers
+//! while acting (a mapping already present, a pool that is full), and then
+//! too without having changed anything. (seL4's `decodeX`/`invokeX` split.)
+//! Results go back in the caller's saved registers per the convention in
+//! the `abi` crate; docs/abi.md lists every call and its errors.
+//!
+//! `Call` and `ReplyRecv` first try the IPC fast path (see [`crate::ipc`]).
 
-use abi::{Error, Sys};
+use abi::ipc_buffer::registers as reg;
+use abi::map::MapAttr;
+use abi::{Error, MsgInfo, ObjectType, Rights, Sys};
+use kcore::cap::{self, Capability, SlotId};
 
 use crate::arch::trap::TrapFrame;
-use crate::thread::{self, ThreadRef};
-use crate::uaccess::UserSlice;
+use crate::ipc;
+use crate::object::{self, Access, KernelSlots};
+use crate::thread::{self, t, SendKind, State, Thread, ThreadRef};
+use crate::uaccess::{UserSlice, USER_END};
+use crate::vspace;
 
 /// Most bytes one `DebugWrite` may print.
 pub const DEBUG_WRITE_MAX: u64 = 4096;
+/// Most objects one `Retype` makes.
+pub const RETYPE_MAX_COUNT: u64 = 256;
 
 /// A checked system call, ready to perform.
 #[derive(Debug)]
@@ -22,6 +35,107 @@ pub enum Invocation {
     DebugWrite(UserSlice),
     Yield,
     ThreadExit(u64),
+    Send {
+        ep: u64,
+        badge: u64,
+        grant: bool,
+        blocking: bool,
+    },
+    Recv {
+        ep: u64,
+        blocking: bool,
+    },
+    Call {
+        ep: u64,
+        badge: u64,
+        grant: bool,
+    },
+    Reply,
+    ReplyRecv {
+        ep: u64,
+    },
+    Signal {
+        n: u64,
+        badge: u64,
+    },
+    Wait {
+        n: u64,
+    },
+    Poll {
+        n: u64,
+    },
+    CapCopy {
+        src: SlotId,
+        dst: SlotId,
+        cap: Capability,
+    },
+    CapMint {
+        src: SlotId,
+        dst: SlotId,
+        cap: Capability,
+        rights: Rights,
+        badge: u64,
+    },
+    CapDelete(SlotId),
+    CapRevoke(SlotId),
+    Retype {
+        untyped: SlotId,
+        kind: ObjectType,
+        size_bits: u64,
+        offset: u64,
+        object_bits: u32,
+        dst: SlotId,
+        count: u64,
+    },
+    Map {
+        space: u64,
+        frame: SlotId,
+        vaddr: u64,
+        attr: MapAttr,
+    },
+    Unmap(SlotId),
+    ThreadConfigure {
+        target: ThreadRef,
+        cspace: SlotId,
+        vspace: SlotId,
+        ipc_buffer: u64,
+        fault: Option<SlotId>,
+    },
+    ThreadSetSchedParams {
+        target: ThreadRef,
+        priority: u8,
+    },
+    ThreadStart {
+        target: ThreadRef,
+        rip: u64,
+        rsp: u64,
+        arg: u64,
+    },
+    ThreadSuspend(ThreadRef),
+    ThreadResume(ThreadRef),
+    ThreadRegisters {
+        target: ThreadRef,
+        write: bool,
+        buffer: *mut u64,
+    },
+    IrqBind {
+        line: u64,
+        n: u64,
+        badge: u64,
+    },
+    IrqAck {
+        line: u64,
+    },
+    IoPort {
+        port: u16,
+        write: bool,
+        width: u8,
+        value: u32,
+    },
+    BindNotification {
+        target: ThreadRef,
+        n: Option<u64>,
+    },
 }
 
 /// What happens to the calling thread after the call.
@@ -30,77 +144,799 @@ enum Outcome {
     Resume,
     /// The caller gave up the CPU but stays runnable.
     Yield,
-    /// The caller is gone.
-    Exited,
+    /// The caller blocked or is gone; run someone else.
+    Schedule,
 }
 
-pub fn decode(frame: &TrapFrame) -> Result<Invocation, Error> {
-    let sys = Sys::from_raw(frame.rax).ok_or(Error::UnknownSyscall)?;
-    match sys {
-        Sys::Null => Ok(Invocation::Null),
+fn lookup(
+    c: &Thread,
+    addr: u64,
+    kind: ObjectType,
+    rights: Rights,
+) -> Result<(SlotId, Capability), Error> {
+    object::lookup(c, addr, kind, rights)
+}
+
+fn full_slot(c: &Thread, addr: u64) -> Result<(SlotId, Capability), Error> {
+    let id = object::resolve(c, addr, Access::Read)?;
+    let cap = object::slot(id).cap.ok_or(Error::EmptySlot)?;
+    Ok((id, cap))
+}
+
+fn empty_slot(c: &Thread, addr: u64) -> Result<SlotId, Error> {
+    let id = object::resolve(c, addr, Access::Write)?;
+    if object::slot(id).cap.is_some() {
+        return Err(Error::SlotOccupied);
+    }
+    Ok(id)
+}
+
+fn thread_cap(c: &Thread, addr: u64, rights: Rights) -> Result<ThreadRef, Error> {
+    let (_, cap) = lookup(c, addr, ObjectType::Thread, rights)?;
+    Ok(object::thread_at(cap.object))
+}
+
+fn user_address(a: u64) -> Result<u64, Error> {
+    if a >= USER_END {
+        return Err(Error::InvalidArgument);
+    }
+    Ok(a)
+}
+
+pub fn decode(c: &Thread) -> Result<Invocation, Error> {
+    let f = &c.context.0;
+    let sys = Sys::from_raw(f.rax).ok_or(Error::UnknownSyscall)?;
+    let (a0, a1, a2, a3, a4) = (f.rdi, f.rsi, f.rdx, f.r10, f.r8);
+    Ok(match sys {
+        Sys::Null => Invocation::Null,
         Sys::DebugWrite => {
-            if frame.rsi > DEBUG_WRITE_MAX {
+            if a1 > DEBUG_WRITE_MAX {
                 return Err(Error::InvalidArgument);
             }
-            Ok(Invocation::DebugWrite(UserSlice::new(
-                frame.rdi, frame.rsi,
-            )?))
+            Invocation::DebugWrite(UserSlice::new(a0, a1)?)
         }
-        Sys::Yield => Ok(Invocation::Yield),
-        Sys::ThreadExit => Ok(Invocation::ThreadExit(frame.rdi)),
-        // Not implemented yet: reported as unknown rather than silently
-        // accepted.
-        _ => Err(Error::UnknownSyscall),
+        Sys::Yield => Invocation::Yield,
+        Sys::ThreadExit => Invocation::ThreadExit(a0),
+        Sys::Send | Sys::NbSend | Sys::Call => {
+            let (_, cap) = lookup(c, a0, ObjectType::Endpoint, Rights::WRITE)?;
+            let info = MsgInfo(a1).validate()?;
+            let grant = cap.rights.contains(Rights::GRANT);
+            if info.caps() > 0 && !grant {
+                return Err(Error::MissingRights);
+            }
+            ipc::check_sendable(c, info)?;
+            match sys {
+                Sys::Call => Invocation::Call {
+                    ep: cap.object,
+                    badge: cap.badge,
+                    grant,
+                },
+                _ => Invocation::Send {
+                    ep: cap.object,
+                    badge: cap.badge,
+                    grant,
+                    blocking: sys == Sys::Send,
+                },
+            }
+        }
+        Sys::Recv | Sys::NbRecv => {
+            let (_, cap) = lookup(c, a0, ObjectType::Endpoint, Rights::READ)?;
+            Invocation::Recv {
+                ep: cap.object,
+                blocking: sys == Sys::Recv,
+            }
+        }
+        Sys::Reply => {
+            let info = MsgInfo(a1).validate()?;
+            ipc::check_sendable(c, info)?;
+            Invocation::Reply
+        }
+        Sys::ReplyRecv => {
+            let (_, cap) = lookup(c, a0, ObjectType::Endpoint, Rights::READ)?;
+            let info = MsgInfo(a1).validate()?;
+            ipc::check_sendable(c, info)?;
+            Invocation::ReplyRecv { ep: cap.object }
+        }
+        Sys::Signal => {
+            let (_, cap) = lookup(c, a0, ObjectType::Notification, Rights::WRITE)?;
+            Invocation::Signal {
+                n: cap.object,
+                badge: cap.badge,
+            }
+        }
+        Sys::Wait | Sys::Poll => {
+            let (_, cap) = lookup(c, a0, ObjectType::Notification, Rights::READ)?;
+            match sys {
+                Sys::Wait => Invocation::Wait { n: cap.object },
+                _ => Invocation::Poll { n: cap.object },
+            }
+        }
+        Sys::CapCopy | Sys::CapMint => {
+            let (src, cap) = full_slot(c, a0)?;
+            let dst = empty_slot(c, a1)?;
+            if cap.kind == ObjectType::Untyped {
+                return Err(Error::InvalidArgument);
+            }
+            if sys == Sys::CapCopy {
+                Invocation::CapCopy { src, dst, cap }
+            } else {
+                let rights = Rights::from_raw(a2).ok_or(Error::InvalidArgument)?;
+                if !cap.rights.contains(rights) {
+                    return Err(Error::MissingRights);
+                }
+                let badgeable = matches!(cap.kind, ObjectType::Endpoint | ObjectType::Notification);
+                if a3 != 0 && (!badgeable || cap.badge != 0) {
+                    return Err(Error::InvalidArgument);
+                }
+                Invocation::CapMint {
+                    src,
+                    dst,
+                    cap,
+                    rights,
+                    badge: a3,
+                }
+            }
+        }
+        Sys::CapDelete => Invocation::CapDelete(full_slot(c, a0)?.0),
+        Sys::CapRevoke => Invocation::CapRevoke(full_slot(c, a0)?.0),
+        Sys::Retype => decode_retype(c, a0, a1, a2, a3, a4)?,
+        Sys::Map => {
+            let (_, space) = lookup(c, a0, ObjectType::AddressSpace, Rights::WRITE)?;
+            let (frame, fcap) = full_slot(c, a1)?;
+            if !matches!(fcap.kind, ObjectType::Frame4K | ObjectType::Frame2M) {
+                return Err(Error::WrongObjectType);
+            }
+            let attr = MapAttr::from_raw(a3).ok_or(Error::InvalidArgument)?;
+            let mut need = Rights::READ;
+            if attr.writable {
+                need = need.union(Rights::WRITE);
+            }
+            if attr.executable {
+                need = need.union(Rights::GRANT);
+            }
+            if !fcap.rights.contains(need) {
+                return Err(Error::MissingRights);
+            }
+            let size = vspace::frame_size(fcap.kind).bytes();
+            if a2 % size != 0 || a2.checked_add(size).is_none_or(|end| end > USER_END) {
+                return Err(Error::InvalidArgument);
+            }
+            if vspace::is_mapped(&fcap) {
+                return Err(Error::InvalidState);
+            }
+            Invocation::Map {
+                space: space.object,
+                frame,
+                vaddr: a2,
+                attr,
+            }
+        }
+        Sys::Unmap => {
+            let (frame, fcap) = full_slot(c, a0)?;
+            if !matches!(fcap.kind, ObjectType::Frame4K | ObjectType::Frame2M) {
+                return Err(Error::WrongObjectType);
+            }
+            if !vspace::is_mapped(&fcap) {
+                return Err(Error::NotMapped);
+            }
+            Invocation::Unmap(frame)
+        }
+        Sys::ThreadConfigure => {
+            let target = thread_cap(c, a0, Rights::WRITE)?;
+            let (cspace, _) = lookup(c, a1, ObjectType::CapTable, Rights::NONE)?;
+            let (vspace, _) = lookup(c, a2, ObjectType::AddressSpace, Rights::NONE)?;
+            if a3 % abi::ipc_buffer::IPC_BUFFER_ALIGN != 0 || a3 >= USER_END {
+                return Err(Error::InvalidArgument);
+            }
+            let fault = match a4 {
+                abi::caddr::NULL_SLOT => None,
+                addr => Some(lookup(c, addr, ObjectType::Endpoint, Rights::WRITE)?.0),
+            };
+            Invocation::ThreadConfigure {
+                target,
+                cspace,
+                vspace,
+                ipc_buffer: a3,
+                fault,
+            }
+        }
+        Sys::ThreadSetSchedParams => {
+            let target = thread_cap(c, a0, Rights::WRITE)?;
+            if a1 > u64::from(c.priority) || a2 >= crate::arch::cpu_count() {
+                return Err(Error::InvalidArgument);
+            }
+            Invocation::ThreadSetSchedParams {
+                target,
+                priority: a1 as u8,
+            }
+        }
+        Sys::ThreadStart => {
+            let target = thread_cap(c, a0, Rights::WRITE)?;
+            let (rip, rsp) = (user_address(a1)?, user_address(a2)?);
+            let tt = t!(target);
+            if !matches!(tt.state, State::Inactive | State::Suspended)
+                || tt.page_table_root().is_none()
+                || tt.cspace.cap.is_none()
+            {
+                return Err(Error::InvalidState);
+            }
+            Invocation::ThreadStart {
+                target,
+                rip,
+                rsp,
+                arg: a3,
+            }
+        }
+        Sys::ThreadSuspend => Invocation::ThreadSuspend(thread_cap(c, a0, Rights::WRITE)?),
+        Sys::ThreadResume => {
+            let target = thread_cap(c, a0, Rights::WRITE)?;
+            if t!(target).state != State::Suspended {
+                return Err(Error::InvalidState);
+            }
+            Invocation::ThreadResume(target)
+        }
+        Sys::ThreadRegisters => {
+            let write = match a1 {
+                0 => false,
+                1 => true,
+                _ => return Err(Error::InvalidArgument),
+            };
+            let rights = if write { Rights::WRITE } else { Rights::READ };
+            let target = thread_cap(c, a0, rights)?;
+            // The caller's own frame is incomplete while it runs (see
+            // trap.s): its registers are its own business.
+            if core::ptr::eq(t!(target), c) {
+                return Err(Error::InvalidArgument);
+            }
+            let buffer = ipc::ipc_buffer_ptr(c, !write).ok_or(Error::BadAddress)?;
+            if write {
+                // SAFETY: the buffer holds REGISTER_COUNT words (checked
+                // mapped by ipc_buffer_ptr, within one page).
+                let (rip, rsp) =
+                    unsafe { (buffer.add(reg::RIP).read(), buffer.add(reg::RSP).read()) };
+                user_address(rip)?;
+                user_address(rsp)?;
+            }
+            Invocation::ThreadRegisters {
+                target,
+                write,
+                buffer,
+            }
+        }
+        Sys::IrqBind => {
+            let (_, irq) = lookup(c, a0, ObjectType::IrqHandler, Rights::NONE)?;
+            let (_, n) = lookup(c, a1, ObjectType::Notification, Rights::WRITE)?;
+            Invocation::IrqBind {
+                line: irq.object,
+                n: n.object,
+                badge: n.badge,
+            }
+        }
+        Sys::IrqAck => {
+            let (_, irq) = lookup(c, a0, ObjectType::IrqHandler, Rights::NONE)?;
+            Invocation::IrqAck { line: irq.object }
+        }
+        Sys::IoPort => {
+            let (_, ports) = lookup(c, a0, ObjectType::IoPorts, Rights::NONE)?;
+            let write = match a2 {
+                0 => false,
+                1 => true,
+                _ => return Err(Error::InvalidArgument),
+            };
+            let width = match a3 {
+                1 | 2 | 4 => a3,
+                _ => return Err(Error::InvalidArgument),
+            };
+            let last = a1.checked_add(width - 1).ok_or(Error::InvalidArgument)?;
+            if a1 < ports.object || last > ports.extra || a4 > u64::from(u32::MAX) {
+                return Err(Error::InvalidArgument);
+            }
+            Invocation::IoPort {
+                port: a1 as u16,
+                write,
+                width: width as u8,
+                value: a4 as u32,
+            }
+        }
+        Sys::BindNotification => {
+            let target = thread_cap(c, a0, Rights::WRITE)?;
+            let n = match a1 {
+                abi::caddr::NULL_SLOT => None,
+                addr => {
+                    let (_, n) = lookup(c, addr, ObjectType::Notification, Rights::READ)?;
+                    if t!(target).bound_notification != 0
+                        || object::notification(n.object).bound.is_some()
+                    {
+                        return Err(Error::InvalidState);
+                    }
+                    Some(n.object)
+                }
+            };
+            Invocation::BindNotification { target, n }
+        }
+    })
+}
+
+fn decode_retype(
+    c: &Thread,
+    untyped: u64,
+    kind: u64,
+    size_bits: u64,
+    dst: u64,
+    count: u64,
+) -> Result<Invocation, Error> {
+    let (uslot, ucap) = lookup(c, untyped, ObjectType::Untyped, Rights::WRITE)?;
+    let kind = ObjectType::from_raw(kind).ok_or(Error::InvalidArgument)?;
+    let object_bits = kind.object_bits(size_bits).ok_or(Error::InvalidArgument)?;
+    if object::untyped_is_device(&ucap) && !kind.allowed_from_device_memory() {
+        return Err(Error::InvalidArgument);
     }
+    if count == 0 || count > RETYPE_MAX_COUNT {
+        return Err(Error::InvalidArgument);
+    }
+    let dst = object::resolve_range(c, dst, count)?;
+    for i in 0..count {
+        if object::slot(object::nth_slot(dst, i)).cap.is_some() {
+            return Err(Error::SlotOccupied);
+        }
+    }
+    let ubits = object::untyped_size_bits(&ucap);
+    if object_bits > ubits {
+        return Err(Error::OutOfMemory);
+    }
+    // Nothing made from this untyped is left: its memory is free again.
+    let watermark = if cap::has_children(&KernelSlots, uslot)? {
+        ucap.extra
+    } else {
+        0
+    };
+    let align = 1u64 << object_bits;
+    let offset = watermark.div_ceil(align) * align;
+    let end = offset + (count << object_bits);
+    if end > 1u64 << ubits {
+        return Err(Error::OutOfMemory);
+    }
+    if kind == ObjectType::AddressSpace && (vspace::free_asids() as u64) < count {
+        return Err(Error::OutOfMemory);
+    }
+    Ok(Invocation::Retype {
+        untyped: uslot,
+        kind,
+        size_bits,
+        offset,
+        object_bits,
+        dst,
+        count,
+    })
 }
 
 fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> {
-    // SAFETY: interrupts are disabled; caller is this CPU's current thread.
-    let thread = unsafe { caller.get() };
+    let c = t!(caller);
     match invocation {
         Invocation::Null => Ok(Outcome::Resume),
         Invocation::DebugWrite(slice) => {
             let mut buffer = [0u8; DEBUG_WRITE_MAX as usize];
             let bytes = &mut buffer[..slice.len() as usize];
-            slice.copy_in(thread.address_space, bytes)?;
+            let root = c.page_table_root().ok_or(Error::BadAddress)?;
+            slice.copy_in(root, bytes)?;
             crate::console::write_bytes(bytes);
             Ok(Outcome::Resume)
         }
         Invocation::Yield => Ok(Outcome::Yield),
         Invocation::ThreadExit(code) => {
-            crate::kprintln!(
-                "kernel: thread '{}' (id {}) exited with code {code}",
-                thread.name(),
-                thread.id
-            );
-            thread::kill(caller);
-            Ok(Outcome::Exited)
+            exit_thread(caller, code);
+            Ok(Outcome::Schedule)
+        }
+        Invocation::Send {
+            ep,
+            badge,
+            grant,
+            blocking,
+        } => {
+            ipc::send(caller, ep, badge, grant, SendKind::Send, blocking)?;
+            Ok(after_ipc(caller))
+        }
+        Invocation::Call { ep, badge, grant } => {
+            ipc::send(caller, ep, badge, grant, SendKind::Call, true)?;
+            Ok(Outcome::Schedule)
+        }
+        Invocation::Recv { ep, blocking } => {
+            ipc::recv(caller, ep, blocking)?;
+            Ok(after_ipc(caller))
+        }
+        Invocation::Reply => {
+            ipc::reply(caller)?;
+            Ok(after_ipc(caller))
+        }
+        Invocation::ReplyRecv { ep } => {
+            // No caller is not an error here: the first ReplyRecv of a
+            // server loop has nobody to answer.
+            let _ = ipc::reply(caller);
+            ipc::recv(caller, ep, true)?;
+            Ok(after_ipc(caller))
+        }
+        Invocation::Signal { n, badge } => {
+            ipc::signal(n, badge);
+            Ok(after_ipc(caller))
+        }
+        Invocation::Wait { n } => {
+            ipc::wait(caller, n);
+            Ok(after_ipc(caller))
+        }
+        Invocation::Poll { n } => {
+            c.frame().rdi = core::mem::take(&mut object::notification(n).word);
+            Ok(Outcome::Resume)
+        }
+        Invocation::CapCopy { src, dst, cap } => {
+            cap::copy(&mut KernelSlots, src, dst)?;
+            object::add_ref(&cap);
+            ipc::clear_mapping(dst);
+            Ok(Outcome::Resume)
+        }
+        Invocation::CapMint {
+            src,
+            dst,
+            cap,
+            rights,
+            badge,
+        } => {
+            cap::mint(&mut KernelSlots, src, dst, rights, badge)?;
+            object::add_ref(&cap);
+            ipc::clear_mapping(dst);
+            Ok(Outcome::Resume)
+        }
+        Invocation::CapDelete(slot) => {
+            object::delete_slot(slot)?;
+            Ok(after_ipc(caller))
+        }
+        Invocation::CapRevoke(slot) => {
+            let r = cap::revoke(&mut KernelSlots, slot, object::on_cap_removed);
+            object::finish_deletions();
+            r?;
+            Ok(after_ipc(caller))
+        }
+        Invocation::Retype {
+            untyped,
+            kind,
+            size_bits,
+            offset,
+            object_bits,
+            dst,
+            count,
+        } => {
+            let ucap = object::slot(untyped).cap.ok_or(Error::EmptySlot)?;
+            let device = object::untyped_is_device(&ucap);
+            for i in 0..count {
+                let phys = ucap.object + offset + (i << object_bits);
+                if !device {
+                    // SAFETY: the range lies inside the untyped memory past
+                    // its watermark (checked by decode): nothing uses it.
+                    unsafe {
+                        core::ptr::write_bytes(
+                            crate::mm::phys_to_virt(phys) as *mut u8,
+                            0,
+                            1usize << object_bits,
+                        )
+                    };
+                }
+                object::init_object(kind, phys, size_bits);
+                let mut new = object::new_cap(kind, phys, size_bits);
+                if kind == ObjectType::Untyped {
+                    new.badge = object::untyped_badge(object_bits, device);
+                }
+                cap::insert_child(&mut KernelSlots, untyped, object::nth_slot(dst, i), new)?;
+            }
+            if let Some(u) = object::slot(untyped).cap.as_mut() {
+                u.extra = offset + (count << object_bits);
+            }
+            Ok(Outcome::Resume)
+        }
+        Invocation::Map {
+            space,
+            frame,
+            vaddr,
+            attr,
+        } => {
+            let fcap = object::slot(frame).cap.ok_or(Error::EmptySlot)?;
+            let (badge, extra) = vspace::map(space, &fcap, vaddr, attr)?;
+            if let Some(f) = object::slot(frame).cap.as_mut() {
+                f.badge = badge;
+                f.extra = extra;
+            }
+            Ok(Outcome::Resume)
+        }
+        Invocation::Unmap(frame) => {
+            if let Some(f) = object::slot(frame).cap.as_mut() {
+                vspace::unmap_cap(f);
+                f.badge = 0;
+                f.extra = 0;
+            }
+            Ok(Outcome::Resume)
+        }
+        Invocation::ThreadConfigure {
+            target,
+            cspace,
+            vspace,
+            ipc_buffer,
+            fault,
+        } => {
+            let tt = t!(target);
+            let own = [
+                (object::slot_id(&tt.cspace), Some(cspace)),
+                (object::slot_id(&tt.vspace), Some(vspace)),
+                (object::slot_id(&tt.fault_endpoint), fault),
+            ];
+            for (dst, src) in own {
+                if object::slot(dst).cap.is_some() {
+                    object::delete_slot(dst)?;
+                }
+                if let Some(src) = src {
+                    if let Some(cap) = object::slot(src).cap {
+                        cap::copy(&mut KernelSlots, src, dst)?;
+                        object::add_ref(&cap);
+                    }
+                }
+            }
+            tt.ipc_buffer = ipc_buffer;
+            Ok(after_ipc(caller))
+        }
+        Invocation::ThreadSetSchedParams { target, priority } => {
+            let tt = t!(target);
+            if tt.state == State::Runnable {
+                thread::remove_from_run_queue(target);
+                tt.priority = priority;
+                thread::make_runnable(target);
+            } else {
+                tt.priority = priority;
+            }
+            Ok(after_ipc(caller))
+        }
+        Invocation::ThreadStart {
+            target,
+            rip,
+            rsp,
+            arg,
+        } => {
+            let tt = t!(target);
+            *tt.frame() = thread::initial_frame(rip, rsp, arg);
+            thread::make_runnable(target);
+            Ok(after_ipc(caller))
+        }
+        Invocation::ThreadSuspend(target) => {
+            suspend(target);
+            Ok(after_ipc(caller))
+        }
+        Invocation::ThreadResume(target) => {
+            thread::make_runnable(target);
+            Ok(after_ipc(caller))
+        }
+        Invocation::ThreadRegisters {
+            target,
+            write,
+            buffer,
+        } => {
+            thread_registers(target, write, buffer);
+            Ok(Outcome::Resume)
+        }
+        Invocation::IrqBind { line, n, badge } => {
+            crate::irq::bind(line, n, badge)?;
+            Ok(Outcome::Resume)
+        }
+        Invocation::IrqAck { line } => {
+            crate::irq::ack(line)?;
+            Ok(Outcome::Resume)
+        }
+        Invocation::IoPort {
+            port,
+            write,
+            width,
+            value,
+        } => {
+            c.frame().rdi = crate::irq::io_port(port, write, width, value);
+            Ok(Outcome::Resume)
+        }
+        Invocation::BindNotification { target, n } => {
+            let tt = t!(target);
+            match n {
+                Some(n) => {
+                    tt.bound_notification = n;
+                    object::notification(n).bound = Some(target);
+                }
+                None => {
+                    if tt.bound_notification != 0 {
+                        object::notification(tt.bound_notification).bound = None;
+                        tt.bound_notification = 0;
+                    }
+                }
+            }
+            Ok(Outcome::Resume)
         }
     }
 }
 
-/// Entry from `syscall_entry` on this CPU's kernel stack; `frame` is the
-/// caller's saved context (inside its Thread).
+/// After a call that may have woken or stopped threads: the caller goes on
+/// if it can and nobody more important waits.
+fn after_ipc(caller: ThreadRef) -> Outcome {
+    let c = t!(caller);
+    if c.state != State::Running {
+        return Outcome::Schedule;
+    }
+    if thread::higher_priority_waiting(c.priority) {
+        return Outcome::Yield;
+    }
+    Outcome::Resume
+}
+
+/// Ends a thread: reported to its fault endpoint if it has one, else
+/// logged; either way it runs no more until started again.
+fn exit_thread(t: ThreadRef, code: u64) {
+    let thread = t!(t);
+    if let Some(fault) = thread.fault_endpoint.cap {
+        thread.kernel_msg = [abi::fault::LABEL_EXIT, code, 0, 0, 0];
+        if ipc::send(t, fault.object, fault.badge, false, SendKind::Exit, true).is_ok() {
+            return;
+        }
+    }
+    crate::kprintln!(
+        "kernel: thread '{}' (id {}) exited with code {}",
+        thread.name(),
+        thread.id,
+        code as i64
+    );
+    thread::set_state(t, State::Inactive);
+}
+
+/// Stops a thread until `ThreadResume`. An IPC it waited in ends with
+/// `Aborted` (a fault it waited to deliver is simply delivered again when
+/// it resumes and retries the instruction).
+pub fn suspend(target: ThreadRef) {
+    let tt = t!(target);
+    match tt.state {
+        State::Inactive | State::Suspended => return,
+        State::BlockedSend
+        | State::BlockedRecv
+        | State::BlockedReply
+        | State::BlockedNotification => {
+            let fault = (tt.state == State::BlockedSend && tt.send_kind == SendKind::Fault)
+                || (tt.state == State::BlockedReply && tt.reply_is_fault);
+            let exiting = tt.state == State::BlockedSend && tt.send_kind == SendKind::Exit;
+            object::cancel_ipc(target);
+            tt.reply_is_fault = false;
+            if exiting {
+                thread::set_state(target, State::Inactive);
+                return;
+            }
+            if !fault {
+                tt.frame().rax = Error::Aborted.raw();
+            }
+        }
+        State::Runnable => thread::remove_from_run_queue(target),
+        State::Running => {}
+    }
+    thread::set_state(target, State::Suspended);
+}
+
+fn thread_registers(target: ThreadRef, write: bool, buffer: *mut u64) {
+    let f = t!(target).frame();
+    let fields: [&mut u64; reg::REGISTER_COUNT] = [
+        &mut f.rip,
+        &mut f.rsp,
+        &mut f.rflags,
+        &mut f.rax,
+        &mut f.rbx,
+        &mut f.rcx,
+        &mut f.rdx,
+        &mut f.rsi,
+        &mut f.rdi,
+        &mut f.rbp,
+        &mut f.r8,
+        &mut f.r9,
+        &mut f.r10,
+        &mut f.r11,
+        &mut f.r12,
+        &mut f.r13,
+        &mut f.r14,
+        &mut f.r15,
+    ];
+    for (i, field) in fields.into_iter().enumerate() {
+        // SAFETY: `buffer` is the caller's mapped IPC buffer (checked by
+        // decode; writable when reading registers into it), and
+        // i < REGISTER_COUNT words fit in it.
+        unsafe {
+            if write {
+                *field = buffer.add(i).read();
+            } else {
+                buffer.add(i).write(*field);
+            }
+        }
+    }
+    if write {
+        f.rflags = (f.rflags & reg::USER_RFLAGS_MASK) | thread::USER_RFLAGS;
+        // Return with iretq: sysretq would take rcx/r11 for rip/rflags.
+        f.vector = 0;
+        f.cs = u64::from(crate::arch::gdt::USER_CODE64);
+        f.ss = u64::from(crate::arch::gdt::USER_DATA);
+    }
+}
+
+/// `syscall_entry`'s return value: back to the caller with the result
+/// registers reloaded from its frame.
+const RETURN_TO_CALLER: u64 = 0;
+/// `syscall_entry`'s return value: complete the caller's frame and call
+/// [`syscall_continue`], which runs `PerCpu::next` (or schedules).
+const SWITCH: u64 = 1;
+/// `syscall_entry`'s return value: complete the caller's frame and load the
+/// context of the thread the IPC fast path made current.
+const SWITCHED: u64 = 2;
+
+/// Entry from `syscall_entry` on this CPU's kernel stack. The caller's
+/// argument registers are saved in its Thread's frame (the callee-saved
+/// ones are not: see trap.s); they are read from the Thread, not through
+/// the pointer the entry passes, so that no two references alias them.
+///
+/// Kept small, with the general path out of line, so that the null call
+/// and the IPC fast paths pay for no more than they use.
 #[unsafe(no_mangle)]
-extern "C" fn syscall_from_user(frame: &mut TrapFrame) -> ! {
+extern "C" fn syscall_from_user(_frame: *mut TrapFrame) -> u64 {
     let Some(caller) = thread::current() else {
         panic!("system call with no current thread");
     };
-    let result = decode(frame).and_then(|invocation| perform(invocation, caller));
-    match result {
-        Ok(Outcome::Resume) => {
-            frame.rax = 0;
-            thread::resume(caller)
+    let c = t!(caller);
+    let switched = match c.context.0.rax {
+        n if n == Sys::Null as u64 => {
+            c.context.0.rax = 0;
+            return RETURN_TO_CALLER;
         }
-        Ok(Outcome::Yield) => {
-            frame.rax = 0;
-            thread::requeue(caller);
-            thread::schedule()
+        n if n == Sys::Call as u64 => ipc::fastpath_call(caller),
+        n if n == Sys::ReplyRecv as u64 => ipc::fastpath_reply_recv(caller),
+        _ => None,
+    };
+    if switched.is_some() {
+        return SWITCHED;
+    }
+    general_path(caller)
+}
+
+#[inline(never)]
+fn general_path(caller: ThreadRef) -> u64 {
+    let c = t!(caller);
+    let result = decode(c).and_then(|invocation| perform(invocation, caller));
+    let outcome = match result {
+        Ok(outcome) => {
+            if !matches!(outcome, Outcome::Schedule) {
+                c.frame().rax = 0;
+            }
+            outcome
         }
-        Ok(Outcome::Exited) => thread::schedule(),
         Err(e) => {
-            frame.rax = e.raw();
-            thread::resume(caller)
+            c.frame().rax = e.raw();
+            Outcome::Resume
         }
+    };
+    match outcome {
+        Outcome::Resume if thread::can_return_directly(caller) => RETURN_TO_CALLER,
+        Outcome::Resume => switch_later((c.state == State::Running).then_some(caller)),
+        Outcome::Yield => {
+            if c.state == State::Running {
+                thread::make_runnable(caller);
+            }
+            switch_later(None)
+        }
+        Outcome::Schedule => switch_later(None),
+    }
+}
+
+fn switch_later(next: Option<ThreadRef>) -> u64 {
+    thread::set_next(next);
+    SWITCH
+}
+
+/// Second half of a system call that ends in a switch; the caller's frame
+/// is complete now.
+#[unsafe(no_mangle)]
+extern "C" fn syscall_continue() -> ! {
+    match thread::take_next() {
+        Some(next) => thread::switch_to(next),
+        None => thread::schedule(),
     }
 }

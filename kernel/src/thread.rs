@@ -1,6 +1,8 @@
 //! Threads and the scheduler.
 //!
-//! A thread's user context is saved *inside* its `Thread` (the entry paths
+//! A thread control block ([`Thread`]) is a kernel object made by `Retype`
+//! from untyped memory (1 KiB), or by the kernel for root at boot. A
+//! thread's user context is saved *inside* its `Thread` (the entry paths
 //! push registers straight into `Thread::context`), and the kernel itself
 //! runs on one stack per CPU: a system call that blocks simply does not
 //! return to its caller's context; the scheduler restores another thread's.
@@ -8,29 +10,82 @@
 //! straight line.
 //!
 //! Scheduling: fixed priorities (0..=255, higher runs first), round-robin
-//! within a priority, preemption on every timer tick. The run queue is
-//! per CPU in design; with one CPU there is one queue.
+//! within a priority, preemption on every timer tick. Each CPU has its own
+//! run queue (intrusive lists through the threads' `next`/`prev` links plus
+//! a bitmap of non-empty priorities); with one CPU online there is one.
 //!
-//! Invariants: a thread is in at most one run queue, and only while
-//! `Runnable`; `Running` threads are in none; a `Dead` thread is never
-//! enqueued or resumed again.
+//! # Invariants
+//!
+//! - A thread is in at most one queue at a time — a run queue (only while
+//!   `Runnable`), an endpoint's queue (`BlockedSend`/`BlockedRecv`) or a
+//!   notification's queue (`BlockedNotification`) — and `queue` says which;
+//!   `Running`, `BlockedReply`, `Inactive` and `Suspended` threads are in
+//!   none.
+//! - `caller`/`reply_from` are symmetric: `a.caller == Some(b)` iff `b` is
+//!   `BlockedReply` with `b.reply_from == Some(a)`.
+//! - [`live_threads`] counts threads that are runnable, running or blocked;
+//!   every state change goes through [`set_state`] to keep it exact. The
+//!   machine powers off when it reaches zero.
+//! - The kernel runs with interrupts disabled and (until the SMP issue) on
+//!   one CPU, so these structures need no locks; every `unsafe` access to a
+//!   `Thread` relies on that.
 
-use alloc::boxed::Box;
-use alloc::collections::VecDeque;
-use alloc::vec::Vec;
 use core::ptr::NonNull;
 
-use spin::Mutex;
+use kcore::cap::Slot;
 
 use crate::arch::percpu;
 use crate::arch::trap::TrapFrame;
 use crate::arch::{cpu, gdt};
+use crate::static_cell::StaticCell;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
+    /// Made but not started, or exited: runs again only with `ThreadStart`.
+    Inactive,
+    /// Stopped by `ThreadSuspend`: `ThreadResume` continues it.
+    Suspended,
     Runnable,
     Running,
-    Dead,
+    /// Waiting in an endpoint's queue to send (or to deliver a fault or
+    /// exit message).
+    BlockedSend,
+    /// Waiting in an endpoint's queue to receive.
+    BlockedRecv,
+    /// Sent a call (or a fault) and waits for the reply.
+    BlockedReply,
+    /// Waiting on a notification.
+    BlockedNotification,
+}
+
+impl State {
+    /// Counts towards [`live_threads`].
+    pub const fn is_live(self) -> bool {
+        !matches!(self, State::Inactive | State::Suspended)
+    }
+}
+
+/// Which queue a thread is linked into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Queue {
+    None,
+    Run,
+    /// The endpoint or notification at this physical address.
+    Object(u64),
+}
+
+/// What a blocked sender delivers when a receiver comes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendKind {
+    /// `Send`/`NbSend`: the message is in the sender's registers.
+    Send,
+    /// `Call`: as `Send`, then the sender waits for the reply.
+    Call,
+    /// A fault message (in `Thread::kernel_msg`); the thread waits for the
+    /// reply that resumes it.
+    Fault,
+    /// An exit report (in `Thread::kernel_msg`); the thread is gone after.
+    Exit,
 }
 
 /// A thread's saved user registers. 16-byte aligned so that the CPU's
@@ -38,62 +93,129 @@ pub enum State {
 #[repr(C, align(16))]
 pub struct UserContext(pub TrapFrame);
 
+#[repr(C)]
 pub struct Thread {
     pub context: UserContext,
-    /// Physical address of the address space's top-level page table.
-    pub address_space: u64,
     pub state: State,
     pub priority: u8,
+    pub cpu: u32,
     pub id: u64,
+    /// Number of capabilities naming this thread.
+    pub refs: u64,
+    pub next: Option<ThreadRef>,
+    pub prev: Option<ThreadRef>,
+    pub queue: Queue,
+    /// While `BlockedSend`: the badge of the capability sent through,
+    /// whether it may transfer a capability, and what it sends.
+    pub send_badge: u64,
+    pub send_grant: bool,
+    pub send_kind: SendKind,
+    /// A message the kernel sends for the thread (fault, exit): label and
+    /// four words.
+    pub kernel_msg: [u64; 5],
+    /// The thread whose call (or fault) this thread received and has not
+    /// answered yet.
+    pub caller: Option<ThreadRef>,
+    /// While `BlockedReply`: the thread that holds our reply.
+    pub reply_from: Option<ThreadRef>,
+    /// Whether the pending reply resumes a fault (registers untouched).
+    pub reply_is_fault: bool,
+    /// Physical address of the bound notification, 0 if none.
+    pub bound_notification: u64,
+    /// User address of the IPC buffer, 0 if none.
+    pub ipc_buffer: u64,
+    /// The capability space, address space and fault endpoint the thread
+    /// was configured with: copies of the caller's capabilities, so that
+    /// revoking them reaches the thread too.
+    pub cspace: Slot,
+    pub vspace: Slot,
+    pub fault_endpoint: Slot,
     name: [u8; 16],
-    name_len: usize,
+    name_len: u8,
 }
+
+const _: () = assert!(core::mem::size_of::<Thread>() <= 1 << abi::object::THREAD_BITS);
 
 impl Thread {
     pub fn name(&self) -> &str {
-        core::str::from_utf8(&self.name[..self.name_len]).unwrap_or("?")
+        core::str::from_utf8(&self.name[..usize::from(self.name_len)]).unwrap_or("?")
     }
 
-    fn context_top(&self) -> u64 {
+    pub fn set_name(&mut self, name: &str) {
+        let len = name.len().min(self.name.len());
+        self.name[..len].copy_from_slice(&name.as_bytes()[..len]);
+        self.name_len = len as u8;
+    }
+
+    pub fn context_top(&self) -> u64 {
         &self.context as *const UserContext as u64 + core::mem::size_of::<UserContext>() as u64
+    }
+
+    pub fn frame(&mut self) -> &mut TrapFrame {
+        &mut self.context.0
+    }
+
+    /// Physical address of the thread's top-level page table, if its
+    /// address-space slot holds one.
+    pub fn page_table_root(&self) -> Option<u64> {
+        match self.vspace.cap {
+            Some(cap) if cap.kind == abi::ObjectType::AddressSpace => Some(cap.object),
+            _ => None,
+        }
     }
 }
 
-/// A pointer to a live thread. Threads are never freed while referenced
-/// from a run queue or a CPU's `current` (they are leaked for now; object
-/// lifetime comes with capabilities).
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// A pointer to a live thread control block. A `Thread` is destroyed (see
+/// `object::destroy_thread`) only after every `ThreadRef` to it has been
+/// removed from queues, `caller`/`reply_from` links and per-CPU state.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct ThreadRef(NonNull<Thread>);
 
-// SAFETY: a ThreadRef is only dereferenced with interrupts disabled on the
+// SAFETY: a ThreadRef is only dereferenced with interrupts disabled by the
 // CPU that owns the thread (one CPU for now; SMP adds per-CPU ownership).
 unsafe impl Send for ThreadRef {}
 
 impl ThreadRef {
+    /// The thread at kernel virtual address `ptr`.
+    ///
+    /// # Safety
+    /// `ptr` must point to an initialised `Thread` that stays alive while
+    /// the reference is used.
+    pub unsafe fn from_ptr(ptr: *mut Thread) -> ThreadRef {
+        // SAFETY: the caller promises a valid, hence non-null, pointer.
+        ThreadRef(unsafe { NonNull::new_unchecked(ptr) })
+    }
+
     /// # Safety
     /// No other reference to the thread may be live (interrupts disabled,
-    /// single owner CPU).
+    /// single owner CPU), and the thread must be alive.
+    #[allow(clippy::mut_from_ref)]
     pub unsafe fn get(&self) -> &'static mut Thread {
         // SAFETY: see the function contract.
         unsafe { &mut *self.0.as_ptr() }
     }
 }
 
-/// Interrupts enabled, IOPL 0; the only RFLAGS a new thread starts with.
-const USER_RFLAGS: u64 = 0x202;
+/// Shorthand for the kernel-wide rule that makes thread access sound.
+macro_rules! t {
+    ($r:expr) => {
+        // SAFETY: interrupts are disabled and one CPU runs the kernel, so
+        // no other reference to the thread is in use; the ThreadRef came
+        // from a queue, a link or a capability, all of which only name live
+        // threads (see the module invariants).
+        unsafe { $r.get() }
+    };
+}
+pub(crate) use t;
+
+/// Interrupts enabled, IOPL 0; the RFLAGS a thread starts with.
+pub const USER_RFLAGS: u64 = 0x202;
 static NEXT_ID: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
 
-/// Creates a runnable user thread starting at `entry` with `rsp` and `rdi = arg`.
-pub fn create_user(
-    name: &str,
-    address_space: u64,
-    entry: u64,
-    rsp: u64,
-    arg: u64,
-    priority: u8,
-) -> ThreadRef {
-    let frame = TrapFrame {
-        rip: entry,
+/// A fresh user frame: user selectors, interrupts on, returned with `iretq`.
+pub fn initial_frame(rip: u64, rsp: u64, arg: u64) -> TrapFrame {
+    TrapFrame {
+        rip,
         cs: u64::from(gdt::USER_CODE64),
         rflags: USER_RFLAGS,
         rsp,
@@ -101,103 +223,214 @@ pub fn create_user(
         rdi: arg,
         // vector 0 (not the syscall marker): the first entry uses iretq.
         ..TrapFrame::default()
-    };
-    let mut name_bytes = [0u8; 16];
-    let len = name.len().min(16);
-    name_bytes[..len].copy_from_slice(&name.as_bytes()[..len]);
-    let thread = Box::new(Thread {
-        context: UserContext(frame),
-        address_space,
-        state: State::Runnable,
-        priority,
-        id: NEXT_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
-        name: name_bytes,
-        name_len: len,
-    });
-    ThreadRef(NonNull::from(Box::leak(thread)))
+    }
 }
 
+/// Initialises a thread control block in the zeroed memory at `ptr`:
+/// inactive, priority 0, CPU 0, no spaces, one reference.
+///
+/// # Safety
+/// `ptr` must be 1 KiB of writable kernel memory that nothing else uses.
+pub unsafe fn init_at(ptr: *mut Thread) -> ThreadRef {
+    let thread = Thread {
+        context: UserContext(initial_frame(0, 0, 0)),
+        state: State::Inactive,
+        priority: 0,
+        cpu: 0,
+        id: NEXT_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
+        refs: 1,
+        next: None,
+        prev: None,
+        queue: Queue::None,
+        send_badge: 0,
+        send_grant: false,
+        send_kind: SendKind::Send,
+        kernel_msg: [0; 5],
+        caller: None,
+        reply_from: None,
+        reply_is_fault: false,
+        bound_notification: 0,
+        ipc_buffer: 0,
+        cspace: Slot::default(),
+        vspace: Slot::default(),
+        fault_endpoint: Slot::default(),
+        name: [0; 16],
+        name_len: 0,
+    };
+    // SAFETY: the caller provides exclusive, writable, suitably sized memory
+    // (untyped memory is aligned to the object size, 1 KiB).
+    unsafe {
+        ptr.write(thread);
+        ThreadRef::from_ptr(ptr)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Intrusive queues
+// ---------------------------------------------------------------------------
+
+/// Head and tail of an intrusive thread queue (run queues, endpoints,
+/// notifications).
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+pub struct ThreadQueue {
+    pub head: Option<ThreadRef>,
+    pub tail: Option<ThreadRef>,
+}
+
+impl ThreadQueue {
+    pub const EMPTY: ThreadQueue = ThreadQueue {
+        head: None,
+        tail: None,
+    };
+
+    pub fn is_empty(&self) -> bool {
+        self.head.is_none()
+    }
+
+    pub fn push_back(&mut self, t: ThreadRef, queue: Queue) {
+        let thread = t!(t);
+        thread.next = None;
+        thread.prev = self.tail;
+        thread.queue = queue;
+        match self.tail {
+            Some(tail) => t!(tail).next = Some(t),
+            None => self.head = Some(t),
+        }
+        self.tail = Some(t);
+    }
+
+    pub fn pop_front(&mut self) -> Option<ThreadRef> {
+        let t = self.head?;
+        self.remove(t);
+        Some(t)
+    }
+
+    /// Unlinks `t`, which must be in this queue.
+    pub fn remove(&mut self, t: ThreadRef) {
+        let thread = t!(t);
+        match thread.prev {
+            Some(p) => t!(p).next = thread.next,
+            None => self.head = thread.next,
+        }
+        match thread.next {
+            Some(n) => t!(n).prev = thread.prev,
+            None => self.tail = thread.prev,
+        }
+        thread.next = None;
+        thread.prev = None;
+        thread.queue = Queue::None;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Run queues
+// ---------------------------------------------------------------------------
+
 struct RunQueue {
-    queues: Vec<VecDeque<ThreadRef>>,
+    queues: [ThreadQueue; 256],
     /// Bit p set iff queues[p] is non-empty: finding the highest priority
     /// is four word scans, not 256 queue checks.
     nonempty: [u64; 4],
-    live_threads: usize,
+    /// Bit w set iff nonempty[w] != 0.
+    summary: u64,
 }
 
 impl RunQueue {
+    const fn new() -> Self {
+        Self {
+            queues: [ThreadQueue::EMPTY; 256],
+            nonempty: [0; 4],
+            summary: 0,
+        }
+    }
+
     fn push(&mut self, t: ThreadRef, priority: u8) {
         let p = usize::from(priority);
-        self.queues[p].push_back(t);
+        self.queues[p].push_back(t, Queue::Run);
         self.nonempty[p / 64] |= 1 << (p % 64);
+        self.summary |= 1 << (p / 64);
+    }
+
+    fn remove(&mut self, t: ThreadRef, priority: u8) {
+        let p = usize::from(priority);
+        self.queues[p].remove(t);
+        if self.queues[p].is_empty() {
+            self.nonempty[p / 64] &= !(1 << (p % 64));
+            if self.nonempty[p / 64] == 0 {
+                self.summary &= !(1 << (p / 64));
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn highest_priority(&self) -> Option<u8> {
+        if self.summary == 0 {
+            return None;
+        }
+        let word = 63 - self.summary.leading_zeros() as usize;
+        let bits = self.nonempty[word & 3];
+        Some((word * 64 + 63 - bits.leading_zeros() as usize) as u8)
     }
 
     fn pop_highest(&mut self) -> Option<ThreadRef> {
-        for word in (0..4).rev() {
-            let bits = self.nonempty[word];
-            if bits != 0 {
-                let p = word * 64 + 63 - bits.leading_zeros() as usize;
-                let t = self.queues[p].pop_front();
-                if self.queues[p].is_empty() {
-                    self.nonempty[word] &= !(1 << (p % 64));
-                }
-                return t;
-            }
-        }
-        None
+        let p = self.highest_priority()?;
+        let t = self.queues[usize::from(p)].head?;
+        self.remove(t, p);
+        Some(t)
     }
 }
 
-static RUN_QUEUE: Mutex<Option<RunQueue>> = Mutex::new(None);
+static RUN_QUEUES: [StaticCell<RunQueue>; 1] = [StaticCell::new(RunQueue::new())];
+static LIVE_THREADS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
-pub fn init() {
-    let queues = (0..256).map(|_| VecDeque::new()).collect();
-    *RUN_QUEUE.lock() = Some(RunQueue {
-        queues,
-        nonempty: [0; 4],
-        live_threads: 0,
-    });
+fn run_queue(_cpu: u32) -> &'static mut RunQueue {
+    // SAFETY: one CPU, interrupts disabled in the kernel: this is the only
+    // reference in use (see the module invariants). SMP gives each CPU its
+    // own entry.
+    unsafe { &mut *RUN_QUEUES[0].get() }
 }
 
-fn with_queue<R>(f: impl FnOnce(&mut RunQueue) -> R) -> R {
-    let mut guard = RUN_QUEUE.lock();
-    match guard.as_mut() {
-        Some(q) => f(q),
-        None => panic!("scheduler used before thread::init"),
+pub fn live_threads() -> u64 {
+    LIVE_THREADS.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// Changes a thread's state and keeps [`live_threads`] exact. Queue
+/// membership is the caller's business.
+pub fn set_state(t: ThreadRef, state: State) {
+    let thread = t!(t);
+    let (was, is) = (thread.state.is_live(), state.is_live());
+    thread.state = state;
+    use core::sync::atomic::Ordering::Relaxed;
+    if is && !was {
+        LIVE_THREADS.fetch_add(1, Relaxed);
+    } else if was && !is {
+        LIVE_THREADS.fetch_sub(1, Relaxed);
     }
 }
 
-/// Makes a new thread known to the scheduler and runnable.
-pub fn start(t: ThreadRef) {
-    // SAFETY: interrupts are disabled in the kernel; the thread is new.
-    let priority = unsafe { t.get() }.priority;
-    with_queue(|q| {
-        q.live_threads += 1;
-        q.push(t, priority);
-    });
+/// Makes a thread runnable and puts it at the end of its priority's queue.
+pub fn make_runnable(t: ThreadRef) {
+    set_state(t, State::Runnable);
+    let thread = t!(t);
+    run_queue(thread.cpu).push(t, thread.priority);
 }
 
-/// Puts a thread that was running back at the end of its priority's queue.
-pub fn requeue(t: ThreadRef) {
-    // SAFETY: interrupts are disabled; t was this CPU's current thread.
-    let thread = unsafe { t.get() };
-    if thread.state == State::Dead {
-        return;
+/// Takes a thread out of whatever run queue it is in (it must be
+/// `Runnable`).
+pub fn remove_from_run_queue(t: ThreadRef) {
+    let thread = t!(t);
+    if thread.queue == Queue::Run {
+        run_queue(thread.cpu).remove(t, thread.priority);
     }
-    thread.state = State::Runnable;
-    let priority = thread.priority;
-    with_queue(|q| q.push(t, priority));
 }
 
-/// Marks the thread dead; it is never scheduled again.
-pub fn kill(t: ThreadRef) {
-    // SAFETY: interrupts are disabled; t is this CPU's current thread and
-    // not in any queue (it was running).
-    let thread = unsafe { t.get() };
-    if thread.state != State::Dead {
-        thread.state = State::Dead;
-        with_queue(|q| q.live_threads = q.live_threads.saturating_sub(1));
-    }
+/// Whether a runnable thread of higher priority than `priority` waits.
+#[inline(always)]
+pub fn higher_priority_waiting(priority: u8) -> bool {
+    run_queue(0)
+        .highest_priority()
+        .is_some_and(|p| p > priority)
 }
 
 /// The thread that entered the kernel on this CPU.
@@ -207,29 +440,78 @@ pub fn current() -> Option<ThreadRef> {
     NonNull::new(current).map(ThreadRef)
 }
 
-/// Runs `t` now: switches address space and restores its user context.
+/// Whether a system call can return straight to `t`, the calling thread:
+/// it still runs and its address space is the one loaded.
+#[inline(always)]
+pub fn can_return_directly(t: ThreadRef) -> bool {
+    let thread = t!(t);
+    thread.state == State::Running && thread.page_table_root() == Some(cpu::read_cr3())
+}
+
+/// Records the thread a system call switches to (see `syscall_continue`).
+pub fn set_next(next: Option<ThreadRef>) {
+    let ptr = next.map_or(core::ptr::null_mut(), |t| t.0.as_ptr());
+    // SAFETY: this CPU's PerCpu, interrupts disabled.
+    unsafe { (*percpu::this_cpu()).next = ptr };
+}
+
+/// Takes the thread recorded by [`set_next`].
+pub fn take_next() -> Option<ThreadRef> {
+    // SAFETY: this CPU's PerCpu, interrupts disabled.
+    let ptr = unsafe { core::mem::replace(&mut (*percpu::this_cpu()).next, core::ptr::null_mut()) };
+    NonNull::new(ptr).map(ThreadRef)
+}
+
+/// Runs `t` now: switches address space and restores its user context. A
+/// thread whose address space was deleted cannot run: it is made inactive
+/// (and reported) and the scheduler picks another.
 pub fn switch_to(t: ThreadRef) -> ! {
-    // SAFETY: interrupts are disabled; t came off the run queue (or is the
-    // current thread resuming), so this CPU owns it.
-    let thread = unsafe { t.get() };
+    let thread = t!(t);
+    let Some(root) = thread.page_table_root() else {
+        crate::kprintln!(
+            "kernel: thread '{}' (id {}) has no address space: stopped",
+            thread.name(),
+            thread.id
+        );
+        set_state(t, State::Inactive);
+        schedule()
+    };
+    set_state(t, State::Running);
+    enter(t, root);
+    restore(thread)
+}
+
+/// Makes `t` (already marked running) this CPU's current thread with the
+/// address space `root`: the per-CPU pointers, the TSS and CR3. Its
+/// context is loaded by the caller.
+#[inline(always)]
+pub fn enter(t: ThreadRef, root: u64) {
+    let thread = t!(t);
     thread.state = State::Running;
     // SAFETY: this CPU's PerCpu, interrupts disabled.
     unsafe { (*percpu::this_cpu()).current = t.0.as_ptr() };
     percpu::set_context_top(thread.context_top());
-    if cpu::read_cr3() != thread.address_space {
+    if cpu::read_cr3() != root {
         // SAFETY: every address space shares the kernel half (copied from
         // the kernel's PML4 at creation), so the kernel keeps running.
-        unsafe { cpu::write_cr3(thread.address_space) };
+        unsafe { cpu::write_cr3(root) };
     }
-    restore(thread)
 }
 
 /// Returns to the thread that entered the kernel on this CPU. Unlike
-/// [`switch_to`] it leaves the per-CPU state, TSS and CR3 alone: they still
-/// describe this thread (this is the common syscall return path).
+/// [`switch_to`] it leaves the per-CPU state and TSS alone: they still
+/// describe this thread (the common syscall return path). Should the
+/// system call have stopped the thread or changed its address space, it
+/// takes the long way.
 pub fn resume(t: ThreadRef) -> ! {
-    // SAFETY: interrupts are disabled; t is this CPU's current thread.
-    restore(unsafe { t.get() })
+    let thread = t!(t);
+    if thread.state != State::Running {
+        schedule()
+    }
+    match thread.page_table_root() {
+        Some(root) if root == cpu::read_cr3() => restore(thread),
+        _ => switch_to(t),
+    }
 }
 
 fn restore(thread: &Thread) -> ! {
@@ -237,9 +519,18 @@ fn restore(thread: &Thread) -> ! {
         fn return_to_user(frame: *const TrapFrame) -> !;
     }
     // SAFETY: the frame is a complete user context (built by the entry
-    // path or by create_user) with user selectors, so iretq/sysretq return
-    // to user mode; a syscall frame's rip came from the CPU and is canonical.
+    // path, by initial_frame or by ThreadRegisters, which checks rip/rsp)
+    // with user selectors, so iretq/sysretq return to user mode; a syscall
+    // frame's rip came from the CPU and is canonical.
     unsafe { return_to_user(&thread.context.0) }
+}
+
+/// Ends the current thread's turn: it goes to the back of its queue.
+pub fn preempt(t: ThreadRef) -> ! {
+    if t!(t).state == State::Running {
+        make_runnable(t);
+    }
+    schedule()
 }
 
 /// Picks the next thread and runs it; halts while there is none. When no
@@ -247,12 +538,19 @@ fn restore(thread: &Thread) -> ! {
 pub fn schedule() -> ! {
     loop {
         cpu::disable_interrupts();
+        if let Some(cur) = current() {
+            // A thread that was running and is still marked so (e.g. it
+            // yielded without being requeued) would be lost: requeue it.
+            if t!(cur).state == State::Running {
+                make_runnable(cur);
+            }
+        }
         // SAFETY: this CPU's PerCpu, interrupts disabled: nothing runs now.
         unsafe { (*percpu::this_cpu()).current = core::ptr::null_mut() };
-        if let Some(next) = with_queue(|q| q.pop_highest()) {
+        if let Some(next) = run_queue(0).pop_highest() {
             switch_to(next);
         }
-        if with_queue(|q| q.live_threads) == 0 {
+        if live_threads() == 0 {
             crate::kprintln!("kernel: no user threads left: powering off");
             crate::exit::exit(crate::exit::ExitCode::Success);
         }

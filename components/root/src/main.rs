@@ -41,10 +41,17 @@ rt::entry!(main);
 const WARM_UP: usize = 100;
 const SAMPLES: usize = 1000;
 
-fn main(arg: u64) -> i32 {
-    println!("root: hello from user space (arg={arg:#x})");
+mod kernel_checks;
+
+fn main(boot_info: u64) -> i32 {
+    let info = read_boot_info(boot_info);
+    let arg = info.map_or(0, fault_selector);
+    println!("root: hello from user space (boot info at {boot_info:#x}, arg={arg:#x})");
     measure_null();
-    let failed = run_checks();
+    let mut failed = run_checks();
+    if let Some(info) = info {
+        failed += kernel_checks::run(info);
+    }
     if failed > 0 {
         println!("root: {failed} checks FAILED");
     }
@@ -64,6 +71,32 @@ fn main(arg: u64) -> i32 {
     }
     println!("root: done");
     0
+}
+
+/// The boot information the kernel passed, if it looks right.
+fn read_boot_info(addr: u64) -> Option<&'static rt::abi::bootinfo::BootInfo> {
+    if addr != rt::abi::bootinfo::BOOT_INFO_ADDR {
+        println!("root: started without boot information (rdi={addr:#x})");
+        return None;
+    }
+    // SAFETY: the kernel maps the boot-information page read-only at
+    // BOOT_INFO_ADDR for root's whole life; BootInfo is plain old data.
+    let info = unsafe { &*(addr as *const rt::abi::bootinfo::BootInfo) };
+    if info.magic != rt::abi::bootinfo::BOOT_INFO_MAGIC {
+        println!("root: boot information has a bad magic number");
+        return None;
+    }
+    Some(info)
+}
+
+/// The deliberate-fault selector `pecan.root-arg=N` from the command line
+/// (0 if absent).
+fn fault_selector(info: &rt::abi::bootinfo::BootInfo) -> u64 {
+    info.cmdline()
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pecan.root-arg="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Times the null system call and prints min and median.

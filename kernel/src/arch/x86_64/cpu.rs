@@ -174,3 +174,47 @@ pub fn flush_tlb_all() {
         asm!("mov cr4, {}", "mov cr4, {}", in(reg) cr4 & !(1 << 7), in(reg) cr4, options(nostack, preserves_flags));
     }
 }
+
+/// Invalidates the TLB entry for the page containing `virt` (this CPU).
+pub fn invlpg(virt: u64) {
+    // SAFETY: invalidating a TLB entry cannot break memory safety; the next
+    // access walks the page tables again.
+    unsafe { asm!("invlpg [{}]", in(reg) virt, options(nostack, preserves_flags)) }
+}
+
+/// Reads a 16-bit value from an I/O port.
+///
+/// # Safety
+/// As for [`inb`].
+pub unsafe fn inw(port: u16) -> u16 {
+    let value: u16;
+    // SAFETY: the caller guarantees the port read is valid.
+    unsafe {
+        asm!("in ax, dx", out("ax") value, in("dx") port, options(nomem, nostack, preserves_flags))
+    }
+    value
+}
+
+/// Reads a 32-bit value from an I/O port.
+///
+/// # Safety
+/// As for [`inb`].
+pub unsafe fn inl(port: u16) -> u32 {
+    let value: u32;
+    // SAFETY: the caller guarantees the port read is valid.
+    unsafe {
+        asm!("in eax, dx", out("eax") value, in("dx") port, options(nomem, nostack, preserves_flags))
+    }
+    value
+}
+
+/// Writes a 32-bit value to an I/O port.
+///
+/// # Safety
+/// As for [`outb`].
+pub unsafe fn outl(port: u16, value: u32) {
+    // SAFETY: the caller guarantees the port write is valid.
+    unsafe {
+        asm!("out dx, eax", in("dx") port, in("eax") value, options(nomem, nostack, preserves_flags))
+    }
+}

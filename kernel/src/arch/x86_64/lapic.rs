@@ -8,6 +8,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use super::{cpu, pit, trap};
 use crate::mm;
 
+const REG_ID: usize = 0x20;
 const REG_EOI: usize = 0xb0;
 const REG_SPURIOUS: usize = 0xf0;
 const REG_TPR: usize = 0x80;
@@ -53,6 +54,15 @@ pub fn init() -> Result<(), mm::MapMmioError> {
 fn enable_on_this_cpu() {
     write(REG_TPR, 0);
     write(REG_SPURIOUS, SPURIOUS_ENABLE | trap::VECTOR_SPURIOUS as u32);
+}
+
+/// This CPU's local APIC id (xAPIC: ID register bits 24..31), or `None`
+/// before [`init`].
+pub fn id() -> Option<u32> {
+    if BASE.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    Some(read(REG_ID) >> 24)
 }
 
 pub fn end_of_interrupt() {

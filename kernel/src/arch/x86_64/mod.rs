@@ -2,13 +2,23 @@
 
 pub mod cpu;
 pub mod gdt;
+pub mod ioapic;
 pub mod lapic;
 pub mod percpu;
 pub mod pit;
 pub mod serial;
 pub mod trap;
 
+use core::sync::atomic::{AtomicU64, Ordering};
+
 use crate::static_cell::StaticCell;
+
+/// CPUs the kernel schedules on (1 until the SMP issue starts the others).
+static CPU_COUNT: AtomicU64 = AtomicU64::new(1);
+
+pub fn cpu_count() -> u64 {
+    CPU_COUNT.load(Ordering::Relaxed)
+}
 
 core::arch::global_asm!(include_str!("boot.s"), options(att_syntax));
 core::arch::global_asm!(include_str!("trap.s"), options(att_syntax));

@@ -22,6 +22,9 @@ pub struct PerCpu {
     self_ptr: *mut PerCpu,
     /// The thread running (or last run) on this CPU; null when idle.
     pub current: *mut crate::thread::Thread,
+    /// Set by a system call that ends in a switch: the thread to run next
+    /// (null: let the scheduler choose). Read by `syscall_continue`.
+    pub next: *mut crate::thread::Thread,
     pub cpu_id: u32,
     tables: *mut gdt::CpuTables,
 }
@@ -46,6 +49,7 @@ static BOOT_CPU: StaticCell<PerCpu> = StaticCell::new(PerCpu {
     scratch: 0,
     self_ptr: core::ptr::null_mut(),
     current: core::ptr::null_mut(),
+    next: core::ptr::null_mut(),
     cpu_id: 0,
     tables: core::ptr::null_mut(),
 });

@@ -1,9 +1,10 @@
-//! The legacy 8254 PIT and 8259 PIC: used only to calibrate the LAPIC timer
-//! and to be silenced.
+//! The legacy 8254 PIT and 8259 PIC: used to calibrate the LAPIC timer, as
+//! an interrupt source for the I/O APIC self-test, and to be silenced.
 
 use super::cpu::{inb, outb};
 use super::trap::VECTOR_PIC_BASE;
 
+const PIT_CHANNEL0: u16 = 0x40;
 const PIT_CHANNEL2: u16 = 0x42;
 const PIT_COMMAND: u16 = 0x43;
 const PORT_B: u16 = 0x61;
@@ -36,6 +37,33 @@ pub fn measure_10ms(start: impl FnOnce()) -> Option<()> {
         }
     }
     None
+}
+
+/// Starts PIT channel 0, whose output is ISA IRQ 0, as a rate generator
+/// (mode 2): one interrupt edge about `hz` times a second (19..=596_591).
+pub fn start_channel0(hz: u32) {
+    let divisor = (PIT_HZ / u64::from(hz.max(1))).clamp(2, 0xffff) as u16;
+    // SAFETY: ports 0x40/0x43 are PIT channel 0 and the command register;
+    // channel 0 is otherwise unused by the kernel.
+    unsafe {
+        outb(PIT_COMMAND, 0b0011_0100); // channel 0, lo/hi byte, mode 2
+        outb(PIT_CHANNEL0, divisor as u8);
+        outb(PIT_CHANNEL0, (divisor >> 8) as u8);
+    }
+}
+
+/// Reprograms PIT channel 0 to mode 0 (interrupt on terminal count): its
+/// output, ISA IRQ 0, drops now, rises once after `ticks` (at 1.193182 MHz)
+/// and then stays high with the channel idle. This stops the periodic mode
+/// and doubles as a one-shot level source.
+pub fn channel0_one_shot(ticks: u16) {
+    let ticks = ticks.max(1);
+    // SAFETY: as in start_channel0.
+    unsafe {
+        outb(PIT_COMMAND, 0b0011_0000); // channel 0, lo/hi byte, mode 0
+        outb(PIT_CHANNEL0, ticks as u8);
+        outb(PIT_CHANNEL0, (ticks >> 8) as u8);
+    }
 }
 
 /// Remaps the 8259 PICs away from the exception vectors and masks them: the

@@ -7,7 +7,7 @@
 
 use core::fmt;
 
-use super::{cpu, lapic};
+use super::{cpu, ioapic, lapic};
 use crate::kprintln;
 
 /// The saved context of an interrupted thread, in the order `trap.s` pushes.
@@ -89,6 +89,7 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
             lapic::end_of_interrupt();
         }
         VECTOR_SPURIOUS => {} // no EOI for spurious interrupts
+        v if ioapic::is_line_vector(v) => crate::irq::on_interrupt(v),
         v if (VECTOR_PIC_BASE..VECTOR_PIC_BASE + 16).contains(&v) => {} // masked PIC noise
         v => {
             kprintln!("warning: unexpected interrupt vector {v}");
@@ -98,29 +99,35 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
 }
 
 /// Entry from user mode (interrupt or exception), on this CPU's kernel
-/// stack; `frame` is the current thread's saved context.
+/// stack. The interrupted context is saved in the current thread (read
+/// from there, not through the pointer the entry passes, so that no two
+/// references alias it).
 #[unsafe(no_mangle)]
-extern "C" fn trap_from_user(frame: &mut TrapFrame) -> ! {
+extern "C" fn trap_from_user(_frame: *mut TrapFrame) -> ! {
     let Some(current) = crate::thread::current() else {
-        panic!(
-            "trap from user mode with no current thread (vector {})",
-            frame.vector
-        );
+        panic!("trap from user mode with no current thread");
     };
-    match frame.vector {
+    // SAFETY: interrupts are disabled; current is this CPU's thread.
+    let vector = unsafe { current.get() }.context.0.vector;
+    match vector {
         0..=31 => {
-            user_fault(current, frame);
-            crate::thread::kill(current);
+            user_fault(current);
             crate::thread::schedule()
         }
         VECTOR_TIMER => {
             crate::time::on_timer_tick();
             lapic::end_of_interrupt();
             // Round robin: every tick ends the running thread's timeslice.
-            crate::thread::requeue(current);
-            crate::thread::schedule()
+            crate::thread::preempt(current)
         }
         VECTOR_SPURIOUS => crate::thread::resume(current),
+        v if ioapic::is_line_vector(v) => {
+            crate::irq::on_interrupt(v);
+            if crate::thread::higher_priority_waiting(unsafe_priority(current)) {
+                crate::thread::preempt(current)
+            }
+            crate::thread::resume(current)
+        }
         v => {
             if !(VECTOR_PIC_BASE..VECTOR_PIC_BASE + 16).contains(&v) {
                 kprintln!("warning: unexpected interrupt vector {v}");
@@ -131,18 +138,55 @@ extern "C" fn trap_from_user(frame: &mut TrapFrame) -> ! {
     }
 }
 
-/// Reports a user thread's exception. Fault handlers (fault messages to a
-/// thread's fault endpoint) come with IPC; until then the thread stops and
-/// the rest of the system keeps running.
-fn user_fault(current: crate::thread::ThreadRef, frame: &TrapFrame) {
+fn unsafe_priority(t: crate::thread::ThreadRef) -> u8 {
+    // SAFETY: interrupts are disabled; t is this CPU's thread.
+    unsafe { t.get() }.priority
+}
+
+/// A user thread's exception: a fault message to its fault endpoint, which
+/// the handler answers to resume the thread; without a handler the thread
+/// is stopped and reported, and the rest of the system keeps running.
+fn user_fault(current: crate::thread::ThreadRef) {
     // SAFETY: interrupts are disabled; current is this CPU's thread.
     let thread = unsafe { current.get() };
+    let frame = thread.context.0;
+    let msg = if frame.vector == VECTOR_PAGE_FAULT {
+        [
+            abi::fault::LABEL_PAGE_FAULT,
+            cpu::read_cr2(),
+            frame.rip,
+            frame.error_code,
+            0,
+        ]
+    } else {
+        [
+            abi::fault::LABEL_EXCEPTION,
+            0,
+            frame.rip,
+            frame.vector,
+            frame.error_code,
+        ]
+    };
+    if let Some(handler) = thread.fault_endpoint.cap {
+        thread.kernel_msg = msg;
+        let sent = crate::ipc::send(
+            current,
+            handler.object,
+            handler.badge,
+            false,
+            crate::thread::SendKind::Fault,
+            true,
+        );
+        if sent.is_ok() {
+            return;
+        }
+    }
     if frame.vector == VECTOR_PAGE_FAULT {
         kprintln!(
             "kernel: thread '{}' (id {}) faulted: page fault at {:#x} ({}), rip {:#x}; no fault handler: thread stopped",
             thread.name(),
             thread.id,
-            cpu::read_cr2(),
+            msg[1],
             PageFaultCause(frame.error_code),
             frame.rip
         );
@@ -156,6 +200,7 @@ fn user_fault(current: crate::thread::ThreadRef, frame: &TrapFrame) {
             frame.rip
         );
     }
+    crate::thread::set_state(current, crate::thread::State::Inactive);
 }
 
 fn exception(frame: &mut TrapFrame) {

@@ -1,0 +1,260 @@
+//! Address-space objects, mapping and unmapping frames.
+//!
+//! An address space made by `Retype` with `size_bits = s` is an object of
+//! 2^(s+1) bytes:
+//!
+//! | page | contents |
+//! |------|----------|
+//! | 0 | the top-level page table (PML4); entries 256..512 are the kernel half, copied from the kernel's PML4 |
+//! | 1 | [`Header`]: reference count, ASID, the pool's free list |
+//! | 2.. | the page-table pool: every lower-level page table of this address space comes from here |
+//!
+//! So the memory for page tables is paid for by whoever made the address
+//! space, a full pool makes `Map` fail with `OutOfMemory` for this space
+//! only, and unmapping returns emptied tables to the pool.
+//!
+//! # ASIDs and stale mappings
+//!
+//! A frame capability records its one mapping as the address space's ASID
+//! with a generation (in `badge`) and the virtual address (in `extra`, bit 0
+//! = mapped). The ASID table maps an ASID to the address space's physical
+//! address; destroying an address space frees its ASID and bumps the
+//! generation, so a frame capability still recording a mapping in a dead
+//! space is recognised as stale and never touches memory that may have been
+//! reused. Unmapping also checks that the page table still maps *this*
+//! frame at that address before removing anything.
+//!
+//! Pool pages are zero except for the free-list link in their first word,
+//! which is cleared when a page is handed out as a table.
+
+use alloc::vec::Vec;
+
+use abi::map::{Cache, MapAttr};
+use abi::Error;
+use kcore::cap::Capability;
+use kcore::paging::{CacheAttr, MapError, MapFlags, PageSize, PageTable, TableMemory};
+use kcore::phys::PAGE_SIZE;
+use spin::Mutex;
+
+use crate::arch::cpu;
+use crate::mm::{self, phys_to_virt};
+
+#[repr(C)]
+pub struct Header {
+    pub refs: u64,
+    pub asid: u64,
+    /// Physical address of the first free pool page, 0 if none.
+    free_head: u64,
+}
+
+/// Most address spaces that can exist at once.
+pub const MAX_ASIDS: usize = 16384;
+
+struct AsidTable {
+    /// Per ASID: the address space's physical address (0 = free) and the
+    /// generation, bumped on every release.
+    entries: Vec<(u64, u64)>,
+    free: usize,
+}
+
+static ASIDS: Mutex<AsidTable> = Mutex::new(AsidTable {
+    entries: Vec::new(),
+    free: 0,
+});
+
+/// Number of address spaces that can still be made.
+pub fn free_asids() -> usize {
+    let table = ASIDS.lock();
+    if table.entries.is_empty() {
+        MAX_ASIDS
+    } else {
+        table.free
+    }
+}
+
+fn alloc_asid(space: u64) -> Option<u64> {
+    let mut table = ASIDS.lock();
+    if table.entries.is_empty() {
+        table.entries = alloc::vec![(0, 0); MAX_ASIDS];
+        table.free = MAX_ASIDS - 1;
+        table.entries[0] = (u64::MAX, 0); // ASID 0 is never used
+    }
+    let (index, entry) = table
+        .entries
+        .iter_mut()
+        .enumerate()
+        .find(|(_, e)| e.0 == 0)?;
+    entry.0 = space;
+    table.free -= 1;
+    Some(index as u64)
+}
+
+pub fn header(space: u64) -> &'static mut Header {
+    crate::object::object(space + PAGE_SIZE)
+}
+
+/// Sets up a freshly retyped (zeroed) address space at `space` with a pool
+/// sized by `size_bits`. The caller checked that an ASID is free.
+pub fn init(space: u64, size_bits: u64) {
+    let kernel = mm::kernel_page_table();
+    let mut mem = Pool { space };
+    for index in 256..512 {
+        let entry = mem.read_entry(kernel, index);
+        mem.write_entry(space, index, entry);
+    }
+    let pages = (1u64 << (size_bits + 1)) / PAGE_SIZE;
+    let mut free_head = 0;
+    for page in (2..pages).rev() {
+        let phys = space + page * PAGE_SIZE;
+        // SAFETY: a pool page of this fresh object, direct-mapped.
+        unsafe { (phys_to_virt(phys) as *mut u64).write(free_head) };
+        free_head = phys;
+    }
+    let asid = alloc_asid(space).unwrap_or(0);
+    *header(space) = Header {
+        refs: 1,
+        asid,
+        free_head,
+    };
+}
+
+/// The last capability to the address space went.
+pub fn destroy(space: u64) {
+    let h = header(space);
+    {
+        let mut table = ASIDS.lock();
+        if let Some(entry) = table.entries.get_mut(h.asid as usize) {
+            if entry.0 == space {
+                *entry = (0, entry.1.wrapping_add(1));
+                table.free += 1;
+            }
+        }
+    }
+    h.asid = 0;
+    if cpu::read_cr3() == space {
+        // SAFETY: the kernel's page table maps the kernel like every space.
+        unsafe { cpu::write_cr3(mm::kernel_page_table()) };
+    }
+}
+
+/// Page-table memory of one address space: its pool.
+struct Pool {
+    space: u64,
+}
+
+impl TableMemory for Pool {
+    fn read_entry(&self, table_phys: u64, index: usize) -> u64 {
+        // SAFETY: tables are the PML4 or pool pages of a live address space
+        // (or the kernel's PML4), RAM in the direct map.
+        unsafe { mm::read_table_entry(table_phys, index) }
+    }
+
+    fn write_entry(&mut self, table_phys: u64, index: usize, value: u64) {
+        // SAFETY: as in read_entry; only this address space's tables are
+        // written, with interrupts disabled.
+        unsafe { mm::write_table_entry(table_phys, index, value) }
+    }
+
+    fn alloc_table(&mut self) -> Option<u64> {
+        let h = header(self.space);
+        let page = h.free_head;
+        if page == 0 {
+            return None;
+        }
+        let link = phys_to_virt(page) as *mut u64;
+        // SAFETY: a free pool page: its first word is the link, the rest is
+        // zero; clearing the link makes it an empty table.
+        unsafe {
+            h.free_head = link.read();
+            link.write(0);
+        }
+        Some(page)
+    }
+
+    fn free_table(&mut self, phys: u64) {
+        let h = header(self.space);
+        // SAFETY: an emptied (all-zero) table of this pool goes back on the
+        // free list.
+        unsafe { (phys_to_virt(phys) as *mut u64).write(h.free_head) };
+        h.free_head = phys;
+    }
+}
+
+fn cache_attr(cache: Cache) -> CacheAttr {
+    match cache {
+        Cache::WriteBack => CacheAttr::WriteBack,
+        Cache::Uncached => CacheAttr::Uncached,
+        Cache::WriteCombining => CacheAttr::WriteCombining,
+        Cache::WriteThrough => CacheAttr::WriteThrough,
+    }
+}
+
+pub fn frame_size(kind: abi::ObjectType) -> PageSize {
+    if kind == abi::ObjectType::Frame2M {
+        PageSize::Size2M
+    } else {
+        PageSize::Size4K
+    }
+}
+
+/// Maps `frame` into `space` at `vaddr`; on success returns the values to
+/// record in the frame capability (`badge`, `extra`). Changes nothing on
+/// error.
+pub fn map(space: u64, frame: &Capability, vaddr: u64, attr: MapAttr) -> Result<(u64, u64), Error> {
+    let flags = MapFlags {
+        writable: attr.writable,
+        user: true,
+        executable: attr.executable,
+        global: false,
+    };
+    let size = frame_size(frame.kind);
+    let result = PageTable::new(space).map(
+        &mut Pool { space },
+        vaddr,
+        frame.object,
+        size,
+        flags,
+        cache_attr(attr.cache),
+    );
+    match result {
+        Ok(()) => {}
+        Err(MapError::AlreadyMapped { .. } | MapError::HugePageInTheWay { .. }) => {
+            return Err(Error::AlreadyMapped)
+        }
+        Err(MapError::OutOfTableMemory) => return Err(Error::OutOfMemory),
+        Err(_) => return Err(Error::InvalidArgument),
+    }
+    let h = header(space);
+    let generation = ASIDS.lock().entries.get(h.asid as usize).map_or(0, |e| e.1);
+    Ok((h.asid | (generation << 16), vaddr | 1))
+}
+
+/// Whether a frame capability records a mapping.
+pub fn is_mapped(frame: &Capability) -> bool {
+    frame.extra & 1 != 0
+}
+
+/// Removes the mapping a frame capability records, if its address space
+/// is still alive and still maps this frame there. The caller clears the
+/// record.
+pub fn unmap_cap(frame: &Capability) {
+    if !is_mapped(frame) {
+        return;
+    }
+    let asid = (frame.badge & 0xffff) as usize;
+    let generation = frame.badge >> 16;
+    let vaddr = frame.extra & !1;
+    let space = match ASIDS.lock().entries.get(asid) {
+        Some(&(space, gen)) if space != 0 && space != u64::MAX && gen == generation => space,
+        _ => return,
+    };
+    let mut pool = Pool { space };
+    let table = PageTable::new(space);
+    match table.translate(&pool, vaddr) {
+        Some(t) if t.phys == frame.object && t.size == frame_size(frame.kind) => {}
+        _ => return,
+    }
+    if table.unmap(&mut pool, vaddr).is_ok() && cpu::read_cr3() == space {
+        cpu::invlpg(vaddr);
+    }
+}
