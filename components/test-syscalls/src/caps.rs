@@ -2,6 +2,7 @@
 //! `Retype`, with two-level capability addresses (`abi::caddr`).
 
 use rt::abi::caddr::{in_table, split};
+use rt::abi::object::MIN_PT_POOL_BITS;
 use rt::abi::{CapSlot, Error, MsgInfo, ObjectType, Rights, Sys};
 
 use crate::helpers::delete;
@@ -320,7 +321,11 @@ fn retype(t: &mut Test) {
     for (case, kind, bits) in [
         ("thread", ObjectType::Thread, 0),
         ("cap-table", ObjectType::CapTable, 4),
-        ("address-space", ObjectType::AddressSpace, 12),
+        (
+            "address-space",
+            ObjectType::AddressSpace,
+            MIN_PT_POOL_BITS.into(),
+        ),
         ("frame", ObjectType::Frame4K, 0),
         ("untyped", ObjectType::Untyped, 12),
     ] {
@@ -379,9 +384,9 @@ fn retype(t: &mut Test) {
             inval,
         ),
         (
-            "address-space-pool-11",
+            "address-space-pool-too-small",
             ObjectType::AddressSpace as u64,
-            11,
+            (MIN_PT_POOL_BITS - 1).into(),
             t.slot(),
             1,
             inval,

@@ -288,11 +288,29 @@ fn capability_transfer(t: &mut Test, ep: CapSlot) {
         0,
     );
 
+    // A capability that cannot be transferred does not stop the message:
+    // it arrives with caps = 0 (kernel/src/ipc.rs; docs/abi.md is silent).
+    let landing = t.slot();
+    ECHO_RECV_SLOT.store(landing, Ordering::SeqCst);
+    let _ = previous_label(ep);
     let empty = t.slot();
     buf_write(MAIN_BUFFER, SEND_CAP, empty);
     let r = raw_call(ep, info(0x420, 0, 1), [0; 4]);
-    t.err(Sys::Call, "send-cap-empty-slot", &r, Error::EmptySlot);
+    t.ok(Sys::Call, "send-cap-empty-slot", &r);
+    t.eq(
+        Sys::Call,
+        "empty-send-cap-arrives-as-none",
+        MsgInfo(rec(ECHO_INFO)).caps() as u64,
+        0,
+    );
+    t.err(
+        Sys::Call,
+        "landing-slot-stays-empty",
+        &sys2(Sys::Signal, landing, 0),
+        Error::EmptySlot,
+    );
     buf_write(MAIN_BUFFER, SEND_CAP, 0);
+    ECHO_RECV_SLOT.store(0, Ordering::SeqCst);
 }
 
 /// Helper 2 without an IPC buffer: a long send fails with `BadAddress`; a

@@ -2,6 +2,7 @@
 //! `MAP_VA` on (free until this module maps them).
 
 use rt::abi::map::{CACHE_SHIFT, EXECUTABLE, WRITABLE};
+use rt::abi::object::MIN_PT_POOL_BITS;
 use rt::abi::{CapSlot, Error, ObjectType, Rights, Sys};
 
 use crate::helpers::map_new_frame;
@@ -207,14 +208,14 @@ fn rights(t: &mut Test) {
     );
 }
 
-/// An address space whose page-table pool (one page) cannot hold the
+/// An address space whose page-table pool (the smallest) cannot hold the
 /// tables a mapping needs fails with `OutOfMemory`.
 fn page_table_pool(t: &mut Test) {
-    let vspace = t.make(ObjectType::AddressSpace, 12);
+    let vspace = t.make(ObjectType::AddressSpace, MIN_PT_POOL_BITS.into());
     let frame = t.make(ObjectType::Frame4K, 0);
     let mut result = 0;
     let mut mapped = 0;
-    // Each 512 GiB region needs three new tables; the pool has one page.
+    // Each 512 GiB region needs three new tables; the pool has two pages.
     for region in 0..4u64 {
         let alias = t.copy(frame);
         result = code(&map(vspace, alias, (region << 39) | 0x1000, 0));
@@ -224,7 +225,7 @@ fn page_table_pool(t: &mut Test) {
         mapped += 1;
     }
     if result == 0 {
-        rt::println!("test-syscalls: {mapped} regions mapped with a one-page pool");
+        rt::println!("test-syscalls: {mapped} regions mapped with the smallest page-table pool");
     }
     t.expect(
         Sys::Map,

@@ -248,11 +248,27 @@ fn start_and_sched(t: &mut Test) {
         &start(thread, rip, rsp),
         Error::InvalidState,
     );
-    // Deleting the only capability of a running thread stops it.
+    // A thread lives while a capability to it is left; deleting the last
+    // one stops it.
     t.ok(
         Sys::CapDelete,
         "running-thread",
         &sys2(Sys::CapDelete, thread, 0),
+    );
+    let before = SPINS.load(Ordering::SeqCst);
+    yields(10);
+    let after = SPINS.load(Ordering::SeqCst);
+    t.holds(
+        Sys::CapDelete,
+        "thread-lives-while-a-copy-is-left",
+        after > before,
+        "more spins",
+        after - before,
+    );
+    t.ok(
+        Sys::CapDelete,
+        "last-thread-capability",
+        &sys2(Sys::CapDelete, read_only, 0),
     );
     let before = SPINS.load(Ordering::SeqCst);
     yields(10);
