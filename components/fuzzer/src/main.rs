@@ -20,7 +20,9 @@
 //! Numbers: mostly the 31 system calls of `abi::Sys`, uniformly; one in 16
 //! calls an unknown number (just above the range, or any u64). Arguments:
 //! three calls in four get arguments shaped like the call's parameters
-//! (slots for slots, message-info words for message infos, ...), the rest
+//! (slots for slots — three times in five one where the set-up below put
+//! an object of the type the call expects —, message-info words for
+//! message infos, ...), the rest
 //! random words of any class; each argument of a shaped call is still
 //! replaced by a word of any class one time in eight. The classes:
 //! small slot numbers (0..24: empty slots, its own untyped and service
@@ -60,7 +62,10 @@
 //! - `CapDelete` of its own slots 1 (untyped) and 2 (service endpoint)
 //!   deletes slot 21 instead: without them it could neither make objects
 //!   nor tell the pinger it is done. (`CapRevoke` of both is allowed: it
-//!   deletes only what was made or derived from them.)
+//!   deletes only what was made or derived from them; but only one random
+//!   revoke of the untyped in [`REVOKE_ALL_ONE_IN`] goes through, the
+//!   others revoke the child untyped, so that objects live long enough
+//!   between set-ups to be hit.)
 //!
 //! It holds no capability to its own thread, capability space or address
 //! space (`abi::child`), so no call can change its own memory except its
@@ -121,7 +126,11 @@ pub const DEFAULT_CALLS: u64 = 1_000_000;
 /// Progress line interval.
 pub const PROGRESS_EVERY: u64 = 100_000;
 /// Objects are made afresh this often.
-pub const SETUP_EVERY: u64 = 50_000;
+pub const SETUP_EVERY: u64 = 10_000;
+/// A random revoke of the whole untyped memory (which deletes every object
+/// until the next set-up) goes through one time in this many; the others
+/// revoke the child untyped.
+const REVOKE_ALL_ONE_IN: u64 = 16;
 /// Calls printed before they are made when tracing.
 const TRACED_CALLS: u64 = 1000;
 /// Violations printed in full.
@@ -188,7 +197,8 @@ impl Rng {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     None,
-    Slot,
+    /// A slot, preferably one holding an object of this kind.
+    Slot(Obj),
     Ptr,
     Len,
     Info,
@@ -206,34 +216,53 @@ enum Kind {
     Port,
 }
 
-/// The parameters of every call, in number order (`abi::Sys`).
+/// The kinds of objects the set-up makes, for slot arguments.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Obj {
+    Any,
+    Endpoint,
+    Notification,
+    Thread,
+    Table,
+    VSpace,
+    Frame,
+    Untyped,
+    /// Slots that are usually empty: destinations.
+    Free,
+}
+
+/// The parameters of every call (`abi::Sys`).
 fn shape(sys: Sys) -> [Kind; 6] {
     use Kind::*;
-    let ipc = [Slot, Info, Word, Word, Word, Word];
+    let any = Slot(Obj::Any);
+    let ep = Slot(Obj::Endpoint);
+    let ntfn = Slot(Obj::Notification);
+    let thread = Slot(Obj::Thread);
+    let frame = Slot(Obj::Frame);
+    let vspace = Slot(Obj::VSpace);
+    let free = Slot(Obj::Free);
+    let ipc = [ep, Info, Word, Word, Word, Word];
     match sys {
         Sys::Null | Sys::Yield => [None; 6],
         Sys::DebugWrite => [Ptr, Len, None, None, None, None],
         Sys::ThreadExit => [Word, None, None, None, None, None],
         Sys::Send | Sys::NbSend | Sys::Recv | Sys::NbRecv | Sys::Call | Sys::ReplyRecv => ipc,
         Sys::Reply => [Word, Info, Word, Word, Word, Word],
-        Sys::Signal
-        | Sys::Wait
-        | Sys::Poll
-        | Sys::CapDelete
-        | Sys::CapRevoke
-        | Sys::Unmap
-        | Sys::ThreadSuspend
-        | Sys::ThreadResume
-        | Sys::IrqAck => [Slot, None, None, None, None, None],
-        Sys::CapCopy | Sys::IrqBind | Sys::BindNotification => [Slot, Slot, None, None, None, None],
-        Sys::CapMint => [Slot, Slot, Rights, Badge, None, None],
-        Sys::Retype => [Slot, Type, Bits, Slot, Count, None],
-        Sys::Map => [Slot, Slot, VAddr, Attr, None, None],
-        Sys::ThreadConfigure => [Slot, Slot, Slot, VAddr, Slot, None],
-        Sys::ThreadSetSchedParams => [Slot, Prio, Cpu, None, None, None],
-        Sys::ThreadStart => [Slot, VAddr, VAddr, Word, None, None],
-        Sys::ThreadRegisters => [Slot, Flag, None, None, None, None],
-        Sys::IoPort => [Slot, Port, Flag, Count, Word, None],
+        Sys::Signal | Sys::Wait | Sys::Poll => [ntfn, None, None, None, None, None],
+        Sys::CapDelete | Sys::CapRevoke | Sys::IrqAck => [any, None, None, None, None, None],
+        Sys::Unmap => [frame, None, None, None, None, None],
+        Sys::ThreadSuspend | Sys::ThreadResume => [thread, None, None, None, None, None],
+        Sys::CapCopy => [any, free, None, None, None, None],
+        Sys::IrqBind => [any, ntfn, None, None, None, None],
+        Sys::BindNotification => [thread, ntfn, None, None, None, None],
+        Sys::CapMint => [any, free, Rights, Badge, None, None],
+        Sys::Retype => [Slot(Obj::Untyped), Type, Bits, free, Count, None],
+        Sys::Map => [vspace, frame, VAddr, Attr, None, None],
+        Sys::ThreadConfigure => [thread, Slot(Obj::Table), vspace, VAddr, ep, None],
+        Sys::ThreadSetSchedParams => [thread, Prio, Cpu, None, None, None],
+        Sys::ThreadStart => [thread, VAddr, VAddr, Word, None, None],
+        Sys::ThreadRegisters => [thread, Flag, None, None, None, None],
+        Sys::IoPort => [any, Port, Flag, Count, Word, None],
     }
 }
 
@@ -266,6 +295,43 @@ impl Fuzzer {
             17 => r.below(2 << child::CSPACE_BITS),
             18 => r.pick(&[u32::MAX as u64, 1 << child::CSPACE_BITS, u64::MAX, 1 << 32]),
             _ => r.next(),
+        }
+    }
+
+    /// A slot, three times in five one where set-up put an object of kind
+    /// `obj` (in its own space or in the table it made).
+    fn typed_slot(&mut self, obj: Obj) -> u64 {
+        let r = &mut self.rng;
+        if obj == Obj::Any || r.below(5) >= 3 {
+            return self.slot();
+        }
+        let table = |i: u64| caddr::in_table(TABLE, i as u32);
+        let own = |i: u32| caddr::own(i);
+        match obj {
+            Obj::Endpoint => match r.below(6) {
+                0 => own(SERVICE_ENDPOINT),
+                1 => own(SPARE),
+                2 => table(r.pick(&[1, 3, 4, 5, 6])),
+                3 => own(EP0),
+                _ => own(EP1),
+            },
+            Obj::Notification => match r.below(4) {
+                0 => table(2),
+                1 => own(NTFN0),
+                _ => own(NTFN1),
+            },
+            Obj::Thread => own(THREAD0 + r.below(2) as u32),
+            Obj::Table => own(TABLE),
+            Obj::VSpace => own(VSPACE),
+            Obj::Frame => match r.below(4) {
+                0 => table(8 + r.below(2)),
+                _ => own(FRAME0 + r.below(4) as u32),
+            },
+            Obj::Untyped => own(if r.one_in(2) { UNTYPED } else { CHILD_UNTYPED }),
+            Obj::Free | Obj::Any => match r.below(3) {
+                0 => table(r.below(1 << TABLE_BITS)),
+                _ => own(SPARE + r.below(SMALL_SLOTS - u64::from(SPARE)) as u32),
+            },
         }
     }
 
@@ -387,7 +453,7 @@ impl Fuzzer {
                     r.next()
                 }
             }
-            Kind::Slot => self.slot(),
+            Kind::Slot(obj) => self.typed_slot(obj),
             Kind::Ptr => self.pointer(),
             Kind::Len => r.pick(&[0, 1, 7, 8, 64, 4095, 4096, 4097, 1 << 32, u64::MAX]),
             Kind::Info => self.info(),
@@ -493,8 +559,9 @@ impl core::fmt::Display for CallRecord {
     }
 }
 
-/// Makes the blocking and self-destroying forms harmless (see the module doc).
-fn defuse(number: u64, args: &mut [u64; 6]) -> u64 {
+/// Makes the blocking and self-destroying forms harmless (see the module
+/// doc); `revoke_all` allows a revoke of the whole untyped memory.
+fn defuse(number: u64, args: &mut [u64; 6], revoke_all: bool) -> u64 {
     let Some(sys) = Sys::from_raw(number) else {
         return number;
     };
@@ -514,6 +581,10 @@ fn defuse(number: u64, args: &mut [u64; 6]) -> u64 {
         Sys::Send | Sys::Call => Sys::NbSend as u64,
         Sys::CapDelete if matches!(caddr::split(args[0]), (0, UNTYPED | SERVICE_ENDPOINT)) => {
             args[0] = caddr::own(SPARE);
+            number
+        }
+        Sys::CapRevoke if args[0] == caddr::own(UNTYPED) && !revoke_all => {
+            args[0] = caddr::own(CHILD_UNTYPED);
             number
         }
         _ => number,
@@ -584,7 +655,7 @@ fn violation(number: u64, args: &[u64; 6], rax: u64) -> Option<&'static str> {
             Some("IoPort accepted a width other than 1, 2, 4")
         }
         Sys::Reply | Sys::Yield => None,
-        _ if shape(sys)[0] == Kind::Slot && own_index_too_big(args[0]) => {
+        _ if matches!(shape(sys)[0], Kind::Slot(_)) && own_index_too_big(args[0]) => {
             Some("a slot index past the capability space was accepted")
         }
         _ => None,
@@ -654,7 +725,8 @@ fn main(arg: u64) -> i32 {
         if number == Sys::DebugWrite as u64 {
             args[..2].copy_from_slice(&debug_write_args(&mut fuzzer));
         }
-        number = defuse(number, &mut args);
+        let revoke_all = fuzzer.rng.one_in(REVOKE_ALL_ONE_IN);
+        number = defuse(number, &mut args, revoke_all);
         let record = CallRecord {
             index,
             number,
@@ -764,7 +836,7 @@ fn set_up(rng: &mut Rng, stats: &mut Stats, index: u64) {
     for slot in EP0..SMALL_SLOTS as u32 {
         set_up_call(stats, index, Sys::CapDelete, [own(slot), 0, 0, 0, 0, 0]);
     }
-    let steps: [(Sys, [u64; 6]); 22] = [
+    let steps: [(Sys, [u64; 6]); 23] = [
         (Sys::CapRevoke, [untyped, 0, 0, 0, 0, 0]),
         (Sys::Retype, [untyped, ep, 0, own(EP0), 2, 0]),
         (Sys::Retype, [untyped, ntfn, 0, own(NTFN0), 2, 0]),
@@ -836,7 +908,13 @@ fn set_up(rng: &mut Rng, stats: &mut Stats, index: u64) {
             Sys::ThreadConfigure,
             [own(THREAD0), own(TABLE), own(VSPACE), DATA_VA, own(EP0), 0],
         ),
-        (Sys::ThreadSetSchedParams, [own(THREAD0), prio, 0, 0, 0, 0]),
+        // At the fuzzer's priority, so it runs (and faults) when the
+        // fuzzer yields; the other thread gets a random priority.
+        (
+            Sys::ThreadSetSchedParams,
+            [own(THREAD0), u64::from(child::PRIORITY), 0, 0, 0, 0],
+        ),
+        (Sys::ThreadSetSchedParams, [own(THREAD1), prio, 0, 0, 0, 0]),
         (
             Sys::ThreadStart,
             [own(THREAD0), CODE_VA, STACK_VA + 0x1000, index, 0, 0],
