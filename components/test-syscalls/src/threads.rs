@@ -255,25 +255,27 @@ fn start_and_sched(t: &mut Test) {
         "running-thread",
         &sys2(Sys::CapDelete, thread, 0),
     );
-    let before = SPINS.load(Ordering::SeqCst);
-    yields(10);
-    let after = SPINS.load(Ordering::SeqCst);
+    let spun = spins_while_yielding();
     t.holds(
         Sys::CapDelete,
         "thread-lives-while-a-copy-is-left",
-        after > before,
+        spun > 0,
         "more spins",
-        after - before,
+        spun,
     );
     t.ok(
         Sys::CapDelete,
         "last-thread-capability",
         &sys2(Sys::CapDelete, read_only, 0),
     );
+    t.eq(Sys::CapDelete, "thread-stops", spins_while_yielding(), 0);
+}
+
+/// How often the spinner counted while this thread yielded 10 times.
+fn spins_while_yielding() -> u64 {
     let before = SPINS.load(Ordering::SeqCst);
     yields(10);
-    let after = SPINS.load(Ordering::SeqCst);
-    t.eq(Sys::CapDelete, "thread-stops", after, before);
+    SPINS.load(Ordering::SeqCst) - before
 }
 
 fn suspend_and_registers(t: &mut Test) {
@@ -292,13 +294,11 @@ fn suspend_and_registers(t: &mut Test) {
         "ok",
         &sys2(Sys::ThreadSuspend, thread, 0),
     );
-    let before = SPINS.load(Ordering::SeqCst);
-    yields(10);
     t.eq(
         Sys::ThreadSuspend,
         "thread-stops",
-        SPINS.load(Ordering::SeqCst),
-        before,
+        spins_while_yielding(),
+        0,
     );
     let read_only = t.mint(thread, Rights::READ, 0);
     let write_only = t.mint(thread, Rights::WRITE, 0);
