@@ -74,24 +74,27 @@ syscalls! {
     /// size bits arg 2 (for sized types), first destination slot arg 3,
     /// count arg 4.
     Retype = 18,
-    /// Map frame arg 1 into address space arg 0 at address arg 2 with
-    /// rights and cache attribute packed in arg 3; page tables needed are
-    /// paid from untyped arg 4.
+    /// Map frame arg 1 into address space arg 0 at address arg 2 with the
+    /// attribute word arg 3 ([`crate::map`]); page tables come from the
+    /// address space's own pool.
     Map = 19,
-    /// Unmap frame arg 0 from wherever it is mapped.
+    /// Unmap the mapping made with frame capability arg 0.
     Unmap = 20,
     /// Configure thread arg 0: cspace arg 1, vspace arg 2, IPC buffer
     /// address arg 3, fault endpoint arg 4.
     ThreadConfigure = 21,
     /// Set thread arg 0's priority (arg 1) and CPU (arg 2).
     ThreadSetSchedParams = 22,
-    /// Set thread arg 0's instruction pointer arg 1 and stack pointer arg 2
-    /// and make it runnable.
+    /// Start configured, inactive (new, suspended or exited) thread arg 0
+    /// at instruction pointer arg 1 with stack pointer arg 2 and `rdi` =
+    /// arg 3.
     ThreadStart = 23,
+    /// Stop thread arg 0 until `ThreadResume`.
     ThreadSuspend = 24,
+    /// Continue suspended thread arg 0.
     ThreadResume = 25,
-    /// Read (arg 1 = 0) or write (arg 1 = 1) thread arg 0's registers
-    /// through the caller's IPC buffer.
+    /// Read (arg 1 = 0) or write (arg 1 = 1) the registers of thread arg 0
+    /// (not the caller) through the caller's IPC buffer.
     ThreadRegisters = 26,
     /// Bind IRQ handler cap arg 0 to notification arg 1.
     IrqBind = 27,

@@ -50,7 +50,7 @@ pub fn ipc_buffer_ptr(thread: &Thread, write: bool) -> Option<*mut u64> {
     }
     let root = thread.page_table_root()?;
     let tr = mm::translate(root, thread.ipc_buffer)?;
-    if !tr.flags.user || (write && !tr.flags.writable) {
+    if !tr.flags.user || (write && !tr.flags.writable) || !mm::is_direct_mapped(tr.phys) {
         return None;
     }
     // The buffer is IPC_BUFFER_ALIGN-aligned, so it lies within this page.
@@ -157,16 +157,7 @@ pub fn clear_mapping(id: kcore::cap::SlotId) {
 /// Links `caller` (blocked for a reply) to `server`. An older unanswered
 /// caller of `server` is aborted.
 fn set_caller(server: ThreadRef, caller: ThreadRef, is_fault: bool) {
-    if let Some(old) = t!(server).caller.take() {
-        let o = t!(old);
-        o.reply_from = None;
-        if o.reply_is_fault {
-            thread::set_state(old, State::Inactive);
-        } else {
-            o.frame().rax = Error::Aborted.raw();
-            thread::make_runnable(old);
-        }
-    }
+    object::abandon_caller(server);
     t!(server).caller = Some(caller);
     let c = t!(caller);
     c.reply_from = Some(server);

@@ -250,13 +250,17 @@ pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError
 
     let mut index = 0usize;
     let mut lost = 0u64;
-    for (start, bits) in untyped_blocks() {
+    let ram = untyped_blocks().map(|block| (block, false));
+    let device = device_blocks(boot).into_iter().map(|block| (block, true));
+    for ((start, bits), is_device) in ram.chain(device) {
         if index == bootinfo::MAX_UNTYPED {
-            lost += 1 << bits;
+            if !is_device {
+                lost += 1 << bits;
+            }
             continue;
         }
         let mut c = Capability::new(ObjectType::Untyped, start, Rights::ALL);
-        c.badge = object::untyped_badge(bits, false);
+        c.badge = object::untyped_badge(bits, is_device);
         cap::insert_root(
             &mut KernelSlots,
             slot_at(slot::UNTYPED_FIRST + index as u32),
@@ -265,17 +269,21 @@ pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError
         info.untyped[index] = UntypedInfo {
             phys: start,
             size_bits: bits as u8,
-            device: 0,
+            device: u8::from(is_device),
             _reserved: [0; 6],
         };
         index += 1;
     }
     info.untyped_count = index as u64;
     info.first_free_slot = u64::from(slot::UNTYPED_FIRST) + index as u64;
-    let total: u64 = info.untyped().iter().map(|u| 1u64 << u.size_bits).sum();
+    let (mut ram, mut device) = (0u64, 0u64);
+    for u in info.untyped() {
+        *if u.device == 0 { &mut ram } else { &mut device } += 1u64 << u.size_bits;
+    }
     crate::kprintln!(
-        "kernel: root gets {} MiB of untyped memory in {index} capabilities",
-        total >> 20
+        "kernel: root gets {} MiB of untyped memory and {} MiB of device memory in {index} capabilities",
+        ram >> 20,
+        device >> 20
     );
     if lost > 0 {
         crate::kprintln!(
@@ -307,6 +315,53 @@ fn untyped_blocks() -> impl Iterator<Item = (u64, u32)> {
             abi::object::MAX_UNTYPED_BITS,
         )
     })
+}
+
+/// Where device memory below 4 GiB ends for root: the I/O APIC, HPET, local
+/// APIC and firmware live above, and the kernel drives those itself.
+const DEVICE_WINDOW_END: u64 = 0xfec0_0000;
+
+/// The physical address space between the end of RAM below 4 GiB and
+/// [`DEVICE_WINDOW_END`] that is not RAM or ACPI memory — where PCI devices'
+/// memory (and the PCI configuration window) lives — as aligned blocks for
+/// device untyped memory.
+fn device_blocks(boot: &BootInfo) -> alloc::vec::Vec<(u64, u32)> {
+    use kcore::phys::RegionKind;
+    let is_memory = |kind: RegionKind| {
+        matches!(
+            kind,
+            RegionKind::Usable | RegionKind::AcpiReclaimable | RegionKind::AcpiNvs
+        )
+    };
+    let top_of_ram = boot
+        .memory_map
+        .regions()
+        .filter(|(r, kind)| is_memory(*kind) && r.start < DEVICE_WINDOW_END)
+        .map(|(r, _)| r.end)
+        .max()
+        .unwrap_or(0);
+    let mut start = top_of_ram.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+    let mut blocks = alloc::vec::Vec::new();
+    let mut memory: alloc::vec::Vec<PhysRange> = boot
+        .memory_map
+        .regions()
+        .filter(|(r, kind)| is_memory(*kind) && r.end > start && r.start < DEVICE_WINDOW_END)
+        .map(|(r, _)| r)
+        .collect();
+    memory.sort_by_key(|r| r.start);
+    memory.push(PhysRange::new(DEVICE_WINDOW_END, DEVICE_WINDOW_END));
+    for m in memory {
+        if m.start > start {
+            let gap = PhysRange::new(start, m.start.min(DEVICE_WINDOW_END));
+            blocks.extend(kcore::phys::aligned_blocks(
+                gap,
+                abi::object::MIN_UNTYPED_BITS,
+                abi::object::MAX_UNTYPED_BITS,
+            ));
+        }
+        start = start.max(m.end.div_ceil(PAGE_SIZE) * PAGE_SIZE);
+    }
+    blocks
 }
 
 /// Copies the part of the segment's file bytes that falls into the user

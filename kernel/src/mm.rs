@@ -86,6 +86,16 @@ pub unsafe fn write_table_entry(table_phys: u64, index: usize, value: u64) {
     }
 }
 
+/// Whether the direct map covers the frame at `phys` (RAM and ACPI memory
+/// do; device memory does not). The kernel reads user memory through the
+/// direct map, so it must ask before touching a user frame.
+pub fn is_direct_mapped(phys: u64) -> bool {
+    phys < DIRECT_MAP_LIMIT && translate(kernel_page_table(), phys_to_virt(phys)).is_some()
+}
+
+/// Physical addresses at or above this cannot be direct-mapped.
+const DIRECT_MAP_LIMIT: u64 = MMIO_BASE - DIRECT_MAP_BASE;
+
 /// Physical address of the kernel's own PML4 (the CR3 value when no user
 /// address space is active).
 pub fn kernel_page_table() -> u64 {

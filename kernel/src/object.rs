@@ -322,23 +322,30 @@ pub fn cancel_ipc(t: ThreadRef) {
     }
 }
 
+/// The thread whose call (or fault) `server` received will get no reply
+/// from it: an ordinary caller gets `Aborted` and runs again, a faulting
+/// thread stays stopped.
+pub fn abandon_caller(server: ThreadRef) {
+    let Some(c) = t!(server).caller.take() else {
+        return;
+    };
+    let caller = t!(c);
+    caller.reply_from = None;
+    if caller.reply_is_fault {
+        caller.reply_is_fault = false;
+        thread::set_state(c, State::Inactive);
+    } else {
+        caller.frame().rax = Error::Aborted.raw();
+        thread::make_runnable(c);
+    }
+}
+
 /// Stops a thread for good (its last capability went): leaves every queue
 /// and link, and its own slots are emptied.
 fn destroy_thread(t: ThreadRef) {
     cancel_ipc(t);
+    abandon_caller(t);
     let thread = t!(t);
-    if let Some(c) = thread.caller.take() {
-        // Someone waits for our reply that will never come.
-        let caller = t!(c);
-        caller.reply_from = None;
-        if caller.reply_is_fault {
-            // A faulting thread whose handler is gone stays stopped.
-            thread::set_state(c, State::Inactive);
-        } else {
-            caller.frame().rax = Error::Aborted.raw();
-            thread::make_runnable(c);
-        }
-    }
     if thread.bound_notification != 0 {
         notification(thread.bound_notification).bound = None;
         thread.bound_notification = 0;

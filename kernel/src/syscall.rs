@@ -770,6 +770,7 @@ fn after_ipc(caller: ThreadRef) -> Outcome {
 /// Ends a thread: reported to its fault endpoint if it has one, else
 /// logged; either way it runs no more until started again.
 fn exit_thread(t: ThreadRef, code: u64) {
+    object::abandon_caller(t);
     let thread = t!(t);
     if let Some(fault) = thread.fault_endpoint.cap {
         thread.kernel_msg = [abi::fault::LABEL_EXIT, code, 0, 0, 0];
@@ -811,7 +812,8 @@ pub fn suspend(target: ThreadRef) {
             }
         }
         State::Runnable => thread::remove_from_run_queue(target),
-        State::Running => {}
+        // Suspending oneself: the call succeeded when the thread resumes.
+        State::Running => tt.frame().rax = 0,
     }
     thread::set_state(target, State::Suspended);
 }
@@ -882,19 +884,33 @@ extern "C" fn syscall_from_user(_frame: *mut TrapFrame) -> u64 {
         panic!("system call with no current thread");
     };
     let c = t!(caller);
-    let switched = match c.context.0.rax {
+    // Each arm ends in a tail call, so this function needs no stack frame
+    // and the null call costs a handful of instructions.
+    match c.context.0.rax {
         n if n == Sys::Null as u64 => {
             c.context.0.rax = 0;
-            return RETURN_TO_CALLER;
+            RETURN_TO_CALLER
         }
-        n if n == Sys::Call as u64 => ipc::fastpath_call(caller),
-        n if n == Sys::ReplyRecv as u64 => ipc::fastpath_reply_recv(caller),
-        _ => None,
-    };
-    if switched.is_some() {
-        return SWITCHED;
+        n if n == Sys::Call as u64 => call_fast_or_general(caller),
+        n if n == Sys::ReplyRecv as u64 => reply_recv_fast_or_general(caller),
+        _ => general_path(caller),
     }
-    general_path(caller)
+}
+
+#[inline(never)]
+fn call_fast_or_general(caller: ThreadRef) -> u64 {
+    match ipc::fastpath_call(caller) {
+        Some(_) => SWITCHED,
+        None => general_path(caller),
+    }
+}
+
+#[inline(never)]
+fn reply_recv_fast_or_general(caller: ThreadRef) -> u64 {
+    match ipc::fastpath_reply_recv(caller) {
+        Some(_) => SWITCHED,
+        None => general_path(caller),
+    }
 }
 
 #[inline(never)]

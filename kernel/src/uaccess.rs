@@ -42,14 +42,14 @@ impl UserSlice {
         while done < out.len() {
             let virt = self.address + done as u64;
             let t = mm::translate(address_space, virt).ok_or(Error::BadAddress)?;
-            if !t.flags.user {
+            if !t.flags.user || !mm::is_direct_mapped(t.phys) {
                 return Err(Error::BadAddress);
             }
             let page_left = t.size.bytes() - (virt & (t.size.bytes() - 1));
             let chunk = (out.len() - done).min(page_left as usize);
             // SAFETY: `t.phys` is the physical address backing `virt` in a
-            // present user mapping; user frames are RAM, which the direct map
-            // covers; `chunk` stays within that page.
+            // present user mapping, in the direct map (checked above);
+            // `chunk` stays within that page.
             let src = unsafe {
                 core::slice::from_raw_parts(mm::phys_to_virt(t.phys) as *const u8, chunk)
             };

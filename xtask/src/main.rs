@@ -12,6 +12,7 @@ mod accel;
 mod boot_test;
 mod bootimage;
 mod components;
+mod fixtures;
 mod host;
 mod kernel;
 mod matcher;

@@ -2,13 +2,16 @@
 //! `expect` and `forbid` patterns (Genode's `run_genode_until` and
 //! `compare_output_to` in one).
 //!
-//! - `expect` patterns must match in order: each one is searched for after
+//! - `expect` steps must match in order: each one is searched for after
 //!   the end of the previous one's match — later on the same line, or on a
-//!   later line. A pattern never spans lines.
+//!   later line. A pattern never spans lines. A step of several patterns
+//!   (an any-order group, for output of concurrent threads) is done when
+//!   each of its patterns has matched once, in whatever order; on one line
+//!   the leftmost match counts first.
 //! - A `forbid` pattern matching anywhere fails the test at once; on a line
 //!   that matches both, the forbidden match wins.
 
-use crate::testspec::Pattern;
+use crate::testspec::{Pattern, Step};
 
 /// A forbidden pattern that matched.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,18 +23,21 @@ pub struct Forbidden {
 /// The matching state of one test run.
 #[derive(Debug)]
 pub struct Matcher<'a> {
-    expect: &'a [Pattern],
+    expect: &'a [Step],
     forbid: &'a [Pattern],
-    /// Index of the next expected pattern.
+    /// Index of the current step.
     next: usize,
+    /// Which patterns of the current step have matched.
+    matched: Vec<bool>,
 }
 
 impl<'a> Matcher<'a> {
-    pub fn new(expect: &'a [Pattern], forbid: &'a [Pattern]) -> Self {
+    pub fn new(expect: &'a [Step], forbid: &'a [Pattern]) -> Self {
         Matcher {
             expect,
             forbid,
             next: 0,
+            matched: vec![false; expect.first().map_or(0, Vec::len)],
         }
     }
 
@@ -44,21 +50,38 @@ impl<'a> Matcher<'a> {
             });
         }
         let mut pos = 0;
-        while let Some(p) = self.expect.get(self.next) {
-            match p.regex.find_at(line, pos) {
-                Some(m) => {
-                    self.next += 1;
-                    pos = m.end();
-                }
-                None => break,
+        while let Some(step) = self.expect.get(self.next) {
+            // The leftmost match of a pattern of this step still awaited.
+            let hit = step
+                .iter()
+                .zip(&self.matched)
+                .enumerate()
+                .filter(|(_, (_, done))| !**done)
+                .filter_map(|(i, (p, _))| {
+                    p.regex.find_at(line, pos).map(|m| (m.start(), m.end(), i))
+                })
+                .min();
+            let Some((_, end, i)) = hit else { break };
+            pos = end;
+            if let Some(done) = self.matched.get_mut(i) {
+                *done = true;
+            }
+            if self.matched.iter().all(|&done| done) {
+                self.next += 1;
+                self.matched = vec![false; self.expect.get(self.next).map_or(0, Vec::len)];
             }
         }
         Ok(())
     }
 
-    /// The expected pattern still awaited, if any.
+    /// An expected pattern still awaited (the first one of the current
+    /// step not yet matched), if any.
     pub fn awaited(&self) -> Option<&'a Pattern> {
-        self.expect.get(self.next)
+        let step = self.expect.get(self.next)?;
+        step.iter()
+            .zip(&self.matched)
+            .find(|(_, done)| !**done)
+            .map(|(p, _)| p)
     }
 }
 
@@ -86,8 +109,13 @@ selftest: all passed
 ";
 
     fn run(expect: &[&str], forbid: &[&str]) -> (Result<(), Forbidden>, Option<String>) {
-        let (expect, forbid) = (patterns(expect), patterns(forbid));
-        let mut m = Matcher::new(&expect, &forbid);
+        let steps: Vec<Step> = patterns(expect).into_iter().map(|p| vec![p]).collect();
+        run_steps(&steps, forbid)
+    }
+
+    fn run_steps(expect: &[Step], forbid: &[&str]) -> (Result<(), Forbidden>, Option<String>) {
+        let forbid = patterns(forbid);
+        let mut m = Matcher::new(expect, &forbid);
         for line in LOG.lines() {
             if let Err(f) = m.feed(line) {
                 return (Err(f), m.awaited().map(|p| p.source.clone()));
@@ -120,6 +148,29 @@ selftest: all passed
         // On one line too: "tick 3" comes after "tick 2".
         let (_, awaited) = run(&["tick 3", "tick 2"], &[]);
         assert_eq!(awaited.as_deref(), Some("tick 2"));
+    }
+
+    #[test]
+    fn any_order_groups() {
+        let group = |sources: &[&str]| patterns(sources);
+        // "tick 3" before "tick 1" in the group: any order.
+        let steps = vec![
+            group(&["booting"]),
+            group(&["tick 3", "memory", "tick 1"]),
+            group(&["all passed"]),
+        ];
+        assert_eq!(run_steps(&steps, &[]), (Ok(()), None));
+        // The group must be complete before the next step counts.
+        let steps = vec![group(&["tick 1", "nowhere"]), group(&["all passed"])];
+        assert_eq!(run_steps(&steps, &[]).1.as_deref(), Some("nowhere"));
+        // Group members never match before the previous step did.
+        let steps = vec![group(&["tick 2"]), group(&["booting", "tick 3"])];
+        assert_eq!(run_steps(&steps, &[]).1.as_deref(), Some("booting"));
+        // Two members on one line, and the next step later on it.
+        let steps = vec![group(&["tick 3", "tick 2"]), group(&["tick"])];
+        assert_eq!(run_steps(&steps, &[]).1.as_deref(), Some("tick"));
+        let steps = vec![group(&[r"tick \d", "tick 2"]), group(&["tick 3"])];
+        assert_eq!(run_steps(&steps, &[]).1, None);
     }
 
     #[test]

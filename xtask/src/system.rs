@@ -5,7 +5,8 @@
 //! to the kernel with `-initrd`.
 //!
 //! Until scenarios list their components, every component goes into the
-//! image, `root` first.
+//! image, `root` first. Scenario tests with malformed modules get images of
+//! their own ([`crate::fixtures`]), written with [`write_boot_image`] too.
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +26,8 @@ pub struct System {
     pub kernel: PathBuf,
     /// The boot image (`-initrd`).
     pub boot_image: PathBuf,
+    /// The components packed into it, in order: name and ELF file.
+    pub components: Vec<(String, Vec<u8>)>,
 }
 
 /// Where the boot image is written.
@@ -81,43 +84,55 @@ pub fn build() -> Result<System> {
     if !elf.is_file() {
         bail!("cargo built the kernel, but {} is missing", elf.display());
     }
-    let boot_image = pack(&root, &found)?;
+    let components = read_components(&root, &found)?;
+    let boot_image = boot_image_path(&root);
+    write_boot_image(&components, &boot_image)?;
     Ok(System {
         kernel: elf,
         boot_image,
+        components,
     })
 }
 
-/// Packs the built `components` into the boot image and returns its path.
-fn pack(root: &Path, components: &[Component]) -> Result<PathBuf> {
-    let mut contents = Vec::new();
-    for c in components {
-        let path = binary_path(root, &c.name);
-        let bytes = std::fs::read(&path).with_context(|| {
-            format!(
-                "reading component `{}` at {} (a component's binary must be named like \
-                 its package, {})",
-                c.name,
-                display_path(&path),
-                display_path(&c.manifest)
-            )
-        })?;
-        contents.push((c.name.as_str(), bytes));
-    }
-    let entries: Vec<(&str, &[u8])> = contents.iter().map(|(n, b)| (*n, b.as_slice())).collect();
+/// The built binaries of `components`.
+fn read_components(root: &Path, components: &[Component]) -> Result<Vec<(String, Vec<u8>)>> {
+    components
+        .iter()
+        .map(|c| {
+            let path = binary_path(root, &c.name);
+            let bytes = std::fs::read(&path).with_context(|| {
+                format!(
+                    "reading component `{}` at {} (a component's binary must be named like \
+                     its package, {})",
+                    c.name,
+                    display_path(&path),
+                    display_path(&c.manifest)
+                )
+            })?;
+            Ok((c.name.clone(), bytes))
+        })
+        .collect()
+}
+
+/// Packs `entries` (name, contents), in order, into a boot image at `path`.
+pub fn write_boot_image(entries: &[(String, Vec<u8>)], path: &Path) -> Result<()> {
+    let entries: Vec<(&str, &[u8])> = entries
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
     let image = crate::bootimage::write_image(&entries).context("packing the boot image")?;
 
-    let path = boot_image_path(root);
-    let dir = path.parent().expect("the boot image path has a parent");
+    let dir = path.parent().context("the boot image path has no parent")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", display_path(dir)))?;
     // Write a temporary file and rename it, so that a QEMU started by a
     // concurrent xtask never reads a half-written image.
-    let temp = dir.join(format!(".boot.img.{}", std::process::id()));
+    let file_name = path.file_name().unwrap_or_default().to_string_lossy();
+    let temp = dir.join(format!(".{file_name}.{}", std::process::id()));
     std::fs::write(&temp, &image).with_context(|| format!("writing {}", display_path(&temp)))?;
-    std::fs::rename(&temp, &path).with_context(|| format!("writing {}", display_path(&path)))?;
+    std::fs::rename(&temp, path).with_context(|| format!("writing {}", display_path(path)))?;
     println!(
         "==> boot image: {} ({} KiB: {})",
-        display_path(&path),
+        display_path(path),
         image.len() / 1024,
         if entries.is_empty() {
             "no components".to_string()
@@ -129,5 +144,5 @@ fn pack(root: &Path, components: &[Component]) -> Result<PathBuf> {
                 .join(", ")
         }
     );
-    Ok(path)
+    Ok(())
 }

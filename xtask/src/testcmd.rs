@@ -15,7 +15,7 @@ use crate::boot_test::{self, BootTest};
 use crate::host::{self, Counts};
 use crate::qemu::Machine;
 use crate::util::{display_path, workspace_root};
-use crate::{scenario, setup, system, testspec};
+use crate::{fixtures, scenario, setup, system, testspec};
 
 /// The options of `cargo xtask test`.
 #[derive(Debug, clap::Args)]
@@ -112,20 +112,32 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
         Some(&system.boot_image),
         &root,
     )?;
-    let tests: Vec<BootTest> = specs
-        .into_iter()
-        .map(|(spec, scenario)| {
-            let mut machine = Machine::new(
-                system.kernel.clone(),
-                Some(system.boot_image.clone()),
-                spec.full_cmdline(&scenario),
-                choice.accel,
-            );
-            machine.smp = spec.smp;
-            machine.memory_mib = spec.memory_mib;
-            BootTest { spec, machine }
-        })
-        .collect();
+    // Tests that add malformed modules boot images of their own.
+    let images_dir = root.join("target").join("pecan").join("tests");
+    let mut tests: Vec<BootTest> = Vec::new();
+    for (spec, scenario) in specs {
+        let image = match fixtures::test_image(&spec, &system.components, &images_dir) {
+            Ok(image) => image.unwrap_or_else(|| system.boot_image.clone()),
+            Err(e) => {
+                println!(
+                    "FAIL {}: {}",
+                    spec.name,
+                    format!("{e:#}").replace('\n', "\n    ")
+                );
+                counts.failed += 1;
+                continue;
+            }
+        };
+        let mut machine = Machine::new(
+            system.kernel.clone(),
+            Some(image),
+            spec.full_cmdline(&scenario),
+            choice.accel,
+        );
+        machine.smp = spec.smp;
+        machine.memory_mib = spec.memory_mib;
+        tests.push(BootTest { spec, machine });
+    }
     let jobs = args.jobs.map_or_else(default_jobs, |j| j as usize);
     println!(
         "==> booting {} scenario tests, {jobs} at a time",

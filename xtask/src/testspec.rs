@@ -8,13 +8,21 @@
 //! smp = 1                             # optional (default 1)
 //! memory_mib = 256                    # optional (default 256)
 //! timeout_secs = 30                   # required
-//! expect = ["regex one", "regex two"] # required: in this order in the serial output
+//! expect = ["regex one", "regex two"] # required: in this order in the serial output;
+//!                                     # an array in the list, ["a", "b"], matches in any order
 //! forbid = ["(?i)panic"]              # optional: any match fails the test at once
 //! exit = "success"                    # required: "success" (QEMU 33) or "failure" (QEMU 35)
+//!
+//! [[module]]                          # optional, repeatable: a malformed boot module
+//! name = "bad-machine"                #   its boot-image name
+//! from = "hello"                      #   the component whose ELF file it is made from
+//! defect = "wrong-machine"            #   see crate::fixtures
 //! ```
 //!
 //! Unknown keys, bad values and bad regexes are errors naming the file and
-//! line.
+//! line; so is a module name that is empty, too long for the boot image,
+//! or given twice (a `from` that names no component is reported when the
+//! image is built, also with the line).
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -25,6 +33,7 @@ use regex::Regex;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::fixtures::Defect;
 use crate::qemu;
 use crate::scenario::{self, Scenario};
 use crate::tomlfile;
@@ -48,10 +57,41 @@ struct Raw {
     smp: Option<Spanned<u32>>,
     memory_mib: Option<Spanned<u32>>,
     timeout_secs: Spanned<u64>,
-    expect: Vec<Spanned<String>>,
+    expect: Vec<Spanned<RawStep>>,
     #[serde(default)]
     forbid: Vec<Spanned<String>>,
     exit: ExpectedExit,
+    #[serde(default, rename = "module")]
+    modules: Vec<Spanned<RawModule>>,
+}
+
+/// An `expect` entry as written: one pattern, or patterns in any order.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawStep {
+    One(String),
+    AnyOrder(Vec<String>),
+}
+
+/// A `[[module]]` table as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawModule {
+    name: Spanned<String>,
+    from: String,
+    defect: Defect,
+}
+
+/// A malformed module the test adds to its boot image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Module {
+    /// Its boot-image name.
+    pub name: String,
+    /// The component whose ELF file it is derived from.
+    pub from: String,
+    pub defect: Defect,
+    /// The `[[module]]` table in the file (for errors).
+    span: Range<usize>,
 }
 
 /// A compiled regex with its source text.
@@ -60,6 +100,10 @@ pub struct Pattern {
     pub source: String,
     pub regex: Regex,
 }
+
+/// One step of `expect`: its patterns must all match, in any order, after
+/// the previous step's and before the next step's (one pattern: in order).
+pub type Step = Vec<Pattern>;
 
 /// A parsed, checked scenario test.
 #[derive(Debug, Clone)]
@@ -76,9 +120,11 @@ pub struct TestSpec {
     pub smp: u32,
     pub memory_mib: u32,
     pub timeout: Duration,
-    pub expect: Vec<Pattern>,
+    pub expect: Vec<Step>,
     pub forbid: Vec<Pattern>,
     pub exit: ExpectedExit,
+    /// Malformed modules added to the boot image, in order.
+    pub modules: Vec<Module>,
     /// The file's text (for errors with line numbers).
     text: String,
 }
@@ -88,15 +134,33 @@ pub fn parse(path: &Path, text: &str) -> Result<TestSpec> {
     let raw: Raw = tomlfile::parse(path, text)?;
     let error =
         |span: Range<usize>, message: String| tomlfile::error_at(path, text, span, &message);
+    let pattern = |source: String, span: Range<usize>| match Regex::new(&source) {
+        Ok(regex) => Ok(Pattern { source, regex }),
+        Err(e) => Err(error(span, format!("bad regex: {e}"))),
+    };
     let compile = |patterns: Vec<Spanned<String>>| -> Result<Vec<Pattern>> {
         patterns
             .into_iter()
             .map(|p| {
                 let span = p.span();
-                let source = p.into_inner();
-                match Regex::new(&source) {
-                    Ok(regex) => Ok(Pattern { source, regex }),
-                    Err(e) => Err(error(span, format!("bad regex: {e}"))),
+                pattern(p.into_inner(), span)
+            })
+            .collect()
+    };
+    let steps = |entries: Vec<Spanned<RawStep>>| -> Result<Vec<Step>> {
+        entries
+            .into_iter()
+            .map(|entry| {
+                let span = entry.span();
+                match entry.into_inner() {
+                    RawStep::One(source) => Ok(vec![pattern(source, span)?]),
+                    RawStep::AnyOrder(sources) if sources.is_empty() => {
+                        Err(error(span, "an any-order group needs a pattern".into()))
+                    }
+                    RawStep::AnyOrder(sources) => sources
+                        .into_iter()
+                        .map(|source| pattern(source, span.clone()))
+                        .collect(),
                 }
             })
             .collect()
@@ -129,6 +193,34 @@ pub fn parse(path: &Path, text: &str) -> Result<TestSpec> {
         }
         None => ("demo".to_string(), None),
     };
+    let mut modules: Vec<Module> = Vec::new();
+    for m in raw.modules {
+        let span = m.span();
+        let m = m.into_inner();
+        let name_span = m.name.span();
+        let name = m.name.into_inner();
+        let fault = if name.is_empty() || name.contains('\0') {
+            Some("a module name must be non-empty and without NUL".to_string())
+        } else if name.len() > kcore::bootimage::NAME_LEN {
+            Some(format!(
+                "module name `{name}` is longer than {} bytes",
+                kcore::bootimage::NAME_LEN
+            ))
+        } else if modules.iter().any(|other| other.name == name) {
+            Some(format!("module `{name}` is listed twice"))
+        } else {
+            None
+        };
+        if let Some(message) = fault {
+            return Err(error(name_span, message));
+        }
+        modules.push(Module {
+            name,
+            from: m.from,
+            defect: m.defect,
+            span,
+        });
+    }
     let name = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -143,9 +235,10 @@ pub fn parse(path: &Path, text: &str) -> Result<TestSpec> {
         smp,
         memory_mib,
         timeout: Duration::from_secs(raw.timeout_secs.into_inner()),
-        expect: compile(raw.expect)?,
+        expect: steps(raw.expect)?,
         forbid: compile(raw.forbid)?,
         exit: raw.exit,
+        modules,
         text: text.to_string(),
     })
 }
@@ -167,6 +260,12 @@ impl TestSpec {
             }
             None => e.context(format!("{} (default scenario)", display_path(&self.path))),
         })
+    }
+
+    /// An error about `module` of this test, naming the file and the line
+    /// of its `[[module]]` table.
+    pub fn module_error(&self, module: &Module, message: &str) -> anyhow::Error {
+        tomlfile::error_at(&self.path, &self.text, module.span.clone(), message)
     }
 
     /// The kernel command line: the scenario's, then the test's.
@@ -232,8 +331,12 @@ exit = "failure"
         assert_eq!(spec.cmdline, "pecan.selftest=timer");
         assert_eq!((spec.smp, spec.memory_mib), (2, 128));
         assert_eq!(spec.timeout, Duration::from_secs(30));
-        let sources: Vec<_> = spec.expect.iter().map(|p| p.source.as_str()).collect();
-        assert_eq!(sources, ["regex one", "regex (two)"]);
+        let sources: Vec<Vec<_>> = spec
+            .expect
+            .iter()
+            .map(|step| step.iter().map(|p| p.source.as_str()).collect())
+            .collect();
+        assert_eq!(sources, [["regex one"], ["regex (two)"]]);
         assert!(spec.forbid[0].regex.is_match("KERNEL PANIC"));
         assert_eq!(spec.exit, ExpectedExit::Failure);
 
@@ -291,6 +394,87 @@ exit = "failure"
             e.starts_with("tests/t.toml:4:8: unknown variant `maybe`"),
             "{e}"
         );
+    }
+
+    const BASE: &str = "description = \"d\"\ntimeout_secs = 5\nexpect = []\nexit = \"success\"\n";
+
+    #[test]
+    fn any_order_groups() {
+        let text = BASE.replace("expect = []", "expect = ['a', ['b', 'c'],\n  'd']");
+        let spec = parse(Path::new("tests/t.toml"), &text).unwrap();
+        let sizes: Vec<usize> = spec.expect.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [1, 2, 1]);
+        assert_eq!(spec.expect[1][1].source, "c");
+        let e = err(&BASE.replace("expect = []", "expect = ['a',\n [ 'b', '(' ]]"));
+        assert!(e.starts_with("tests/t.toml:4:2: bad regex"), "{e}");
+        let e = err(&BASE.replace("expect = []", "expect = ['a', []]"));
+        assert!(
+            e.starts_with("tests/t.toml:3:16: an any-order group needs"),
+            "{e}"
+        );
+        // Not a string or an array of strings: the line of `expect`.
+        let e = err(&BASE.replace("expect = []", "expect = ['a', [1]]"));
+        assert!(e.starts_with("tests/t.toml:3:"), "{e}");
+    }
+
+    #[test]
+    fn modules() {
+        let text = format!(
+            "{BASE}\n[[module]]\nname = \"bad-1\"\nfrom = \"hello\"\ndefect = \"truncated\"\n\n\
+             [[module]]\nname = \"bad-2\"\nfrom = \"hello\"\ndefect = \"overlapping-segments\"\n"
+        );
+        let spec = parse(Path::new("tests/t.toml"), &text).unwrap();
+        let got: Vec<_> = spec
+            .modules
+            .iter()
+            .map(|m| (m.name.as_str(), m.from.as_str(), m.defect))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("bad-1", "hello", Defect::Truncated),
+                ("bad-2", "hello", Defect::OverlappingSegments)
+            ]
+        );
+        let e = format!("{:#}", spec.module_error(&spec.modules[1], "boom"));
+        assert_eq!(e, "tests/t.toml:11:1: boom");
+        assert!(parse(Path::new("tests/t.toml"), BASE)
+            .unwrap()
+            .modules
+            .is_empty());
+    }
+
+    #[test]
+    fn bad_modules_name_the_line() {
+        let module = |name: &str, defect: &str| {
+            format!("\n[[module]]\nname = \"{name}\"\nfrom = \"hello\"\ndefect = \"{defect}\"\n")
+        };
+        let e = err(&format!("{BASE}{}", module("x", "sideways")));
+        assert!(
+            e.starts_with("tests/t.toml:9:10: unknown variant `sideways`"),
+            "{e}"
+        );
+        let e = err(&format!("{BASE}{}", module("", "truncated")));
+        assert!(
+            e.starts_with("tests/t.toml:7:8: a module name must be"),
+            "{e}"
+        );
+        let long = "n".repeat(49);
+        let e = err(&format!("{BASE}{}", module(&long, "truncated")));
+        assert!(e.contains("longer than 48 bytes"), "{e}");
+        let e = err(&format!(
+            "{BASE}{}{}",
+            module("a", "truncated"),
+            module("a", "write-execute")
+        ));
+        assert!(
+            e.starts_with("tests/t.toml:12:8: module `a` is listed twice"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{BASE}\n[[module]]\nname = \"a\"\ndefect = \"truncated\"\n"
+        ));
+        assert!(e.contains("missing field `from`"), "{e}");
     }
 
     #[test]

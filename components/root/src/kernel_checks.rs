@@ -13,6 +13,7 @@
 //! ticks (same address space, 0 words)`.
 
 use alloc::vec;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use rt::abi::bootinfo::{slot, BootInfo};
 use rt::abi::map::{Cache, MapAttr};
@@ -79,6 +80,17 @@ extern "C" fn echo_server(endpoint: u64) -> ! {
     let mut received = syscall::recv(endpoint);
     loop {
         received = match received {
+            Ok((word, info, _)) if info.label() == rt::abi::LABEL_NOTIFICATION => {
+                NOTIFIED.store(word, Ordering::Relaxed);
+                syscall::recv(endpoint)
+            }
+            Ok((_, info, w)) if info.label() == ONE_WAY_LABEL => {
+                // Timestamp right after the call arrived, and one in the
+                // reply right before it leaves (sel4bench's method).
+                let arrived = rdtsc();
+                ONE_WAY_CALL.store(arrived.wrapping_sub(w[3]), Ordering::Relaxed);
+                syscall::reply_recv(endpoint, MsgInfo::default(), [0, 0, 0, rdtsc()])
+            }
             Ok((badge, info, w)) => {
                 // SAFETY: this thread's IPC buffer, mapped for it alone.
                 let buffer =
@@ -87,7 +99,8 @@ extern "C" fn echo_server(endpoint: u64) -> ! {
                     *word = word.wrapping_add(1);
                 }
                 let reply = MsgInfo::new(info.label(), info.length(), 0).unwrap_or_default();
-                syscall::reply_recv(endpoint, reply, [w[0].wrapping_add(1), badge, w[2], w[3]])
+                let caps = info.caps() as u64;
+                syscall::reply_recv(endpoint, reply, [w[0].wrapping_add(1), badge, caps, w[3]])
             }
             Err(_) => syscall::recv(endpoint),
         }
@@ -282,8 +295,12 @@ pub fn run(info: &BootInfo) -> usize {
         Err(Error::WrongObjectType),
     );
 
+    transfer_and_bind_checks(&mut c);
     measure_call(&mut c);
     irq_check(&mut c, info);
+    pager_check(&mut c);
+    priority_checks(&mut c);
+    device_memory_check(&mut c, info);
 
     // Revoking the untyped destroys everything made from it, the running
     // server thread included.
@@ -312,6 +329,142 @@ pub fn run(info: &BootInfo) -> usize {
 }
 
 const IRQ_NOTIFICATION: u64 = FIRST + 20;
+const FAULT_EP: u64 = FIRST + 30;
+const FAULT_EP_BADGED: u64 = FIRST + 31;
+const WORKERS: u64 = FIRST + 40; // 3 threads
+const WORKER_FRAMES: u64 = FIRST + 43; // 3 stack frames
+const DONE: u64 = FIRST + 36;
+const PAGER_FRAME: u64 = FIRST + 37;
+/// The worker threads' stacks (one page each) and the page the pager maps.
+const WORKER_AREA: u64 = AREA + 0x10_0000;
+const PAGED: u64 = AREA + 0x20_0000;
+const PAGED_VALUE: u64 = 0xabc;
+const FAULT_BADGE: u64 = 0x77;
+
+/// Counters of the worker threads.
+static COUNTS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+fn worker_stack(i: u64) -> u64 {
+    WORKER_AREA + (i + 1) * 4096 - 8
+}
+
+/// Makes and configures worker thread `i` (stack mapped, root's spaces,
+/// `fault` as its fault endpoint) at `priority`; returns its slot.
+fn make_worker(c: &mut Checks, i: u64, fault: u64, priority: u8) -> u64 {
+    let t = WORKERS + i;
+    let frame = WORKER_FRAMES + i;
+    // SAFETY: WORKER_AREA is unused by root; slots from the scratch untyped.
+    let r = syscall::retype(SCRATCH_UNTYPED, ObjectType::Thread, 0, t, 1)
+        .and_then(|()| syscall::retype(SCRATCH_UNTYPED, ObjectType::Frame4K, 0, frame, 1))
+        .and_then(|()| unsafe {
+            syscall::map(slot::VSPACE.into(), frame, WORKER_AREA + i * 4096, rw())
+        })
+        .and_then(|()| {
+            syscall::thread_configure(t, slot::CSPACE.into(), slot::VSPACE.into(), 0, fault)
+        })
+        .and_then(|()| syscall::thread_set_sched_params(t, priority, 0));
+    c.check("worker-setup", r, Ok(()));
+    t
+}
+
+/// Reads the page the pager will map; exits with the value read.
+extern "C" fn paged_reader(_: u64) -> ! {
+    // SAFETY: deliberately touches an unmapped page: the fault goes to the
+    // pager (root), which maps it and resumes this thread.
+    let value = unsafe { core::ptr::read_volatile(PAGED as *const u64) };
+    syscall::thread_exit(value as i32)
+}
+
+/// A pager: a thread's page fault arrives at its fault endpoint as a
+/// message; the handler maps a frame there and replies, the thread retries
+/// the access and goes on; its exit arrives the same way.
+fn pager_check(c: &mut Checks) {
+    let r = syscall::retype(SCRATCH_UNTYPED, ObjectType::Endpoint, 0, FAULT_EP, 1)
+        .and_then(|()| syscall::cap_mint(FAULT_EP, FAULT_EP_BADGED, Rights::WRITE, FAULT_BADGE));
+    c.check("fault-endpoint", r, Ok(()));
+    let t = make_worker(c, 2, FAULT_EP_BADGED, 150);
+    // SAFETY: the worker runs paged_reader on its own stack.
+    let r =
+        unsafe { syscall::thread_start(t, paged_reader as *const () as u64, worker_stack(2), 0) };
+    c.check("pager-start", r, Ok(()));
+    let fault = syscall::recv(FAULT_EP);
+    let ok = matches!(fault, Ok((badge, info, w))
+        if badge == FAULT_BADGE && info.label() == rt::abi::fault::LABEL_PAGE_FAULT && w[0] == PAGED);
+    c.expect("page-fault-message", ok, format_args!("{fault:?}"));
+    // SAFETY: PAGED is unused by root; mapped for the worker (same space).
+    let r = syscall::retype(SCRATCH_UNTYPED, ObjectType::Frame4K, 0, PAGER_FRAME, 1)
+        .and_then(|()| unsafe { syscall::map(slot::VSPACE.into(), PAGER_FRAME, PAGED, rw()) })
+        .map(|()| unsafe { core::ptr::write_volatile(PAGED as *mut u64, PAGED_VALUE) })
+        .and_then(|()| syscall::reply(MsgInfo::default(), [0; 4]));
+    c.check("pager-map-and-reply", r, Ok(()));
+    let exit = syscall::recv(FAULT_EP);
+    let ok = matches!(exit, Ok((badge, info, w))
+        if badge == FAULT_BADGE && info.label() == rt::abi::fault::LABEL_EXIT && w[0] == PAGED_VALUE);
+    c.expect("pager-resumed-thread", ok, format_args!("{exit:?}"));
+}
+
+/// Counts, and signals DONE once it has seen the other worker run while it
+/// was running itself (possible only if the timer preempts), then exits.
+extern "C" fn spinner(i: u64) -> ! {
+    let other = &COUNTS[(i as usize + 1) % 2];
+    let mine = &COUNTS[i as usize % 2];
+    let seen = other.load(Ordering::Relaxed);
+    loop {
+        mine.fetch_add(1, Ordering::Relaxed);
+        if other.load(Ordering::Relaxed) != seen {
+            break;
+        }
+    }
+    let _ = syscall::signal(DONE);
+    syscall::thread_exit(0)
+}
+
+/// A lower-priority thread runs only while root waits, and a signal from
+/// it makes root run again at once; two equal-priority threads that never
+/// yield are interleaved by the timer.
+fn priority_checks(c: &mut Checks) {
+    c.check(
+        "done-notification",
+        syscall::retype(SCRATCH_UNTYPED, ObjectType::Notification, 0, DONE, 1),
+        Ok(()),
+    );
+    COUNTS[0].store(0, Ordering::Relaxed);
+    COUNTS[1].store(0, Ordering::Relaxed);
+    let a = make_worker(c, 0, 0, 100);
+    let b = make_worker(c, 1, 0, 100);
+    for (t, i) in [(a, 0), (b, 1)] {
+        // SAFETY: each worker runs spinner on its own stack.
+        let r =
+            unsafe { syscall::thread_start(t, spinner as *const () as u64, worker_stack(i), i) };
+        c.check("spinner-start", r, Ok(()));
+    }
+    let _ = syscall::yield_now();
+    let before = COUNTS[0].load(Ordering::Relaxed) + COUNTS[1].load(Ordering::Relaxed);
+    c.expect(
+        "lower-priority-waits",
+        before == 0,
+        format_args!("the workers counted {before} while root was runnable"),
+    );
+    let mut signals = 0;
+    while signals < 2 {
+        match syscall::wait(DONE) {
+            Ok(bits) => signals += bits.count_ones().max(1),
+            Err(e) => {
+                c.expect("wait-done", false, format_args!("{e:?}"));
+                return;
+            }
+        }
+    }
+    let (n0, n1) = (
+        COUNTS[0].load(Ordering::Relaxed),
+        COUNTS[1].load(Ordering::Relaxed),
+    );
+    c.expect(
+        "timeslice-preemption",
+        n0 > 0 && n1 > 0,
+        format_args!("counts {n0} / {n1}"),
+    );
+}
 /// The PIT's channel-0 registers and the divisor for about 1 kHz.
 const PIT_COMMAND: u16 = 0x43;
 const PIT_CHANNEL0: u16 = 0x40;
@@ -407,7 +560,164 @@ fn irq_check(c: &mut Checks, info: &BootInfo) {
     println!("root: irq: {IRQ_ROUNDS} PIT interrupts received on GSI {gsi} through a notification");
 }
 
+/// QEMU q35's PCI configuration window (ECAM), bus 0 device 0 function 0
+/// first: the host bridge, whose vendor is Intel.
+const ECAM: u64 = 0xb000_0000;
+const INTEL: u32 = 0x8086;
+const DEVICE_SLOTS: u64 = FIRST + 60; // up to 40 slots
+const DEVICE_VADDR: u64 = AREA + 0x30_0000;
+
+/// Device memory: a frame made from device untyped memory at the PCI
+/// configuration window, mapped uncached, reads the host bridge's vendor
+/// id; the kernel refuses to read it as user memory (it is not RAM).
+fn device_memory_check(c: &mut Checks, info: &BootInfo) {
+    let Some(index) = info
+        .untyped()
+        .iter()
+        .position(|u| u.device == 1 && u.phys <= ECAM && ECAM < u.phys + (1u64 << u.size_bits))
+    else {
+        c.expect(
+            "device-untyped",
+            false,
+            format_args!("no device untyped covers {ECAM:#x}"),
+        );
+        return;
+    };
+    let untyped = u64::from(slot::UNTYPED_FIRST) + index as u64;
+    // Carve untyped pieces off the watermark until it reaches ECAM.
+    let mut watermark = info.untyped()[index].phys;
+    let mut next = DEVICE_SLOTS;
+    while watermark < ECAM {
+        let align = watermark.trailing_zeros().min(63);
+        let room = 63 - (ECAM - watermark).leading_zeros();
+        let bits = align.min(room);
+        if let Err(e) = syscall::retype(untyped, ObjectType::Untyped, u64::from(bits), next, 1) {
+            c.expect("device-carve", false, format_args!("{e:?}"));
+            return;
+        }
+        watermark += 1 << bits;
+        next += 1;
+    }
+    let frame = next;
+    c.check(
+        "device-frame",
+        syscall::retype(untyped, ObjectType::Frame4K, 0, frame, 1),
+        Ok(()),
+    );
+    c.check(
+        "device-no-kernel-objects",
+        syscall::retype(untyped, ObjectType::Endpoint, 0, frame + 1, 1),
+        Err(Error::InvalidArgument),
+    );
+    let uncached = MapAttr {
+        writable: false,
+        executable: false,
+        cache: Cache::Uncached,
+    };
+    // SAFETY: DEVICE_VADDR is unused by root; the page is read only here.
+    let mapped = unsafe { syscall::map(slot::VSPACE.into(), frame, DEVICE_VADDR, uncached) };
+    c.check("device-map-uncached", mapped, Ok(()));
+    if mapped.is_ok() {
+        // SAFETY: just mapped: PCI configuration space of 00:00.0.
+        let id = unsafe { core::ptr::read_volatile(DEVICE_VADDR as *const u32) };
+        c.expect(
+            "device-read-host-bridge",
+            id & 0xffff == INTEL,
+            format_args!("vendor/device {id:#010x}"),
+        );
+        c.check(
+            "device-memory-is-not-user-memory-to-the-kernel",
+            syscall::debug_write_raw(DEVICE_VADDR, 4),
+            Err(Error::BadAddress),
+        );
+    }
+    // SAFETY: revokes only what this check made (mapped at DEVICE_VADDR).
+    let _ = unsafe { syscall::cap_revoke(untyped) };
+}
+
 const WARM_UP: usize = 100;
+/// Label of the one-way measurement messages; word 3 carries the sender's
+/// timestamp.
+const ONE_WAY_LABEL: u64 = 0x0e;
+static ONE_WAY_CALL: AtomicU64 = AtomicU64::new(0);
+/// The notification word the echo server last received through its bound
+/// notification.
+static NOTIFIED: AtomicU64 = AtomicU64::new(0);
+const RECEIVED_CAP: u64 = FIRST + 25;
+const NOTIFICATION_BADGED: u64 = FIRST + 26;
+
+/// A capability travels in a message (only with `GRANT`), and a
+/// notification bound to the server's thread reaches it through `Recv`.
+fn transfer_and_bind_checks(c: &mut Checks) {
+    // SAFETY: root's and the server's IPC buffers, used by nobody else now
+    // (the server is blocked in Recv).
+    let (mine, server) = unsafe {
+        (
+            &mut *(rt::abi::MAIN_IPC_BUFFER_ADDR as *mut rt::abi::ipc_buffer::IpcBuffer),
+            &mut *(SERVER_IPC_BUFFER as *mut rt::abi::ipc_buffer::IpcBuffer),
+        )
+    };
+    mine.send_cap = NOTIFICATION;
+    server.recv_slot = RECEIVED_CAP;
+    let with_cap = MsgInfo::new(9, 0, 1).unwrap_or_default();
+    c.check(
+        "cap-transfer-needs-grant",
+        syscall::call(EP_BADGED, with_cap, [0; 4]),
+        Err(Error::MissingRights),
+    );
+    let reply = syscall::call(EP, with_cap, [0; 4]);
+    c.expect(
+        "cap-transfer",
+        matches!(reply, Ok((_, w)) if w[2] == 1) && syscall::signal(RECEIVED_CAP).is_ok(),
+        format_args!("{reply:?}"),
+    );
+    c.expect(
+        "transferred-cap-works",
+        syscall::poll(NOTIFICATION) == Ok(1),
+        format_args!("the signal through the transferred capability did not arrive"),
+    );
+    server.recv_slot = 0;
+    let reply = syscall::call(EP, with_cap, [0; 4]);
+    c.expect(
+        "cap-refused-without-receive-slot",
+        matches!(reply, Ok((_, w)) if w[2] == 0),
+        format_args!("{reply:?}"),
+    );
+    mine.send_cap = 0;
+
+    c.check(
+        "bind-notification",
+        syscall::bind_notification(THREAD, NOTIFICATION),
+        Ok(()),
+    );
+    c.check(
+        "bind-notification-twice",
+        syscall::bind_notification(THREAD, NOTIFICATION),
+        Err(Error::InvalidState),
+    );
+    let r = syscall::cap_mint(NOTIFICATION, NOTIFICATION_BADGED, Rights::WRITE, 0x30)
+        .and_then(|()| syscall::signal(NOTIFICATION_BADGED))
+        .and_then(|()| syscall::yield_now());
+    c.check("signal-bound", r, Ok(()));
+    let word = NOTIFIED.load(Ordering::Relaxed);
+    c.expect(
+        "bound-notification-through-recv",
+        word == 0x30,
+        format_args!("the server saw {word:#x}"),
+    );
+    c.check(
+        "unbind-notification",
+        syscall::bind_notification(THREAD, 0),
+        Ok(()),
+    );
+    // The server still answers calls afterwards.
+    let reply = syscall::call(EP, MsgInfo::new(1, 1, 0).unwrap_or_default(), [5, 0, 0, 0]);
+    c.expect(
+        "server-after-notification",
+        matches!(reply, Ok((_, w)) if w[0] == 6),
+        format_args!("{reply:?}"),
+    );
+}
 const SAMPLES: usize = 1000;
 
 /// Call+reply round trips to the echo server (same address space, 0
@@ -438,5 +748,30 @@ fn measure_call(c: &mut Checks) {
         "root: ipc call+reply round trip min={} median={} ticks (same address space, 0 words)",
         samples[0],
         samples[SAMPLES / 2]
+    );
+    // One way, sel4bench style: timestamp in the sender right before the
+    // system call, in the receiver right after it; rdtsc overhead
+    // subtracted.
+    let info = MsgInfo::new(ONE_WAY_LABEL, 0, 0).unwrap_or_default();
+    let mut calls = vec![0u64; SAMPLES];
+    let mut replies = vec![0u64; SAMPLES];
+    for i in 0..WARM_UP + SAMPLES {
+        let reply = syscall::call(EP, info, [0, 0, 0, rdtsc()]);
+        let back = rdtsc();
+        if let (Some(slot), Ok((_, w))) = (i.checked_sub(WARM_UP), reply) {
+            calls[slot] = ONE_WAY_CALL
+                .load(Ordering::Relaxed)
+                .saturating_sub(overhead);
+            replies[slot] = back.wrapping_sub(w[3]).saturating_sub(overhead);
+        }
+    }
+    calls.sort_unstable();
+    replies.sort_unstable();
+    println!(
+        "root: ipc one-way call min={} median={} ticks, reply min={} median={} ticks (same address space, 0 words)",
+        calls[0],
+        calls[SAMPLES / 2],
+        replies[0],
+        replies[SAMPLES / 2]
     );
 }

@@ -1,0 +1,29 @@
+//! Pure logic of Pecan's user-level components: no system calls, no
+//! hardware, builds for the host so `cargo test` exercises it. The root
+//! task (`components/root`) is its first user; init will be the next.
+//!
+//! - [`slots`]: which slots of a capability space are free.
+//! - [`untyped`]: serving "an object of 2^n bytes" from untyped memory,
+//!   splitting large untyped capabilities buddy-style; the system call is
+//!   behind a trait, so tests run it against a model of the kernel.
+//! - [`start`]: the `pecan.start=NAME[:ARG],...` list of the command line.
+//! - [`load`]: where a child's segments, stack and IPC buffer go, and which
+//!   file bytes each page of a segment receives.
+//! - [`supervise`]: what a message on root's fault endpoint means, and which
+//!   children root still waits for.
+//!
+//! Like `kcore`, everything here takes untrusted input (boot information,
+//! command lines, ELF files, messages) and turns bad input into error
+//! values; nothing panics on input.
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+#[cfg(test)]
+extern crate std;
+
+pub mod load;
+pub mod slots;
+pub mod start;
+pub mod supervise;
+pub mod untyped;

@@ -1,0 +1,169 @@
+//! The start list: `pecan.start=NAME[:ARG],NAME[:ARG],...` on the kernel
+//! command line names the components root starts, in order (see
+//! `abi::child`). `ARG` is decimal or `0x` hex and 0 when absent.
+//!
+//! Every entry keeps its 1-based position in the list as its *index*, also
+//! when an earlier entry is refused, so a child's index (its badge on
+//! root's endpoints) depends only on the command line.
+
+use core::fmt;
+
+/// The command-line key.
+pub const KEY: &str = "pecan.start";
+
+/// One well-formed entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StartEntry<'a> {
+    /// 1-based position in the list.
+    pub index: usize,
+    pub name: &'a str,
+    pub arg: u64,
+}
+
+/// An entry that cannot be started as written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BadEntry<'a> {
+    /// 1-based position in the list.
+    pub index: usize,
+    /// The entry as written.
+    pub text: &'a str,
+    pub reason: EntryFault,
+}
+
+/// What is wrong with an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryFault {
+    /// Nothing before the `:` (or an empty entry between commas).
+    EmptyName,
+    /// `ARG` is not a decimal or `0x` hex number that fits 64 bits.
+    BadArgument,
+}
+
+impl fmt::Display for BadEntry<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.reason {
+            EntryFault::EmptyName => write!(
+                f,
+                "entry {} of {KEY} (`{}`): no component name",
+                self.index, self.text
+            ),
+            EntryFault::BadArgument => write!(
+                f,
+                "entry {} of {KEY} (`{}`): the argument is not a decimal or 0x-hex 64-bit number",
+                self.index, self.text
+            ),
+        }
+    }
+}
+
+/// The entries of the value of `pecan.start` (the part after `=`), in
+/// order. An empty value has no entries.
+pub fn entries(list: &str) -> impl Iterator<Item = Result<StartEntry<'_>, BadEntry<'_>>> {
+    list.split(',')
+        .enumerate()
+        .filter(move |_| !list.is_empty())
+        .map(|(i, text)| parse_entry(i + 1, text))
+}
+
+fn parse_entry(index: usize, text: &str) -> Result<StartEntry<'_>, BadEntry<'_>> {
+    let bad = |reason| BadEntry {
+        index,
+        text,
+        reason,
+    };
+    let (name, arg) = match text.split_once(':') {
+        Some((name, arg)) => (name, parse_number(arg).ok_or(bad(EntryFault::BadArgument))?),
+        None => (text, 0),
+    };
+    if name.is_empty() {
+        return Err(bad(EntryFault::EmptyName));
+    }
+    Ok(StartEntry { index, name, arg })
+}
+
+/// A decimal or `0x`/`0X` hex number: digits only (no sign, no `_`).
+pub fn parse_number(text: &str) -> Option<u64> {
+    let (digits, radix) = match text.strip_prefix("0x").or(text.strip_prefix("0X")) {
+        Some(hex) => (hex, 16),
+        None => (text, 10),
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    u64::from_str_radix(digits, radix).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::format;
+    use std::vec::Vec;
+
+    fn all(list: &str) -> Vec<Result<StartEntry<'_>, BadEntry<'_>>> {
+        entries(list).collect()
+    }
+
+    #[test]
+    fn names_args_and_indices() {
+        let got = all("hello,hello:7,pinger:0x1F,log-server:0");
+        let want = [
+            ("hello", 0),
+            ("hello", 7),
+            ("pinger", 0x1f),
+            ("log-server", 0),
+        ];
+        assert_eq!(got.len(), want.len());
+        for (i, (g, (name, arg))) in got.iter().zip(want).enumerate() {
+            assert_eq!(
+                *g,
+                Ok(StartEntry {
+                    index: i + 1,
+                    name,
+                    arg
+                })
+            );
+        }
+        assert!(all("").is_empty());
+    }
+
+    #[test]
+    fn bad_entries_keep_the_others_and_their_indices() {
+        let got = all("a,,b:x,:5,c:18446744073709551616,d:0x,e:+1,f:18446744073709551615");
+        assert_eq!(got[0].unwrap().name, "a");
+        let fault = |i: usize| got[i].unwrap_err().reason;
+        assert_eq!(fault(1), EntryFault::EmptyName);
+        assert_eq!(fault(2), EntryFault::BadArgument);
+        assert_eq!(fault(3), EntryFault::EmptyName);
+        assert_eq!(fault(4), EntryFault::BadArgument);
+        assert_eq!(fault(5), EntryFault::BadArgument);
+        assert_eq!(fault(6), EntryFault::BadArgument);
+        assert_eq!(
+            got[7],
+            Ok(StartEntry {
+                index: 8,
+                name: "f",
+                arg: u64::MAX
+            })
+        );
+        assert_eq!(
+            format!("{}", got[2].unwrap_err()),
+            "entry 3 of pecan.start (`b:x`): the argument is not a decimal or 0x-hex 64-bit number"
+        );
+        assert_eq!(
+            format!("{}", got[1].unwrap_err()),
+            "entry 2 of pecan.start (``): no component name"
+        );
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(parse_number("0"), Some(0));
+        assert_eq!(parse_number("0XfF"), Some(255));
+        assert_eq!(parse_number("0xffffffffffffffff"), Some(u64::MAX));
+        assert_eq!(parse_number("0x10000000000000000"), None);
+        assert_eq!(parse_number("1_000"), None);
+        assert_eq!(parse_number("-1"), None);
+        assert_eq!(parse_number(""), None);
+        assert_eq!(parse_number("12a"), None);
+    }
+}

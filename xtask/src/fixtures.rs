@@ -1,0 +1,346 @@
+//! Malformed boot modules for scenario tests.
+//!
+//! A test file may add modules to its boot image that are derived from a
+//! real component's ELF file with one deliberate defect (see
+//! [`crate::testspec`]'s `[[module]]`), so root's refusal of each kind of
+//! bad file is tested against the real loader on the real machine:
+//!
+//! | defect | what is changed | what `kcore::elf` reports |
+//! |--------|-----------------|---------------------------|
+//! | `truncated` | the file ends one byte before the end of the last segment's file bytes | `SegmentOutsideFile` |
+//! | `wrong-machine` | `e_machine` = 183 (AArch64) | `WrongMachine` |
+//! | `overlapping-segments` | the second non-empty `PT_LOAD` is moved to the first one's address | `Overlap` |
+//! | `write-execute` | the first executable `PT_LOAD` is also made writable | `WriteAndExecute` |
+//!
+//! [`corrupt`] checks that the source file loads and that the result is
+//! refused with exactly the error in the table, so a fixture cannot
+//! silently test something else (or nothing) when the linker's output
+//! changes.
+//!
+//! The images of tests with such modules are written to
+//! `target/pecan/tests/NAME.img`: the components, then the modules in the
+//! order the test lists them.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use kcore::elf::{ElfError, Limits, LoadPlan};
+use serde::Deserialize;
+
+use crate::testspec::TestSpec;
+use crate::util::display_path;
+
+/// A deliberate defect of a module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Defect {
+    Truncated,
+    WrongMachine,
+    OverlappingSegments,
+    WriteExecute,
+}
+
+/// `e_machine` written by [`Defect::WrongMachine`]: AArch64.
+pub const WRONG_MACHINE: u16 = 183;
+
+const E_MACHINE: usize = 18;
+const E_PHOFF: usize = 32;
+const E_PHENTSIZE: usize = 54;
+const E_PHNUM: usize = 56;
+const PT_LOAD: u32 = 1;
+const PF_X: u32 = 1;
+const PF_W: u32 = 2;
+
+/// A program header's place in the file and the fields used here.
+#[derive(Debug, Clone, Copy)]
+struct LoadHeader {
+    /// Offset of the header in the file.
+    at: usize,
+    flags: u32,
+    offset: u64,
+    vaddr: u64,
+    file_size: u64,
+    mem_size: u64,
+}
+
+fn u16_at(b: &[u8], at: usize) -> Result<u16> {
+    let bytes = b
+        .get(at..at + 2)
+        .ok_or_else(|| anyhow!("truncated at {at:#x}"))?;
+    Ok(u16::from_le_bytes(bytes.try_into()?))
+}
+
+fn u32_at(b: &[u8], at: usize) -> Result<u32> {
+    let bytes = b
+        .get(at..at + 4)
+        .ok_or_else(|| anyhow!("truncated at {at:#x}"))?;
+    Ok(u32::from_le_bytes(bytes.try_into()?))
+}
+
+fn u64_at(b: &[u8], at: usize) -> Result<u64> {
+    let bytes = b
+        .get(at..at + 8)
+        .ok_or_else(|| anyhow!("truncated at {at:#x}"))?;
+    Ok(u64::from_le_bytes(bytes.try_into()?))
+}
+
+fn put(b: &mut [u8], at: usize, bytes: &[u8]) {
+    b[at..at + bytes.len()].copy_from_slice(bytes);
+}
+
+/// The `PT_LOAD` headers of a file that `kcore::elf` accepts.
+fn load_headers(elf: &[u8]) -> Result<Vec<LoadHeader>> {
+    let phoff = usize::try_from(u64_at(elf, E_PHOFF)?)?;
+    let size = usize::from(u16_at(elf, E_PHENTSIZE)?);
+    let count = usize::from(u16_at(elf, E_PHNUM)?);
+    let mut headers = Vec::new();
+    for i in 0..count {
+        let at = phoff + i * size;
+        if u32_at(elf, at)? != PT_LOAD {
+            continue;
+        }
+        headers.push(LoadHeader {
+            at,
+            flags: u32_at(elf, at + 4)?,
+            offset: u64_at(elf, at + 8)?,
+            vaddr: u64_at(elf, at + 16)?,
+            file_size: u64_at(elf, at + 32)?,
+            mem_size: u64_at(elf, at + 40)?,
+        });
+    }
+    Ok(headers)
+}
+
+/// `elf` (which must load) with `defect`.
+pub fn corrupt(elf: &[u8], defect: Defect) -> Result<Vec<u8>> {
+    LoadPlan::from_elf(elf, &Limits::LOWER_HALF)
+        .map_err(|e| anyhow!("the source ELF file does not load: {e}"))?;
+    let headers = load_headers(elf)?;
+    let mut out = elf.to_vec();
+    match defect {
+        Defect::Truncated => {
+            let end = headers
+                .iter()
+                .filter(|h| h.file_size > 0)
+                .map(|h| h.offset + h.file_size)
+                .max()
+                .ok_or_else(|| anyhow!("no PT_LOAD segment has file bytes"))?;
+            out.truncate(usize::try_from(end)? - 1);
+        }
+        Defect::WrongMachine => put(&mut out, E_MACHINE, &WRONG_MACHINE.to_le_bytes()),
+        Defect::OverlappingSegments => {
+            let mut loaded = headers.iter().filter(|h| h.mem_size > 0);
+            let (Some(first), Some(second)) = (loaded.next(), loaded.next()) else {
+                bail!("fewer than two non-empty PT_LOAD segments");
+            };
+            // p_vaddr and p_paddr.
+            put(&mut out, second.at + 16, &first.vaddr.to_le_bytes());
+            put(&mut out, second.at + 24, &first.vaddr.to_le_bytes());
+        }
+        Defect::WriteExecute => {
+            let code = headers
+                .iter()
+                .find(|h| h.flags & PF_X != 0)
+                .ok_or_else(|| anyhow!("no executable PT_LOAD segment"))?;
+            put(&mut out, code.at + 4, &(code.flags | PF_W).to_le_bytes());
+        }
+    }
+    let verdict = LoadPlan::from_elf(&out, &Limits::LOWER_HALF);
+    let intended = matches!(
+        (defect, &verdict),
+        (Defect::Truncated, Err(ElfError::SegmentOutsideFile { .. }))
+            | (Defect::WrongMachine, Err(ElfError::WrongMachine { .. }))
+            | (Defect::OverlappingSegments, Err(ElfError::Overlap { .. }))
+            | (Defect::WriteExecute, Err(ElfError::WriteAndExecute { .. }))
+    );
+    if !intended {
+        bail!("the {defect:?} module is not refused as intended: {verdict:?}");
+    }
+    Ok(out)
+}
+
+/// The boot image for `spec`: `components` (name, ELF bytes) plus the
+/// test's modules, written to `dir/NAME.img`. `None` when the test adds no
+/// modules (it boots the common image).
+pub fn test_image(
+    spec: &TestSpec,
+    components: &[(String, Vec<u8>)],
+    dir: &Path,
+) -> Result<Option<PathBuf>> {
+    if spec.modules.is_empty() {
+        return Ok(None);
+    }
+    let mut entries: Vec<(String, Vec<u8>)> = components.to_vec();
+    for module in &spec.modules {
+        let Some((_, source)) = components.iter().find(|(n, _)| *n == module.from) else {
+            let known: Vec<&str> = components.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(spec.module_error(
+                module,
+                &format!(
+                    "no component `{}` to derive module `{}` from (components: {})",
+                    module.from,
+                    module.name,
+                    known.join(", ")
+                ),
+            ));
+        };
+        let bytes = corrupt(source, module.defect)
+            .map_err(|e| spec.module_error(module, &format!("module `{}`: {e:#}", module.name)))?;
+        entries.push((module.name.clone(), bytes));
+    }
+    let path = dir.join(format!("{}.img", spec.name));
+    crate::system::write_boot_image(&entries, &path)
+        .with_context(|| format!("the boot image of test {}", display_path(&spec.path)))?;
+    Ok(Some(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const R: u32 = 4;
+    const RX: u32 = 5;
+    const RW: u32 = 6;
+
+    /// A small ET_EXEC x86_64 file like lld makes: R, R+X (entry), R+W
+    /// data and R+W bss, each on its own page, with file bytes.
+    fn sample_elf() -> Vec<u8> {
+        let segments: [(u32, u64, u64, u64, u64); 4] = [
+            // flags, offset, vaddr, file size, memory size
+            (R, 0, 0x20_0000, 0x300, 0x300),
+            (RX, 0x300, 0x20_1300, 0x200, 0x200),
+            (RW, 0x500, 0x20_2500, 0x80, 0x80),
+            (RW, 0x580, 0x20_3580, 0, 0x1000),
+        ];
+        let mut b = vec![0u8; 0x600];
+        put(&mut b, 0, b"\x7fELF\x02\x01\x01");
+        put(&mut b, 16, &2u16.to_le_bytes()); // ET_EXEC
+        put(&mut b, E_MACHINE, &62u16.to_le_bytes());
+        put(&mut b, 20, &1u32.to_le_bytes());
+        put(&mut b, 24, &0x20_1300u64.to_le_bytes()); // entry
+        put(&mut b, E_PHOFF, &64u64.to_le_bytes());
+        put(&mut b, 52, &64u16.to_le_bytes());
+        put(&mut b, E_PHENTSIZE, &56u16.to_le_bytes());
+        put(&mut b, E_PHNUM, &(segments.len() as u16).to_le_bytes());
+        for (i, &(flags, offset, vaddr, file, mem)) in segments.iter().enumerate() {
+            let at = 64 + 56 * i;
+            put(&mut b, at, &PT_LOAD.to_le_bytes());
+            put(&mut b, at + 4, &flags.to_le_bytes());
+            put(&mut b, at + 8, &offset.to_le_bytes());
+            put(&mut b, at + 16, &vaddr.to_le_bytes());
+            put(&mut b, at + 24, &vaddr.to_le_bytes());
+            put(&mut b, at + 32, &file.to_le_bytes());
+            put(&mut b, at + 40, &mem.to_le_bytes());
+            put(&mut b, at + 48, &0x1000u64.to_le_bytes());
+        }
+        b
+    }
+
+    fn error_of(elf: &[u8]) -> ElfError {
+        LoadPlan::from_elf(elf, &Limits::LOWER_HALF).unwrap_err()
+    }
+
+    #[test]
+    fn sample_loads() {
+        let plan = LoadPlan::from_elf(&sample_elf(), &Limits::LOWER_HALF).unwrap();
+        assert_eq!(plan.segments().len(), 4);
+    }
+
+    #[test]
+    fn each_defect_gives_its_error() {
+        let elf = sample_elf();
+        let truncated = corrupt(&elf, Defect::Truncated).unwrap();
+        assert_eq!(truncated.len(), 0x57f);
+        assert_eq!(
+            error_of(&truncated),
+            ElfError::SegmentOutsideFile {
+                index: 2,
+                offset: 0x500,
+                size: 0x80
+            }
+        );
+        assert_eq!(
+            error_of(&corrupt(&elf, Defect::WrongMachine).unwrap()),
+            ElfError::WrongMachine { machine: 183 }
+        );
+        assert_eq!(
+            error_of(&corrupt(&elf, Defect::OverlappingSegments).unwrap()),
+            ElfError::Overlap {
+                index: 1,
+                other: 0,
+                page: 0x20_0000
+            }
+        );
+        assert_eq!(
+            error_of(&corrupt(&elf, Defect::WriteExecute).unwrap()),
+            ElfError::WriteAndExecute { index: 1 }
+        );
+    }
+
+    #[test]
+    fn unusable_sources_are_errors() {
+        let elf = sample_elf();
+        let e = format!(
+            "{:#}",
+            corrupt(&elf[..40], Defect::WrongMachine).unwrap_err()
+        );
+        assert!(e.contains("source ELF file does not load"), "{e}");
+
+        // Only one non-empty segment: nothing to overlap. (Segments 1..3
+        // become empty; the entry must stay in an executable segment.)
+        let mut one = elf.clone();
+        put(&mut one, 24, &0x20_0000u64.to_le_bytes());
+        put(&mut one, 64 + 4, &RX.to_le_bytes());
+        for i in 1..4 {
+            put(&mut one, 64 + 56 * i + 32, &0u64.to_le_bytes());
+            put(&mut one, 64 + 56 * i + 40, &0u64.to_le_bytes());
+        }
+        let e = format!(
+            "{:#}",
+            corrupt(&one, Defect::OverlappingSegments).unwrap_err()
+        );
+        assert!(e.contains("fewer than two"), "{e}");
+    }
+
+    #[test]
+    fn test_images_hold_components_then_modules() {
+        let dir = crate::util::temp_dir("fixtures");
+        let text = "description = \"d\"\ntimeout_secs = 5\nexpect = []\nexit = \"success\"\n\
+                    [[module]]\nname = \"bad-machine\"\nfrom = \"hello\"\ndefect = \"wrong-machine\"\n\
+                    [[module]]\nname = \"bad-wx\"\nfrom = \"nope\"\ndefect = \"write-execute\"\n";
+        let spec = crate::testspec::parse(Path::new("tests/mods.toml"), text).unwrap();
+        let components = vec![
+            ("root".to_string(), b"root bytes".to_vec()),
+            ("hello".to_string(), sample_elf()),
+        ];
+        let e = format!("{:#}", test_image(&spec, &components, &dir).unwrap_err());
+        assert_eq!(
+            e,
+            "tests/mods.toml:9:1: no component `nope` to derive module `bad-wx` from \
+             (components: root, hello)"
+        );
+
+        let spec =
+            crate::testspec::parse(Path::new("tests/mods.toml"), &text.replace("nope", "hello"))
+                .unwrap();
+        let path = test_image(&spec, &components, &dir).unwrap().unwrap();
+        assert_eq!(path, dir.join("mods.img"));
+        let bytes = std::fs::read(&path).unwrap();
+        let image = kcore::bootimage::BootImage::parse(&bytes).unwrap();
+        let names: Vec<&str> = image.entries().map(|e| e.name).collect();
+        assert_eq!(names, ["root", "hello", "bad-machine", "bad-wx"]);
+        assert_eq!(
+            error_of(image.find("bad-machine").unwrap().data),
+            ElfError::WrongMachine { machine: 183 }
+        );
+        assert_eq!(image.find("hello").unwrap().data, &sample_elf()[..]);
+
+        let plain = crate::testspec::parse(
+            Path::new("tests/plain.toml"),
+            &text[..text.find("[[").unwrap()],
+        )
+        .unwrap();
+        assert_eq!(test_image(&plain, &components, &dir).unwrap(), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
