@@ -362,6 +362,12 @@ fn suspend_and_registers(t: &mut Test) {
         &regs(CSPACE, 0),
         Error::WrongObjectType,
     );
+    t.err(
+        Sys::ThreadRegisters,
+        "own-thread-refused",
+        &regs(THREAD, 0),
+        Error::InvalidArgument,
+    );
     buf_write(MAIN_BUFFER, reg::RIP, 0xffff_ffff_8000_0000);
     t.err(
         Sys::ThreadRegisters,
