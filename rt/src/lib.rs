@@ -12,6 +12,8 @@
 //!   `DebugWrite` (see [`print`]); no allocation needed.
 //! - A panic handler prints `panic in <component>: <message> at file:line`
 //!   and ends the thread with exit code [`PANIC_EXIT_CODE`].
+//! - [`proto`] defines the small protocols test components speak with each
+//!   other (the ping protocol).
 //! - A global allocator (`linked_list_allocator`) over a static 256 KiB
 //!   arena, ready before `main` runs, so `extern crate alloc;` just works.
 //!
@@ -41,6 +43,7 @@ pub use abi;
 mod heap;
 mod panic;
 pub mod print;
+pub mod proto;
 pub mod start;
 pub mod syscall;
 

@@ -1,0 +1,102 @@
+//! `Null`, `Yield`, `DebugWrite`, unknown numbers, and the error paths of
+//! the interrupt and I/O-port calls (a child holds no IRQ or port
+//! capability, so their success paths belong to root's tests).
+
+use rt::abi::{Error, ObjectType, Sys, MAIN_STACK_TOP};
+use rt::syscall;
+
+use crate::{code, outcome, sys, sys2, Test, BAD_SLOT};
+
+pub fn run(t: &mut Test) {
+    t.ok(Sys::Null, "ok", &sys(Sys::Null, [0; 6]));
+    t.ok(Sys::Yield, "ok", &sys(Sys::Yield, [0; 6]));
+    debug_write(t);
+    unknown(t);
+    irq_and_ports(t);
+}
+
+fn debug_write(t: &mut Test) {
+    let text = b"test-syscalls: DebugWrite prints this line\n";
+    let w = |ptr: u64, len: u64| sys2(Sys::DebugWrite, ptr, len);
+    t.ok(
+        Sys::DebugWrite,
+        "ok",
+        &w(text.as_ptr() as u64, text.len() as u64),
+    );
+    let bad = Some(Error::BadAddress);
+    let cases: [(&str, u64, u64, Option<Error>); 7] = [
+        ("kernel-direct-map", 0xffff_8000_0000_0000, 8, bad),
+        ("kernel-image", 0xffff_ffff_8000_0000, 8, bad),
+        ("non-canonical", 0x0000_8000_0000_0000, 8, bad),
+        ("unmapped", 0x1000, 8, bad),
+        // Readable stack, then the unmapped guard page above it.
+        ("crossing-into-unmapped", MAIN_STACK_TOP - 8, 16, bad),
+        ("address-wraps", u64::MAX - 3, 8, bad),
+        (
+            "too-long",
+            text.as_ptr() as u64,
+            syscall::DEBUG_WRITE_MAX as u64 + 1,
+            Some(Error::InvalidArgument),
+        ),
+    ];
+    for (case, ptr, len, want) in cases {
+        t.expect(Sys::DebugWrite, case, code(&w(ptr, len)), want);
+    }
+}
+
+fn unknown(t: &mut Test) {
+    for (case, number) in [
+        ("first-unknown", Sys::ALL.len() as u64),
+        ("max", u64::MAX),
+        // A kernel that looked at the low 32 bits only would run `Null`.
+        ("high-bits", 1 << 32),
+    ] {
+        // SAFETY: no system call has these numbers; the kernel must do
+        // nothing but fail them.
+        let r = outcome(unsafe { syscall::raw_number(number, [0; 6]) });
+        t.expect_named(
+            "unknown-syscall",
+            case,
+            code(&r),
+            Some(Error::UnknownSyscall),
+        );
+    }
+}
+
+fn irq_and_ports(t: &mut Test) {
+    let ntfn = t.make(ObjectType::Notification, 0);
+    let empty = t.slot();
+    let wrong = Some(Error::WrongObjectType);
+    let cases: [(Sys, &str, [u64; 6], Option<Error>); 7] = [
+        (Sys::IrqBind, "wrong-type", [ntfn, ntfn, 0, 0, 0, 0], wrong),
+        (
+            Sys::IrqBind,
+            "empty-slot",
+            [empty, ntfn, 0, 0, 0, 0],
+            Some(Error::EmptySlot),
+        ),
+        (Sys::IrqAck, "wrong-type", [ntfn, 0, 0, 0, 0, 0], wrong),
+        (
+            Sys::IrqAck,
+            "invalid-slot",
+            [BAD_SLOT, 0, 0, 0, 0, 0],
+            Some(Error::InvalidSlot),
+        ),
+        (Sys::IoPort, "wrong-type", [ntfn, 0x80, 0, 1, 0, 0], wrong),
+        (
+            Sys::IoPort,
+            "empty-slot",
+            [empty, 0x80, 0, 1, 0, 0],
+            Some(Error::EmptySlot),
+        ),
+        (
+            Sys::IoPort,
+            "invalid-slot",
+            [BAD_SLOT, 0x80, 1, 1, 0, 0],
+            Some(Error::InvalidSlot),
+        ),
+    ];
+    for (call, case, args, want) in cases {
+        t.expect(call, case, code(&sys(call, args)), want);
+    }
+}
