@@ -45,6 +45,7 @@
 
 use core::fmt::{self, Write};
 
+pub mod catalog;
 pub mod kernels;
 
 /// Unrecorded iterations before measuring.

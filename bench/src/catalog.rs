@@ -1,0 +1,142 @@
+//! The benchmark names both platforms use, and how `cargo xtask bench`
+//! pairs them into the side-by-side table. A benchmark program reports a
+//! `BENCH` line with exactly one of these names per benchmark it runs;
+//! `xtask` refuses unknown names, so a typo cannot silently drop a row.
+//!
+//! IPC benchmarks are one-way (sel4bench method); `Nw` is the payload in
+//! 8-byte message words (0, 4, 8, 16: the classic "0..4 / 8 / 16 MRs"
+//! rows; on Pecan up to 4 words travel in registers, more through the IPC
+//! buffer; on Linux the payload is written to the pipe/socket or to shared
+//! memory before the wake-up).
+
+/// A benchmark one platform runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bench {
+    pub name: &'static str,
+    pub platform: Platform,
+    /// What is measured, for the report.
+    pub what: &'static str,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Platform {
+    Pecan,
+    Linux,
+}
+
+macro_rules! benches {
+    ($($platform:ident $name:literal => $what:literal,)*) => {
+        /// Every benchmark, Pecan's first.
+        pub const ALL: &[Bench] = &[$(Bench { name: $name, platform: Platform::$platform, what: $what },)*];
+    };
+}
+
+benches! {
+    Pecan "null-syscall" => "Null system call, round trip",
+    Pecan "ipc-intra-0w" => "IPC call one-way, same address space, 0 words",
+    Pecan "ipc-intra-4w" => "IPC call one-way, same address space, 4 words",
+    Pecan "ipc-intra-8w" => "IPC call one-way, same address space, 8 words",
+    Pecan "ipc-intra-16w" => "IPC call one-way, same address space, 16 words",
+    Pecan "ipc-inter-0w" => "IPC call one-way, between address spaces, 0 words",
+    Pecan "ipc-inter-4w" => "IPC call one-way, between address spaces, 4 words",
+    Pecan "ipc-inter-8w" => "IPC call one-way, between address spaces, 8 words",
+    Pecan "ipc-inter-16w" => "IPC call one-way, between address spaces, 16 words",
+    Pecan "notification" => "notification signal to wake-up of the waiter, one-way",
+    Pecan "ring-2" => "token passed around a ring of 2 threads, per hand-over",
+    Pecan "ring-4" => "token passed around a ring of 4 threads, per hand-over",
+    Pecan "ring-10" => "token passed around a ring of 10 threads, per hand-over",
+    Pecan "bulk-shm" => "bulk transfer through shared memory + notifications, bytes/tick",
+    Pecan "bogomips" => "register decrement loop, ticks per 1000 iterations",
+    Pecan "memcpy-runtime" => "memcpy 8 MiB, the runtime's, bytes/tick",
+    Pecan "memcpy-bytewise" => "memcpy 8 MiB, one byte at a time, bytes/tick",
+    Pecan "memset-runtime" => "memset 8 MiB, the runtime's, bytes/tick",
+    Pecan "uncached-write" => "8-byte stores to an uncached mapping, bytes/tick",
+    Pecan "uncached-read" => "8-byte loads from an uncached mapping, bytes/tick",
+    Linux "getppid" => "getppid system call, round trip",
+    Linux "futex-threads-0w" => "futex ping-pong between threads, one-way, 0 words",
+    Linux "futex-threads-4w" => "futex ping-pong between threads, one-way, 4 words in shared memory",
+    Linux "futex-threads-8w" => "futex ping-pong between threads, one-way, 8 words in shared memory",
+    Linux "futex-threads-16w" => "futex ping-pong between threads, one-way, 16 words in shared memory",
+    Linux "futex-shm-0w" => "futex ping-pong between processes over shared memory, one-way, 0 words",
+    Linux "futex-shm-4w" => "futex ping-pong between processes over shared memory, one-way, 4 words",
+    Linux "futex-shm-8w" => "futex ping-pong between processes over shared memory, one-way, 8 words",
+    Linux "futex-shm-16w" => "futex ping-pong between processes over shared memory, one-way, 16 words",
+    Linux "pipe-0w" => "pipe ping-pong between processes, one-way, 1 byte",
+    Linux "pipe-4w" => "pipe ping-pong between processes, one-way, 32 bytes",
+    Linux "pipe-8w" => "pipe ping-pong between processes, one-way, 64 bytes",
+    Linux "pipe-16w" => "pipe ping-pong between processes, one-way, 128 bytes",
+    Linux "unix-0w" => "unix stream socket ping-pong between processes, one-way, 1 byte",
+    Linux "unix-16w" => "unix stream socket ping-pong between processes, one-way, 128 bytes",
+    Linux "eventfd" => "eventfd write to wake-up of a reader blocked in read, one-way",
+    Linux "ring-2" => "token passed around a ring of 2 processes through pipes (lat_ctx -s 0 2), per hand-over",
+    Linux "ring-4" => "token passed around a ring of 4 processes through pipes, per hand-over",
+    Linux "ring-10" => "token passed around a ring of 10 processes through pipes, per hand-over",
+    Linux "bw-pipe" => "bulk transfer through a pipe (bw_pipe), bytes/tick",
+    Linux "bw-unix" => "bulk transfer through a unix socket (bw_unix), bytes/tick",
+    Linux "bogomips" => "register decrement loop, ticks per 1000 iterations",
+    Linux "memcpy-glibc" => "memcpy 8 MiB, glibc's, bytes/tick",
+    Linux "memcpy-bytewise" => "memcpy 8 MiB, one byte at a time, bytes/tick",
+    Linux "memset-glibc" => "memset 8 MiB, glibc's, bytes/tick",
+}
+
+/// A row of the side-by-side table: a Pecan benchmark and its Linux
+/// counterpart (`None`: Linux has none, e.g. uncached mappings).
+pub const ROWS: &[(&str, Option<&str>)] = &[
+    ("null-syscall", Some("getppid")),
+    ("ipc-intra-0w", Some("futex-threads-0w")),
+    ("ipc-intra-4w", Some("futex-threads-4w")),
+    ("ipc-intra-8w", Some("futex-threads-8w")),
+    ("ipc-intra-16w", Some("futex-threads-16w")),
+    ("ipc-inter-0w", Some("futex-shm-0w")),
+    ("ipc-inter-4w", Some("futex-shm-4w")),
+    ("ipc-inter-8w", Some("futex-shm-8w")),
+    ("ipc-inter-16w", Some("futex-shm-16w")),
+    ("ipc-inter-0w", Some("pipe-0w")),
+    ("ipc-inter-4w", Some("pipe-4w")),
+    ("ipc-inter-8w", Some("pipe-8w")),
+    ("ipc-inter-16w", Some("pipe-16w")),
+    ("ipc-inter-0w", Some("unix-0w")),
+    ("ipc-inter-16w", Some("unix-16w")),
+    ("notification", Some("eventfd")),
+    ("ring-2", Some("ring-2")),
+    ("ring-4", Some("ring-4")),
+    ("ring-10", Some("ring-10")),
+    ("bulk-shm", Some("bw-pipe")),
+    ("bulk-shm", Some("bw-unix")),
+    ("bogomips", Some("bogomips")),
+    ("memcpy-runtime", Some("memcpy-glibc")),
+    ("memcpy-bytewise", Some("memcpy-bytewise")),
+    ("memset-runtime", Some("memset-glibc")),
+    ("uncached-write", None),
+    ("uncached-read", None),
+];
+
+/// The benchmark called `name` on `platform`.
+pub fn find(platform: Platform, name: &str) -> Option<&'static Bench> {
+    ALL.iter()
+        .find(|b| b.platform == platform && b.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_name_known_benchmarks_and_names_are_unique() {
+        for (pecan, linux) in ROWS {
+            assert!(find(Platform::Pecan, pecan).is_some(), "{pecan}");
+            if let Some(l) = linux {
+                assert!(find(Platform::Linux, l).is_some(), "{l}");
+            }
+        }
+        for (i, a) in ALL.iter().enumerate() {
+            for b in &ALL[i + 1..] {
+                assert!(
+                    !(a.name == b.name && a.platform == b.platform),
+                    "{}",
+                    a.name
+                );
+            }
+        }
+    }
+}
