@@ -1,0 +1,240 @@
+//! `bench-linux`: the benchmark lab's Linux side.
+//!
+//! The same benchmarks as the Pecan benchmark component, from the same
+//! measuring crate (`bench`: timestamp, warm-up, overhead, statistics, the
+//! `BENCH` report line, the CPU and memory kernels), mapped onto Linux
+//! system calls: getppid, futex, pipes, unix sockets, eventfd, `fork`.
+//! `cargo xtask` builds it as a static binary
+//! (`-C target-feature=+crt-static`) and runs it alone in a busybox
+//! initramfs on Debian's cloud kernel, in the same emulated machine as
+//! Pecan.
+//!
+//! ```text
+//! bench-linux [--list] [NAME...]
+//! ```
+//!
+//! Runs the named Linux benchmarks of [`bench::catalog::ALL`] (all of them
+//! when none is named), in catalog order, and prints one `BENCH` line each
+//! on standard output. An unknown name lists the known ones and exits 2; a
+//! benchmark that fails is reported on standard error, the others still
+//! run, and the exit status is 1.
+//!
+//! Everything runs pinned to CPU 0. Between benchmarks the program waits
+//! until the console has sent its report (`tcdrain`), so that the serial
+//! port's interrupts do not fall into the next measurement.
+//!
+//! Module map: [`sys`] (system calls), [`cpu`] (null system call, bogomips,
+//! memcpy/memset), [`oneway`] (futex, pipe, unix socket and eventfd
+//! ping-pong), [`ring`] (lat_ctx), [`bulk`] (bw_pipe, bw_unix).
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+mod bulk;
+mod cpu;
+mod oneway;
+mod ring;
+mod sys;
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use bench::catalog::{self, Platform};
+use bench::Unit;
+
+/// How a benchmark runs: fill the samples (ticks, or bytes per tick ×
+/// [`bench::THROUGHPUT_SCALE`]) given the timing overhead.
+type Run = fn(&mut [u64], u64) -> io::Result<()>;
+
+/// One Linux benchmark: its catalog name, unit, sample count and code.
+struct Benchmark {
+    name: &'static str,
+    unit: Unit,
+    samples: usize,
+    run: Run,
+}
+
+/// Samples of the transfers and the 8 MiB memory kernels (a sample moves
+/// megabytes: a few suffice, the figures are deterministic under icount).
+const BIG_SAMPLES: usize = 20;
+/// Samples of the bytewise copy (about 5 ticks per byte: 40 M per sample).
+const BYTEWISE_SAMPLES: usize = 5;
+
+const fn ticks(name: &'static str, run: Run) -> Benchmark {
+    Benchmark {
+        name,
+        unit: Unit::Ticks,
+        samples: bench::SAMPLES,
+        run,
+    }
+}
+
+const fn bytes_per_tick(name: &'static str, samples: usize, run: Run) -> Benchmark {
+    Benchmark {
+        name,
+        unit: Unit::BytesPerTick,
+        samples,
+        run,
+    }
+}
+
+/// Every Linux benchmark of the catalog, with its code.
+const BENCHMARKS: &[Benchmark] = &[
+    ticks("getppid", cpu::getppid),
+    ticks("futex-threads-0w", |s, o| oneway::futex_threads(s, o, 0)),
+    ticks("futex-threads-4w", |s, o| oneway::futex_threads(s, o, 4)),
+    ticks("futex-threads-8w", |s, o| oneway::futex_threads(s, o, 8)),
+    ticks("futex-threads-16w", |s, o| oneway::futex_threads(s, o, 16)),
+    ticks("futex-shm-0w", |s, o| oneway::futex_shm(s, o, 0)),
+    ticks("futex-shm-4w", |s, o| oneway::futex_shm(s, o, 4)),
+    ticks("futex-shm-8w", |s, o| oneway::futex_shm(s, o, 8)),
+    ticks("futex-shm-16w", |s, o| oneway::futex_shm(s, o, 16)),
+    ticks("pipe-0w", |s, o| oneway::pipe(s, o, 0)),
+    ticks("pipe-4w", |s, o| oneway::pipe(s, o, 4)),
+    ticks("pipe-8w", |s, o| oneway::pipe(s, o, 8)),
+    ticks("pipe-16w", |s, o| oneway::pipe(s, o, 16)),
+    ticks("unix-0w", |s, o| oneway::unix(s, o, 0)),
+    ticks("unix-16w", |s, o| oneway::unix(s, o, 16)),
+    ticks("eventfd", oneway::eventfd),
+    ticks("ring-2", |s, o| ring::ring(s, o, 2)),
+    ticks("ring-4", |s, o| ring::ring(s, o, 4)),
+    ticks("ring-10", |s, o| ring::ring(s, o, 10)),
+    bytes_per_tick("bw-pipe", BIG_SAMPLES, bulk::pipe),
+    bytes_per_tick("bw-unix", BIG_SAMPLES, bulk::unix),
+    ticks("bogomips", cpu::bogomips),
+    bytes_per_tick("memcpy-glibc", BIG_SAMPLES, cpu::memcpy_glibc),
+    bytes_per_tick("memcpy-bytewise", BYTEWISE_SAMPLES, cpu::memcpy_bytewise),
+    bytes_per_tick("memset-glibc", BIG_SAMPLES, cpu::memset_glibc),
+];
+
+/// The Linux benchmarks of the catalog, in its order.
+fn linux_names() -> impl Iterator<Item = &'static str> {
+    catalog::ALL
+        .iter()
+        .filter(|b| b.platform == Platform::Linux)
+        .map(|b| b.name)
+}
+
+/// The benchmarks to run for the command-line `names` (all when empty), in
+/// catalog order; `Err` holds the unknown names.
+fn select(names: &[String]) -> Result<Vec<&'static catalog::Bench>, Vec<String>> {
+    let unknown: Vec<String> = names
+        .iter()
+        .filter(|n| catalog::find(Platform::Linux, n).is_none())
+        .cloned()
+        .collect();
+    if !unknown.is_empty() {
+        return Err(unknown);
+    }
+    Ok(catalog::ALL
+        .iter()
+        .filter(|b| b.platform == Platform::Linux)
+        .filter(|b| names.is_empty() || names.iter().any(|n| n == b.name))
+        .collect())
+}
+
+/// The code of the benchmark called `name`.
+fn benchmark(name: &str) -> Option<&'static Benchmark> {
+    BENCHMARKS.iter().find(|b| b.name == name)
+}
+
+/// Runs one benchmark and prints its report line.
+fn run_one(bench: &catalog::Bench, overhead: u64) -> io::Result<()> {
+    let b = benchmark(bench.name).ok_or_else(|| {
+        io::Error::other(format!(
+            "{}: in the catalog but not implemented",
+            bench.name
+        ))
+    })?;
+    let mut samples = vec![0u64; b.samples];
+    (b.run)(&mut samples, overhead)?;
+    let mut scratch = vec![0u64; samples.len()];
+    let mut line = String::new();
+    bench::report(
+        &mut line,
+        bench.name,
+        bench.what,
+        b.unit,
+        &samples,
+        &mut scratch,
+    )
+    .map_err(|_| io::Error::other("formatting the report line"))?;
+    let mut out = io::stdout().lock();
+    out.write_all(line.as_bytes())?;
+    out.flush()?;
+    sys::drain_stdout();
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--list") {
+        for name in linux_names() {
+            println!("{name}");
+        }
+        return ExitCode::SUCCESS;
+    }
+    let selected = match select(&args) {
+        Ok(s) => s,
+        Err(unknown) => {
+            eprintln!(
+                "bench-linux: unknown benchmark {}; the Linux benchmarks are: {}",
+                unknown.join(", "),
+                linux_names().collect::<Vec<_>>().join(" ")
+            );
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = sys::pin_to_cpu0() {
+        eprintln!("bench-linux: {e}");
+        return ExitCode::FAILURE;
+    }
+    let overhead = bench::timestamp_overhead();
+    println!(
+        "bench-linux: {} benchmarks, timestamp overhead {overhead} ticks",
+        selected.len()
+    );
+    let mut failed = 0;
+    for b in selected {
+        if let Err(e) = run_one(b, overhead) {
+            eprintln!("bench-linux: {}: {e}", b.name);
+            failed += 1;
+        }
+    }
+    if failed > 0 {
+        eprintln!("bench-linux: {failed} benchmarks failed");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_linux_benchmark_is_implemented_once() {
+        for name in linux_names() {
+            let n = BENCHMARKS.iter().filter(|b| b.name == name).count();
+            assert_eq!(n, 1, "{name}");
+        }
+        for b in BENCHMARKS {
+            assert!(
+                catalog::find(Platform::Linux, b.name).is_some(),
+                "{} is not in the catalog",
+                b.name
+            );
+        }
+    }
+
+    #[test]
+    fn selection() {
+        let all = select(&[]).unwrap();
+        assert_eq!(all.len(), BENCHMARKS.len());
+        let some = select(&["ring-2".into(), "getppid".into()]).unwrap();
+        let names: Vec<_> = some.iter().map(|b| b.name).collect();
+        assert_eq!(names, ["getppid", "ring-2"]);
+        assert_eq!(
+            select(&["getppid".into(), "null-syscall".into(), "x".into()]).unwrap_err(),
+            ["null-syscall", "x"]
+        );
+    }
+}
