@@ -42,7 +42,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "MIB", default_value_t = qemu::DEFAULT_MEMORY_MIB,
           value_parser = clap::value_parser!(u32).range(16..))]
     pub memory: u32,
-    /// Count instructions (`-icount shift=0,align=off`; TCG only).
+    /// Count instructions, deterministically (`-icount shift=0,align=off,sleep=off`,
+    /// a seeded RDRAND, a virtual real-time clock; TCG only).
     #[arg(long)]
     pub icount: bool,
 }
