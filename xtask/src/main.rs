@@ -12,9 +12,12 @@ mod accel;
 mod boot_test;
 mod bootimage;
 mod components;
+mod cpio;
+mod debian;
 mod fixtures;
 mod host;
 mod kernel;
+mod linux;
 mod matcher;
 mod qemu;
 mod run;
@@ -47,6 +50,9 @@ enum Command {
     Run(run::RunArgs),
     /// Run host tests, lints and scenario tests.
     Test(testcmd::TestArgs),
+    /// Run the Linux side of the benchmarks alone (boots Debian's cloud
+    /// kernel with bench-linux) and print its BENCH lines.
+    BenchLinux(linux::BenchLinuxArgs),
 }
 
 fn main() -> ExitCode {
@@ -60,6 +66,7 @@ fn main() -> ExitCode {
             }),
         Command::Run(args) => run::run(args),
         Command::Test(args) => testcmd::run(args),
+        Command::BenchLinux(args) => linux::bench_linux_command(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -97,7 +97,7 @@ pub fn ensure_qemu() -> Result<()> {
 }
 
 /// Runs `apt-get ARGS` non-interactively, printing what it runs.
-fn apt_get(args: &[&str]) -> Result<()> {
+pub fn apt_get(args: &[&str]) -> Result<()> {
     println!(
         "==> DEBIAN_FRONTEND=noninteractive apt-get {}",
         args.join(" ")
@@ -116,7 +116,7 @@ fn apt_get(args: &[&str]) -> Result<()> {
 
 /// Whether we run as root (effective uid 0), read from `/proc/self/status`,
 /// else from `id -u`.
-fn is_root() -> bool {
+pub fn is_root() -> bool {
     if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
         if let Some(uid) = effective_uid(&status) {
             return uid == 0;

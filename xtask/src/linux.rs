@@ -1,0 +1,500 @@
+//! The benchmark lab's Linux side: build `bench-linux` as a static binary,
+//! pack it with busybox into an initramfs, boot Debian's cloud kernel on it
+//! in the same emulated machine as Pecan, and hand back the serial output
+//! with its `BENCH` lines.
+//!
+//! The machine is [`crate::qemu::Machine`] as for Pecan — q35, qboot,
+//! `-cpu max`, one vCPU, TCG with `-icount shift=0,align=off`, the memory
+//! the caller asks for — with `-kernel vmlinuz -initrd initramfs.cpio`. The
+//! initramfs (a `newc` cpio written by [`crate::cpio`]) holds busybox, the
+//! applet links `/init` uses, `/init` itself and `/bench-linux`; `/init`
+//! mounts proc, sysfs and devtmpfs, prints the kernel release and the CPU
+//! vulnerability mitigations in force, runs `/bench-linux NAMES...`,
+//! prints [`EXIT_MARKER`] with its exit status and powers off.
+//!
+//! The serial log is kept at `target/bench/linux-serial.log`.
+//!
+//! API for `cargo xtask bench`: [`run_linux_benchmarks`], or [`prepare`]
+//! once and [`LinuxGuest::run`] per run. `cargo xtask bench-linux [NAME...]`
+//! runs this part alone.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use bench::catalog::{self, Platform};
+use regex::Regex;
+
+use crate::accel::Accel;
+use crate::cpio::Archive;
+use crate::debian::{self, Versions};
+use crate::qemu::{self, Machine};
+use crate::setup;
+use crate::util::{cargo, display_path, shell_quote, workspace_root};
+
+/// The benchmark binary's package (and file) name.
+pub const PACKAGE: &str = "bench-linux";
+/// The Rust target it is built for, statically linked.
+pub const TARGET: &str = "x86_64-unknown-linux-gnu";
+/// glibc's static library, which `+crt-static` links.
+const LIBC_A: &str = "/usr/lib/x86_64-linux-gnu/libc.a";
+/// The kernel command line. `quiet` keeps the kernel off the console while
+/// the benchmarks run; `panic=-1` reboots at once on a panic, which ends
+/// QEMU (`-no-reboot`).
+pub const CMDLINE: &str = "console=ttyS0 quiet panic=-1";
+/// What `/init` prints after `bench-linux` returned: `EXIT_MARKER <status>`.
+pub const EXIT_MARKER: &str = "bench-linux-init: exit";
+/// The busybox applets `/init` uses.
+const APPLETS: &[&str] = &["sh", "mount", "uname", "cat", "poweroff"];
+
+/// A guest ready to boot: kernel, initramfs and what they are.
+#[derive(Debug, Clone)]
+pub struct LinuxGuest {
+    pub vmlinuz: PathBuf,
+    pub initramfs: PathBuf,
+    pub versions: Versions,
+    /// The benchmarks `/init` runs (empty: all).
+    pub names: Vec<String>,
+}
+
+/// One boot of the guest.
+#[derive(Debug, Clone)]
+pub struct LinuxRun {
+    /// The serial console's output (line ends `\n`); the `BENCH` lines are
+    /// among it.
+    pub serial: String,
+    /// Where the log (QEMU command line, serial output, QEMU's stderr) was
+    /// written.
+    pub log_path: PathBuf,
+    /// e.g. `Linux 6.1.0-56-cloud-amd64 (Debian
+    /// linux-image-6.1.0-56-cloud-amd64 6.1.192-2)`.
+    pub kernel_version: String,
+    pub versions: Versions,
+    /// Wall-clock time from starting QEMU to its exit.
+    pub duration: Duration,
+}
+
+/// Builds and boots the guest once: [`prepare`] then [`LinuxGuest::run`].
+/// `names` are Linux benchmark names of [`bench::catalog`] (empty: all).
+/// An error says what is missing (no apt, no network, no static glibc) or
+/// where the serial log of a failed boot is.
+pub fn run_linux_benchmarks(
+    names: &[String],
+    memory_mib: u32,
+    timeout: Duration,
+) -> Result<LinuxRun> {
+    prepare(names)?.run(memory_mib, timeout)
+}
+
+/// Checks the names, fetches (or finds in the cache) the kernel and
+/// busybox, builds `bench-linux` and writes the initramfs.
+pub fn prepare(names: &[String]) -> Result<LinuxGuest> {
+    check_names(names)?;
+    let root = workspace_root();
+    let pieces = debian::guest_pieces(&root)?;
+    let binary = build_bench_linux(&root)?;
+    let busybox = std::fs::read(&pieces.busybox)
+        .with_context(|| format!("reading {}", display_path(&pieces.busybox)))?;
+    let bench =
+        std::fs::read(&binary).with_context(|| format!("reading {}", display_path(&binary)))?;
+    let image = initramfs(&busybox, &bench, names)?;
+    let initramfs = debian::cache_dir(&root).join("initramfs.cpio");
+    write_atomically(&initramfs, &image)?;
+    Ok(LinuxGuest {
+        vmlinuz: pieces.vmlinuz,
+        initramfs,
+        versions: pieces.versions,
+        names: names.to_vec(),
+    })
+}
+
+/// Refuses names that are not Linux benchmarks, listing those that are.
+fn check_names(names: &[String]) -> Result<()> {
+    let unknown: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| catalog::find(Platform::Linux, n).is_none())
+        .collect();
+    if !unknown.is_empty() {
+        let known: Vec<&str> = catalog::ALL
+            .iter()
+            .filter(|b| b.platform == Platform::Linux)
+            .map(|b| b.name)
+            .collect();
+        bail!(
+            "unknown Linux benchmark {}; the Linux benchmarks are: {}",
+            unknown.join(", "),
+            known.join(" ")
+        );
+    }
+    Ok(())
+}
+
+/// Builds `bench-linux` statically linked; returns the binary's path.
+pub fn build_bench_linux(root: &Path) -> Result<PathBuf> {
+    ensure_static_glibc()?;
+    println!("==> building {PACKAGE} (static, {TARGET})");
+    let status = cargo()
+        .args(["build", "--release", "-p", PACKAGE, "--target", TARGET])
+        // Static glibc; debug info (the release profile keeps it) stays out
+        // of the initramfs, the symbols stay for disassembly.
+        .env(
+            "CARGO_ENCODED_RUSTFLAGS",
+            "-Ctarget-feature=+crt-static\x1f-Cstrip=debuginfo",
+        )
+        .status()
+        .context("running cargo build")?;
+    if !status.success() {
+        bail!("building {PACKAGE} failed ({status})");
+    }
+    let binary = root
+        .join("target")
+        .join(TARGET)
+        .join("release")
+        .join(PACKAGE);
+    let bytes =
+        std::fs::read(&binary).with_context(|| format!("reading {}", display_path(&binary)))?;
+    if needs_interpreter(&bytes)? {
+        bail!(
+            "{} is dynamically linked (it has PT_INTERP); it must be static to run alone \
+             in the initramfs",
+            display_path(&binary)
+        );
+    }
+    Ok(binary)
+}
+
+/// Makes sure glibc's static library is there, installing libc6-dev when
+/// we are root.
+fn ensure_static_glibc() -> Result<()> {
+    if Path::new(LIBC_A).is_file() {
+        return Ok(());
+    }
+    if !setup::is_root() || crate::util::which("apt-get").is_none() {
+        bail!(
+            "glibc's static library {LIBC_A} is missing; {PACKAGE} links it statically. \
+             Install it with: sudo apt-get install -y libc6-dev"
+        );
+    }
+    println!("==> {LIBC_A} is missing; installing libc6-dev");
+    setup::apt_get(&["install", "-y", "--no-install-recommends", "libc6-dev"])?;
+    if !Path::new(LIBC_A).is_file() {
+        bail!("installed libc6-dev, but {LIBC_A} is still missing");
+    }
+    Ok(())
+}
+
+/// Whether an ELF64 x86-64 file asks for a dynamic linker (`PT_INTERP`).
+fn needs_interpreter(elf: &[u8]) -> Result<bool> {
+    const PT_INTERP: u32 = 3;
+    let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| {
+        elf.get(o..o + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+    };
+    let u64_at = |o: usize| {
+        elf.get(o..o + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    };
+    if elf.get(..5) != Some(b"\x7fELF\x02") || u16_at(18) != Some(62) {
+        bail!("not an ELF64 x86-64 file");
+    }
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(32), u16_at(54), u16_at(56)) else {
+        bail!("truncated ELF header");
+    };
+    for i in 0..usize::from(phnum) {
+        let at = usize::try_from(phoff)? + i * usize::from(phentsize);
+        match u32_at(at) {
+            Some(PT_INTERP) => return Ok(true),
+            Some(_) => {}
+            None => bail!("truncated ELF program headers"),
+        }
+    }
+    Ok(false)
+}
+
+/// `/init`: mount the pseudo file systems, report the kernel, run the
+/// benchmarks, report their exit status, power off.
+fn init_script(names: &[String]) -> String {
+    let mut command = vec!["/bench-linux".to_string()];
+    command.extend(names.iter().map(|n| shell_quote(n)));
+    format!(
+        "#!/bin/sh\n\
+         # The benchmark lab's Linux guest; written by cargo xtask (xtask/src/linux.rs).\n\
+         export PATH=/bin\n\
+         mount -t proc proc /proc\n\
+         mount -t sysfs sysfs /sys\n\
+         mount -t devtmpfs devtmpfs /dev\n\
+         echo \"bench-linux-init: kernel $(uname -r): $(cat /proc/cmdline)\"\n\
+         for f in /sys/devices/system/cpu/vulnerabilities/*; do\n\
+         \x20   echo \"bench-linux-init: ${{f##*/}}: $(cat $f)\"\n\
+         done\n\
+         {}\n\
+         echo \"{EXIT_MARKER} $?\"\n\
+         poweroff -f\n",
+        command.join(" ")
+    )
+}
+
+/// The initramfs: busybox with its applet links, `/init`, `/bench-linux`.
+pub fn initramfs(busybox: &[u8], bench_linux: &[u8], names: &[String]) -> Result<Vec<u8>> {
+    let mut a = Archive::new();
+    for dir in ["bin", "dev", "proc", "sys"] {
+        a.dir(dir, 0o755)?;
+    }
+    // The kernel opens /dev/console for /init's standard streams before
+    // devtmpfs is mounted.
+    a.char_device("dev/console", 0o600, 5, 1)?;
+    a.file("bin/busybox", 0o755, busybox)?;
+    for applet in APPLETS {
+        a.symlink(&format!("bin/{applet}"), "busybox")?;
+    }
+    a.file("init", 0o755, init_script(names).as_bytes())?;
+    a.file("bench-linux", 0o755, bench_linux)?;
+    Ok(a.finish())
+}
+
+/// Writes `path` through a temporary file and a rename.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().context("a path without a parent")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", display_path(dir)))?;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let temp = dir.join(format!(".{name}.{}", std::process::id()));
+    std::fs::write(&temp, bytes).with_context(|| format!("writing {}", display_path(&temp)))?;
+    std::fs::rename(&temp, path).with_context(|| format!("writing {}", display_path(path)))
+}
+
+/// Where the serial log of the last boot is written.
+pub fn log_path(root: &Path) -> PathBuf {
+    root.join("target").join("bench").join("linux-serial.log")
+}
+
+static EXIT_LINE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(r"(?m)^{} (\d+)\s*$", regex::escape(EXIT_MARKER))).expect("valid regex")
+});
+
+/// `bench-linux`'s exit status as `/init` reported it, if it did.
+fn exit_status(serial: &str) -> Option<i32> {
+    EXIT_LINE.captures(serial).and_then(|c| c[1].parse().ok())
+}
+
+impl LinuxGuest {
+    /// The machine: Pecan's configuration with the Linux kernel and
+    /// initramfs.
+    pub fn machine(&self, memory_mib: u32) -> Machine {
+        let mut m = Machine::new(
+            self.vmlinuz.clone(),
+            Some(self.initramfs.clone()),
+            CMDLINE.to_string(),
+            Accel::Tcg,
+        );
+        m.memory_mib = memory_mib;
+        m.icount = true;
+        m
+    }
+
+    /// Boots the guest, waits for it to power off (at most `timeout`) and
+    /// keeps the serial log. An error — no exit report, a non-zero exit of
+    /// `bench-linux`, the timeout — names the log.
+    pub fn run(&self, memory_mib: u32, timeout: Duration) -> Result<LinuxRun> {
+        let root = workspace_root();
+        let machine = self.machine(memory_mib);
+        let log_path = log_path(&root);
+        println!(
+            "==> booting {} with {} benchmarks: {}",
+            self.versions.kernel_description(),
+            if self.names.is_empty() {
+                "all".to_string()
+            } else {
+                self.names.len().to_string()
+            },
+            machine.command_line()
+        );
+        let start = Instant::now();
+        let (serial, stderr, finished) = capture(&machine, start + timeout)?;
+        let duration = start.elapsed();
+        let mut log = format!("$ {}\n{serial}", machine.command_line());
+        if !stderr.is_empty() {
+            log.push_str(&format!("\n--- QEMU stderr ---\n{stderr}"));
+        }
+        write_atomically(&log_path, log.as_bytes())?;
+        let shown = display_path(&log_path);
+        if !finished {
+            bail!(
+                "the Linux guest did not finish within {} s; serial log: {shown}",
+                timeout.as_secs()
+            );
+        }
+        match exit_status(&serial) {
+            Some(0) => {}
+            Some(n) => bail!("bench-linux exited with status {n} in the Linux guest; serial log: {shown}"),
+            None => bail!(
+                "the Linux guest stopped before bench-linux finished (QEMU: {}); serial log: {shown}",
+                stderr.lines().last().unwrap_or("no message")
+            ),
+        }
+        println!(
+            "==> Linux guest done in {:.1} s; serial log: {shown}",
+            duration.as_secs_f64()
+        );
+        Ok(LinuxRun {
+            serial,
+            log_path,
+            kernel_version: self.versions.kernel_description(),
+            versions: self.versions.clone(),
+            duration,
+        })
+    }
+}
+
+/// Runs QEMU until it exits or `deadline`; returns the serial output
+/// (`\r\n` turned into `\n`), QEMU's stderr, and whether QEMU exited by
+/// itself.
+fn capture(machine: &Machine, deadline: Instant) -> Result<(String, String, bool)> {
+    let mut child = machine
+        .command()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting QEMU")?;
+    let readers = [
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    ]
+    .map(|stream| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut s) = stream {
+                let _ = s.read_to_end(&mut bytes);
+            }
+            String::from_utf8_lossy(&bytes).replace("\r\n", "\n")
+        })
+    });
+    let finished = match qemu::wait_until(&mut child, deadline) {
+        Ok(Some(_)) => true,
+        Ok(None) => {
+            qemu::terminate(&mut child);
+            false
+        }
+        Err(e) => {
+            qemu::terminate(&mut child);
+            return Err(e).context("waiting for QEMU");
+        }
+    };
+    let [out, err] = readers.map(|r| r.join().unwrap_or_default());
+    Ok((out, err, finished))
+}
+
+/// The options of `cargo xtask bench-linux`.
+#[derive(Debug, clap::Args)]
+pub struct BenchLinuxArgs {
+    /// Linux benchmarks to run (default: all).
+    pub names: Vec<String>,
+    /// Guest memory in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = qemu::DEFAULT_MEMORY_MIB,
+          value_parser = clap::value_parser!(u32).range(64..))]
+    pub memory: u32,
+    /// Stop the guest after SECS seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 900)]
+    pub timeout: u64,
+}
+
+/// `cargo xtask bench-linux`: runs the Linux side alone and prints its
+/// `BENCH` lines.
+pub fn bench_linux_command(args: &BenchLinuxArgs) -> Result<bool> {
+    setup::ensure_qemu()?;
+    let run = run_linux_benchmarks(&args.names, args.memory, Duration::from_secs(args.timeout))?;
+    for line in run.serial.lines().filter(|l| l.starts_with("BENCH ")) {
+        println!("{line}");
+    }
+    println!(
+        "==> {}, busybox {}: {:.1} s; serial log: {}",
+        run.kernel_version,
+        run.versions.busybox_version,
+        run.duration.as_secs_f64(),
+        display_path(&run.log_path)
+    );
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked_against_the_catalog() {
+        assert!(check_names(&[]).is_ok());
+        assert!(check_names(&["getppid".into(), "ring-10".into()]).is_ok());
+        let e = check_names(&["null-syscall".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown Linux benchmark null-syscall"), "{e}");
+        assert!(e.contains("getppid futex-threads-0w"), "{e}");
+    }
+
+    #[test]
+    fn init_runs_the_named_benchmarks_then_powers_off() {
+        let s = init_script(&["getppid".into(), "pipe-0w".into()]);
+        assert!(s.starts_with("#!/bin/sh\n"));
+        assert!(s.contains("\n/bench-linux getppid pipe-0w\necho \"bench-linux-init: exit $?\"\n"));
+        assert!(s.ends_with("poweroff -f\n"));
+        assert!(init_script(&[]).contains("\n/bench-linux\n"));
+    }
+
+    #[test]
+    fn initramfs_has_everything_init_needs() {
+        let image = initramfs(b"BUSYBOX", b"BENCH", &[]).unwrap();
+        let text = String::from_utf8_lossy(&image);
+        for name in [
+            "bin/busybox",
+            "init",
+            "bench-linux",
+            "dev/console",
+            "bin/sh",
+            "bin/poweroff",
+        ] {
+            assert!(text.contains(&format!("{name}\0")), "{name}");
+        }
+        // Every applet the script calls has its link.
+        let script = init_script(&[]);
+        for word in ["mount", "uname", "cat", "poweroff"] {
+            assert!(script.contains(word) && APPLETS.contains(&word), "{word}");
+        }
+    }
+
+    #[test]
+    fn exit_marker() {
+        assert_eq!(exit_status("x\nbench-linux-init: exit 0\n"), Some(0));
+        assert_eq!(exit_status("bench-linux-init: exit 2"), Some(2));
+        assert_eq!(exit_status("bench-linux-init: kernel 6.1\n"), None);
+    }
+
+    #[test]
+    fn static_check_reads_program_headers() {
+        assert!(needs_interpreter(b"not an elf").is_err());
+        // A minimal ELF64 header with one PT_INTERP program header.
+        let mut elf = vec![0u8; 64 + 56];
+        elf[..5].copy_from_slice(b"\x7fELF\x02");
+        elf[18] = 62;
+        elf[32] = 64; // e_phoff
+        elf[54] = 56; // e_phentsize
+        elf[56] = 1; // e_phnum
+        elf[64] = 3; // p_type = PT_INTERP
+        assert!(needs_interpreter(&elf).unwrap());
+        elf[64] = 1; // PT_LOAD
+        assert!(!needs_interpreter(&elf).unwrap());
+        // The test binary itself is an ELF64 x86-64 file.
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert!(needs_interpreter(&me).is_ok());
+    }
+}
