@@ -246,6 +246,16 @@ pub fn pin_to_cpu0() -> io::Result<()> {
     check(r.into(), "sched_setaffinity(CPU 0)").map(|_| ())
 }
 
+/// Puts the calling thread (and so every thread and process it creates
+/// later) under `SCHED_FIFO` at priority 1; see the crate doc for why.
+/// Needs root (or `CAP_SYS_NICE`).
+pub fn fifo_scheduling() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: param is a valid sched_param for the call.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    check(r.into(), "sched_setscheduler(SCHED_FIFO, 1)").map(|_| ())
+}
+
 /// Waits until everything written to standard output has left (for a
 /// terminal such as the serial console: until the UART sent it), so that
 /// the console's interrupts do not land in the next benchmark. Not a

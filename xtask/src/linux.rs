@@ -8,8 +8,9 @@
 //! the caller asks for — with `-kernel vmlinuz -initrd initramfs.cpio`. The
 //! initramfs (a `newc` cpio written by [`crate::cpio`]) holds busybox, the
 //! applet links `/init` uses, `/init` itself and `/bench-linux`; `/init`
-//! mounts proc, sysfs and devtmpfs, prints the kernel release and the CPU
-//! vulnerability mitigations in force, runs `/bench-linux NAMES...`,
+//! mounts proc, sysfs and devtmpfs, turns off real-time throttling
+//! (`bench-linux` runs under `SCHED_FIFO`), prints the kernel release and
+//! the CPU vulnerability mitigations in force, runs `/bench-linux NAMES...`,
 //! prints [`EXIT_MARKER`] with its exit status and powers off.
 //!
 //! The serial log is kept at `target/bench/linux-serial.log`.
@@ -228,6 +229,8 @@ fn init_script(names: &[String]) -> String {
          mount -t proc proc /proc\n\
          mount -t sysfs sysfs /sys\n\
          mount -t devtmpfs devtmpfs /dev\n\
+         # bench-linux runs under SCHED_FIFO: no real-time throttling.\n\
+         echo -1 > /proc/sys/kernel/sched_rt_runtime_us\n\
          echo \"bench-linux-init: kernel $(uname -r): $(cat /proc/cmdline)\"\n\
          for f in /sys/devices/system/cpu/vulnerabilities/*; do\n\
          \x20   echo \"bench-linux-init: ${{f##*/}}: $(cat $f)\"\n\
