@@ -415,6 +415,10 @@ extern "C" fn spinner(i: u64) -> ! {
             break;
         }
     }
+    // One more step: the other worker may have read its `seen` after our
+    // last step (when the timer preempted us between the add and the
+    // load); without this it would wait for us forever.
+    mine.fetch_add(1, Ordering::Relaxed);
     let _ = syscall::signal(DONE);
     syscall::thread_exit(0)
 }
