@@ -5,10 +5,13 @@
 //! - `cargo xtask run [SCENARIO]` builds and boots a scenario in QEMU.
 //! - `cargo xtask test [FILTER]` runs host tests, lints and scenario tests
 //!   and closes with `N passed, M failed`.
+//! - `cargo xtask bench [NAME...]` runs the benchmark lab (Pecan and Linux
+//!   side by side, `target/bench/`).
 //!
 //! See `docs/testing.md` for the test command and the scenario-test format.
 
 mod accel;
+mod bench;
 mod boot_test;
 mod bootimage;
 mod components;
@@ -47,6 +50,8 @@ enum Command {
     Run(run::RunArgs),
     /// Run host tests, lints and scenario tests.
     Test(testcmd::TestArgs),
+    /// Run the benchmarks on Pecan and Linux and report them side by side.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -60,6 +65,7 @@ fn main() -> ExitCode {
             }),
         Command::Run(args) => run::run(args),
         Command::Test(args) => testcmd::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
