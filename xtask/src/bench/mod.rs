@@ -114,8 +114,9 @@ pub fn run_pecan(system: &System, names: &[&str], log: &Path) -> Result<Vec<Benc
     std::fs::write(
         log,
         format!(
-            "$ {}\n{}{}",
+            "$ {}\n# guest ran {:.1} s\n{}{}",
             machine.command_line(),
+            captured.duration.as_secs_f64(),
             captured.serial,
             captured.stderr
         ),

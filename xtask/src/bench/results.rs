@@ -2,8 +2,6 @@
 //! `bench` crate's docs), the side-by-side table of `bench::catalog::ROWS`,
 //! and the check that repeated runs agree.
 
-use std::collections::BTreeMap;
-
 use anyhow::{bail, Context, Result};
 use bench::catalog::{self, Platform};
 use serde::{Deserialize, Serialize};
@@ -155,22 +153,6 @@ pub fn markdown_table(rows: &[Row]) -> String {
         ));
     }
     out
-}
-
-/// Every result of both platforms by name, for the JSON file.
-pub fn all_results(
-    pecan: &[BenchResult],
-    linux: &[BenchResult],
-) -> BTreeMap<String, BTreeMap<String, BenchResult>> {
-    let mut map = BTreeMap::new();
-    for (platform, list) in [("pecan", pecan), ("linux", linux)] {
-        let entry: &mut BTreeMap<String, BenchResult> =
-            map.entry(platform.to_string()).or_default();
-        for r in list {
-            entry.insert(r.name.clone(), r.clone());
-        }
-    }
-    map
 }
 
 #[cfg(test)]
