@@ -1,20 +1,25 @@
 //! How root starts the components named on the kernel command line, until
 //! the framework's init takes over (the component-framework issue).
 //!
-//! `pecan.start=NAME[:ARG],NAME[:ARG],...` lists components of the boot
-//! image; root starts them in order, each in its own address space and
-//! capability space, at priority [`PRIORITY`], with `rdi = ARG` (decimal or
-//! `0x` hex; 0 if absent). A name that is not in the boot image, or whose
-//! ELF file is malformed, is refused with a message naming it and the
-//! reason; the others still start.
+//! `pecan.start=NAME[:ARG][@MIB],...` lists components of the boot image;
+//! root starts them in order, each in its own address space and capability
+//! space, at priority [`PRIORITY`], with `rdi = ARG` (decimal or `0x` hex;
+//! 0 if absent) and untyped memory of `MIB` MiB rounded up to a power of
+//! two (decimal or `0x` hex; 2^[`UNTYPED_BITS`] bytes = 1 MiB if absent;
+//! see [`untyped_bits_for_mib`]). A name that is not in the boot image, or
+//! whose ELF file is malformed, an `ARG` that is not a number, or a `MIB`
+//! of 0 or above 2^[`MAX_UNTYPED_BITS`] bytes is refused with a message
+//! naming the entry and the reason; the others still start. Memory that
+//! root does not have is reported when the child is started (`root: cannot
+//! start NAME: no untyped memory left ...`).
 //!
 //! Each child's capability space (2^[`CSPACE_BITS`] slots) holds:
 //!
 //! | slot | capability |
 //! |------|------------|
-//! | [`UNTYPED`] | untyped memory of 2^[`UNTYPED_BITS`] bytes, the child's own to retype |
+//! | [`UNTYPED`] | untyped memory of 2^[`UNTYPED_BITS`] bytes (or as `@MIB` asks), the child's own to retype |
 //! | [`SERVICE_ENDPOINT`] | an endpoint shared by all children root starts: a *server* (see below) gets all rights and receives on it; every other child gets it write-only, badged with its index, and calls it |
-//! | [`OWN_THREAD`], [`OWN_CSPACE`], [`OWN_VSPACE`] | only for *test* components (name starts with `test-`): the child's own thread, capability space and address space, so it can start threads in its own address space and test every call |
+//! | [`OWN_THREAD`], [`OWN_CSPACE`], [`OWN_VSPACE`] | only for components that [`has_own_caps`]: *test* components (name starts with `test-`) and *benchmark* components (name starts with `bench`): the child's own thread, capability space and address space, so it can start threads and map memory in its own address space |
 //! | [`FIRST_FREE`].. | empty |
 //!
 //! Other children do not hold capabilities to their own thread, address
@@ -40,7 +45,13 @@ pub const OWN_VSPACE: u32 = 6;
 pub const FIRST_FREE: u32 = 8;
 
 pub const CSPACE_BITS: u32 = 10;
+/// log2 of a child's untyped memory when its entry has no `@MIB`.
 pub const UNTYPED_BITS: u32 = 20;
+/// log2 of the most untyped memory an entry may ask for (64 GiB): far
+/// beyond any machine the project emulates, so a larger `@MIB` is a typo.
+pub const MAX_UNTYPED_BITS: u32 = 36;
+/// log2 of one MiB, the unit of `@MIB`.
+pub const MIB_BITS: u32 = 20;
 /// Priority of children (root runs at 200).
 pub const PRIORITY: u8 = 100;
 /// Root's own priority.
@@ -51,7 +62,63 @@ pub fn is_server(name: &str) -> bool {
     name == "pinger" || name.ends_with("-server")
 }
 
-/// Whether root gives `name` capabilities to itself.
+/// Whether `name` is a test component (name starts with `test-`).
 pub fn is_test(name: &str) -> bool {
     name.starts_with("test-")
+}
+
+/// Whether `name` is a benchmark component (name starts with `bench`, such
+/// as `bench` and `bench-server`).
+pub fn is_bench(name: &str) -> bool {
+    name.starts_with("bench")
+}
+
+/// Whether root gives `name` capabilities to itself ([`OWN_THREAD`],
+/// [`OWN_CSPACE`], [`OWN_VSPACE`]): test and benchmark components.
+pub fn has_own_caps(name: &str) -> bool {
+    is_test(name) || is_bench(name)
+}
+
+/// log2 of the untyped bytes a `@MIB` entry gets: `mib` MiB rounded up to
+/// a power of two; `None` for 0 or more than 2^[`MAX_UNTYPED_BITS`] bytes.
+pub const fn untyped_bits_for_mib(mib: u64) -> Option<u32> {
+    if mib == 0 {
+        return None;
+    }
+    // ceil(log2(mib)): the bits needed to hold mib - 1 (0 for mib = 1).
+    let bits = u64::BITS - (mib - 1).leading_zeros() + MIB_BITS;
+    if bits > MAX_UNTYPED_BITS {
+        None
+    } else {
+        Some(bits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn untyped_for_mib_rounds_up_and_refuses_absurd_sizes() {
+        assert_eq!(untyped_bits_for_mib(1), Some(UNTYPED_BITS));
+        assert_eq!(untyped_bits_for_mib(2), Some(21));
+        assert_eq!(untyped_bits_for_mib(3), Some(22));
+        assert_eq!(untyped_bits_for_mib(64), Some(26));
+        assert_eq!(untyped_bits_for_mib(65), Some(27));
+        assert_eq!(untyped_bits_for_mib(1 << 16), Some(MAX_UNTYPED_BITS));
+        assert_eq!(untyped_bits_for_mib((1 << 16) + 1), None);
+        assert_eq!(untyped_bits_for_mib(0), None);
+        assert_eq!(untyped_bits_for_mib(u64::MAX), None);
+    }
+
+    #[test]
+    fn own_caps_for_tests_and_benchmarks() {
+        for name in ["test-caps", "bench", "bench-server"] {
+            assert!(has_own_caps(name), "{name}");
+        }
+        for name in ["hello", "echo-server", "ipcbench", "testing"] {
+            assert!(!has_own_caps(name), "{name}");
+        }
+        assert!(is_server("bench-server"));
+    }
 }

@@ -81,7 +81,12 @@ impl fmt::Display for SlotId {
 
 /// What a capability names; opaque here except for `kind` (which decides
 /// whether a badge may be minted), `rights` and `badge`.
+///
+/// `repr(C)` because the kernel's IPC fast path (assembly) reads `kind`,
+/// `object`, `rights` and `badge` at fixed offsets; the kernel checks those
+/// offsets, and how `Option<Capability>` encodes `None`, at compile time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub struct Capability {
     pub kind: ObjectType,
     /// The kernel puts the object's address here.
@@ -108,8 +113,10 @@ impl Capability {
 }
 
 /// A capability slot and its CDT links; the kernel's slot layout is exactly
-/// this. See the module doc for the invariants on the links.
+/// this (`repr(C)`, `cap` first: the kernel's IPC fast path reads it). See
+/// the module doc for the invariants on the links.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct Slot {
     pub cap: Option<Capability>,
     pub parent: Option<SlotId>,

@@ -25,17 +25,18 @@
 //!
 //! # Fast path
 //!
-//! [`fastpath_call`] and [`fastpath_reply_recv`] run before the general
-//! decoder for `Call` and `ReplyRecv`: a straight line of checks (register
-//! message, own-space endpoint slot with the right, a partner waiting, no
-//! higher-priority thread runnable, nothing else pending) and, when all
-//! pass, a direct switch to the partner without touching any queue but the
-//! endpoint's. Any failed check returns, and the general path does the same
-//! thing the slow way. Both paths must give the same result; the scenario
-//! tests exercise both.
+//! `Call` and `ReplyRecv` between threads on one CPU, with a register-only
+//! message, a partner waiting and nobody more important runnable, are done
+//! by the assembly fast path in `arch::x86_64::syscall_entry` before the
+//! system call reaches Rust: it does exactly what [`send`] (with
+//! `set_caller`) and [`reply`] then [`recv`] do here, for the cases it
+//! takes, and switches straight to the partner. Everything else comes
+//! here. Both paths must give the same result; the scenario tests exercise
+//! both (root's checks use long messages, capabilities, faults, bound
+//! notifications and priorities, which all take this path).
 
 use abi::ipc_buffer::{RECV_SLOT_OFFSET, SEND_CAP_OFFSET};
-use abi::{Error, MsgInfo, ObjectType, Rights, LABEL_NOTIFICATION, REGISTER_MESSAGE_WORDS};
+use abi::{Error, MsgInfo, ObjectType, LABEL_NOTIFICATION, REGISTER_MESSAGE_WORDS};
 use kcore::cap;
 
 use crate::mm;
@@ -306,136 +307,4 @@ pub fn wait(waiter: ThreadRef, n_phys: u64) {
     }
     thread::set_state(waiter, State::BlockedNotification);
     n.waiters.push_back(waiter, Queue::Object(n_phys));
-}
-
-// ---------------------------------------------------------------------------
-// Fast path
-// ---------------------------------------------------------------------------
-
-/// The endpoint capability at own-space slot `addr` with `rights`, without
-/// the general resolver's error reporting (any oddity: `None`).
-#[inline(always)]
-fn fast_endpoint(thread: &Thread, addr: u64, rights: Rights) -> Option<kcore::cap::Capability> {
-    let table = thread.cspace.cap?;
-    // Table sizes are at most 2^16 (the kernel makes every table), so the
-    // mask only keeps the shift defined. Index 0 wraps to u64::MAX and
-    // fails, like every index past the end and every two-level address.
-    let slots = 1u64 << (table.extra & 63);
-    if addr.wrapping_sub(1) >= slots - 1 {
-        return None;
-    }
-    let slot = object::slot(kcore::cap::SlotId(
-        mm::phys_to_virt(table.object) + (addr << abi::object::SLOT_BYTES_BITS),
-    ));
-    let c = slot.cap?;
-    (c.kind == ObjectType::Endpoint && c.rights.contains(rights)).then_some(c)
-}
-
-/// The registers of an IPC call, copied out of the saved context.
-#[derive(Clone, Copy)]
-struct MessageRegisters {
-    rdi: u64,
-    rsi: u64,
-    rdx: u64,
-    r10: u64,
-    r8: u64,
-    r9: u64,
-}
-
-#[inline(always)]
-fn message_registers(thread: &Thread) -> MessageRegisters {
-    let f = &thread.context.0;
-    MessageRegisters {
-        rdi: f.rdi,
-        rsi: f.rsi,
-        rdx: f.rdx,
-        r10: f.r10,
-        r8: f.r8,
-        r9: f.r9,
-    }
-}
-
-/// Sets a receiver's result registers to a register-only message.
-#[inline(always)]
-fn put_message(r: &mut Thread, badge: u64, m: &MessageRegisters) {
-    let f = r.frame();
-    f.rax = 0;
-    f.rdi = badge;
-    f.rsi = m.rsi;
-    f.rdx = m.rdx;
-    f.r10 = m.r10;
-    f.r8 = m.r8;
-    f.r9 = m.r9;
-}
-
-#[inline(always)]
-fn short_message(info: u64) -> bool {
-    info & 0xffff <= REGISTER_MESSAGE_WORDS as u64
-}
-
-/// `Call` when a receiver waits: hands the registers over, makes the
-/// receiver this CPU's current thread ([`thread::enter`]) and returns it;
-/// the entry code then loads its context. Returns `None` (nothing changed: take the
-/// general path) when any condition fails.
-pub fn fastpath_call(caller: ThreadRef) -> Option<ThreadRef> {
-    let c = t!(caller);
-    let frame = message_registers(c);
-    if !short_message(frame.rsi) {
-        return None;
-    }
-    let cap = fast_endpoint(c, frame.rdi, Rights::WRITE)?;
-    let ep = endpoint(cap.object);
-    if ep.state != EndpointState::Recv {
-        return None;
-    }
-    let receiver = ep.queue.head?;
-    let r = t!(receiver);
-    let root = r.page_table_root()?;
-    if r.caller.is_some() || r.cpu != c.cpu || thread::higher_priority_waiting(r.priority) {
-        return None;
-    }
-    ep.queue.remove(receiver);
-    if ep.queue.is_empty() {
-        ep.state = EndpointState::Idle;
-    }
-    put_message(r, cap.badge, &frame);
-    r.caller = Some(caller);
-    c.reply_from = Some(receiver);
-    c.reply_is_fault = false;
-    c.state = State::BlockedReply; // live to live: the count is unchanged
-    thread::enter(receiver, root);
-    Some(receiver)
-}
-
-/// `ReplyRecv` when the caller waits for an ordinary reply and no sender
-/// waits on the endpoint: answers, leaves the server receiving, makes the
-/// caller current ([`thread::enter`]) and returns it. `None`: nothing
-/// changed.
-pub fn fastpath_reply_recv(server: ThreadRef) -> Option<ThreadRef> {
-    let s = t!(server);
-    let frame = message_registers(s);
-    if !short_message(frame.rsi) {
-        return None;
-    }
-    let caller = s.caller?;
-    let cap = fast_endpoint(s, frame.rdi, Rights::READ)?;
-    let ep = endpoint(cap.object);
-    let c = t!(caller);
-    let root = c.page_table_root()?;
-    if ep.state == EndpointState::Send
-        || c.reply_is_fault
-        || c.cpu != s.cpu
-        || (s.bound_notification != 0 && notification(s.bound_notification).word != 0)
-        || thread::higher_priority_waiting(c.priority)
-    {
-        return None;
-    }
-    s.caller = None;
-    c.reply_from = None;
-    put_message(c, 0, &frame);
-    s.state = State::BlockedRecv; // live to live
-    ep.queue.push_back(server, Queue::Object(cap.object));
-    ep.state = EndpointState::Recv;
-    thread::enter(caller, root);
-    Some(caller)
 }

@@ -193,7 +193,7 @@ pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError
         SlotId(mm::phys_to_virt(table) + (u64::from(index) << abi::object::SLOT_BYTES_BITS))
     };
     let mut table_cap = Capability::new(ObjectType::CapTable, table, Rights::ALL);
-    table_cap.extra = ROOT_CSPACE_BITS;
+    table_cap.extra = object::table_slots(ROOT_CSPACE_BITS);
     cap::insert_root(
         &mut KernelSlots,
         slot_at(slot::THREAD),

@@ -87,25 +87,43 @@ pub fn slot_id(slot: &Slot) -> SlotId {
 // Objects
 // ---------------------------------------------------------------------------
 
-/// Slot 0 of every capability table: the table's bookkeeping.
+/// Slot 0 of every capability table: the table's bookkeeping. Its first
+/// word sits where a slot's capability kind is and holds a value that is
+/// no object type ([`TableHeader::NOT_A_CAPABILITY`]), so slot 0 reads as
+/// empty to code that indexes the table without excluding index 0 (the
+/// IPC fast path relies on this instead of a separate check).
 #[repr(C)]
 pub struct TableHeader {
+    pub not_a_capability: u64,
     pub refs: u64,
     pub bits: u64,
     /// Link in the list of destroyed objects (see [`PENDING`]).
     pub pending_next: u64,
 }
 
+impl TableHeader {
+    pub const NOT_A_CAPABILITY: u64 = u64::MAX;
+}
+const _: () = assert!(abi::ObjectType::from_raw(TableHeader::NOT_A_CAPABILITY).is_none());
+const _: () = assert!(
+    core::mem::offset_of!(TableHeader, not_a_capability)
+        == core::mem::offset_of!(Slot, cap) + core::mem::offset_of!(Capability, kind)
+);
+
+/// What an endpoint's queue holds. Encoding fixed: the IPC fast path reads
+/// and writes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum EndpointState {
-    Idle,
+    Idle = 0,
     /// The queue holds senders.
-    Send,
+    Send = 1,
     /// The queue holds receivers.
-    Recv,
+    Recv = 2,
 }
 
+/// An endpoint. Invariant: `state` is `Idle` exactly when `queue` is empty
+/// (the IPC fast path takes the head of a `Recv` queue without a check).
 #[repr(C)]
 pub struct Endpoint {
     pub refs: u64,
@@ -174,6 +192,7 @@ pub fn init_object(kind: ObjectType, phys: u64, size_bits: u64) {
         }
         ObjectType::CapTable => {
             *table_header(phys) = TableHeader {
+                not_a_capability: TableHeader::NOT_A_CAPABILITY,
                 refs: 1,
                 bits: size_bits,
                 pending_next: 0,
@@ -199,11 +218,17 @@ pub fn init_object(kind: ObjectType, phys: u64, size_bits: u64) {
 pub fn new_cap(kind: ObjectType, phys: u64, size_bits: u64) -> Capability {
     let mut cap = Capability::new(kind, phys, Rights::ALL);
     match kind {
-        ObjectType::CapTable => cap.extra = size_bits,
+        ObjectType::CapTable => cap.extra = table_slots(size_bits),
         ObjectType::Untyped => cap.badge = untyped_badge(size_bits as u32, false),
         _ => {}
     }
     cap
+}
+
+/// A capability table's capability keeps the table's number of slots (2^n,
+/// slot 0 included) in `extra`, so that a bounds check is one comparison.
+pub const fn table_slots(size_bits: u64) -> u64 {
+    1 << size_bits
 }
 
 // Untyped capabilities keep their size and device flag in `badge` (which
@@ -446,12 +471,12 @@ pub enum Access {
 /// The slot `addr` names in the capability space of `thread`.
 pub fn resolve(thread: &thread::Thread, addr: u64, access: Access) -> Result<SlotId, Error> {
     let (table, index) = abi::caddr::split(addr);
-    let (mut phys, mut bits) = match thread.cspace.cap {
+    let (mut phys, mut slots) = match thread.cspace.cap {
         Some(c) if c.kind == ObjectType::CapTable => (c.object, c.extra),
         _ => return Err(Error::InvalidSlot),
     };
     if table != 0 {
-        let id = slot_in(phys, bits, table)?;
+        let id = slot_in(phys, slots, table)?;
         let c = slot(id).cap.ok_or(Error::EmptySlot)?;
         if c.kind != ObjectType::CapTable {
             return Err(Error::WrongObjectType);
@@ -463,14 +488,16 @@ pub fn resolve(thread: &thread::Thread, addr: u64, access: Access) -> Result<Slo
         if !c.rights.contains(need) {
             return Err(Error::MissingRights);
         }
-        (phys, bits) = (c.object, c.extra);
+        (phys, slots) = (c.object, c.extra);
     }
-    slot_in(phys, bits, index)
+    slot_in(phys, slots, index)
 }
 
-fn slot_in(table_phys: u64, bits: u64, index: u32) -> Result<SlotId, Error> {
+/// Slot `index` of the table at `table_phys` with `slots` slots (the
+/// table capability's `extra`); slot 0 is the header, not a slot.
+fn slot_in(table_phys: u64, slots: u64, index: u32) -> Result<SlotId, Error> {
     let index = u64::from(index);
-    if index == 0 || bits >= 64 || index >= 1u64 << bits {
+    if index == 0 || index >= slots {
         return Err(Error::InvalidSlot);
     }
     Ok(SlotId(phys_to_virt(table_phys) + index * SLOT_BYTES))

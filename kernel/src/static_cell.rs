@@ -7,6 +7,9 @@
 
 use core::cell::UnsafeCell;
 
+/// `repr(transparent)`: assembly may address the contents through the
+/// static's symbol.
+#[repr(transparent)]
 pub struct StaticCell<T>(UnsafeCell<T>);
 
 // SAFETY: StaticCell only hands out raw pointers; each dereference is an

@@ -9,14 +9,15 @@
 //! Results go back in the caller's saved registers per the convention in
 //! the `abi` crate; docs/abi.md lists every call and its errors.
 //!
-//! `Call` and `ReplyRecv` first try the IPC fast path (see [`crate::ipc`]).
+//! `Call` and `ReplyRecv` first try the IPC fast path, in assembly
+//! (`arch::x86_64::syscall_entry`); what it does not take comes here.
 
 use abi::ipc_buffer::registers as reg;
 use abi::map::MapAttr;
 use abi::{Error, MsgInfo, ObjectType, Rights, Sys};
 use kcore::cap::{self, Capability, SlotId};
 
-use crate::arch::trap::TrapFrame;
+use crate::arch::syscall_entry::SWITCH;
 use crate::ipc;
 use crate::object::{self, Access, KernelSlots};
 use crate::thread::{self, t, SendKind, State, Thread, ThreadRef};
@@ -384,7 +385,8 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
             let rights = if write { Rights::WRITE } else { Rights::READ };
             let target = thread_cap(c, a0, rights)?;
             // The caller's own frame is incomplete while it runs (see
-            // trap.s): its registers are its own business.
+            // arch::x86_64::syscall_entry): its registers are its own
+            // business.
             if core::ptr::eq(t!(target), c) {
                 return Err(Error::InvalidArgument);
             }
@@ -861,56 +863,23 @@ fn thread_registers(target: ThreadRef, write: bool, buffer: *mut u64) {
     }
 }
 
-/// `syscall_entry`'s return value: back to the caller with the result
-/// registers reloaded from its frame.
-const RETURN_TO_CALLER: u64 = 0;
-/// `syscall_entry`'s return value: complete the caller's frame and call
-/// [`syscall_continue`], which runs `PerCpu::next` (or schedules).
-const SWITCH: u64 = 1;
-/// `syscall_entry`'s return value: complete the caller's frame and load the
-/// context of the thread the IPC fast path made current.
-const SWITCHED: u64 = 2;
-
-/// Entry from `syscall_entry` on this CPU's kernel stack. The caller's
-/// argument registers are saved in its Thread's frame (the callee-saved
-/// ones are not: see trap.s); they are read from the Thread, not through
-/// the pointer the entry passes, so that no two references alias them.
+/// Entry from `syscall_entry` (see `arch::x86_64::syscall_entry`) on this
+/// CPU's kernel stack, with the calling thread (`PerCpu::current`). Its
+/// argument registers are saved in its frame, its callee-saved registers
+/// and `rsp` are not. Returns the caller's new `rax` (the entry reloads the
+/// other result registers from the frame), or [`SWITCH`] when the caller
+/// stops running: the entry then completes its frame and calls
+/// [`syscall_continue`].
 ///
-/// Kept small, with the general path out of line, so that the null call
-/// and the IPC fast paths pay for no more than they use.
+/// `Call` and `ReplyRecv` come here only when the assembly fast path did
+/// not take them. The null call is answered at once: without a stack frame
+/// (the general path is a tail call), it costs a handful of instructions.
 #[unsafe(no_mangle)]
-extern "C" fn syscall_from_user(_frame: *mut TrapFrame) -> u64 {
-    let Some(caller) = thread::current() else {
-        panic!("system call with no current thread");
-    };
-    let c = t!(caller);
-    // Each arm ends in a tail call, so this function needs no stack frame
-    // and the null call costs a handful of instructions.
-    match c.context.0.rax {
-        n if n == Sys::Null as u64 => {
-            c.context.0.rax = 0;
-            RETURN_TO_CALLER
-        }
-        n if n == Sys::Call as u64 => call_fast_or_general(caller),
-        n if n == Sys::ReplyRecv as u64 => reply_recv_fast_or_general(caller),
-        _ => general_path(caller),
+extern "C" fn syscall_from_user(caller: ThreadRef) -> u64 {
+    if t!(caller).context.0.rax == Sys::Null as u64 {
+        return 0;
     }
-}
-
-#[inline(never)]
-fn call_fast_or_general(caller: ThreadRef) -> u64 {
-    match ipc::fastpath_call(caller) {
-        Some(_) => SWITCHED,
-        None => general_path(caller),
-    }
-}
-
-#[inline(never)]
-fn reply_recv_fast_or_general(caller: ThreadRef) -> u64 {
-    match ipc::fastpath_reply_recv(caller) {
-        Some(_) => SWITCHED,
-        None => general_path(caller),
-    }
+    general_path(caller)
 }
 
 #[inline(never)]
@@ -930,7 +899,7 @@ fn general_path(caller: ThreadRef) -> u64 {
         }
     };
     match outcome {
-        Outcome::Resume if thread::can_return_directly(caller) => RETURN_TO_CALLER,
+        Outcome::Resume if thread::can_return_directly(caller) => c.context.0.rax,
         Outcome::Resume => switch_later((c.state == State::Running).then_some(caller)),
         Outcome::Yield => {
             if c.state == State::Running {

@@ -20,12 +20,15 @@
 //!   `Runnable`), an endpoint's queue (`BlockedSend`/`BlockedRecv`) or a
 //!   notification's queue (`BlockedNotification`) — and `queue` says which;
 //!   `Running`, `BlockedReply`, `Inactive` and `Suspended` threads are in
-//!   none.
+//!   none. A thread in no queue has `next` = `prev` = `None` (the IPC
+//!   fast path relies on it when it queues a thread); the head of a queue
+//!   has `prev` = `None`.
 //! - `caller`/`reply_from` are symmetric: `a.caller == Some(b)` iff `b` is
 //!   `BlockedReply` with `b.reply_from == Some(a)`.
 //! - [`live_threads`] counts threads that are runnable, running or blocked;
-//!   every state change goes through [`set_state`] to keep it exact. The
-//!   machine powers off when it reaches zero.
+//!   every state change goes through [`set_state`] to keep it exact (but
+//!   the IPC fast path's, which are live to live). The machine powers off
+//!   when it reaches zero.
 //! - The kernel runs with interrupts disabled and (until the SMP issue) on
 //!   one CPU, so these structures need no locks; every `unsafe` access to a
 //!   `Thread` relies on that.
@@ -39,23 +42,27 @@ use crate::arch::trap::TrapFrame;
 use crate::arch::{cpu, gdt};
 use crate::static_cell::StaticCell;
 
+/// A thread's state. The encoding is fixed (`repr(u8)`, explicit values)
+/// because the IPC fast path (`arch::x86_64::syscall_entry`) reads and
+/// writes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum State {
     /// Made but not started, or exited: runs again only with `ThreadStart`.
-    Inactive,
+    Inactive = 0,
     /// Stopped by `ThreadSuspend`: `ThreadResume` continues it.
-    Suspended,
-    Runnable,
-    Running,
+    Suspended = 1,
+    Runnable = 2,
+    Running = 3,
     /// Waiting in an endpoint's queue to send (or to deliver a fault or
     /// exit message).
-    BlockedSend,
+    BlockedSend = 4,
     /// Waiting in an endpoint's queue to receive.
-    BlockedRecv,
+    BlockedRecv = 5,
     /// Sent a call (or a fault) and waits for the reply.
-    BlockedReply,
+    BlockedReply = 6,
     /// Waiting on a notification.
-    BlockedNotification,
+    BlockedNotification = 7,
 }
 
 impl State {
@@ -65,13 +72,16 @@ impl State {
     }
 }
 
-/// Which queue a thread is linked into.
+/// Which queue a thread is linked into. `repr(u64)`: a tag word, then the
+/// payload word (a layout Rust defines for primitive-repr enums), because
+/// the IPC fast path writes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
 pub enum Queue {
-    None,
-    Run,
+    None = 0,
+    Run = 1,
     /// The endpoint or notification at this physical address.
-    Object(u64),
+    Object(u64) = 2,
 }
 
 /// What a blocked sender delivers when a receiver comes.
@@ -176,7 +186,12 @@ impl Thread {
 /// A pointer to a live thread control block. A `Thread` is destroyed (see
 /// `object::destroy_thread`) only after every `ThreadRef` to it has been
 /// removed from queues, `caller`/`reply_from` links and per-CPU state.
+///
+/// `repr(transparent)` over `NonNull`, so `Option<ThreadRef>` is a plain
+/// pointer with `None` = null (guaranteed by Rust; the IPC fast path relies
+/// on it).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(transparent)]
 pub struct ThreadRef(NonNull<Thread>);
 
 // SAFETY: a ThreadRef is only dereferenced with interrupts disabled by the
@@ -336,7 +351,9 @@ impl ThreadQueue {
 // Run queues
 // ---------------------------------------------------------------------------
 
-struct RunQueue {
+/// `repr(C)`: the IPC fast path reads `nonempty` and `summary`.
+#[repr(C)]
+pub(crate) struct RunQueue {
     queues: [ThreadQueue; 256],
     /// Bit p set iff queues[p] is non-empty: finding the highest priority
     /// is four word scans, not 256 queue checks.
@@ -390,7 +407,13 @@ impl RunQueue {
     }
 }
 
-static RUN_QUEUES: [StaticCell<RunQueue>; 1] = [StaticCell::new(RunQueue::new())];
+/// The run queues, one per CPU. The IPC fast path reads the summary and
+/// the bitmap of entry 0 (see `arch::x86_64::syscall_entry`).
+pub(crate) static RUN_QUEUES: [StaticCell<RunQueue>; 1] = [StaticCell::new(RunQueue::new())];
+
+/// Offsets of the run-queue bitmaps, for the IPC fast path.
+pub(crate) const RUN_QUEUE_NONEMPTY: usize = core::mem::offset_of!(RunQueue, nonempty);
+pub(crate) const RUN_QUEUE_SUMMARY: usize = core::mem::offset_of!(RunQueue, summary);
 static LIVE_THREADS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
 fn run_queue(_cpu: u32) -> &'static mut RunQueue {
@@ -491,9 +514,11 @@ pub fn switch_to(t: ThreadRef) -> ! {
 }
 
 /// Makes `t` (already marked running) this CPU's current thread with the
-/// address space `root`: the per-CPU pointers, the TSS and CR3. Its
-/// context is loaded by the caller.
-#[inline(always)]
+/// address space `root`: `PerCpu::current` (where the next system call
+/// saves registers), `TSS.rsp0` (where the next interrupt does) and CR3.
+/// Its context is loaded by the caller. The IPC fast path does the same in
+/// assembly (`SE_ENTER` in `arch/x86_64/syscall_entry.s`): keep the two in
+/// step.
 pub fn enter(t: ThreadRef, root: u64) {
     let thread = t!(t);
     thread.state = State::Running;

@@ -1,12 +1,17 @@
-//! The start list: `pecan.start=NAME[:ARG],NAME[:ARG],...` on the kernel
+//! The start list: `pecan.start=NAME[:ARG][@MIB],...` on the kernel
 //! command line names the components root starts, in order (see
-//! `abi::child`). `ARG` is decimal or `0x` hex and 0 when absent.
+//! `abi::child`). `ARG` is decimal or `0x` hex and 0 when absent; `MIB`,
+//! decimal or `0x` hex, is the child's untyped memory in MiB, rounded up
+//! to a power of two (`abi::child::untyped_bits_for_mib`), 1 MiB when
+//! absent. `hello:7@4` starts `hello` with argument 7 and 4 MiB.
 //!
 //! Every entry keeps its 1-based position in the list as its *index*, also
 //! when an earlier entry is refused, so a child's index (its badge on
 //! root's endpoints) depends only on the command line.
 
 use core::fmt;
+
+use abi::child;
 
 /// The command-line key.
 pub const KEY: &str = "pecan.start";
@@ -18,6 +23,8 @@ pub struct StartEntry<'a> {
     pub index: usize,
     pub name: &'a str,
     pub arg: u64,
+    /// log2 of the child's untyped memory in bytes.
+    pub untyped_bits: u32,
 }
 
 /// An entry that cannot be started as written.
@@ -37,6 +44,8 @@ pub enum EntryFault {
     EmptyName,
     /// `ARG` is not a decimal or `0x` hex number that fits 64 bits.
     BadArgument,
+    /// `MIB` is not a number from 1 to 2^(`child::MAX_UNTYPED_BITS` - 20).
+    BadMemory,
 }
 
 impl fmt::Display for BadEntry<'_> {
@@ -52,9 +61,18 @@ impl fmt::Display for BadEntry<'_> {
                 "entry {} of {KEY} (`{}`): the argument is not a decimal or 0x-hex 64-bit number",
                 self.index, self.text
             ),
+            EntryFault::BadMemory => write!(
+                f,
+                "entry {} of {KEY} (`{}`): the memory after `@` must be a number of MiB \
+                 from 1 to {} (decimal or 0x hex)",
+                self.index, self.text, MAX_MIB
+            ),
         }
     }
 }
+
+/// The most MiB an entry may ask for.
+pub const MAX_MIB: u64 = 1 << (child::MAX_UNTYPED_BITS - child::MIB_BITS);
 
 /// The entries of the value of `pecan.start` (the part after `=`), in
 /// order. An empty value has no entries.
@@ -71,14 +89,28 @@ fn parse_entry(index: usize, text: &str) -> Result<StartEntry<'_>, BadEntry<'_>>
         text,
         reason,
     };
-    let (name, arg) = match text.split_once(':') {
+    let (head, untyped_bits) = match text.split_once('@') {
+        Some((head, mib)) => (
+            head,
+            parse_number(mib)
+                .and_then(child::untyped_bits_for_mib)
+                .ok_or(bad(EntryFault::BadMemory))?,
+        ),
+        None => (text, child::UNTYPED_BITS),
+    };
+    let (name, arg) = match head.split_once(':') {
         Some((name, arg)) => (name, parse_number(arg).ok_or(bad(EntryFault::BadArgument))?),
-        None => (text, 0),
+        None => (head, 0),
     };
     if name.is_empty() {
         return Err(bad(EntryFault::EmptyName));
     }
-    Ok(StartEntry { index, name, arg })
+    Ok(StartEntry {
+        index,
+        name,
+        arg,
+        untyped_bits,
+    })
 }
 
 /// A decimal or `0x`/`0X` hex number: digits only (no sign, no `_`).
@@ -119,7 +151,8 @@ mod tests {
                 Ok(StartEntry {
                     index: i + 1,
                     name,
-                    arg
+                    arg,
+                    untyped_bits: child::UNTYPED_BITS,
                 })
             );
         }
@@ -142,7 +175,8 @@ mod tests {
             Ok(StartEntry {
                 index: 8,
                 name: "f",
-                arg: u64::MAX
+                arg: u64::MAX,
+                untyped_bits: child::UNTYPED_BITS,
             })
         );
         assert_eq!(
@@ -152,6 +186,51 @@ mod tests {
         assert_eq!(
             format!("{}", got[1].unwrap_err()),
             "entry 2 of pecan.start (``): no component name"
+        );
+    }
+
+    #[test]
+    fn memory_sizes() {
+        let got = all("bench:0@64,bench-server@16,a@3,b:0x10@0x1,c@65536");
+        let want = [
+            ("bench", 0, 26),
+            ("bench-server", 0, 24),
+            ("a", 0, 22),
+            ("b", 0x10, 20),
+            ("c", 0, child::MAX_UNTYPED_BITS),
+        ];
+        for (i, (name, arg, untyped_bits)) in want.into_iter().enumerate() {
+            assert_eq!(
+                got[i],
+                Ok(StartEntry {
+                    index: i + 1,
+                    name,
+                    arg,
+                    untyped_bits
+                })
+            );
+        }
+        let bad = all("a@0,b@65537,c@,d@x,e@1@2,f:1@-1,@4,g:x@4,h@18446744073709551616");
+        let faults: Vec<EntryFault> = bad.iter().map(|e| e.unwrap_err().reason).collect();
+        use EntryFault::*;
+        assert_eq!(
+            faults,
+            [
+                BadMemory,
+                BadMemory,
+                BadMemory,
+                BadMemory,
+                BadMemory,
+                BadMemory,
+                EmptyName,
+                BadArgument,
+                BadMemory
+            ]
+        );
+        assert_eq!(
+            format!("{}", bad[1].unwrap_err()),
+            "entry 2 of pecan.start (`b@65537`): the memory after `@` must be a number of MiB \
+             from 1 to 65536 (decimal or 0x hex)"
         );
     }
 

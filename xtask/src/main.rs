@@ -5,10 +5,13 @@
 //! - `cargo xtask run [SCENARIO]` builds and boots a scenario in QEMU.
 //! - `cargo xtask test [FILTER]` runs host tests, lints and scenario tests
 //!   and closes with `N passed, M failed`.
+//! - `cargo xtask bench [NAME...]` runs the benchmark lab (Pecan and Linux
+//!   side by side, `target/bench/`).
 //!
 //! See `docs/testing.md` for the test command and the scenario-test format.
 
 mod accel;
+mod bench;
 mod boot_test;
 mod bootimage;
 mod components;
@@ -50,6 +53,8 @@ enum Command {
     Run(run::RunArgs),
     /// Run host tests, lints and scenario tests.
     Test(testcmd::TestArgs),
+    /// Run the benchmarks on Pecan and Linux and report them side by side.
+    Bench(bench::BenchArgs),
     /// Run the Linux side of the benchmarks alone (boots Debian's cloud
     /// kernel with bench-linux) and print its BENCH lines.
     BenchLinux(linux::BenchLinuxArgs),
@@ -66,6 +71,7 @@ fn main() -> ExitCode {
             }),
         Command::Run(args) => run::run(args),
         Command::Test(args) => testcmd::run(args),
+        Command::Bench(args) => bench::run(args),
         Command::BenchLinux(args) => linux::bench_linux_command(args),
     };
     match result {

@@ -293,3 +293,57 @@ mod tests {
         assert!(line.ends_with("-s -S"), "{line}");
     }
 }
+
+/// The serial output and end of one guest run (see [`capture`]).
+#[derive(Debug, Clone)]
+pub struct Captured {
+    /// Everything the guest wrote to its serial port (QEMU's stdout).
+    pub serial: String,
+    /// QEMU's stderr.
+    pub stderr: String,
+    /// How the guest ended; `None` if the timeout stopped it.
+    pub exit: Option<GuestExit>,
+    pub duration: Duration,
+}
+
+/// Boots `machine` without a terminal (stdin closed, serial captured),
+/// waits at most `timeout`, and returns what it printed. For batch runs
+/// such as benchmarks; scenario tests match output while it streams
+/// (`boot_test`).
+pub fn capture(machine: &Machine, timeout: Duration) -> std::io::Result<Captured> {
+    use std::io::Read;
+    let start = Instant::now();
+    let mut child = machine
+        .command()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    let out_reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stdout.read_to_end(&mut bytes);
+        bytes
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stderr.read_to_end(&mut bytes);
+        bytes
+    });
+    let exit = match wait_until(&mut child, start + timeout)? {
+        Some(status) => Some(GuestExit::from_status(status)),
+        None => {
+            terminate(&mut child);
+            None
+        }
+    };
+    let serial = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
+    let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
+    Ok(Captured {
+        serial,
+        stderr,
+        exit,
+        duration: start.elapsed(),
+    })
+}

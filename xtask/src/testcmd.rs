@@ -4,7 +4,9 @@
 //! FILTER, when given, selects scenario tests whose name contains it, is
 //! handed to the host test binaries (libtest's substring filter), and selects
 //! the lints whose name (`fmt`, `clippy-host`, `clippy-bare-metal`) contains
-//! it.
+//! it. Last come the benchmark budgets (`bench/budgets.toml`, see
+//! `crate::bench::gate`), run without a filter or with one containing
+//! `bench`.
 
 use std::time::Instant;
 
@@ -45,10 +47,28 @@ pub fn run(args: &TestArgs) -> Result<bool> {
         counts += host::lints(filter)?;
     }
     counts += scenario_tests(args, filter)?;
+    if filter.is_none_or(|f| "bench-budgets".contains(f) || f.contains("bench")) {
+        counts += bench_budgets();
+    }
 
     println!("total time: {:.1} s", start.elapsed().as_secs_f64());
     println!("{} passed, {} failed", counts.passed, counts.failed);
     Ok(counts.failed == 0)
+}
+
+/// The benchmark regression gate (`bench/budgets.toml`): a quick
+/// Pecan-only pass under icount, one result per budget.
+fn bench_budgets() -> Counts {
+    match system::build() {
+        Ok(system) => crate::bench::gate(&system),
+        Err(e) => {
+            println!("FAIL bench budgets: build failed: {e:#}");
+            Counts {
+                passed: 0,
+                failed: 1,
+            }
+        }
+    }
 }
 
 /// Builds the kernel and the components, packs the boot image and runs the

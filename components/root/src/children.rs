@@ -82,7 +82,7 @@ pub fn run(info: &'static BootInfo) -> i32 {
             }
         };
         let (name, index) = (entry.name, entry.index);
-        match spawn::spawn(&mut res, &image, endpoints, index, name, entry.arg) {
+        match spawn::spawn(&mut res, &image, endpoints, &entry) {
             Ok((caps, entry_point)) => {
                 println!("root: started {name} (index {index}, entry {entry_point:#x})");
                 children.add(index, name, caps);

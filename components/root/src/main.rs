@@ -11,7 +11,7 @@
 //!    says `pecan.root-fault=page-fault|invalid-opcode`, faults on purpose
 //!    (tests of the kernel's handling of a thread without fault handler);
 //! 3. takes over its free capability slots and untyped memory
-//!    ([`resources`]), starts every component of `pecan.start=NAME[:ARG],...`
+//!    ([`resources`]), starts every component of `pecan.start=NAME[:ARG][@MIB],...`
 //!    in its own address space and capability space ([`spawn`]) and
 //!    supervises them as their fault handler until every child that is not
 //!    a server has exited or faulted, then deletes the children's threads

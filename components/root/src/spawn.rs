@@ -7,12 +7,13 @@
 //!    made.
 //! 2. Objects from root's untyped memory: a capability table of
 //!    2^`CSPACE_BITS` slots, an address space with a page-table pool of
-//!    2^[`PT_POOL_BITS`] bytes, a thread; an untyped of 2^`UNTYPED_BITS`
-//!    bytes is retyped straight into the child's table.
+//!    2^[`PT_POOL_BITS`] bytes, a thread; an untyped of the entry's size
+//!    (`@MIB`, default 2^`UNTYPED_BITS` bytes) is retyped straight into the
+//!    child's table.
 //! 3. The child's table gets the service endpoint (servers: a copy with all
 //!    rights; others: minted write-only with the child's index as badge)
-//!    and, for `test-` components, copies of its own thread, table and
-//!    address space capabilities.
+//!    and, for `test-` and `bench` components (`child::has_own_caps`),
+//!    copies of its own thread, table and address space capabilities.
 //! 4. Every page of every segment is a fresh `Frame4K`. Pages with file
 //!    bytes are mapped writable at [`SCRATCH`] in root's own address space,
 //!    checked to be zero (a fresh frame is; a non-zero one means the kernel
@@ -39,6 +40,7 @@ use rt::abi::map::{Cache, MapAttr};
 use rt::abi::{child, Error, ObjectType, Rights, MAIN_IPC_BUFFER_ADDR, MAIN_STACK_TOP};
 use rt::syscall;
 use ucore::load::{self, PageFill, CHILD_LIMITS, PAGE_SIZE, STACK_BOTTOM};
+use ucore::start::StartEntry;
 
 use crate::resources::{ResourceError, Resources};
 
@@ -130,26 +132,27 @@ fn failed(call: &'static str) -> impl Fn(Error) -> SpawnError {
     move |error| SpawnError::Syscall { call, error }
 }
 
-/// Builds and starts child `index` (its badge), component `name` of
-/// `image`, with argument `arg`. Returns its capabilities and entry point.
+/// Builds and starts the child of start-list entry `entry` (its index is
+/// its badge): component `entry.name` of `image`, with argument
+/// `entry.arg` and 2^`entry.untyped_bits` bytes of untyped memory. Returns
+/// its capabilities and entry point.
 pub fn spawn(
     res: &mut Resources,
     image: &BootImage<'_>,
     endpoints: Endpoints,
-    index: usize,
-    name: &str,
-    arg: u64,
+    entry: &StartEntry<'_>,
 ) -> Result<(ChildCaps, u64), SpawnError> {
+    let (name, arg) = (entry.name, entry.arg);
     let file = image.find(name).ok_or(SpawnError::NotInImage)?.data;
     let plan = LoadPlan::from_elf(file, &CHILD_LIMITS).map_err(SpawnError::Elf)?;
-    let badge = index as u64;
+    let badge = entry.index as u64;
 
     let cspace = res.make(ObjectType::CapTable, child::CSPACE_BITS)?;
     let vspace = res.make(ObjectType::AddressSpace, PT_POOL_BITS)?;
     let thread = res.make(ObjectType::Thread, 0)?;
     res.make_at(
         ObjectType::Untyped,
-        child::UNTYPED_BITS,
+        entry.untyped_bits,
         in_table(cspace, child::UNTYPED),
     )?;
     let service = in_table(cspace, child::SERVICE_ENDPOINT);
@@ -159,7 +162,7 @@ pub fn spawn(
         syscall::cap_mint(own(endpoints.service), service, Rights::WRITE, badge)
             .map_err(failed("CapMint"))?;
     }
-    if child::is_test(name) {
+    if child::has_own_caps(name) {
         for (src, dst) in [
             (thread, child::OWN_THREAD),
             (cspace, child::OWN_CSPACE),

@@ -7,6 +7,7 @@ pub mod lapic;
 pub mod percpu;
 pub mod pit;
 pub mod serial;
+pub mod syscall_entry;
 pub mod trap;
 
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +22,16 @@ pub fn cpu_count() -> u64 {
 }
 
 core::arch::global_asm!(include_str!("boot.s"), options(att_syntax));
-core::arch::global_asm!(include_str!("trap.s"), options(att_syntax));
+core::arch::global_asm!(
+    include_str!("trap.s"),
+    pc_kernel_stack_top = const percpu::OFFSET_KERNEL_STACK_TOP,
+    vector_syscall = const trap::VECTOR_SYSCALL,
+    f_vector = const core::mem::offset_of!(trap::TrapFrame, vector),
+    f_rip = const core::mem::offset_of!(trap::TrapFrame, rip),
+    f_rflags = const core::mem::offset_of!(trap::TrapFrame, rflags),
+    f_rsp = const core::mem::offset_of!(trap::TrapFrame, rsp),
+    options(att_syntax)
+);
 
 /// The boot CPU's descriptor tables and emergency stacks.
 static BOOT_CPU_TABLES: StaticCell<gdt::CpuTables> = StaticCell::new(gdt::CpuTables::new());

@@ -1,26 +1,28 @@
 //! Per-CPU kernel data, reached through the GS segment base while in the
 //! kernel (user GS is swapped in with `swapgs` on the way out).
 //!
-//! The first three fields are read by the assembly entry paths at fixed
-//! offsets (`%gs:0`, `%gs:8`, `%gs:16`); keep them in this order.
+//! The assembly entry paths read fields through GS at the `OFFSET_*`
+//! constants here (passed to `global_asm!` as operands).
 
 use super::{cpu, gdt};
 use crate::static_cell::StaticCell;
 
 #[repr(C)]
 pub struct PerCpu {
-    /// Top (end) of the current thread's saved-context area: the syscall
-    /// entry pushes the user context there, and TSS.rsp0 points there too.
-    pub context_top: u64,
     /// Top of this CPU's kernel stack (the kernel is event-driven: every
     /// entry from user mode starts at this fresh stack).
     pub kernel_stack_top: u64,
-    /// Scratch for the user stack pointer during syscall entry.
+    /// The user stack pointer of the thread in a system call: the entry
+    /// leaves it here and stores it into the thread's frame only when the
+    /// thread stops running (see `syscall_entry.s`).
     pub scratch: u64,
-    /// This block's own address (`%gs:24`), so Rust code can find it
-    /// without reading the GS_BASE MSR.
+    /// This block's own address, so Rust code can find it without reading
+    /// the GS_BASE MSR.
     self_ptr: *mut PerCpu,
-    /// The thread running (or last run) on this CPU; null when idle.
+    /// The thread running (or last run) on this CPU; null when idle. The
+    /// syscall entry saves registers into its frame; interrupts do so
+    /// through `TSS.rsp0`, which [`set_context_top`] keeps at the end of
+    /// that frame.
     pub current: *mut crate::thread::Thread,
     /// Set by a system call that ends in a switch: the thread to run next
     /// (null: let the scheduler choose). Read by `syscall_continue`.
@@ -28,6 +30,12 @@ pub struct PerCpu {
     pub cpu_id: u32,
     tables: *mut gdt::CpuTables,
 }
+
+/// Offsets of the fields the assembly entry paths reach through GS.
+pub const OFFSET_KERNEL_STACK_TOP: usize = core::mem::offset_of!(PerCpu, kernel_stack_top);
+pub const OFFSET_SCRATCH: usize = core::mem::offset_of!(PerCpu, scratch);
+pub const OFFSET_CURRENT: usize = core::mem::offset_of!(PerCpu, current);
+pub const OFFSET_TABLES: usize = core::mem::offset_of!(PerCpu, tables);
 
 const MSR_STAR: u32 = 0xc000_0081;
 const MSR_LSTAR: u32 = 0xc000_0082;
@@ -44,7 +52,6 @@ unsafe extern "C" {
 }
 
 static BOOT_CPU: StaticCell<PerCpu> = StaticCell::new(PerCpu {
-    context_top: 0,
     kernel_stack_top: 0,
     scratch: 0,
     self_ptr: core::ptr::null_mut(),
@@ -80,22 +87,25 @@ pub fn init_boot_cpu(tables: *mut gdt::CpuTables) {
 pub fn this_cpu() -> *mut PerCpu {
     let address: u64;
     // SAFETY: in the kernel GS_BASE always holds this CPU's PerCpu address
-    // (set at boot, swapped only on the user boundary), whose `self_ptr`
-    // field is at offset 24.
+    // (set at boot, swapped only on the user boundary), with its own
+    // address in `self_ptr`.
     unsafe {
-        core::arch::asm!("mov {}, gs:[24]", out(reg) address, options(readonly, nostack, preserves_flags))
+        core::arch::asm!(
+            "mov {}, gs:[{offset}]",
+            out(reg) address,
+            offset = const core::mem::offset_of!(PerCpu, self_ptr),
+            options(readonly, nostack, preserves_flags)
+        )
     };
     address as *mut PerCpu
 }
 
-/// Makes `context_top` the place where the next user entry on this CPU
-/// saves registers (syscall entry and TSS.rsp0).
+/// Makes `top` (the end of the current thread's frame) the place where the
+/// next interrupt or exception from user mode on this CPU saves registers
+/// (`TSS.rsp0`).
 pub fn set_context_top(top: u64) {
     let percpu = this_cpu();
     // SAFETY: only this CPU touches its PerCpu and its TSS, with interrupts
     // disabled on every path that calls this.
-    unsafe {
-        (*percpu).context_top = top;
-        (*(*percpu).tables).tss.rsp[0] = top;
-    }
+    unsafe { (*(*percpu).tables).tss.rsp[0] = top };
 }

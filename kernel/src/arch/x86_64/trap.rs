@@ -38,6 +38,10 @@ pub struct TrapFrame {
     pub ss: u64,
 }
 
+/// The `vector` of a frame completed by the system-call path: such a frame
+/// is resumed with `sysretq` (see `syscall_entry.rs`); every other one with
+/// `iretq`.
+pub const VECTOR_SYSCALL: u64 = 0x100;
 pub const VECTOR_PAGE_FAULT: u64 = 14;
 pub const VECTOR_TIMER: u64 = 32;
 /// Where the (masked) legacy PIC is remapped so its spurious interrupts do

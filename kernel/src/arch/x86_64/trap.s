@@ -71,7 +71,7 @@ trap_common:
     swapgs
     PUSH_GPRS
     mov %rsp, %rdi
-    mov %gs:8, %rsp                # this CPU's kernel stack (PerCpu::kernel_stack_top)
+    mov %gs:{pc_kernel_stack_top}, %rsp # this CPU's kernel stack
     cld
     call trap_from_user            # never returns: ends in return_to_user
     ud2
@@ -85,108 +85,25 @@ kernel_trap:
     add $16, %rsp                  # vector and error code
     iretq
 
-# System-call entry (LSTAR). Interrupts are masked (SFMASK).
-#
-# The lean path: only what the kernel may read or change is saved into the
-# current thread's TrapFrame (PerCpu::context_top - 176): the argument and
-# result registers rax, rdi, rsi, rdx, r10, r8, r9, plus rip (rcx), rflags
-# (r11) and the user rsp, and the vector 0x100 that marks a syscall frame.
-# The callee-saved registers rbx, rbp, r12-r15 stay in the CPU: the Rust
-# handler preserves them (SysV ABI), so when it returns 0 ("back to the
-# caller") only the result registers are reloaded. When it returns 1 ("run
-# someone else"), the callee-saved registers — now holding the user's
-# values again — are stored into the frame first, which makes it complete,
-# and syscall_continue switches. Invariant: every thread that is not
-# running has a complete frame.
-.set FRAME_SIZE, 176
-.set F_RAX, 0
-.set F_RBX, 8
-.set F_RDX, 24
-.set F_RSI, 32
-.set F_RDI, 40
-.set F_RBP, 48
-.set F_R8, 56
-.set F_R9, 64
-.set F_R10, 72
-.set F_R12, 88
-.set F_R13, 96
-.set F_R14, 104
-.set F_R15, 112
-.set F_VECTOR, 120
-.set F_RIP, 136
-.set F_RFLAGS, 152
-.set F_RSP, 160
-
-.global syscall_entry
-syscall_entry:
-    swapgs
-    mov %rsp, %gs:16               # PerCpu::scratch = user rsp
-    mov %gs:0, %rsp                # PerCpu::context_top
-    sub $FRAME_SIZE, %rsp          # the current thread's TrapFrame
-    mov %rax, F_RAX(%rsp)
-    mov %rdi, F_RDI(%rsp)
-    mov %rsi, F_RSI(%rsp)
-    mov %rdx, F_RDX(%rsp)
-    mov %r10, F_R10(%rsp)
-    mov %r8, F_R8(%rsp)
-    mov %r9, F_R9(%rsp)
-    mov %rcx, F_RIP(%rsp)
-    mov %r11, F_RFLAGS(%rsp)
-    mov %gs:16, %rcx
-    mov %rcx, F_RSP(%rsp)
-    movq $0x100, F_VECTOR(%rsp)
-    mov %rsp, %rdi
-    mov %rsp, %gs:16               # PerCpu::scratch = the caller's frame
-    mov %gs:8, %rsp                # PerCpu::kernel_stack_top
-    call syscall_from_user         # (DF is clear: SFMASK clears it)
-    mov %gs:16, %rcx               # the caller's frame
-    test %rax, %rax
-    jnz 1f
-    # 0: back to the caller.
-    mov F_RAX(%rcx), %rax
-    mov F_RDI(%rcx), %rdi
-    mov F_RSI(%rcx), %rsi
-    mov F_RDX(%rcx), %rdx
-    mov F_R10(%rcx), %r10
-    mov F_R8(%rcx), %r8
-    mov F_R9(%rcx), %r9
-    mov F_RFLAGS(%rcx), %r11
-    mov F_RSP(%rcx), %rsp
-    mov F_RIP(%rcx), %rcx
-    swapgs
-    sysretq
-    # 1 and 2: the caller stops running; complete its frame.
-1:  mov %rbx, F_RBX(%rcx)
-    mov %rbp, F_RBP(%rcx)
-    mov %r12, F_R12(%rcx)
-    mov %r13, F_R13(%rcx)
-    mov %r14, F_R14(%rcx)
-    mov %r15, F_R15(%rcx)
-    cmp $1, %rax
-    jne 2f
-    # 1: let syscall_continue pick and switch.
-    call syscall_continue          # never returns
-    ud2
-    # 2: the fast path already switched to the next thread (PerCpu::current,
-    # context_top, TSS, CR3); load its context.
-2:  mov %gs:0, %rdi
-    sub $FRAME_SIZE, %rdi
-    jmp return_to_user
-
 # return_to_user(frame: *const TrapFrame) -> !
-# Restores a thread's user context. Contexts saved by `syscall` return with
-# sysretq (rip and rflags from the frame); all others with iretq.
+# Restores a thread's user context. Frames saved by the syscall path
+# (vector VECTOR_SYSCALL) return with sysretq (rip and rflags from the
+# frame); all others with iretq. Braced names are operands (mod.rs).
 .global return_to_user
 return_to_user:
     mov %rdi, %rsp
-    POP_GPRS
-    cmpq $0x100, (%rsp)
+    POP_GPRS                       # rsp points at the vector now
+    cmpq ${vector_syscall}, (%rsp)
     jne 1f
-    mov 16(%rsp), %rcx             # rip
-    mov 32(%rsp), %r11             # rflags
-    mov 40(%rsp), %rsp             # user rsp
+    mov {f_rip}-{f_vector}(%rsp), %rcx
+    mov {f_rflags}-{f_vector}(%rsp), %r11
+    mov {f_rsp}-{f_vector}(%rsp), %rsp
     swapgs
     sysretq
-1:  add $16, %rsp
+    # Any other frame: after iretq the thread runs, and a running thread's
+    # frame carries the syscall marker (see syscall_entry.rs), so that the
+    # syscall path need not store it.
+1:  movq ${vector_syscall}, (%rsp)
+    add $16, %rsp
     swapgs
     iretq

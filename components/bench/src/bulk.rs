@@ -1,0 +1,131 @@
+//! Memory shared with `bench-server` and the bulk-transfer benchmark
+//! (protocol: `rt::proto::bench`).
+//!
+//! `bench-server` makes a 2 MiB frame and two notifications and hands
+//! them over by capability transfer in the replies to `SETUP`; this side
+//! maps the frame at [`SHM_VA`]. The server's IPC arrival times and the
+//! bulk data area live in it.
+//!
+//! `bulk-shm` moves [`SAMPLE_BYTES`] per sample in [`CHUNK`]-byte chunks,
+//! each through the next slot of the data area: this side copies a chunk
+//! from a private buffer into the slot (the runtime's `memcpy`) and
+//! signals the server's notification; the server copies the slot out into
+//! its private buffer and signals back; this side waits for that before
+//! the next chunk. So every byte is copied twice, as a pipe's `write` and
+//! `read` copy it (`bw_pipe`), and each chunk costs a signal and a wait on
+//! both sides. With one CPU there is nothing to overlap, so one slot in
+//! flight loses nothing. [`SAMPLES`] samples after `bench::WARM_UP`
+//! unrecorded ones; figures in bytes per tick (`bench::throughput`).
+
+use alloc::vec;
+
+use bench::catalog::Bench;
+use rt::abi::caddr::own;
+use rt::abi::child::SERVICE_ENDPOINT;
+use rt::abi::ipc_buffer::RECV_SLOT_OFFSET;
+use rt::abi::{CapSlot, MsgInfo, MAIN_IPC_BUFFER_ADDR};
+use rt::proto::bench as proto;
+use rt::syscall;
+
+use crate::env::{failed, map, RW, SHM_VA};
+use crate::{Ctx, Failure};
+
+/// Bytes per chunk (one signal and one wait each way).
+pub const CHUNK: usize = proto::MAX_CHUNK;
+/// Bytes per sample.
+pub const SAMPLE_BYTES: usize = 1 << 20;
+/// Samples (each moves [`SAMPLE_BYTES`]).
+pub const SAMPLES: usize = 100;
+
+const CHUNKS_PER_SAMPLE: usize = SAMPLE_BYTES / CHUNK;
+const SLOTS: usize = proto::SHM_DATA_BYTES / CHUNK;
+
+/// What `SETUP` handed over.
+#[derive(Clone, Copy, Debug)]
+pub struct Shared {
+    /// The server's notification (signal it).
+    pub server_notify: CapSlot,
+    /// This side's notification (wait on it).
+    pub client_notify: CapSlot,
+}
+
+/// The shared frame and notifications, asked for on first use.
+pub fn shared(ctx: &mut Ctx) -> Result<Shared, Failure> {
+    if let Some(s) = ctx.server {
+        return Ok(s);
+    }
+    let frame = receive_cap(ctx, proto::CAP_SHM)?;
+    map(frame, SHM_VA, RW)?;
+    let server_notify = receive_cap(ctx, proto::CAP_SERVER_NOTIFY)?;
+    let client_notify = receive_cap(ctx, proto::CAP_CLIENT_NOTIFY)?;
+    Ok(*ctx.server.insert(Shared {
+        server_notify,
+        client_notify,
+    }))
+}
+
+/// Asks `bench-server` for capability `which` (`SETUP`); returns the slot
+/// it arrived in.
+fn receive_cap(ctx: &mut Ctx, which: u64) -> Result<CapSlot, Failure> {
+    let slot = ctx.env.slot()?;
+    let recv_slot = (MAIN_IPC_BUFFER_ADDR + RECV_SLOT_OFFSET) as *mut u64;
+    // SAFETY: the main thread's IPC buffer page is mapped writable by root
+    // for the whole run and used by nothing else of this program; only
+    // volatile accesses touch it (the kernel writes it too).
+    unsafe { recv_slot.write_volatile(slot) };
+    let info = MsgInfo::new(proto::SETUP, 1, 0).unwrap_or_default();
+    let result = syscall::call(own(SERVICE_ENDPOINT), info, [which, 0, 0, 0]);
+    // SAFETY: as above.
+    unsafe { recv_slot.write_volatile(0) };
+    let (reply, _) = result.map_err(failed("Call (bench-server SETUP)"))?;
+    if reply.label() != proto::OK || reply.caps() != 1 {
+        return Err(Failure::Server {
+            request: proto::SETUP,
+            label: reply.label(),
+        });
+    }
+    Ok(slot)
+}
+
+/// `bulk-shm`: see the module doc.
+pub fn bulk(ctx: &mut Ctx, b: &Bench) -> Result<(), Failure> {
+    let shared = shared(ctx)?;
+    let rounds = (bench::WARM_UP + SAMPLES) * CHUNKS_PER_SAMPLE;
+    crate::ipc::server_call(proto::BULK, [rounds as u64, CHUNK as u64, 0, 0])?;
+    let source = vec![0xa5u8; CHUNK];
+    let data = (SHM_VA as usize + proto::SHM_DATA) as *mut u8;
+    let mut samples = vec![0; SAMPLES];
+    let mut error = None;
+    let mut slot = 0;
+    bench::measure(&mut samples, ctx.overhead, || {
+        for _ in 0..CHUNKS_PER_SAMPLE {
+            // SAFETY: the data area lies inside the shared frame mapped at
+            // SHM_VA; slot < SLOTS keeps the chunk inside it. The server
+            // reads the slot only between this side's signal and its own
+            // signal back, which this side waits for before it writes
+            // again, so nothing else accesses these bytes meanwhile.
+            let chunk = unsafe { core::slice::from_raw_parts_mut(data.add(slot * CHUNK), CHUNK) };
+            bench::kernels::copy_runtime(chunk, &source);
+            slot = (slot + 1) % SLOTS;
+            let handed = syscall::signal(shared.server_notify)
+                .and_then(|()| syscall::wait(shared.client_notify).map(drop));
+            if let Err(e) = handed {
+                error = Some(e);
+            }
+        }
+    });
+    if let Some(e) = error {
+        return Err(failed("Signal/Wait (bulk)")(e));
+    }
+    for s in samples.iter_mut() {
+        *s = bench::throughput(SAMPLE_BYTES as u64, *s);
+    }
+    let what = alloc::format!(
+        "bulk transfer to bench-server through a shared 2 MiB frame + a notification each way, \
+         {} KiB chunks copied in and out (runtime memcpy, like a pipe's write and read), \
+         {} MiB per sample, bytes/tick",
+        CHUNK >> 10,
+        SAMPLE_BYTES >> 20
+    );
+    ctx.report(b, &what, bench::Unit::BytesPerTick, &samples)
+}

@@ -1,0 +1,312 @@
+# System-call entry (LSTAR), the lean general path, and the IPC fast path
+# for Call and ReplyRecv. syscall_entry.rs explains the design and supplies
+# every braced name below as an operand: offsets from core::mem::offset_of!
+# and enum values, all checked at compile time there. Interrupts are masked
+# throughout (SFMASK clears IF), so nothing here can be interrupted.
+#
+# On entry the CPU has put the user rip in rcx and rflags in r11 and left
+# rsp alone. The current thread's frame (TrapFrame) is the first thing in
+# its Thread, so with a Thread's address in a register, frame and Thread
+# fields are at their offsets from it: the caller in rsp (general path:
+# while storing; fast paths: throughout), the partner in rbx.
+
+# Stores the callee-saved registers into the frame of the Thread at \base.
+.macro SE_SAVE_CALLEE_SAVED base
+    mov %rbx, {f_rbx}(\base)
+    mov %rbp, {f_rbp}(\base)
+    mov %r12, {f_r12}(\base)
+    mov %r13, {f_r13}(\base)
+    mov %r14, {f_r14}(\base)
+    mov %r15, {f_r15}(\base)
+.endm
+
+# The inverse, for a fast path that gives up.
+.macro SE_LOAD_CALLEE_SAVED base
+    mov {f_rbx}(\base), %rbx
+    mov {f_rbp}(\base), %rbp
+    mov {f_r12}(\base), %r12
+    mov {f_r13}(\base), %r13
+    mov {f_r14}(\base), %r14
+    mov {f_r15}(\base), %r15
+.endm
+
+# The start of both fast paths: save the caller's rip, rflags, rsp and
+# callee-saved registers (the rest of its frame is written by whoever ends
+# its wait); rsp = the caller's Thread from here on, the callee-saved
+# registers are scratch. Then the first check: a register-only message
+# without capabilities, info & 0xffff <= 4.
+.macro SE_FAST_START slow
+    mov %gs:{pc_current}, %rax
+    mov %rcx, {f_rip}(%rax)
+    mov %r11, {f_rflags}(%rax)
+    mov %rsp, {f_rsp}(%rax)
+    mov %rax, %rsp
+    SE_SAVE_CALLEE_SAVED %rsp
+    cmpw ${short_max}, %si
+    ja \slow
+.endm
+
+# fast_endpoint: the endpoint capability at own-space slot rdi with \right,
+# or a jump to \slow. Out: rbp = DIRECT_MAP_BASE, r12 = the slot's physical
+# address, r14 = the endpoint's physical address, r13 = its kernel virtual
+# address.
+.macro SE_LOOKUP_ENDPOINT right, slow
+    # The capability space is a table (as ThreadConfigure and the loader
+    # make it); its capability's extra is the number of slots.
+    cmpq ${obj_cap_table}, {t_cspace_kind}(%rsp)
+    jne \slow
+    # rdi < slots. (Two-level addresses are larger. Slot 0, the table
+    # header, reads as an empty slot: TableHeader::NOT_A_CAPABILITY.)
+    cmp {t_cspace_extra}(%rsp), %rdi
+    jae \slow
+    # The slot: table + rdi * slot size, reached through the direct map.
+    movabs ${direct_map}, %rbp
+    imul ${slot_bytes}, %rdi, %r12
+    add {t_cspace_object}(%rsp), %r12
+    # An endpoint capability (an empty slot's kind is a value no object
+    # type has) with the right.
+    cmpq ${obj_endpoint}, {s_kind}(%rbp,%r12)
+    jne \slow
+    testb $\right, {s_rights}(%rbp,%r12)
+    jz \slow
+    mov {s_object}(%rbp,%r12), %r14
+    lea (%rbp,%r14), %r13
+.endm
+
+# The partner (rbx) can take over this CPU at once: it has an address
+# space, it waits in a system call (its frame has the syscall marker, so
+# sysretq can resume it: a frame written by ThreadRegisters or pushed by an
+# interrupt needs the slow path's iretq), it belongs to this CPU, and no
+# runnable thread has a higher priority (thread::higher_priority_waiting,
+# on the run queue's two-level bitmap). Clobbers rax, rcx.
+.macro SE_CHECK_PARTNER slow
+    cmpq ${obj_address_space}, {t_vspace_kind}(%rbx)
+    jne \slow
+    cmpq ${syscall_vector}, {f_vector}(%rbx)
+    jne \slow
+    mov {t_cpu}(%rsp), %eax
+    cmp %eax, {t_cpu}(%rbx)
+    jne \slow
+    mov {run_queues}+{rq_summary}(%rip), %rax
+    test %rax, %rax
+    jz .Lse_priority_ok\@
+    # Highest runnable priority = 64 * (top bit of summary) + top bit of
+    # that bitmap word.
+    bsr %rax, %rax
+    mov {run_queues}+{rq_nonempty}(,%rax,8), %rcx
+    bsr %rcx, %rcx
+    shl $6, %eax
+    or %ecx, %eax
+    movzbl {t_priority}(%rbx), %ecx
+    cmp %ecx, %eax
+    ja \slow
+.Lse_priority_ok\@:
+.endm
+
+# thread::enter for rbx: it runs now on this CPU. PerCpu::current (where
+# the next system call saves registers), TSS.rsp0 (where the next interrupt
+# does: the end of its frame), and CR3 when its address space is not the
+# loaded one. Clobbers rax, rcx.
+.macro SE_ENTER
+    movb ${st_running}, {t_state}(%rbx)
+    mov %rbx, %gs:{pc_current}
+    lea {ctx}(%rbx), %rax
+    mov %gs:{pc_tables}, %rcx
+    mov %rax, {tss_rsp0}(%rcx)
+    mov {t_vspace_object}(%rbx), %rax
+    mov %cr3, %rcx
+    cmp %rax, %rcx
+    je .Lse_same_space\@
+    mov %rax, %cr3
+.Lse_same_space\@:
+.endm
+
+# Resumes rbx in user mode with sysretq: its callee-saved registers, rip,
+# rflags and rsp come from its frame; rax, rdi, rsi, rdx, r10, r8 and r9 are
+# what the code before left in them (the message).
+.macro SE_SYSRET_TO_RBX
+    mov {f_rbp}(%rbx), %rbp
+    mov {f_r12}(%rbx), %r12
+    mov {f_r13}(%rbx), %r13
+    mov {f_r14}(%rbx), %r14
+    mov {f_r15}(%rbx), %r15
+    mov {f_rip}(%rbx), %rcx
+    mov {f_rflags}(%rbx), %r11
+    mov {f_rsp}(%rbx), %rsp
+    mov {f_rbx}(%rbx), %rbx
+    swapgs
+    sysretq
+.endm
+
+.section .text.syscall_entry, "ax"
+.code64
+
+.global syscall_entry
+.p2align 4
+syscall_entry:
+    swapgs
+    cmp ${sys_call}, %rax
+    je syscall_fast_call
+    cmp ${sys_reply_recv}, %rax
+    je syscall_fast_reply_recv
+
+# The general path: store rip, rflags and the argument registers into the
+# caller's frame, run the Rust dispatcher on this CPU's kernel stack. The
+# callee-saved registers stay in the CPU (the Rust code preserves them), the
+# user rsp stays in PerCpu::scratch. syscall_from_user returns the caller's
+# new rax, or SWITCH (-1) when the caller stops running.
+syscall_general:
+    mov %rsp, %gs:{pc_scratch}
+    mov %gs:{pc_current}, %rsp              # the caller's Thread
+    mov %rcx, {f_rip}(%rsp)
+    mov %r11, {f_rflags}(%rsp)
+    mov %rax, {f_rax}(%rsp)
+    mov %rdi, {f_rdi}(%rsp)
+    mov %rsi, {f_rsi}(%rsp)
+    mov %rdx, {f_rdx}(%rsp)
+    mov %r10, {f_r10}(%rsp)
+    mov %r8, {f_r8}(%rsp)
+    mov %r9, {f_r9}(%rsp)
+    mov %rsp, %rdi                          # syscall_from_user(caller)
+    mov %gs:{pc_kernel_stack_top}, %rsp
+    call syscall_from_user                  # (DF is clear: SFMASK clears it)
+    mov %gs:{pc_current}, %rcx              # still the caller
+    cmp ${switch}, %rax
+    je .Lse_switch
+    # Back to the caller: rax is the result; the other result registers
+    # come from its frame (where the call wrote them, or the arguments).
+    mov {f_rdi}(%rcx), %rdi
+    mov {f_rsi}(%rcx), %rsi
+    mov {f_rdx}(%rcx), %rdx
+    mov {f_r10}(%rcx), %r10
+    mov {f_r8}(%rcx), %r8
+    mov {f_r9}(%rcx), %r9
+    mov {f_rflags}(%rcx), %r11
+    mov %gs:{pc_scratch}, %rsp
+    mov {f_rip}(%rcx), %rcx
+    swapgs
+    sysretq
+    # The caller stops running: complete its frame (the callee-saved
+    # registers hold its values again), then syscall_continue switches to
+    # PerCpu::next or schedules.
+.Lse_switch:
+    SE_SAVE_CALLEE_SAVED %rcx
+    mov %gs:{pc_scratch}, %rax
+    mov %rax, {f_rsp}(%rcx)
+    call syscall_continue                   # never returns
+    ud2
+
+# ---------------------------------------------------------------------------
+# The IPC fast path. Entered with every register as the user left it (but
+# rcx, r11): rax the call number, rdi the endpoint slot, rsi the message
+# info, rdx, r10, r8, r9 the message words. The message never touches
+# memory: these registers become the partner's result registers, only rdi
+# (the badge) and rax (0) change. The checks are the conditions under which
+# the general path would hand the message over and switch to the partner at
+# once; when one fails, syscall_slow_* restores the registers and takes the
+# general path, which then does the same the slow way.
+# ---------------------------------------------------------------------------
+
+# Call when a receiver waits on the endpoint.
+syscall_fast_call:
+    SE_FAST_START syscall_slow_call
+    SE_LOOKUP_ENDPOINT {right_write}, syscall_slow_call
+    # A receiver waits: the queue holds receivers; take the first. (A
+    # queue in state Recv is not empty.)
+    cmpb ${ep_recv}, {ep_state}(%r13)
+    jne syscall_slow_call
+    mov {ep_head}(%r13), %rbx
+    # A receiver with an unanswered call: the slow path aborts that call.
+    cmpq $0, {t_caller}(%rbx)
+    jne syscall_slow_call
+    SE_CHECK_PARTNER syscall_slow_call
+    # --- No way back from here. ---
+    # Unlink the receiver, the queue's head (so its prev is already null).
+    mov {t_next}(%rbx), %rax
+    mov %rax, {ep_head}(%r13)
+    test %rax, %rax
+    jnz .Lse_call_more_receivers
+    movq $0, {ep_tail}(%r13)
+    movb ${ep_idle}, {ep_state}(%r13)
+.Lse_call_unlinked:
+    movq ${queue_none}, {t_queue}(%rbx)
+    # Link caller and receiver; the caller waits for an ordinary reply
+    # (live to live: the count of live threads is unchanged).
+    mov %rsp, {t_caller}(%rbx)
+    mov %rbx, {t_reply_from}(%rsp)
+    movb $0, {t_reply_is_fault}(%rsp)
+    movb ${st_blocked_reply}, {t_state}(%rsp)
+    mov {s_badge}(%rbp,%r12), %rdi          # the receiver gets the badge
+    SE_ENTER
+    xor %eax, %eax
+    SE_SYSRET_TO_RBX
+.Lse_call_more_receivers:
+    movq $0, {t_prev}(%rax)
+    movq $0, {t_next}(%rbx)
+    jmp .Lse_call_unlinked
+
+# ReplyRecv when the caller waits for an ordinary reply and no sender is
+# queued: answer it, leave this thread receiving on the endpoint.
+syscall_fast_reply_recv:
+    SE_FAST_START syscall_slow_reply_recv
+    # The thread to answer.
+    mov {t_caller}(%rsp), %rbx
+    test %rbx, %rbx
+    jz syscall_slow_reply_recv
+    SE_LOOKUP_ENDPOINT {right_read}, syscall_slow_reply_recv
+    # A queued sender would be received at once: slow path.
+    cmpb ${ep_send}, {ep_state}(%r13)
+    je syscall_slow_reply_recv
+    # A fault reply resumes the faulting instruction, without a message.
+    cmpb $0, {t_reply_is_fault}(%rbx)
+    jne syscall_slow_reply_recv
+    # A bound notification with bits set is received first.
+    mov {t_bound_notification}(%rsp), %rax
+    test %rax, %rax
+    jnz .Lse_rr_notification
+.Lse_rr_no_notification:
+    SE_CHECK_PARTNER syscall_slow_reply_recv
+    # --- No way back from here. ---
+    # Answer: unlink caller and server.
+    movq $0, {t_caller}(%rsp)
+    movq $0, {t_reply_from}(%rbx)
+    # The server waits for the next message: append it to the endpoint's
+    # receivers (live to live). It is in no queue now, so its next link is
+    # already null.
+    movb ${st_blocked_recv}, {t_state}(%rsp)
+    mov {ep_tail}(%r13), %rax
+    mov %rax, {t_prev}(%rsp)
+    movq ${queue_object}, {t_queue}(%rsp)
+    mov %r14, {t_queue}+{queue_payload}(%rsp)
+    test %rax, %rax
+    jnz .Lse_rr_more_receivers
+    mov %rsp, {ep_head}(%r13)
+.Lse_rr_linked:
+    mov %rsp, {ep_tail}(%r13)
+    movb ${ep_recv}, {ep_state}(%r13)
+    SE_ENTER
+    xor %edi, %edi                          # a reply carries no badge
+    xor %eax, %eax
+    SE_SYSRET_TO_RBX
+.Lse_rr_more_receivers:
+    mov %rsp, {t_next}(%rax)
+    jmp .Lse_rr_linked
+.Lse_rr_notification:
+    cmpq $0, {n_word}(%rbp,%rax)
+    jne syscall_slow_reply_recv
+    jmp .Lse_rr_no_notification
+
+# A check failed; nothing has changed but scratch registers. Restore the
+# call number, rcx, r11, the callee-saved registers and rsp (from the frame,
+# where the fast path put them) and take the general path.
+syscall_slow_call:
+    mov ${sys_call}, %eax
+    jmp syscall_slow
+syscall_slow_reply_recv:
+    mov ${sys_reply_recv}, %eax
+syscall_slow:
+    mov {f_rip}(%rsp), %rcx
+    mov {f_rflags}(%rsp), %r11
+    SE_LOAD_CALLEE_SAVED %rsp
+    mov {f_rsp}(%rsp), %rsp
+    jmp syscall_general

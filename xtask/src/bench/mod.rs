@@ -1,0 +1,488 @@
+//! `cargo xtask bench`: the benchmark lab. Boots Pecan (the `bench` and
+//! `bench-server` components) and Linux (`crate::linux`: Debian's cloud
+//! kernel with a busybox initramfs and the `bench-linux` binary) one after
+//! the other in the same QEMU configuration (`-accel tcg -cpu max -icount
+//! shift=0,align=off`, one vCPU, the same memory), parses their `BENCH`
+//! lines ([`results`]), prints the side-by-side table and writes under
+//! `target/bench/`: `report.md`, `results.json` (every sample of every
+//! run) and the charts `ipc.svg` and `memory.svg`. `--update-docs` copies
+//! the report to `docs/benchmarks.md` (charts to `docs/bench/`) and the
+//! table into the README's Performance section.
+//!
+//! The regression gate ([`gate`]) runs a quick Pecan-only pass of the
+//! benchmarks in `bench/budgets.toml` from `cargo xtask test`.
+
+pub mod budgets;
+pub mod results;
+pub mod svg;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use bench::catalog::{self, Platform};
+
+use crate::accel::Accel;
+use crate::host::Counts;
+use crate::qemu::{self, Machine};
+use crate::system::{self, System};
+use crate::util::{display_path, workspace_root};
+use results::BenchResult;
+
+/// Guest memory for both platforms, MiB.
+pub const MEMORY_MIB: u32 = 256;
+/// How long one Pecan run may take.
+const PECAN_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The options of `cargo xtask bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Benchmarks to run (Pecan or Linux names; default: all).
+    pub names: Vec<String>,
+    /// Run only the Pecan side.
+    #[arg(long)]
+    pub pecan_only: bool,
+    /// Boot each system this many times and check the figures agree.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10))]
+    pub runs: u32,
+    /// Write docs/benchmarks.md and the README's Performance table.
+    #[arg(long)]
+    pub update_docs: bool,
+}
+
+/// The Pecan and Linux benchmarks selected by `names` (all when empty);
+/// an unknown name is an error that lists the known ones.
+pub fn select(names: &[String]) -> Result<(Vec<&'static str>, Vec<&'static str>)> {
+    let mut pecan = Vec::new();
+    let mut linux = Vec::new();
+    for b in catalog::ALL {
+        let wanted = names.is_empty() || names.iter().any(|n| n == b.name);
+        match (wanted, b.platform) {
+            (true, Platform::Pecan) => pecan.push(b.name),
+            (true, Platform::Linux) => linux.push(b.name),
+            _ => {}
+        }
+    }
+    for n in names {
+        if !catalog::ALL.iter().any(|b| b.name == n) {
+            let known: Vec<String> = catalog::ALL
+                .iter()
+                .map(|b| format!("{} ({:?})", b.name, b.platform))
+                .collect();
+            bail!(
+                "unknown benchmark `{n}`; known benchmarks:\n  {}",
+                known.join("\n  ")
+            );
+        }
+    }
+    Ok((pecan, linux))
+}
+
+/// The `bench` component's argument: bit i selects the i-th Pecan
+/// benchmark of the catalog.
+pub fn pecan_mask(names: &[&str]) -> u64 {
+    catalog::ALL
+        .iter()
+        .filter(|b| b.platform == Platform::Pecan)
+        .enumerate()
+        .filter(|(_, b)| names.contains(&b.name))
+        .fold(0u64, |mask, (i, _)| mask | 1 << i)
+}
+
+/// The kernel command line that runs the selected Pecan benchmarks.
+pub fn pecan_cmdline(names: &[&str]) -> String {
+    format!(
+        "pecan.start=bench-server@16,bench:{:#x}@64",
+        pecan_mask(names)
+    )
+}
+
+/// Boots Pecan once with the benchmarks `names`; returns the results and
+/// keeps the serial log at `log`.
+pub fn run_pecan(system: &System, names: &[&str], log: &Path) -> Result<Vec<BenchResult>> {
+    let mut machine = Machine::new(
+        system.kernel.clone(),
+        Some(system.boot_image.clone()),
+        pecan_cmdline(names),
+        Accel::Tcg,
+    );
+    machine.icount = true;
+    machine.memory_mib = MEMORY_MIB;
+    let captured = qemu::capture(&machine, PECAN_TIMEOUT)
+        .with_context(|| format!("starting {}", qemu::QEMU))?;
+    std::fs::create_dir_all(log.parent().unwrap_or(Path::new(".")))?;
+    std::fs::write(
+        log,
+        format!(
+            "$ {}\n# guest ran {:.1} s\n{}{}",
+            machine.command_line(),
+            captured.duration.as_secs_f64(),
+            captured.serial,
+            captured.stderr
+        ),
+    )?;
+    match &captured.exit {
+        Some(qemu::GuestExit::Success) => {}
+        Some(other) => bail!(
+            "the Pecan guest did not finish cleanly ({}); serial log: {}",
+            other.describe(),
+            display_path(log)
+        ),
+        None => bail!(
+            "the Pecan guest did not finish within {} s; serial log: {}",
+            PECAN_TIMEOUT.as_secs(),
+            display_path(log)
+        ),
+    }
+    let results = results::parse(&captured.serial, Platform::Pecan)
+        .with_context(|| format!("serial log: {}", display_path(log)))?;
+    let missing: Vec<&&str> = names
+        .iter()
+        .filter(|n| !results.iter().any(|r| &r.name == *n))
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "the Pecan guest did not report {missing:?}; serial log: {}",
+            display_path(log)
+        );
+    }
+    Ok(results)
+}
+
+/// What one platform's runs gave.
+struct Side {
+    runs: Vec<Vec<BenchResult>>,
+    /// Why the side is missing, if it is.
+    skipped: Option<String>,
+    version: String,
+}
+
+impl Side {
+    fn results(&self) -> &[BenchResult] {
+        self.runs.first().map_or(&[], |r| r.as_slice())
+    }
+}
+
+/// Runs `cargo xtask bench`; `Ok(true)` when everything ran.
+pub fn run(args: &BenchArgs) -> Result<bool> {
+    crate::setup::ensure_target()?;
+    crate::setup::ensure_qemu()?;
+    let (pecan_names, linux_names) = select(&args.names)?;
+    let root = workspace_root();
+    let out_dir = root.join("target").join("bench");
+    std::fs::create_dir_all(&out_dir)?;
+    let system = system::build()?;
+
+    let mut pecan = Side {
+        runs: Vec::new(),
+        skipped: None,
+        version: format!("Pecan {}", env!("CARGO_PKG_VERSION")),
+    };
+    if pecan_names.is_empty() {
+        pecan.skipped = Some("no Pecan benchmark selected".into());
+    }
+    for run in 0..args.runs {
+        if pecan_names.is_empty() {
+            break;
+        }
+        println!(
+            "==> Pecan, run {} of {}: {}",
+            run + 1,
+            args.runs,
+            pecan_cmdline(&pecan_names)
+        );
+        let log = out_dir.join(format!("pecan-serial-{}.log", run + 1));
+        pecan.runs.push(run_pecan(&system, &pecan_names, &log)?);
+    }
+
+    let mut linux = Side {
+        runs: Vec::new(),
+        skipped: None,
+        version: String::new(),
+    };
+    if args.pecan_only {
+        linux.skipped = Some("--pecan-only".into());
+    } else if linux_names.is_empty() {
+        linux.skipped = Some("no Linux benchmark selected".into());
+    } else {
+        for run in 0..args.runs {
+            println!("==> Linux, run {} of {}", run + 1, args.runs);
+            match run_linux(&linux_names, &out_dir, run + 1) {
+                Ok((results, version)) => {
+                    linux.version = version;
+                    linux.runs.push(results);
+                }
+                Err(e) => {
+                    println!("==> Linux side skipped: {e:#}");
+                    linux.skipped = Some(format!("{e:#}"));
+                    break;
+                }
+            }
+        }
+    }
+
+    let mut all_agree = true;
+    for (name, side) in [("Pecan", &pecan), ("Linux", &linux)] {
+        let differ = results::differing(&side.runs);
+        if !differ.is_empty() {
+            all_agree = false;
+            println!(
+                "warning: {name} runs disagree on {differ:?} (icount runs should be identical)"
+            );
+        } else if side.runs.len() > 1 {
+            println!(
+                "==> {name}: all {} runs gave identical figures",
+                side.runs.len()
+            );
+        }
+    }
+
+    let rows = results::table(pecan.results(), linux.results());
+    let table = results::markdown_table(&rows);
+    println!("\n{table}");
+    let report = report_markdown(&table, &pecan, &linux, args.runs, all_agree);
+    write_outputs(&out_dir, &report, &pecan, &linux)?;
+    println!("==> wrote {}", display_path(&out_dir));
+    if args.update_docs {
+        update_docs(&root, &out_dir, &report, &table)?;
+    }
+    Ok(all_agree && pecan.skipped.is_none())
+}
+
+/// The Linux side (see `crate::linux`).
+fn run_linux(names: &[&str], out_dir: &Path, run: u32) -> Result<(Vec<BenchResult>, String)> {
+    let _ = (names, out_dir, run);
+    bail!("the Linux guest is not wired into this build yet")
+}
+
+const METHOD: &str = "Both systems run in the same emulated machine: QEMU TCG, `-cpu max`, one vCPU, 256 MiB, \
+`-icount shift=0,align=off`, under which the time-stamp counter counts executed instructions, so a tick is one \
+instruction and every figure is a deterministic path length (memory figures are bytes per tick). One-way IPC is \
+measured like sel4bench — timestamp in the sender right before the system call, in the receiver right after its \
+own returns — after 100 warm-up rounds, with the cost of the timestamp itself subtracted; medians of 1000 samples \
+unless the benchmark says otherwise. Reproduce with `cargo xtask bench`.";
+
+fn report_markdown(table: &str, pecan: &Side, linux: &Side, runs: u32, agree: bool) -> String {
+    let mut md = String::from("# Benchmarks: Pecan and Linux in the same emulated machine\n\n");
+    md.push_str(METHOD);
+    md.push_str("\n\n");
+    md.push_str(&format!(
+        "Systems: {}; Linux: {}. Runs per system: {runs}{}.\n\n",
+        pecan.version,
+        if linux.version.is_empty() {
+            "—"
+        } else {
+            &linux.version
+        },
+        if runs > 1 {
+            if agree {
+                " (identical figures)"
+            } else {
+                " (figures differed: see the warnings)"
+            }
+        } else {
+            ""
+        }
+    ));
+    for (name, side) in [("Pecan", pecan), ("Linux", linux)] {
+        if let Some(why) = &side.skipped {
+            md.push_str(&format!("{name} side not run: {why}.\n\n"));
+        }
+    }
+    md.push_str("\"Pecan advantage\" is how many times fewer ticks (or, for throughput, how many times more bytes per tick) Pecan needs than Linux's counterpart.\n\n");
+    md.push_str(table);
+    md.push_str("\n![IPC one-way by message size](bench/ipc.svg)\n\n![Memory bandwidth by method](bench/memory.svg)\n\n## Every benchmark\n\n| platform | name | what | unit | min | median | max | samples |\n|---|---|---|---|---:|---:|---:|---:|\n");
+    for (name, side) in [("Pecan", pecan), ("Linux", linux)] {
+        for r in side.results() {
+            md.push_str(&format!(
+                "| {name} | `{}` | {} | {} | {} | {} | {} | {} |\n",
+                r.name,
+                r.what,
+                r.unit,
+                r.min,
+                r.median,
+                r.max,
+                r.samples.len()
+            ));
+        }
+    }
+    md
+}
+
+fn median_of(list: &[BenchResult], name: &str) -> Option<f64> {
+    list.iter().find(|r| r.name == name).map(|r| {
+        if r.higher_is_better() {
+            r.median as f64 / bench::THROUGHPUT_SCALE as f64
+        } else {
+            r.median as f64
+        }
+    })
+}
+
+fn charts(pecan: &[BenchResult], linux: &[BenchResult]) -> (svg::Chart, svg::Chart) {
+    let words = [0, 4, 8, 16];
+    let ipc = svg::Chart {
+        title: "IPC one-way by message size (ticks = instructions, log scale)".into(),
+        y_label: "ticks".into(),
+        series: vec![
+            "Pecan, same address space".into(),
+            "Pecan, between address spaces".into(),
+            "Linux futex, threads".into(),
+            "Linux futex, processes".into(),
+            "Linux pipe".into(),
+        ],
+        groups: words
+            .iter()
+            .map(|w| svg::Group {
+                label: format!("{w} words"),
+                values: vec![
+                    median_of(pecan, &format!("ipc-intra-{w}w")),
+                    median_of(pecan, &format!("ipc-inter-{w}w")),
+                    median_of(linux, &format!("futex-threads-{w}w")),
+                    median_of(linux, &format!("futex-shm-{w}w")),
+                    median_of(linux, &format!("pipe-{w}w")),
+                ],
+            })
+            .collect(),
+        log: true,
+    };
+    let memory = svg::Chart {
+        title: "Memory bandwidth by method (bytes per tick)".into(),
+        y_label: "bytes/tick".into(),
+        series: vec!["Pecan".into(), "Linux".into()],
+        groups: [
+            ("memcpy (library)", "memcpy-runtime", "memcpy-glibc"),
+            ("memcpy (bytewise)", "memcpy-bytewise", "memcpy-bytewise"),
+            ("memset (library)", "memset-runtime", "memset-glibc"),
+            ("uncached write", "uncached-write", ""),
+            ("uncached read", "uncached-read", ""),
+        ]
+        .iter()
+        .map(|(label, p, l)| svg::Group {
+            label: (*label).into(),
+            values: vec![median_of(pecan, p), median_of(linux, l)],
+        })
+        .collect(),
+        log: false,
+    };
+    (ipc, memory)
+}
+
+fn write_outputs(out_dir: &Path, report: &str, pecan: &Side, linux: &Side) -> Result<()> {
+    std::fs::write(out_dir.join("report.md"), report)?;
+    let json = serde_json::json!({
+        "clock": "QEMU TCG icount: ticks are executed instructions",
+        "pecan": { "version": pecan.version, "skipped": pecan.skipped, "runs": pecan.runs },
+        "linux": { "version": linux.version, "skipped": linux.skipped, "runs": linux.runs },
+    });
+    std::fs::write(
+        out_dir.join("results.json"),
+        serde_json::to_string_pretty(&json)?,
+    )?;
+    let (ipc, memory) = charts(pecan.results(), linux.results());
+    std::fs::write(out_dir.join("ipc.svg"), ipc.to_svg())?;
+    std::fs::write(out_dir.join("memory.svg"), memory.to_svg())?;
+    Ok(())
+}
+
+const README_START: &str = "<!-- bench:start (written by `cargo xtask bench --update-docs`) -->";
+const README_END: &str = "<!-- bench:end -->";
+
+fn update_docs(root: &Path, out_dir: &Path, report: &str, table: &str) -> Result<()> {
+    let docs = root.join("docs");
+    std::fs::create_dir_all(docs.join("bench"))?;
+    std::fs::write(docs.join("benchmarks.md"), report)?;
+    for chart in ["ipc.svg", "memory.svg"] {
+        std::fs::copy(out_dir.join(chart), docs.join("bench").join(chart))?;
+    }
+    let readme_path = root.join("README.md");
+    let readme = std::fs::read_to_string(&readme_path)?;
+    let section = format!("{README_START}\n\n{table}\n{README_END}");
+    let updated = match (readme.find(README_START), readme.find(README_END)) {
+        (Some(a), Some(b)) if a < b => format!(
+            "{}{section}{}",
+            &readme[..a],
+            &readme[b + README_END.len()..]
+        ),
+        _ => bail!(
+            "README.md has no `{README_START}` … `{README_END}` markers for the Performance table"
+        ),
+    };
+    std::fs::write(&readme_path, updated)?;
+    println!("==> updated docs/benchmarks.md, docs/bench/*.svg and the README's Performance table");
+    Ok(())
+}
+
+/// The regression gate for `cargo xtask test`: a quick Pecan-only pass of
+/// the budgeted benchmarks; one counted result per budget.
+pub fn gate(system: &System) -> Counts {
+    let root = workspace_root();
+    let mut counts = Counts::default();
+    let path: PathBuf = root.join("bench").join("budgets.toml");
+    let budgets = match budgets::load(&path) {
+        Ok(b) => b,
+        Err(e) => {
+            println!("FAIL bench budgets: {e:#}");
+            counts.failed += 1;
+            return counts;
+        }
+    };
+    let names: Vec<&str> = budgets
+        .iter()
+        .filter_map(|b| catalog::find(Platform::Pecan, &b.name).map(|c| c.name))
+        .collect();
+    let log = root
+        .join("target")
+        .join("test-logs")
+        .join("bench-budgets.log");
+    println!(
+        "==> benchmark budgets: {} (quick Pecan pass under icount)",
+        names.join(", ")
+    );
+    let results = match run_pecan(system, &names, &log) {
+        Ok(r) => r,
+        Err(e) => {
+            println!("FAIL bench budgets: {e:#}");
+            counts.failed += 1;
+            return counts;
+        }
+    };
+    for (name, verdict) in budgets::verdicts(&budgets, &results) {
+        match verdict {
+            Ok(text) => {
+                println!("PASS bench budget {name}: {text}");
+                counts.passed += 1;
+            }
+            Err(text) => {
+                println!("FAIL bench budget {name}: {text}");
+                counts.failed += 1;
+            }
+        }
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selection_and_mask() {
+        let (p, l) = select(&[]).unwrap();
+        assert_eq!(p.len() + l.len(), catalog::ALL.len());
+        let (p, l) = select(&["null-syscall".into(), "getppid".into()]).unwrap();
+        assert_eq!((p, l), (vec!["null-syscall"], vec!["getppid"]));
+        assert_eq!(pecan_mask(&["null-syscall"]), 1);
+        assert_eq!(pecan_mask(&["ipc-intra-0w", "null-syscall"]), 0b11);
+        let e = select(&["nope".into()]).unwrap_err();
+        let text = format!("{e:#}");
+        assert!(
+            text.contains("unknown benchmark `nope`") && text.contains("getppid (Linux)"),
+            "{text}"
+        );
+        assert_eq!(
+            pecan_cmdline(&["null-syscall"]),
+            "pecan.start=bench-server@16,bench:0x1@64"
+        );
+    }
+}
