@@ -13,17 +13,14 @@
 //! the CPU vulnerability mitigations in force, runs `/bench-linux NAMES...`,
 //! prints [`EXIT_MARKER`] with its exit status and powers off.
 //!
-//! The serial log is kept at `target/bench/linux-serial.log`.
-//!
-//! API for `cargo xtask bench`: [`run_linux_benchmarks`], or [`prepare`]
-//! once and [`LinuxGuest::run`] per run. `cargo xtask bench-linux [NAME...]`
-//! runs this part alone.
+//! API: [`run_linux_benchmarks`] (serial log at
+//! `target/bench/linux-serial.log`), or [`prepare`] and
+//! [`LinuxGuest::run`] with a log path of the caller's, as `cargo xtask
+//! bench` does. `cargo xtask bench-linux [NAME...]` runs this part alone.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::LazyLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use bench::catalog::{self, Platform};
@@ -87,7 +84,7 @@ pub fn run_linux_benchmarks(
     memory_mib: u32,
     timeout: Duration,
 ) -> Result<LinuxRun> {
-    prepare(names)?.run(memory_mib, timeout)
+    prepare(names)?.run(memory_mib, timeout, &log_path(&workspace_root()))
 }
 
 /// Checks the names, fetches (or finds in the cache) the kernel and
@@ -300,12 +297,11 @@ impl LinuxGuest {
     }
 
     /// Boots the guest, waits for it to power off (at most `timeout`) and
-    /// keeps the serial log. An error — no exit report, a non-zero exit of
+    /// writes the log (QEMU command line, serial output, QEMU's stderr) to
+    /// `log_path`. An error — no exit report, a non-zero exit of
     /// `bench-linux`, the timeout — names the log.
-    pub fn run(&self, memory_mib: u32, timeout: Duration) -> Result<LinuxRun> {
-        let root = workspace_root();
+    pub fn run(&self, memory_mib: u32, timeout: Duration, log_path: &Path) -> Result<LinuxRun> {
         let machine = self.machine(memory_mib);
-        let log_path = log_path(&root);
         println!(
             "==> booting {} with {} benchmarks: {}",
             self.versions.kernel_description(),
@@ -316,16 +312,17 @@ impl LinuxGuest {
             },
             machine.command_line()
         );
-        let start = Instant::now();
-        let (serial, stderr, finished) = capture(&machine, start + timeout)?;
-        let duration = start.elapsed();
+        let captured =
+            qemu::capture(&machine, timeout).with_context(|| format!("starting {}", qemu::QEMU))?;
+        // The guest's terminal ends lines with CR LF.
+        let serial = captured.serial.replace("\r\n", "\n");
         let mut log = format!("$ {}\n{serial}", machine.command_line());
-        if !stderr.is_empty() {
-            log.push_str(&format!("\n--- QEMU stderr ---\n{stderr}"));
+        if !captured.stderr.is_empty() {
+            log.push_str(&format!("\n--- QEMU stderr ---\n{}", captured.stderr));
         }
-        write_atomically(&log_path, log.as_bytes())?;
-        let shown = display_path(&log_path);
-        if !finished {
+        write_atomically(log_path, log.as_bytes())?;
+        let shown = display_path(log_path);
+        if captured.exit.is_none() {
             bail!(
                 "the Linux guest did not finish within {} s; serial log: {shown}",
                 timeout.as_secs()
@@ -333,69 +330,27 @@ impl LinuxGuest {
         }
         match exit_status(&serial) {
             Some(0) => {}
-            Some(n) => bail!("bench-linux exited with status {n} in the Linux guest; serial log: {shown}"),
+            Some(n) => {
+                bail!("bench-linux exited with status {n} in the Linux guest; serial log: {shown}")
+            }
             None => bail!(
-                "the Linux guest stopped before bench-linux finished (QEMU: {}); serial log: {shown}",
-                stderr.lines().last().unwrap_or("no message")
+                "the Linux guest stopped before bench-linux finished (QEMU: {}); \
+                 serial log: {shown}",
+                captured.stderr.lines().last().unwrap_or("no message")
             ),
         }
         println!(
             "==> Linux guest done in {:.1} s; serial log: {shown}",
-            duration.as_secs_f64()
+            captured.duration.as_secs_f64()
         );
         Ok(LinuxRun {
             serial,
-            log_path,
+            log_path: log_path.to_path_buf(),
             kernel_version: self.versions.kernel_description(),
             versions: self.versions.clone(),
-            duration,
+            duration: captured.duration,
         })
     }
-}
-
-/// Runs QEMU until it exits or `deadline`; returns the serial output
-/// (`\r\n` turned into `\n`), QEMU's stderr, and whether QEMU exited by
-/// itself.
-fn capture(machine: &Machine, deadline: Instant) -> Result<(String, String, bool)> {
-    let mut child = machine
-        .command()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("starting QEMU")?;
-    let readers = [
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    ]
-    .map(|stream| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut s) = stream {
-                let _ = s.read_to_end(&mut bytes);
-            }
-            String::from_utf8_lossy(&bytes).replace("\r\n", "\n")
-        })
-    });
-    let finished = match qemu::wait_until(&mut child, deadline) {
-        Ok(Some(_)) => true,
-        Ok(None) => {
-            qemu::terminate(&mut child);
-            false
-        }
-        Err(e) => {
-            qemu::terminate(&mut child);
-            return Err(e).context("waiting for QEMU");
-        }
-    };
-    let [out, err] = readers.map(|r| r.join().unwrap_or_default());
-    Ok((out, err, finished))
 }
 
 /// The options of `cargo xtask bench-linux`.
