@@ -30,9 +30,7 @@ pub fn getppid(samples: &mut [u64], overhead: u64) -> io::Result<()> {
 /// `bogomips`: ticks per [`BOGOMIPS_ITERATIONS`] iterations of the
 /// register-decrement loop.
 pub fn bogomips(samples: &mut [u64], overhead: u64) -> io::Result<()> {
-    bench::measure(samples, overhead, || {
-        kernels::bogomips(black_box(BOGOMIPS_ITERATIONS))
-    });
+    bench::measure(samples, overhead, || kernels::bogomips(BOGOMIPS_ITERATIONS));
     Ok(())
 }
 
@@ -43,25 +41,27 @@ fn to_throughput(samples: &mut [u64], bytes: usize) {
     }
 }
 
-/// Copies of [`REGION`] bytes with `copy`, in bytes per tick.
-fn copies(samples: &mut [u64], overhead: u64, copy: fn(&mut [u8], &[u8])) {
-    let src: Vec<u8> = (0..REGION).map(|i| i as u8).collect();
+/// Copies of [`REGION`] bytes with `copy`, in bytes per tick; checks
+/// that the copy is right.
+fn copies(samples: &mut [u64], overhead: u64, copy: fn(&mut [u8], &[u8])) -> io::Result<()> {
+    let src: Vec<u8> = (0..REGION).map(|i| (i % 251) as u8).collect();
     let mut dst = vec![0u8; REGION];
     bench::measure(samples, overhead, || copy(&mut dst, &src));
-    black_box(&dst);
+    if dst != src {
+        return Err(io::Error::other("the copy differs from its source"));
+    }
     to_throughput(samples, REGION);
+    Ok(())
 }
 
 /// `memcpy-glibc`: glibc's `memcpy` over [`REGION`] bytes.
 pub fn memcpy_glibc(samples: &mut [u64], overhead: u64) -> io::Result<()> {
-    copies(samples, overhead, kernels::copy_runtime);
-    Ok(())
+    copies(samples, overhead, kernels::copy_runtime)
 }
 
 /// `memcpy-bytewise`: one byte at a time over [`REGION`] bytes.
 pub fn memcpy_bytewise(samples: &mut [u64], overhead: u64) -> io::Result<()> {
-    copies(samples, overhead, kernels::copy_bytewise);
-    Ok(())
+    copies(samples, overhead, kernels::copy_bytewise)
 }
 
 /// `memset-glibc`: glibc's `memset` over [`REGION`] bytes.
@@ -72,7 +72,9 @@ pub fn memset_glibc(samples: &mut [u64], overhead: u64) -> io::Result<()> {
         value = value.wrapping_add(1);
         kernels::set_runtime(&mut dst, value)
     });
-    black_box(&dst);
+    if dst.iter().any(|&b| b != value) {
+        return Err(io::Error::other("memset left bytes of another value"));
+    }
     to_throughput(samples, REGION);
     Ok(())
 }
@@ -89,6 +91,16 @@ mod tests {
         assert!(samples.iter().any(|&s| s > 0));
         bogomips(&mut samples, o).unwrap();
         assert!(samples.iter().any(|&s| s > 0));
+    }
+
+    #[test]
+    fn memory_kernels_copy_and_fill() {
+        let o = bench::timestamp_overhead();
+        let mut samples = [0u64; 2];
+        memcpy_glibc(&mut samples, o).unwrap();
+        assert!(samples.iter().all(|&s| s > 0));
+        memset_glibc(&mut samples, o).unwrap();
+        assert!(samples.iter().all(|&s| s > 0));
     }
 
     #[test]
