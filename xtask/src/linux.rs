@@ -84,7 +84,12 @@ pub fn run_linux_benchmarks(
     memory_mib: u32,
     timeout: Duration,
 ) -> Result<LinuxRun> {
-    prepare(names)?.run(memory_mib, timeout, &log_path(&workspace_root()))
+    prepare(names)?.run(
+        memory_mib,
+        Accel::Tcg,
+        timeout,
+        &log_path(&workspace_root()),
+    )
 }
 
 /// Checks the names, fetches (or finds in the cache) the kernel and
@@ -284,15 +289,15 @@ fn exit_status(serial: &str) -> Option<i32> {
 impl LinuxGuest {
     /// The machine: Pecan's configuration with the Linux kernel and
     /// initramfs.
-    pub fn machine(&self, memory_mib: u32) -> Machine {
+    pub fn machine(&self, memory_mib: u32, accel: Accel) -> Machine {
         let mut m = Machine::new(
             self.vmlinuz.clone(),
             Some(self.initramfs.clone()),
             CMDLINE.to_string(),
-            Accel::Tcg,
+            accel,
         );
         m.memory_mib = memory_mib;
-        m.icount = true;
+        m.icount = accel == Accel::Tcg;
         m
     }
 
@@ -300,8 +305,14 @@ impl LinuxGuest {
     /// writes the log (QEMU command line, serial output, QEMU's stderr) to
     /// `log_path`. An error — no exit report, a non-zero exit of
     /// `bench-linux`, the timeout — names the log.
-    pub fn run(&self, memory_mib: u32, timeout: Duration, log_path: &Path) -> Result<LinuxRun> {
-        let machine = self.machine(memory_mib);
+    pub fn run(
+        &self,
+        memory_mib: u32,
+        accel: Accel,
+        timeout: Duration,
+        log_path: &Path,
+    ) -> Result<LinuxRun> {
+        let machine = self.machine(memory_mib, accel);
         println!(
             "==> booting {} with {} benchmarks: {}",
             self.versions.kernel_description(),

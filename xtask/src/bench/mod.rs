@@ -2,7 +2,8 @@
 //! `bench-server` components) and Linux (`crate::linux`: Debian's cloud
 //! kernel with a busybox initramfs and the `bench-linux` binary) one after
 //! the other in the same QEMU configuration (`-accel tcg -cpu max -icount
-//! shift=0,align=off`, one vCPU, the same memory), parses their `BENCH`
+//! shift=0,align=off,sleep=off`, a fixed seed and an RTC on virtual time —
+//! see `Machine::icount` — one vCPU, the same memory), parses their `BENCH`
 //! lines ([`results`]), prints the side-by-side table and writes under
 //! `target/bench/`: `report.md`, `results.json` (every sample of every
 //! run) and the charts `ipc.svg` and `memory.svg`. `--update-docs` copies
@@ -50,6 +51,21 @@ pub struct BenchArgs {
     /// Write docs/benchmarks.md and the README's Performance table.
     #[arg(long)]
     pub update_docs: bool,
+    /// `tcg` (default): instruction counts under icount, deterministic.
+    /// `kvm` (only on hosts with hardware virtualization): TSC cycles —
+    /// never comparable with icount figures, and labelled so.
+    #[arg(long, value_enum, default_value = "tcg")]
+    pub accel: Accel,
+}
+
+/// What a tick is, for the report and the JSON file.
+fn clock_label(accel: Accel) -> &'static str {
+    match accel {
+        Accel::Tcg => "QEMU TCG icount: a tick is one executed instruction (deterministic)",
+        Accel::Kvm => {
+            "KVM: a tick is one TSC cycle of the host CPU (not comparable with icount figures)"
+        }
+    }
 }
 
 /// The Pecan and Linux benchmarks selected by `names` (all when empty);
@@ -101,14 +117,19 @@ pub fn pecan_cmdline(names: &[&str]) -> String {
 
 /// Boots Pecan once with the benchmarks `names`; returns the results and
 /// keeps the serial log at `log`.
-pub fn run_pecan(system: &System, names: &[&str], log: &Path) -> Result<Vec<BenchResult>> {
+pub fn run_pecan(
+    system: &System,
+    names: &[&str],
+    accel: Accel,
+    log: &Path,
+) -> Result<Vec<BenchResult>> {
     let mut machine = Machine::new(
         system.kernel.clone(),
         Some(system.boot_image.clone()),
         pecan_cmdline(names),
-        Accel::Tcg,
+        accel,
     );
-    machine.icount = true;
+    machine.icount = accel == Accel::Tcg;
     machine.memory_mib = MEMORY_MIB;
     let captured = qemu::capture(&machine, PECAN_TIMEOUT)
         .with_context(|| format!("starting {}", qemu::QEMU))?;
@@ -194,7 +215,9 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
             pecan_cmdline(&pecan_names)
         );
         let log = out_dir.join(format!("pecan-serial-{}.log", run + 1));
-        pecan.runs.push(run_pecan(&system, &pecan_names, &log)?);
+        pecan
+            .runs
+            .push(run_pecan(&system, &pecan_names, args.accel, &log)?);
     }
 
     let mut linux = Side {
@@ -209,7 +232,7 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
     } else {
         for run in 0..args.runs {
             println!("==> Linux, run {} of {}", run + 1, args.runs);
-            match run_linux(&linux_names, &out_dir, run + 1) {
+            match run_linux(&linux_names, args.accel, &out_dir, run + 1) {
                 Ok((results, version)) => {
                     linux.version = version;
                     linux.runs.push(results);
@@ -242,8 +265,8 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
     let rows = results::table(pecan.results(), linux.results());
     let table = results::markdown_table(&rows);
     println!("\n{table}");
-    let report = report_markdown(&table, &pecan, &linux, args.runs, all_agree);
-    write_outputs(&out_dir, &report, &pecan, &linux)?;
+    let report = report_markdown(&table, &pecan, &linux, args.runs, all_agree, args.accel);
+    write_outputs(&out_dir, &report, &pecan, &linux, args.accel)?;
     println!("==> wrote {}", display_path(&out_dir));
     if args.update_docs {
         update_docs(&root, &out_dir, &report, &table)?;
@@ -252,26 +275,48 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
 }
 
 /// The Linux side (see `crate::linux`): results and the kernel's version.
-fn run_linux(names: &[&str], out_dir: &Path, run: u32) -> Result<(Vec<BenchResult>, String)> {
+fn run_linux(
+    names: &[&str],
+    accel: Accel,
+    out_dir: &Path,
+    run: u32,
+) -> Result<(Vec<BenchResult>, String)> {
     let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
     let guest = crate::linux::prepare(&names)?;
     let log = out_dir.join(format!("linux-serial-{run}.log"));
-    let linux = guest.run(MEMORY_MIB, LINUX_TIMEOUT, &log)?;
+    let linux = guest.run(MEMORY_MIB, accel, LINUX_TIMEOUT, &log)?;
     let results = results::parse(&linux.serial, Platform::Linux)
         .with_context(|| format!("serial log: {}", display_path(&log)))?;
     Ok((results, linux.kernel_version))
 }
 
 const METHOD: &str = "Both systems run in the same emulated machine: QEMU TCG, `-cpu max`, one vCPU, 256 MiB, \
-`-icount shift=0,align=off`, under which the time-stamp counter counts executed instructions, so a tick is one \
-instruction and every figure is a deterministic path length (memory figures are bytes per tick). One-way IPC is \
-measured like sel4bench — timestamp in the sender right before the system call, in the receiver right after its \
-own returns — after 100 warm-up rounds, with the cost of the timestamp itself subtracted; medians of 1000 samples \
-unless the benchmark says otherwise. Reproduce with `cargo xtask bench`.";
+`-icount shift=0,align=off,sleep=off` with a fixed random seed and an RTC on virtual time, under which the \
+time-stamp counter counts executed instructions, so a tick is one instruction and every figure is a deterministic \
+path length (memory figures are bytes per tick). One-way IPC is measured like sel4bench — timestamp in the sender \
+right before the system call, in the receiver right after its own returns — after warm-up rounds, with the cost of \
+the timestamp itself subtracted; medians of 1000 samples unless the benchmark says otherwise. The Linux side runs \
+its benchmark processes under SCHED_FIFO (the cheapest, most stable wake-up path). Reproduce with `cargo xtask bench`.";
 
-fn report_markdown(table: &str, pecan: &Side, linux: &Side, runs: u32, agree: bool) -> String {
+const METHOD_KVM: &str = "Both systems run in the same QEMU machine with KVM (`-cpu max`, one vCPU, 256 MiB): a tick \
+is a TSC cycle of the host CPU, not an instruction — these figures are not comparable with the icount tables. \
+One-way IPC is measured like sel4bench, with warm-up and the timestamp's own cost subtracted; medians are shown. \
+Reproduce with `cargo xtask bench --accel kvm`.";
+
+fn report_markdown(
+    table: &str,
+    pecan: &Side,
+    linux: &Side,
+    runs: u32,
+    agree: bool,
+    accel: Accel,
+) -> String {
     let mut md = String::from("# Benchmarks: Pecan and Linux in the same emulated machine\n\n");
-    md.push_str(METHOD);
+    md.push_str(match accel {
+        Accel::Tcg => METHOD,
+        Accel::Kvm => METHOD_KVM,
+    });
+    md.push_str(&format!("\n\nClock: {}.", clock_label(accel)));
     md.push_str("\n\n");
     md.push_str(&format!(
         "Systems: {}; Linux: {}. Runs per system: {runs}{}.\n\n",
@@ -375,10 +420,16 @@ fn charts(pecan: &[BenchResult], linux: &[BenchResult]) -> (svg::Chart, svg::Cha
     (ipc, memory)
 }
 
-fn write_outputs(out_dir: &Path, report: &str, pecan: &Side, linux: &Side) -> Result<()> {
+fn write_outputs(
+    out_dir: &Path,
+    report: &str,
+    pecan: &Side,
+    linux: &Side,
+    accel: Accel,
+) -> Result<()> {
     std::fs::write(out_dir.join("report.md"), report)?;
     let json = serde_json::json!({
-        "clock": "QEMU TCG icount: ticks are executed instructions",
+        "clock": clock_label(accel),
         "pecan": { "version": pecan.version, "skipped": pecan.skipped, "runs": pecan.runs },
         "linux": { "version": linux.version, "skipped": linux.skipped, "runs": linux.runs },
     });
@@ -446,7 +497,7 @@ pub fn gate(system: &System) -> Counts {
         "==> benchmark budgets: {} (quick Pecan pass under icount)",
         names.join(", ")
     );
-    let results = match run_pecan(system, &names, &log) {
+    let results = match run_pecan(system, &names, Accel::Tcg, &log) {
         Ok(r) => r,
         Err(e) => {
             println!("FAIL bench budgets: {e:#}");
