@@ -11,18 +11,27 @@
 //!   file bytes each page of a segment receives.
 //! - [`supervise`]: what a message on root's fault endpoint means, and which
 //!   children root still waits for.
+//! - [`packet_stream`]: the bulk-data channel between components (shared
+//!   buffer, submit and acknowledgement rings, notifications only when
+//!   needed), its buffer allocator and its test traffic.
 //!
 //! Like `kcore`, everything here takes untrusted input (boot information,
 //! command lines, ELF files, messages) and turns bad input into error
 //! values; nothing panics on input.
+//!
+//! There is no `unsafe` code here but in one place: the packet stream's
+//! view of shared memory (`packet_stream::region`), which allows it for
+//! itself; everything else is checked by `deny(unsafe_code)`.
 #![no_std]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
+#![forbid(unsafe_op_in_unsafe_fn)]
 
 extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
 pub mod load;
+pub mod packet_stream;
 pub mod slots;
 pub mod start;
 pub mod supervise;
