@@ -1,7 +1,7 @@
 //! `cargo xtask run FILE` refuses each broken scenario under
 //! `tests/fixtures/scenarios/` with exactly its error, before it builds
 //! anything: one fixture per error class of the scenario checker
-//! (`docs/scenarios.md`; the unit tests of `src/config.rs` cover the
+//! (`docs/scenarios.md`; the unit tests in `src/config/tests.rs` cover the
 //! variants of each class).
 
 use std::path::{Path, PathBuf};
