@@ -11,6 +11,9 @@
 //!   file bytes each page of a segment receives.
 //! - [`supervise`]: what a message on root's fault endpoint means, and which
 //!   children root still waits for.
+//! - [`config`]: the config ROM init will read — a scenario's components,
+//!   quotas, routes, restart policies and config tables; encoder (used by
+//!   xtask) and bounds-checked decoder.
 //! - [`packet_stream`]: the bulk-data channel between components (shared
 //!   buffer, submit and acknowledgement rings, notifications only when
 //!   needed), its buffer allocator and its test traffic.
@@ -30,6 +33,7 @@ extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
+pub mod config;
 pub mod load;
 pub mod packet_stream;
 pub mod slots;
