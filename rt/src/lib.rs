@@ -13,7 +13,12 @@
 //! - A panic handler prints `panic in <component>: <message> at file:line`
 //!   and ends the thread with exit code [`PANIC_EXIT_CODE`].
 //! - [`proto`] defines the small protocols test components speak with each
-//!   other (the ping protocol).
+//!   other (the ping protocol, the benchmark and packet-stream test pairs).
+//! - [`transfer`]: capability transfer through the main thread's IPC
+//!   buffer; [`shared`]: a frame and a notification pair a server shares
+//!   with a client; [`server`]: a server's loop and replies.
+//! - [`stream`]: packet streams (`ucore::packet_stream`) on Pecan
+//!   notifications.
 //! - A global allocator (`linked_list_allocator`) over a static 256 KiB
 //!   arena, ready before `main` runs, so `extern crate alloc;` just works.
 //!
@@ -44,8 +49,12 @@ mod heap;
 mod panic;
 pub mod print;
 pub mod proto;
+pub mod server;
+pub mod shared;
 pub mod start;
+pub mod stream;
 pub mod syscall;
+pub mod transfer;
 
 pub use heap::HEAP_SIZE;
 pub use start::{component, Component};

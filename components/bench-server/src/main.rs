@@ -26,13 +26,12 @@ use alloc::vec::Vec;
 
 use bench::now;
 use rt::abi::caddr::own;
-use rt::abi::child::{FIRST_FREE, OWN_VSPACE, SERVICE_ENDPOINT, UNTYPED};
-use rt::abi::ipc_buffer::SEND_CAP_OFFSET;
-use rt::abi::map::{Cache, MapAttr};
-use rt::abi::{CapSlot, Error, MsgInfo, ObjectType, Rights, MAIN_IPC_BUFFER_ADDR};
+use rt::abi::child::{FIRST_FREE, SERVICE_ENDPOINT};
+use rt::abi::MsgInfo;
 use rt::println;
 use rt::proto::bench as proto;
 use rt::proto::ping::KERNEL_LABELS;
+use rt::shared::Served;
 use rt::syscall::{self, Words, NO_WORDS};
 
 rt::entry!(main);
@@ -41,20 +40,9 @@ rt::entry!(main);
 /// its own, far from the image and the stack).
 const SHM_VA: u64 = 0x0000_0020_0000_0000;
 
-/// The objects `SETUP` makes, in the server's own slots.
-struct Shared {
-    frame: CapSlot,
-    /// The server waits on it; `bench` gets a write-only copy.
-    server_notify: CapSlot,
-    server_notify_write: CapSlot,
-    /// The server signals it; `bench` gets a read-only copy.
-    client_notify: CapSlot,
-    client_notify_read: CapSlot,
-}
-
 /// The server's state between requests.
 struct Server {
-    shared: Option<Shared>,
+    shared: Option<Served>,
     /// Arrival times recorded since `TIMED_START`.
     arrivals: usize,
     /// How many fit: 0 until `SETUP` mapped the shared frame.
@@ -103,14 +91,9 @@ fn main(_: u64) -> i32 {
     }
 }
 
-/// The reply with label `label` and `words`.
-fn answer(label: u64, words: Words) -> (MsgInfo, Words) {
-    (MsgInfo::new(label, 4, 0).unwrap_or_default(), words)
-}
-
 /// The error reply to request `label`.
 fn refuse(label: u64) -> (MsgInfo, Words) {
-    answer(proto::ERROR, [label, 0, 0, 0])
+    rt::server::refuse(proto::ERROR, label)
 }
 
 impl Server {
@@ -121,9 +104,9 @@ impl Server {
             proto::SETUP => self.setup(words[0]),
             proto::TIMED_START if self.shared.is_some() => {
                 self.arrivals = 0;
-                answer(proto::OK, NO_WORDS)
+                rt::server::answer(proto::OK, NO_WORDS)
             }
-            proto::TIMED_END => answer(proto::OK, [self.arrivals as u64, 0, 0, 0]),
+            proto::TIMED_END => rt::server::answer(proto::OK, [self.arrivals as u64, 0, 0, 0]),
             proto::BULK => return self.bulk(words[0], words[1] as usize),
             _ => refuse(label),
         })
@@ -132,33 +115,21 @@ impl Server {
     /// `SETUP`: makes the shared objects (once) and replies with the
     /// capability `which`.
     fn setup(&mut self, which: u64) -> (MsgInfo, Words) {
-        if self.shared.is_none() {
-            match make_shared() {
-                Ok(shared) => {
-                    self.shared = Some(shared);
-                    self.capacity = proto::MAX_ARRIVALS;
-                }
-                Err((what, e)) => {
-                    println!("bench-server: SETUP failed: {what}: {e}");
-                    return refuse(proto::SETUP);
-                }
+        // SAFETY: SHM_VA is a region of its own that nothing else of this
+        // program uses; the frame is reached only through raw pointers into
+        // it.
+        match unsafe { Served::once(&mut self.shared, FIRST_FREE, SHM_VA) } {
+            Ok(shared) => {
+                self.capacity = proto::MAX_ARRIVALS;
+                shared
+                    .reply(which, proto::OK)
+                    .map_or_else(|| refuse(proto::SETUP), |info| (info, NO_WORDS))
+            }
+            Err((what, e)) => {
+                println!("bench-server: SETUP failed: {what}: {e}");
+                refuse(proto::SETUP)
             }
         }
-        let Some(shared) = &self.shared else {
-            return refuse(proto::SETUP);
-        };
-        let cap = match which {
-            proto::CAP_SHM => shared.frame,
-            proto::CAP_SERVER_NOTIFY => shared.server_notify_write,
-            proto::CAP_CLIENT_NOTIFY => shared.client_notify_read,
-            _ => return refuse(proto::SETUP),
-        };
-        let send_cap = (MAIN_IPC_BUFFER_ADDR + SEND_CAP_OFFSET) as *mut u64;
-        // SAFETY: the main thread's IPC buffer page is mapped writable by
-        // root for the whole run and used by nothing else of this program;
-        // only volatile accesses touch it.
-        unsafe { send_cap.write_volatile(cap) };
-        (MsgInfo::new(proto::OK, 0, 1).unwrap_or_default(), NO_WORDS)
     }
 
     /// `BULK`: replies, then moves `rounds` chunks of `bytes` (see the
@@ -200,40 +171,4 @@ impl Server {
         }
         None
     }
-}
-
-/// Makes and maps the shared frame, makes the notifications and their
-/// copies for `bench`.
-fn make_shared() -> Result<Shared, (&'static str, Error)> {
-    let mut next = FIRST_FREE;
-    let mut make = |kind: ObjectType| {
-        let slot = own(next);
-        next += 1;
-        syscall::retype(own(UNTYPED), kind, 0, slot, 1).map(|()| slot)
-    };
-    // The frame first: it needs 2 MiB alignment, the untyped's start.
-    let frame = make(ObjectType::Frame2M).map_err(|e| ("Retype Frame2M", e))?;
-    let server_notify = make(ObjectType::Notification).map_err(|e| ("Retype", e))?;
-    let client_notify = make(ObjectType::Notification).map_err(|e| ("Retype", e))?;
-    let server_notify_write = own(next);
-    let client_notify_read = own(next + 1);
-    syscall::cap_mint(server_notify, server_notify_write, Rights::WRITE, 0)
-        .map_err(|e| ("CapMint", e))?;
-    syscall::cap_mint(client_notify, client_notify_read, Rights::READ, 0)
-        .map_err(|e| ("CapMint", e))?;
-    let attr = MapAttr {
-        writable: true,
-        executable: false,
-        cache: Cache::WriteBack,
-    };
-    // SAFETY: SHM_VA is a region of its own that nothing else of this
-    // program uses; the frame is reached only through raw pointers to it.
-    unsafe { syscall::map(own(OWN_VSPACE), frame, SHM_VA, attr) }.map_err(|e| ("Map", e))?;
-    Ok(Shared {
-        frame,
-        server_notify,
-        server_notify_write,
-        client_notify,
-        client_notify_read,
-    })
 }

@@ -22,12 +22,11 @@ use alloc::vec;
 use bench::catalog::Bench;
 use rt::abi::caddr::own;
 use rt::abi::child::SERVICE_ENDPOINT;
-use rt::abi::ipc_buffer::RECV_SLOT_OFFSET;
-use rt::abi::{CapSlot, MsgInfo, MAIN_IPC_BUFFER_ADDR};
 use rt::proto::bench as proto;
+use rt::shared::Received;
 use rt::syscall;
 
-use crate::env::{failed, map, RW, SHM_VA};
+use crate::env::{failed, SHM_VA};
 use crate::{Ctx, Failure};
 
 /// Bytes per chunk (one signal and one wait each way).
@@ -40,51 +39,25 @@ pub const SAMPLES: usize = 100;
 const CHUNKS_PER_SAMPLE: usize = SAMPLE_BYTES / CHUNK;
 const SLOTS: usize = proto::SHM_DATA_BYTES / CHUNK;
 
-/// What `SETUP` handed over.
-#[derive(Clone, Copy, Debug)]
-pub struct Shared {
-    /// The server's notification (signal it).
-    pub server_notify: CapSlot,
-    /// This side's notification (wait on it).
-    pub client_notify: CapSlot,
-}
-
-/// The shared frame and notifications, asked for on first use.
-pub fn shared(ctx: &mut Ctx) -> Result<Shared, Failure> {
+/// The shared frame (mapped at [`SHM_VA`]) and notifications, asked for
+/// on first use (`rt::shared`).
+pub fn shared(ctx: &mut Ctx) -> Result<Received, Failure> {
     if let Some(s) = ctx.server {
         return Ok(s);
     }
-    let frame = receive_cap(ctx, proto::CAP_SHM)?;
-    map(frame, SHM_VA, RW)?;
-    let server_notify = receive_cap(ctx, proto::CAP_SERVER_NOTIFY)?;
-    let client_notify = receive_cap(ctx, proto::CAP_CLIENT_NOTIFY)?;
-    Ok(*ctx.server.insert(Shared {
-        server_notify,
-        client_notify,
-    }))
-}
-
-/// Asks `bench-server` for capability `which` (`SETUP`); returns the slot
-/// it arrived in.
-fn receive_cap(ctx: &mut Ctx, which: u64) -> Result<CapSlot, Failure> {
-    let slot = ctx.env.slot()?;
-    let recv_slot = (MAIN_IPC_BUFFER_ADDR + RECV_SLOT_OFFSET) as *mut u64;
-    // SAFETY: the main thread's IPC buffer page is mapped writable by root
-    // for the whole run and used by nothing else of this program; only
-    // volatile accesses touch it (the kernel writes it too).
-    unsafe { recv_slot.write_volatile(slot) };
-    let info = MsgInfo::new(proto::SETUP, 1, 0).unwrap_or_default();
-    let result = syscall::call(own(SERVICE_ENDPOINT), info, [which, 0, 0, 0]);
-    // SAFETY: as above.
-    unsafe { recv_slot.write_volatile(0) };
-    let (reply, _) = result.map_err(failed("Call (bench-server SETUP)"))?;
-    if reply.label() != proto::OK || reply.caps() != 1 {
-        return Err(Failure::Server {
-            request: proto::SETUP,
-            label: reply.label(),
-        });
-    }
-    Ok(slot)
+    let slots = [ctx.env.slot()?, ctx.env.slot()?, ctx.env.slot()?];
+    // SAFETY: SHM_VA is the region of the shared frame (see `env`), which
+    // nothing else of this program uses.
+    let received = unsafe {
+        rt::shared::receive(
+            own(SERVICE_ENDPOINT),
+            proto::SETUP,
+            proto::OK,
+            slots,
+            SHM_VA,
+        )
+    };
+    Ok(*ctx.server.insert(received.map_err(Failure::Setup)?))
 }
 
 /// `bulk-shm`: see the module doc.

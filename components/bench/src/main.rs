@@ -143,6 +143,9 @@ pub enum Failure {
     Unexpected {
         label: u64,
     },
+    /// Getting the shared frame and notifications from `bench-server`
+    /// failed.
+    Setup(rt::shared::ReceiveError),
     /// `bench-server` answered with this label (or not as the protocol says).
     Server {
         request: u64,
@@ -183,6 +186,7 @@ impl fmt::Display for Failure {
             Failure::Unexpected { label } => {
                 write!(f, "unexpected message (label {label:#x}) from a helper")
             }
+            Failure::Setup(e) => write!(f, "SETUP: {e}"),
             Failure::Server { request, label } => write!(
                 f,
                 "bench-server answered request {request:#x} with label {label:#x}"
@@ -206,7 +210,7 @@ pub struct Ctx {
     /// `bench::timestamp_overhead()`, measured once.
     pub overhead: u64,
     pub ipc: ipc::Objects,
-    pub server: Option<bulk::Shared>,
+    pub server: Option<rt::shared::Received>,
     pub memory: Option<local::Regions>,
     line: String,
 }

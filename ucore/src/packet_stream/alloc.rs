@@ -101,23 +101,34 @@ impl<const WORDS: usize> BlockAllocator<WORDS> {
 
     /// Blocks a packet of `len` bytes takes.
     fn blocks_for(&self, len: u32) -> usize {
-        (u64::from(len).div_ceil(1 << self.shift) as usize).max(1)
+        let mask = (1u64 << self.shift) - 1;
+        ((u64::from(len) + mask) >> self.shift).max(1) as usize
     }
 
     /// Space for `len` bytes: the byte offset of its first block.
     pub fn alloc(&mut self, len: u32) -> Result<u32, AllocError> {
         let n = self.blocks_for(len);
-        if n > self.blocks {
-            return Err(AllocError::TooLarge);
-        }
         if n > self.free {
-            return Err(AllocError::Full);
+            return Err(if n > self.blocks {
+                AllocError::TooLarge
+            } else {
+                AllocError::Full
+            });
         }
-        let found = self
-            .find_run(self.rotor, self.blocks, n)
-            .or_else(|| self.find_run(0, self.rotor, n))
-            .ok_or(AllocError::Full)?;
-        bitmap::fill(&mut self.used, found, found + n, true);
+        let found = match self.at_rotor(n) {
+            Some((found, run)) => {
+                self.used[found / 64] |= run;
+                found
+            }
+            None => {
+                let found = self
+                    .find_run(self.rotor, self.blocks, n)
+                    .or_else(|| self.find_run(0, self.rotor, n))
+                    .ok_or(AllocError::Full)?;
+                bitmap::fill(&mut self.used, found, found + n, true);
+                found
+            }
+        };
         bitmap::put(&mut self.start, found, true);
         self.free -= n;
         self.rotor = if found + n == self.blocks {
@@ -128,6 +139,19 @@ impl<const WORDS: usize> BlockAllocator<WORDS> {
         // `found < blocks <= WORDS * 64` and the buffer is at most 4 GiB
         // (the layout's limit), so the offset fits.
         Ok((found << self.shift) as u32)
+    }
+
+    /// The rotor and the run's bits in its word, if `n` free blocks start
+    /// there within one bitmap word: the common case, one word looked at.
+    fn at_rotor(&self, n: usize) -> Option<(usize, u64)> {
+        let bit = self.rotor % 64;
+        if bit + n > 64 {
+            return None;
+        }
+        let run = (u64::MAX >> (64 - n)) << bit;
+        // Bits past the last block are set: no run passes the end.
+        let used = *self.used.get(self.rotor / 64)?;
+        (used & run == 0).then_some((self.rotor, run))
     }
 
     /// The first block of a run of `n` free blocks that starts in
@@ -163,18 +187,30 @@ impl<const WORDS: usize> BlockAllocator<WORDS> {
         Ok(block)
     }
 
-    /// The block after the allocation that starts at `block`: the next
-    /// start block or free block.
+    /// The first block in `from..to` that is the start of an allocation
+    /// or free: where an allocation running through `from - 1` ends.
+    fn boundary(&self, from: usize, to: usize) -> usize {
+        bitmap::find_by(from, to, |w| self.start[w] | !self.used[w])
+    }
+
+    /// The block after the allocation that starts at `block`.
     fn end_block(&self, block: usize) -> usize {
-        let mut i = block + 1;
-        while i < self.blocks {
-            let boundary = (self.start[i / 64] | !self.used[i / 64]) & (!0u64 << (i % 64));
-            if boundary != 0 {
-                return (i / 64 * 64 + boundary.trailing_zeros() as usize).min(self.blocks);
-            }
-            i = (i / 64 + 1) * 64;
+        self.boundary(block + 1, self.blocks)
+    }
+
+    /// Whether an allocation starts at byte `offset` and reaches at least
+    /// `len` bytes: O(len / 64 blocks), independent of how much larger the
+    /// allocation is (one word or none for a small packet).
+    pub fn owns(&self, offset: u32, len: u32) -> bool {
+        let Ok(block) = self.start_block(offset) else {
+            return false;
+        };
+        if u64::from(len) <= 1 << self.shift {
+            // Within the start block: every allocation has it.
+            return true;
         }
-        self.blocks
+        let end = block + self.blocks_for(len);
+        end <= self.blocks && self.boundary(block + 1, end) == end
     }
 
     /// Bytes of the allocation that starts at byte `offset` (whole
@@ -246,6 +282,8 @@ mod tests {
         let z = a.alloc(64 * 116).unwrap(); // exactly the rest
         assert_eq!((x, y, z), (0, 64 * 70, 64 * 140));
         assert_eq!(a.extent(y), Ok(64 * 70));
+        assert!(a.owns(y, 64 * 70) && a.owns(y, 0) && a.owns(y, 64 * 69 + 1));
+        assert!(!a.owns(y, 64 * 70 + 1) && !a.owns(y + 64, 1) && !a.owns(z, 64 * 116 + 1));
         assert_eq!(a.extent(z), Ok(64 * 116));
         assert_eq!(a.free(y), Ok(64 * 70));
         assert_eq!(a.extent(x), Ok(64 * 70));
@@ -315,6 +353,7 @@ mod tests {
             } else {
                 let (off, n) = live.swap_remove(rng.below(live.len() as u64) as usize);
                 assert_eq!(a.extent(off), Ok(n * 64));
+                assert!(a.owns(off, (n * 64) as u32) && !a.owns(off, (n * 64 + 1) as u32));
                 assert_eq!(a.free(off), Ok(n * 64));
                 owner[off as usize / 64..][..n].fill(usize::MAX);
             }

@@ -8,19 +8,23 @@ fn from_bit(bit: usize) -> u64 {
     !0u64 << bit
 }
 
-/// Bits `lo..hi` of one word (`lo < hi <= 64`).
+/// Bits `lo..hi` of one word (`lo < hi <= 64`), without a branch.
 fn span(lo: usize, hi: usize) -> u64 {
-    let high = if hi == 64 { !0 } else { (1u64 << hi) - 1 };
-    high & from_bit(lo)
+    (u64::MAX >> (64 - (hi - lo))) << lo
 }
 
 /// The first index in `from..limit` whose bit is `value`, or `limit`.
 /// `limit` must be at most `bits.len() * 64`.
 pub fn find(bits: &[u64], value: bool, from: usize, limit: usize) -> usize {
+    find_by(from, limit, |w| if value { bits[w] } else { !bits[w] })
+}
+
+/// The first index in `from..limit` whose bit is set in the bitmap whose
+/// word `w` is `word(w)` (a combination of bitmaps), or `limit`.
+pub fn find_by(from: usize, limit: usize, word: impl Fn(usize) -> u64) -> usize {
     let mut i = from;
     while i < limit {
-        let word = if value { bits[i / 64] } else { !bits[i / 64] };
-        let hits = word & from_bit(i % 64);
+        let hits = word(i / 64) & from_bit(i % 64);
         if hits != 0 {
             return (i / 64 * 64 + hits.trailing_zeros() as usize).min(limit);
         }
@@ -31,6 +35,13 @@ pub fn find(bits: &[u64], value: bool, from: usize, limit: usize) -> usize {
 
 /// Sets (`value`) or clears bits `lo..hi`.
 pub fn fill(bits: &mut [u64], lo: usize, hi: usize, value: bool) {
+    if lo < hi && lo / 64 == (hi - 1) / 64 {
+        // Within one word: the common case of a small packet.
+        let mask = span(lo % 64, hi - lo / 64 * 64);
+        let word = &mut bits[lo / 64];
+        *word = if value { *word | mask } else { *word & !mask };
+        return;
+    }
     let mut i = lo;
     while i < hi {
         let end = ((i / 64 + 1) * 64).min(hi);
@@ -75,6 +86,11 @@ mod tests {
         assert_eq!(find(&bits, true, 130, 192), 192);
         assert_eq!(find(&bits, true, 0, 10), 10);
         assert_eq!(find(&bits, true, 5, 5), 5);
+        let other = [0, 1 << 5, !0];
+        let both = |w: usize| bits[w] & other[w];
+        assert_eq!(find_by(0, 192, both), 69);
+        assert_eq!(find_by(70, 192, both), 128);
+        assert_eq!(find_by(70, 128, both), 128);
         fill(&mut bits, 63, 65, false);
         assert_eq!(find(&bits, false, 62, 192), 63);
         assert_eq!(find(&bits, true, 63, 192), 65);

@@ -145,13 +145,16 @@
 //!   next fit (its doc states the complexity).
 //! - [`traffic`]: deterministic test traffic (payloads, checksums,
 //!   bookkeeping of arrivals) and the drivers that push it through a stream,
-//!   shared by the host tests and the Pecan test components.
+//!   shared by the host tests and the Pecan test components; [`hostile`]:
+//!   a misbehaving peer's hand on the shared memory, for their tests of
+//!   rule 7.
 
 use core::fmt;
 use core::sync::atomic::{fence, Ordering};
 
 pub mod alloc;
 mod bitmap;
+pub mod hostile;
 pub mod region;
 mod ring;
 mod sink;
@@ -165,7 +168,7 @@ pub use region::Region;
 pub use sink::{NotAcked, Sink, Taken};
 pub use source::Source;
 
-use ring::{Consumer, Flag, Producer, RingLayout, CTRL_BYTES, DESCRIPTOR_BYTES};
+use ring::{BadIndex, Consumer, Flag, Producer, RingLayout, CTRL_BYTES, DESCRIPTOR_BYTES};
 
 /// Parameters both sides agree on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -503,7 +506,17 @@ impl<N: Notify> End<N> {
     }
 
     /// Fails with the error that broke the stream, if one did.
+    #[inline]
     fn check(&self) -> Result<(), Error> {
+        if self.broken.is_none() {
+            return Ok(());
+        }
+        self.broken_error()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn broken_error(&self) -> Result<(), Error> {
         self.broken.map_or(Ok(()), Err)
     }
 
@@ -515,6 +528,15 @@ impl<N: Notify> End<N> {
             }
         }
         result
+    }
+
+    /// The peer broke the stream with an impossible index into `ring`.
+    #[cold]
+    #[inline(never)]
+    fn bad_index(&mut self, ring: Ring, BadIndex(value): BadIndex) -> Error {
+        let e = Error::BadIndex { ring, value };
+        self.broken = Some(e);
+        e
     }
 
     /// Signals the peer, lowering both of its flags: whichever condition
@@ -549,21 +571,28 @@ impl<N: Notify> End<N> {
     /// `RingFull`.
     fn push(&mut self, packet: Packet) -> Result<(), Error> {
         self.check()?;
-        let pushed = self.producer.push(&self.region, packet);
-        if !self.fail(pushed)? {
-            self.counters.ring_full += 1;
-            self.flush()?;
-            return Err(Error::RingFull);
+        match self.producer.push(&self.region, packet) {
+            Ok(true) => Ok(()),
+            Ok(false) => self.ring_full(),
+            Err(bad) => Err(self.bad_index(self.producer.ring.which, bad)),
         }
-        Ok(())
+    }
+
+    #[cold]
+    fn ring_full(&mut self) -> Result<(), Error> {
+        self.counters.ring_full += 1;
+        self.flush()?;
+        Err(Error::RingFull)
     }
 
     /// Takes the next entry of the consumed ring; gives the slots back when
     /// the ring is empty or E/2 are taken (rule 4).
     fn pop(&mut self) -> Result<Option<Packet>, Error> {
         self.check()?;
-        let popped = self.consumer.pop(&self.region);
-        let popped = self.fail(popped)?;
+        let popped = match self.consumer.pop(&self.region) {
+            Ok(popped) => popped,
+            Err(bad) => return Err(self.bad_index(self.consumer.ring.which, bad)),
+        };
         if (popped.is_none() || self.consumer.unpublished() >= self.layout.config.entries / 2)
             && self.consumer.publish(&self.region)
         {
@@ -601,9 +630,19 @@ impl<N: Notify> End<N> {
     }
 
     fn ready_after_raise(&mut self, entries: bool, space: bool) -> Result<bool, Error> {
-        Ok(
-            (entries && self.consumer.entries_after_raise(&self.region)?)
-                || (space && self.producer.space_after_raise(&self.region)?),
-        )
+        if entries {
+            match self.consumer.entries_after_raise(&self.region) {
+                Ok(true) => return Ok(true),
+                Ok(false) => {}
+                Err(bad) => return Err(self.bad_index(self.consumer.ring.which, bad)),
+            }
+        }
+        if !space {
+            return Ok(false);
+        }
+        match self.producer.space_after_raise(&self.region) {
+            Ok(ready) => Ok(ready),
+            Err(bad) => Err(self.bad_index(self.producer.ring.which, bad)),
+        }
     }
 }

@@ -113,6 +113,20 @@ impl Region {
         unsafe { &*self.base.as_ptr().add(offset).cast::<AtomicU32>() }
     }
 
+    /// The `N` 32-bit words from byte `offset` (a packet descriptor): one
+    /// check for all of them; panics like [`Self::word`].
+    pub(crate) fn words<const N: usize>(&self, offset: usize) -> &[AtomicU32; N] {
+        assert!(
+            offset.is_multiple_of(4) && offset < self.len && self.len - offset >= 4 * N,
+            "packet stream: words at {offset:#x} outside a region of {:#x} bytes",
+            self.len
+        );
+        // SAFETY: as in `word`, for `4 * N` bytes: in the region (checked),
+        // aligned for `AtomicU32` (so for an array of them), valid for
+        // every bit pattern, and only ever accessed atomically.
+        unsafe { &*self.base.as_ptr().add(offset).cast::<[AtomicU32; N]>() }
+    }
+
     /// `len` bytes at `offset`, or `None` if they are not all in the region.
     pub(crate) fn bytes(&self, offset: usize, len: usize) -> Option<&[u8]> {
         let end = offset.checked_add(len)?;
@@ -193,6 +207,13 @@ mod tests {
             0x0707_0707
         );
         assert!(r.bytes(256, 0).is_some());
+    }
+
+    #[test]
+    #[should_panic(expected = "outside a region")]
+    fn words_outside_the_region_panic() {
+        let [r] = test_regions::<1>(64);
+        r.words::<4>(52);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use core::sync::atomic::{fence, Ordering};
 
 use super::region::Region;
-use super::{Error, Packet, Ring};
+use super::{Packet, Ring};
 
 /// Bytes of a ring's control block: two cache lines, one per writer.
 pub const CTRL_BYTES: usize = 128;
@@ -39,13 +39,6 @@ impl RingLayout {
         self.slots + (index & (self.entries - 1)) as usize * DESCRIPTOR_BYTES
     }
 
-    fn bad_index(&self, value: u32) -> Error {
-        Error::BadIndex {
-            ring: self.which,
-            value,
-        }
-    }
-
     /// Raises (`up`) or lowers `flag`.
     pub fn set(&self, region: &Region, flag: Flag, up: bool) {
         region
@@ -60,6 +53,11 @@ impl RingLayout {
         }
     }
 }
+
+/// The peer stored this impossible index (small, so that the fast paths
+/// return it in registers; `End` turns it into `Error::BadIndex`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BadIndex(pub u32);
 
 /// A ring's "peer is waiting" flags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,10 +116,10 @@ impl Producer {
 
     /// Loads and validates the consumer's head: it may only have moved
     /// forward, and not past the published tail.
-    fn refresh(&mut self, region: &Region) -> Result<(), Error> {
+    fn refresh(&mut self, region: &Region) -> Result<(), BadIndex> {
         let head = region.word(self.ring.ctrl + HEAD).load(Ordering::Acquire);
         if head.wrapping_sub(self.head) > self.published.wrapping_sub(self.head) {
-            return Err(self.ring.bad_index(head));
+            return Err(BadIndex(head));
         }
         self.head = head;
         Ok(())
@@ -133,7 +131,7 @@ impl Producer {
 
     /// Whether a slot is free, looking at the consumer's head only if the
     /// last one seen says no.
-    pub fn has_space(&mut self, region: &Region) -> Result<bool, Error> {
+    pub fn has_space(&mut self, region: &Region) -> Result<bool, BadIndex> {
         if self.is_full() {
             self.refresh(region)?;
         }
@@ -142,13 +140,13 @@ impl Producer {
 
     /// Stages `packet` (invisible to the consumer until [`Self::publish`]);
     /// `false` if the ring is full.
-    pub fn push(&mut self, region: &Region, packet: Packet) -> Result<bool, Error> {
+    pub fn push(&mut self, region: &Region, packet: Packet) -> Result<bool, BadIndex> {
         if !self.has_space(region)? {
             return Ok(false);
         }
-        let slot = self.ring.slot(self.tail);
-        for (i, word) in packet.to_words().into_iter().enumerate() {
-            region.word(slot + 4 * i).store(word, Ordering::Relaxed);
+        let slot = region.words::<4>(self.ring.slot(self.tail));
+        for (word, value) in slot.iter().zip(packet.to_words()) {
+            word.store(value, Ordering::Relaxed);
         }
         self.tail = self.tail.wrapping_add(1);
         Ok(true)
@@ -167,7 +165,7 @@ impl Producer {
 
     /// After raising [`Flag::WantsSpace`] and a fence: whether a slot is
     /// free after all.
-    pub fn space_after_raise(&mut self, region: &Region) -> Result<bool, Error> {
+    pub fn space_after_raise(&mut self, region: &Region) -> Result<bool, BadIndex> {
         self.refresh(region)?;
         Ok(!self.is_full())
     }
@@ -197,11 +195,11 @@ impl Consumer {
 
     /// Loads and validates the producer's tail: at most `entries` ahead of
     /// the head, and not behind the tail seen before.
-    fn refresh(&mut self, region: &Region) -> Result<(), Error> {
+    fn refresh(&mut self, region: &Region) -> Result<(), BadIndex> {
         let tail = region.word(self.ring.ctrl + TAIL).load(Ordering::Acquire);
         let ahead = tail.wrapping_sub(self.head);
         if ahead > self.ring.entries || ahead < self.tail.wrapping_sub(self.head) {
-            return Err(self.ring.bad_index(tail));
+            return Err(BadIndex(tail));
         }
         self.tail = tail;
         Ok(())
@@ -209,7 +207,7 @@ impl Consumer {
 
     /// Whether an entry is waiting, looking at the producer's tail only if
     /// the last one seen says no.
-    pub fn has_entries(&mut self, region: &Region) -> Result<bool, Error> {
+    pub fn has_entries(&mut self, region: &Region) -> Result<bool, BadIndex> {
         if self.head == self.tail {
             self.refresh(region)?;
         }
@@ -219,15 +217,12 @@ impl Consumer {
     /// Takes the next entry: its descriptor, read once into private memory
     /// (the caller validates it). The slot is given back at the next
     /// [`Self::publish`].
-    pub fn pop(&mut self, region: &Region) -> Result<Option<Packet>, Error> {
+    pub fn pop(&mut self, region: &Region) -> Result<Option<Packet>, BadIndex> {
         if !self.has_entries(region)? {
             return Ok(None);
         }
-        let slot = self.ring.slot(self.head);
-        let mut words = [0; 4];
-        for (i, word) in words.iter_mut().enumerate() {
-            *word = region.word(slot + 4 * i).load(Ordering::Relaxed);
-        }
+        let slot = region.words::<4>(self.ring.slot(self.head));
+        let words = slot.each_ref().map(|word| word.load(Ordering::Relaxed));
         self.head = self.head.wrapping_add(1);
         Ok(Some(Packet::from_words(words)))
     }
@@ -250,7 +245,7 @@ impl Consumer {
 
     /// After raising [`Flag::WantsEntries`] and a fence: whether an entry
     /// arrived after all.
-    pub fn entries_after_raise(&mut self, region: &Region) -> Result<bool, Error> {
+    pub fn entries_after_raise(&mut self, region: &Region) -> Result<bool, BadIndex> {
         self.refresh(region)?;
         Ok(self.head != self.tail)
     }

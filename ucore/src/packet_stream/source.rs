@@ -93,14 +93,8 @@ impl<N: Notify, const WORDS: usize> Source<N, WORDS> {
     /// Whether `packet` is allocated here, within its allocation, and in
     /// flight (`true`) or not (`false`).
     fn is_owned(&self, packet: &Packet, in_flight: bool) -> bool {
-        match self.alloc.extent(packet.offset) {
-            Ok(extent) => {
-                packet.len as usize <= extent
-                    && bitmap::get(&self.in_flight, (packet.offset >> self.shift) as usize)
-                        == in_flight
-            }
-            Err(_) => false,
-        }
+        self.alloc.owns(packet.offset, packet.len)
+            && bitmap::get(&self.in_flight, (packet.offset >> self.shift) as usize) == in_flight
     }
 
     /// Checks that this side owns `packet` (allocated, not in flight).
@@ -171,7 +165,13 @@ impl<N: Notify, const WORDS: usize> Source<N, WORDS> {
     /// Gives a packet's space back: one this side owns (acknowledged, or
     /// allocated and never submitted).
     pub fn release(&mut self, packet: Packet) -> Result<(), Error> {
-        self.owned(&packet)?;
+        // The whole allocation goes, whatever `len` says: it must not be in
+        // flight (bits are only ever set for allocations in the buffer),
+        // and `free` checks that it is a live one.
+        let block = (packet.offset >> self.shift) as usize;
+        if block >= WORDS * 64 || bitmap::get(&self.in_flight, block) {
+            return Err(Error::NotOwned(packet));
+        }
         self.alloc
             .free(packet.offset)
             .map(drop)

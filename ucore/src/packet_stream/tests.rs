@@ -3,15 +3,14 @@
 //! threads.
 
 use core::cell::{Cell, RefCell};
-use core::sync::atomic::Ordering;
 use std::boxed::Box;
 use std::println;
 use std::rc::Rc;
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use super::hostile::{Control, Forger};
 use super::region::test_regions;
-use super::ring::{HEAD, TAIL, WANTS_ENTRIES};
 use super::traffic::{self, Fault, Rng, Seen, Traffic, Verify, VerifySink, END_TAG};
 use super::*;
 
@@ -54,11 +53,11 @@ const SMALL_WORDS: usize = 2;
 type TestSource = Source<Scripted, SMALL_WORDS>;
 
 /// A source, a sink and a hostile hand on one small region.
-fn small_stream() -> (TestSource, Sink<Scripted>, Region) {
+fn small_stream() -> (TestSource, Sink<Scripted>, Forger) {
     let [a, b, hand] = test_regions::<3>(SMALL_REGION);
     let source = Source::new(a, SMALL, Scripted::default()).unwrap();
     let sink = Sink::new(b, SMALL, Scripted::default()).unwrap();
-    (source, sink, hand)
+    (source, sink, Forger::new(hand, SMALL).unwrap())
 }
 
 #[test]
@@ -281,21 +280,9 @@ fn a_signal_goes_only_to_a_sleeper_once_per_batch() {
     assert_eq!(sink.counters().signals, 0);
 }
 
-/// Writes descriptor `words` into slot `index` of `ring` and publishes
-/// `index + 1` as the producer's tail, as a hostile source (or sink) may.
-fn forge(hand: &Region, ring: RingLayout, index: u32, words: [u32; 4]) {
-    let slot = ring.slots + (index % ring.entries) as usize * 16;
-    for (i, w) in words.into_iter().enumerate() {
-        hand.word(slot + 4 * i).store(w, Ordering::Relaxed);
-    }
-    hand.word(ring.ctrl + TAIL)
-        .store(index + 1, Ordering::Release);
-}
-
 #[test]
 fn a_hostile_source_gets_its_bad_descriptors_rejected() {
     let (_, mut sink, hand) = small_stream();
-    let ring = sink.layout().submit;
     let len = sink.layout().buffer_len() as u32;
     let bad = [
         [len, 1, 0, 0],             // starts past the end
@@ -305,7 +292,7 @@ fn a_hostile_source_gets_its_bad_descriptors_rejected() {
         [u32::MAX - 3, 8, 0, 0],    // wraps in 32 bits, short
     ];
     for (i, words) in bad.into_iter().enumerate() {
-        forge(&hand, ring, i as u32, words);
+        hand.publish(Ring::Submit, i as u32, words);
         assert_eq!(
             sink.get(),
             Err(Error::Rejected(Packet::from_words(words))),
@@ -313,11 +300,11 @@ fn a_hostile_source_gets_its_bad_descriptors_rejected() {
         );
     }
     // The stream goes on: a good one right at the end of the buffer.
-    forge(&hand, ring, 5, [len - 8, 8, 7, 9]);
+    hand.publish(Ring::Submit, 5, [len - 8, 8, 7, 9]);
     let t = sink.get().unwrap().unwrap();
     assert_eq!(sink.payload(&t).unwrap().len(), 8);
     assert_eq!((t.packet().op, t.packet().tag), (7, 9));
-    forge(&hand, ring, 6, [0, len, 0, 0]);
+    hand.publish(Ring::Submit, 6, [0, len, 0, 0]);
     assert!(sink.get().unwrap().is_some());
     assert_eq!(sink.counters().rejected, 5);
     assert_eq!(sink.counters().packets, 7);
@@ -331,26 +318,24 @@ fn a_hostile_source_cannot_move_its_index_impossibly() {
         ("behind", u32::MAX),
     ] {
         let (_, mut sink, hand) = small_stream();
-        let ring = sink.layout().submit;
-        hand.word(ring.ctrl + TAIL).store(tail, Ordering::Release);
+        hand.control(Ring::Submit, Control::Tail, tail);
         let broken = Err(Error::BadIndex {
             ring: Ring::Submit,
             value: tail,
         });
         assert_eq!(sink.get().map(|_| ()), broken, "{name}");
         // Broken for good, even if the index is put right.
-        hand.word(ring.ctrl + TAIL).store(0, Ordering::Release);
+        hand.control(Ring::Submit, Control::Tail, 0);
         assert_eq!(sink.get().map(|_| ()), broken, "{name}");
         assert_eq!(sink.flush(), broken);
         assert_eq!(sink.wait_for_packets(), broken);
     }
     // A tail that moves back after being seen further ahead.
     let (_, mut sink, hand) = small_stream();
-    let ring = sink.layout().submit;
-    forge(&hand, ring, 0, [0, 8, 0, 0]);
-    forge(&hand, ring, 1, [0, 8, 0, 0]);
+    hand.publish(Ring::Submit, 0, [0, 8, 0, 0]);
+    hand.publish(Ring::Submit, 1, [0, 8, 0, 0]);
     assert!(sink.get().unwrap().is_some());
-    hand.word(ring.ctrl + TAIL).store(1, Ordering::Release);
+    hand.control(Ring::Submit, Control::Tail, 1);
     assert!(sink.get().unwrap().is_some(), "the tail seen before stands");
     assert_eq!(
         sink.get().map(|_| ()),
@@ -364,7 +349,6 @@ fn a_hostile_source_cannot_move_its_index_impossibly() {
 #[test]
 fn a_hostile_sink_cannot_free_what_is_not_in_flight() {
     let (mut source, _, hand) = small_stream();
-    let ring = source.layout().ack;
     let a = source.alloc(200).unwrap(); // 4 blocks at 0
     let b = source.alloc(64).unwrap(); // 1 block at 256
     let kept = source.alloc(64).unwrap(); // allocated, never submitted
@@ -384,7 +368,7 @@ fn a_hostile_sink_cannot_free_what_is_not_in_flight() {
     ];
     let mut index = 0;
     for words in bad {
-        forge(&hand, ring, index, words);
+        hand.publish(Ring::Ack, index, words);
         index += 1;
         assert_eq!(
             source.get_ack(),
@@ -395,7 +379,7 @@ fn a_hostile_sink_cannot_free_what_is_not_in_flight() {
         assert_eq!(source.in_flight(), 2);
     }
     // A real acknowledgement (a short read: fewer bytes, a result code).
-    forge(&hand, ring, index, [a.offset, 100, 5, 6]);
+    hand.publish(Ring::Ack, index, [a.offset, 100, 5, 6]);
     index += 1;
     let got = source.get_ack().unwrap().unwrap();
     assert_eq!(
@@ -403,7 +387,7 @@ fn a_hostile_sink_cannot_free_what_is_not_in_flight() {
         (a.offset, 100, 5, 6)
     );
     // The same again: a is not in flight any more.
-    forge(&hand, ring, index, [a.offset, 100, 5, 6]);
+    hand.publish(Ring::Ack, index, [a.offset, 100, 5, 6]);
     index += 1;
     assert_eq!(source.get_ack(), Err(Error::Rejected(got)));
     source.release(got).unwrap();
@@ -414,7 +398,7 @@ fn a_hostile_sink_cannot_free_what_is_not_in_flight() {
         again.offset, 384,
         "next fit: after `kept`, not in a's old place"
     );
-    forge(&hand, ring, index, [again.offset, 8, 0, 0]);
+    hand.publish(Ring::Ack, index, [again.offset, 8, 0, 0]);
     assert_eq!(
         source.get_ack(),
         Err(Error::Rejected(Packet {
@@ -432,11 +416,10 @@ fn a_hostile_sink_cannot_free_what_is_not_in_flight() {
 fn a_hostile_sink_cannot_move_its_index_impossibly() {
     // Past the published tail.
     let (mut source, _, hand) = small_stream();
-    let ring = source.layout().submit;
     let p = source.alloc(8).unwrap();
     source.submit(p).unwrap();
     source.flush().unwrap();
-    hand.word(ring.ctrl + HEAD).store(2, Ordering::Release);
+    hand.control(Ring::Submit, Control::Head, 2);
     // The source looks at the head when it needs space: make it need some.
     for _ in 1..SMALL.entries {
         let p = source.alloc(8).unwrap();
@@ -457,14 +440,14 @@ fn a_hostile_sink_cannot_move_its_index_impossibly() {
         source.submit(p).unwrap();
     }
     source.flush().unwrap();
-    hand.word(ring.ctrl + HEAD).store(3, Ordering::Release);
+    hand.control(Ring::Submit, Control::Head, 3);
     let p = source.alloc(8).unwrap();
     source.submit(p).unwrap();
     for _ in 0..2 {
         let p = source.alloc(8).unwrap();
         source.submit(p).unwrap();
     }
-    hand.word(ring.ctrl + HEAD).store(2, Ordering::Release);
+    hand.control(Ring::Submit, Control::Head, 2);
     let p = source.alloc(8).unwrap();
     assert_eq!(
         source.submit(p),
@@ -480,10 +463,8 @@ fn a_hostile_sink_cannot_move_its_index_impossibly() {
 #[test]
 fn a_hostile_peer_playing_with_flags_causes_only_extra_signals() {
     let (mut source, mut sink, hand) = small_stream();
-    let ring = source.layout().submit;
     for _ in 0..5 {
-        hand.word(ring.ctrl + WANTS_ENTRIES)
-            .store(7, Ordering::Relaxed);
+        hand.control(Ring::Submit, Control::WantsEntries, 7);
         let p = source.alloc(8).unwrap();
         source.submit(p).unwrap();
         round_trip(&mut source, &mut sink);
@@ -769,4 +750,56 @@ fn the_verifying_source_catches_a_wrong_answer() {
         work.acked(&good, &payload),
         Err(Fault::Duplicate { tag: 1 })
     );
+}
+
+#[test]
+fn the_sink_driver_skips_descriptors_a_hostile_source_got_rejected() {
+    let (_, mut sink, hand) = small_stream();
+    let len = sink.layout().buffer_len() as u32;
+    for i in 0..3 {
+        hand.publish(Ring::Submit, i, [len, 8, 0, i]);
+    }
+    hand.publish(Ring::Submit, 3, [0, 0, 0, END_TAG]);
+    let mut work = VerifySink::<1> {
+        traffic: Traffic {
+            seed: 0,
+            count: 0,
+            max_len: 4096,
+        },
+        seen: Seen::new(),
+    };
+    let mut rng = Rng::new(0);
+    assert_eq!(
+        traffic::run_sink::<_, 1>(&mut sink, &mut work, 0, &mut rng),
+        Ok(0)
+    );
+    assert_eq!(sink.counters().rejected, 3);
+}
+
+#[test]
+fn the_source_driver_skips_junk_acknowledgements() {
+    let [a, hand] = test_regions::<2>(SMALL_REGION);
+    let hand = Forger::new(hand, SMALL).unwrap();
+    let len = hand.layout().buffer_len() as u32;
+    let mut answered = false;
+    // While the source sleeps, a hostile sink acknowledges junk, then the
+    // end marker (the first allocation, at offset 0).
+    let notify = Scripted {
+        signals: Rc::default(),
+        on_wait: Some(Box::new(move || {
+            if !answered {
+                hand.publish(Ring::Ack, 0, [len, 0, 0, 0]);
+                hand.publish(Ring::Ack, 1, [0, 0, 0, END_TAG]);
+                answered = true;
+            }
+        })),
+    };
+    let mut source = TestSource::new(a, SMALL, notify).unwrap();
+    let mut work = traffic::Bulk {
+        data: &[],
+        count: 0,
+    };
+    assert_eq!(traffic::run_source(&mut source, &mut work), Ok(()));
+    assert_eq!(source.counters().rejected, 1);
+    assert_eq!(source.in_flight(), 0);
 }

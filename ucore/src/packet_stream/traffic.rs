@@ -9,7 +9,8 @@
 //!   acknowledges a random one of those it holds (out of order) when the
 //!   pool is full or no packet is waiting. After the last packet the source
 //!   submits an end marker (tag [`END_TAG`], `op` = the number of packets),
-//!   so the sink can tell a lost packet from a slow one.
+//!   so the sink can tell a lost packet from a slow one. Descriptors the
+//!   stream rejects (a hostile peer's) are skipped: the stream counts them.
 //! - [`Verify`] / [`VerifySink`]: packets of random sizes ([`Traffic`],
 //!   seeded), each payload pseudo-random, its checksum in `op` and its
 //!   sequence number in `tag`. The sink checks the length, the checksum
@@ -282,6 +283,9 @@ impl fmt::Display for Fault {
 
 /// What a source sends.
 pub trait Produce {
+    /// Whether [`Produce::acked`] looks at the payload (if not, it gets an
+    /// empty one).
+    const READS_ANSWERS: bool;
     /// Packets in the run.
     fn count(&self) -> u32;
     /// Bytes of packet `seq`.
@@ -303,9 +307,9 @@ pub trait Consume {
 
 /// Pushes `work` through `source` (see the module doc): returns when every
 /// packet and the end marker are acknowledged.
-pub fn run_source<N: Notify, const WORDS: usize>(
+pub fn run_source<N: Notify, W: Produce, const WORDS: usize>(
     source: &mut Source<N, WORDS>,
-    work: &mut impl Produce,
+    work: &mut W,
 ) -> Result<(), Fault> {
     let count = work.count();
     // Sequence numbers `0..count` are data, `count` the end marker.
@@ -313,9 +317,14 @@ pub fn run_source<N: Notify, const WORDS: usize>(
     let mut acked = 0;
     let mut pending: Option<Packet> = None;
     while acked <= count {
-        while let Some(packet) = source.get_ack()? {
+        while let Some(packet) = skip_rejected(|| source.get_ack())? {
             if packet.tag != END_TAG {
-                work.acked(&packet, source.payload(&packet)?)?;
+                let payload = if W::READS_ANSWERS {
+                    source.payload(&packet)?
+                } else {
+                    &[]
+                };
+                work.acked(&packet, payload)?;
             }
             source.release(packet)?;
             acked += 1;
@@ -382,7 +391,7 @@ pub fn run_sink<N: Notify, const HOLD: usize>(
     let mut held = 0;
     let mut packets = 0;
     loop {
-        let Some(mut taken) = sink.get()? else {
+        let Some(mut taken) = skip_rejected(|| sink.get())? else {
             if held > 0 {
                 ack_held(sink, &mut pool, &mut held, rng)?;
             } else {
@@ -411,6 +420,20 @@ pub fn run_sink<N: Notify, const HOLD: usize>(
         held += 1;
         if held == hold {
             ack_held(sink, &mut pool, &mut held, rng)?;
+        }
+    }
+}
+
+/// The next packet `take` gives, skipping descriptors the peer got wrong
+/// (`Rejected`: the stream dropped and counted them, rule 7) — what a
+/// robust application does.
+fn skip_rejected<T>(
+    mut take: impl FnMut() -> Result<Option<T>, Error>,
+) -> Result<Option<T>, Error> {
+    loop {
+        match take() {
+            Err(Error::Rejected(_)) => {}
+            other => return other,
         }
     }
 }
@@ -457,6 +480,8 @@ pub struct Verify<const WORDS: usize> {
 }
 
 impl<const WORDS: usize> Produce for Verify<WORDS> {
+    const READS_ANSWERS: bool = true;
+
     fn count(&self) -> u32 {
         self.traffic.count
     }
@@ -542,6 +567,8 @@ pub struct Bulk<'a> {
 }
 
 impl Produce for Bulk<'_> {
+    const READS_ANSWERS: bool = false;
+
     fn count(&self) -> u32 {
         self.count
     }
