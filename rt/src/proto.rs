@@ -149,8 +149,14 @@ pub mod stream {
         entries: 64,
         block_size: 64,
     };
-    /// Rings and blocks of a throughput run (over all [`SHM_BYTES`]).
-    pub const BULK_CONFIG: Config = Config::DEFAULT;
+    /// Rings and blocks of a throughput run (over all [`SHM_BYTES`]): 256
+    /// entries and page-sized blocks, so that a 64 KiB packet is 16 blocks
+    /// (one bitmap word) — the block size is a session's choice, large for
+    /// bulk traffic, small where many small packets share a small buffer.
+    pub const BULK_CONFIG: Config = Config {
+        entries: 256,
+        block_size: 4096,
+    };
     /// Most packets of a verification run (the sink's record of them).
     pub const MAX_PACKETS: u32 = 100_000;
     /// Bitmap words for [`MAX_PACKETS`] sequence numbers.

@@ -29,7 +29,8 @@
 //!    rings and buffer were full and the notifications per 1,000 packets.
 //!    A run that never filled the submit ring or the buffer fails.
 //! 2. **Throughput** for 64 B, 1 KiB and 64 KiB packets over the whole
-//!    frame (256-entry rings, ~2 MiB buffer): each packet copied in from
+//!    frame (`rt::proto::stream::BULK_CONFIG`: 256-entry rings, a ~2 MiB
+//!    buffer of 4 KiB blocks): each packet copied in from
 //!    private memory here and out into private memory by the sink (the
 //!    runtime's `memcpy`, two copies per byte like a pipe's write and read,
 //!    as `bench`'s `bulk-shm`), acknowledged in order. [`SAMPLES`] samples
@@ -88,7 +89,7 @@ pub const MAX_SIGNALS_PER_1000: u64 = 100;
 
 /// Bitmap words for a buffer in the whole frame: covers both runs.
 const WORDS: usize = bitmap_words(proto::SHM_BYTES, 64);
-const _: () = assert!(proto::BULK_CONFIG.block_size == 64);
+const _: () = assert!(proto::BULK_CONFIG.block_size >= 64);
 const _: () = assert!(proto::VERIFY_CONFIG.block_size == 64);
 
 type StreamSource = Source<Notifications, WORDS>;
@@ -424,10 +425,13 @@ fn throughput(
         sink_signals += sink.signals;
         packets += source.counters().packets;
     }
+    let config = proto::BULK_CONFIG;
     let what = alloc::format!(
-        "packet stream to test-stream-sink-server: {size}-byte packets through 256-entry rings \
-         and a 2 MiB shared buffer, copied in and out (runtime memcpy), acknowledged in order, \
-         {count} packets per sample, bytes/tick"
+        "packet stream to test-stream-sink-server: {size}-byte packets through {}-entry rings and \
+         a 2 MiB shared buffer of {}-byte blocks, copied in and out (runtime memcpy), \
+         acknowledged in order, {count} packets per sample, bytes/tick",
+        config.entries,
+        config.block_size
     );
     let mut line = String::new();
     let mut scratch = [0; SAMPLES];
