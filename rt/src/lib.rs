@@ -13,7 +13,7 @@
 //! - A panic handler prints `panic in <component>: <message> at file:line`
 //!   and ends the thread with exit code [`PANIC_EXIT_CODE`].
 //! - [`proto`] defines the small protocols test components speak with each
-//!   other (the ping protocol).
+//!   other (the ping protocol); [`check`] prints their named checks.
 //! - A global allocator (`linked_list_allocator`) over a static 256 KiB
 //!   arena, ready before `main` runs, so `extern crate alloc;` just works.
 //!
@@ -40,6 +40,7 @@
 
 pub use abi;
 
+pub mod check;
 mod heap;
 mod panic;
 pub mod print;
