@@ -16,6 +16,9 @@
 //!   other (the ping protocol); [`check`] prints their named checks.
 //! - A global allocator (`linked_list_allocator`) over a static 256 KiB
 //!   arena, ready before `main` runs, so `extern crate alloc;` just works.
+//! - `memcpy` and `memset` are [`memops`]' (linked in place of
+//!   `compiler_builtins`' weak ones): AVX loops for blocks of 2 KiB and
+//!   more, `rep movsq`/`rep stosq` and overlapping moves below.
 //!
 //! A whole component:
 //!
@@ -39,6 +42,7 @@
 #![warn(missing_docs)]
 
 pub use abi;
+pub use memops;
 
 pub mod check;
 mod heap;
