@@ -56,6 +56,11 @@ pub const MIB_BITS: u32 = 20;
 pub const PRIORITY: u8 = 100;
 /// Root's own priority.
 pub const ROOT_PRIORITY: u8 = 200;
+/// Init's priority, once root starts init (the component-framework
+/// issue): below root's, so root finishes a request before init runs on,
+/// and the highest a component of a scenario config may have — the kernel
+/// lets a thread give no other thread more than its own priority.
+pub const INIT_PRIORITY: u8 = 150;
 
 /// Whether root treats `name` as a server (does not wait for it).
 pub fn is_server(name: &str) -> bool {

@@ -1,22 +1,23 @@
 //! Bounds-checked little-endian reads from untrusted byte slices (ACPI
-//! tables, boot images, ELF files): a read past the end, or at an offset
-//! whose end overflows, is `None` — never a panic.
+//! tables, boot images, ELF files, and in `ucore` the config ROM): a read
+//! past the end, or at an offset whose end overflows, is `None` — never a
+//! panic.
 
-pub(crate) fn read_u8(bytes: &[u8], at: usize) -> Option<u8> {
+pub fn read_u8(bytes: &[u8], at: usize) -> Option<u8> {
     bytes.get(at).copied()
 }
 
-pub(crate) fn read_u16(bytes: &[u8], at: usize) -> Option<u16> {
+pub fn read_u16(bytes: &[u8], at: usize) -> Option<u16> {
     let b = bytes.get(at..at.checked_add(2)?)?;
     Some(u16::from_le_bytes(b.try_into().ok()?))
 }
 
-pub(crate) fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
+pub fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
     let b = bytes.get(at..at.checked_add(4)?)?;
     Some(u32::from_le_bytes(b.try_into().ok()?))
 }
 
-pub(crate) fn read_u64(bytes: &[u8], at: usize) -> Option<u64> {
+pub fn read_u64(bytes: &[u8], at: usize) -> Option<u64> {
     let b = bytes.get(at..at.checked_add(8)?)?;
     Some(u64::from_le_bytes(b.try_into().ok()?))
 }

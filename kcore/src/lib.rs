@@ -13,7 +13,7 @@ extern crate std;
 
 pub mod acpi;
 pub mod bootimage;
-mod bytes;
+pub mod bytes;
 pub mod cap;
 pub mod cmdline;
 pub mod elf;

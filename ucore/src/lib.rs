@@ -11,6 +11,9 @@
 //!   file bytes each page of a segment receives.
 //! - [`supervise`]: what a message on root's fault endpoint means, and which
 //!   children root still waits for.
+//! - [`config`]: the config ROM init will read — a scenario's components,
+//!   quotas, routes, restart policies and config tables; encoder (used by
+//!   xtask) and bounds-checked decoder.
 //!
 //! Like `kcore`, everything here takes untrusted input (boot information,
 //! command lines, ELF files, messages) and turns bad input into error
@@ -22,6 +25,7 @@ extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
+pub mod config;
 pub mod load;
 pub mod slots;
 pub mod start;

@@ -159,9 +159,10 @@ pub fn corrupt(elf: &[u8], defect: Defect) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// The boot image for `spec`: `components` (name, ELF bytes) plus the
-/// test's modules, written to `dir/NAME.img`. `None` when the test adds no
-/// modules (it boots the common image).
+/// The boot image for `spec`: `components` (name, bytes: the components
+/// and, for a scenario with components, its config ROM) plus the test's
+/// modules, written to `dir/NAME.img`. `None` when the test adds no
+/// modules (it boots its scenario's image).
 pub fn test_image(
     spec: &TestSpec,
     components: &[(String, Vec<u8>)],

@@ -15,6 +15,7 @@ mod bench;
 mod boot_test;
 mod bootimage;
 mod components;
+mod config;
 mod cpio;
 mod debian;
 mod fixtures;

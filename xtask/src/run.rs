@@ -12,14 +12,16 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::accel::{self, Accel};
-use crate::qemu::{self, GuestExit, Machine};
+use crate::config::Machine;
+use crate::qemu::{self, GuestExit};
 use crate::util::{shell_join, workspace_root};
 use crate::{scenario, setup, system};
 
 /// The options of `cargo xtask run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// The scenario to boot (scenarios/SCENARIO.toml).
+    /// The scenario to boot: a name (scenarios/SCENARIO.toml) or the path
+    /// of a scenario file ending in .toml.
     #[arg(default_value = "demo")]
     pub scenario: String,
     /// No display window (`-display none`); implied when $DISPLAY is unset.
@@ -34,14 +36,12 @@ pub struct RunArgs {
     /// Accelerator; default: TCG unless KVM is known to work.
     #[arg(long, value_enum)]
     pub accel: Option<Accel>,
-    /// Number of vCPUs.
-    #[arg(long, value_name = "N", default_value_t = qemu::DEFAULT_SMP,
-          value_parser = clap::value_parser!(u32).range(1..=255))]
-    pub smp: u32,
-    /// Guest memory in MiB.
-    #[arg(long, value_name = "MIB", default_value_t = qemu::DEFAULT_MEMORY_MIB,
-          value_parser = clap::value_parser!(u32).range(16..))]
-    pub memory: u32,
+    /// Number of vCPUs [default: the scenario's `smp`, else 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=255))]
+    pub smp: Option<u32>,
+    /// Guest memory in MiB [default: the scenario's `memory_mib`, else 256].
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(16..))]
+    pub memory: Option<u32>,
     /// Count instructions, deterministically (`-icount shift=0,align=off,sleep=off`,
     /// a seeded RDRAND, a virtual real-time clock; TCG only).
     #[arg(long)]
@@ -52,10 +52,16 @@ pub struct RunArgs {
 pub fn run(args: &RunArgs) -> Result<bool> {
     let root = workspace_root();
     // Check the scenario first: a typo should not cost a kernel build.
-    let scenario = scenario::load(&scenario::dir(&root), &args.scenario)?;
+    let scenario = scenario::load(&root, &args.scenario)?;
+    let hardware = Machine {
+        smp: args.smp.unwrap_or(scenario.machine.smp),
+        memory_mib: args.memory.unwrap_or(scenario.machine.memory_mib),
+    };
+    scenario.check_machine(hardware)?;
     setup::ensure_target()?;
     setup::ensure_qemu()?;
     let system = system::build()?;
+    let boot_image = system::scenario_image(&system, &scenario)?;
     let elf = system.kernel.clone();
     let choice = accel::choose(
         args.accel,
@@ -65,12 +71,12 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         &root,
     )?;
 
-    let machine = Machine {
+    let machine = qemu::Machine {
         kernel: elf.clone(),
-        initrd: Some(system.boot_image.clone()),
+        initrd: Some(boot_image),
         cmdline: scenario.cmdline.clone(),
-        memory_mib: args.memory,
-        smp: args.smp,
+        memory_mib: hardware.memory_mib,
+        smp: hardware.smp,
         accel: choice.accel,
         headless: args.headless || std::env::var_os("DISPLAY").is_none_or(|d| d.is_empty()),
         icount: args.icount,

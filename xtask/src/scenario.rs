@@ -1,39 +1,80 @@
 //! Scenarios: `scenarios/NAME.toml`, what `cargo xtask run NAME` boots and
-//! what scenario tests refer to.
-//!
-//! Today a scenario is only a description and a kernel command line:
+//! what scenario tests refer to. The format is in `docs/scenarios.md`:
 //!
 //! ```toml
 //! description = "Kernel boot banner and self-checks"
-//! cmdline = ""          # optional, kernel command line
+//! cmdline = ""            # optional, kernel command line
+//! smp = 1                 # optional, the machine's CPUs
+//! memory_mib = 256        # optional, the machine's memory
+//! parent_provides = []    # optional, services the parent offers
+//! [[component]]           # optional, repeatable: a component for init
+//! ...
 //! ```
 //!
-//! Unknown keys are errors (with file and line). Later the format grows the
-//! component list (which components, their quotas, session routing); that
-//! belongs here, next to [`Scenario`].
+//! Loading a scenario checks it completely (the components with
+//! [`crate::config::check`]), so a broken one is refused before anything
+//! is built. Every error names the file, line, column and key:
+//! `scenarios/demo.toml:12:1: component "fs": route Block -> "sd": no
+//! component "sd"`.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
+use toml::Spanned;
+use ucore::config::Spec;
 
-use crate::tomlfile;
+use crate::config::{self, Machine, RawComponent};
 use crate::util::display_path;
+use crate::{components, qemu, tomlfile};
 
 /// The scenario directory of the workspace at `root`.
 pub fn dir(root: &Path) -> PathBuf {
     root.join("scenarios")
 }
 
-/// One parsed scenario file.
-#[derive(Debug, Clone, Deserialize)]
+/// The names of the components under `root/components`: what a scenario's
+/// `binary` may name.
+pub fn binaries(root: &Path) -> Result<Vec<String>> {
+    Ok(components::discover(&components::dir(root))?
+        .into_iter()
+        .map(|c| c.name)
+        .collect())
+}
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct Raw {
+    description: String,
+    #[serde(default)]
+    cmdline: String,
+    smp: Option<Spanned<u32>>,
+    memory_mib: Option<Spanned<u32>>,
+    #[serde(default)]
+    parent_provides: Vec<Spanned<String>>,
+    #[serde(default, rename = "component")]
+    components: Vec<Spanned<RawComponent>>,
+}
+
+/// One parsed and checked scenario file.
+#[derive(Debug, Clone)]
 pub struct Scenario {
+    /// The file stem.
+    pub name: String,
+    pub path: PathBuf,
     /// One line saying what the scenario shows; printed in listings.
     pub description: String,
     /// Kernel command line (QEMU `-append`).
-    #[serde(default)]
     pub cmdline: String,
+    /// The machine it names (or the defaults).
+    pub machine: Machine,
+    /// The checked components, when it has any: what the config ROM holds.
+    pub config: Option<Spec>,
+    /// The file's text and the components it was checked against, to
+    /// check it again for another machine.
+    text: String,
+    binaries: Vec<String>,
 }
 
 /// A scenario as listed: its name and its description, or the reason its
@@ -44,28 +85,204 @@ pub struct Listed {
     pub description: std::result::Result<String, String>,
 }
 
-/// Loads scenario `name` from `dir`. An unknown name is an error that lists
-/// the known scenarios.
-pub fn load(dir: &Path, name: &str) -> Result<Scenario> {
+/// Loads scenario `name` of the workspace at `root`: `scenarios/NAME.toml`,
+/// or, when `name` ends in `.toml`, that file. An unknown name is an error
+/// that lists the known scenarios.
+pub fn load(root: &Path, name: &str) -> Result<Scenario> {
+    let binaries = binaries(root)?;
+    if name.ends_with(".toml") {
+        let path = PathBuf::from(name);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading scenario file {}", display_path(&path)))?;
+        return parse(&path, &text, &binaries);
+    }
+    let dir = dir(root);
     let path = dir.join(format!("{name}.toml"));
     let plain_name = !name.is_empty() && !name.contains(['/', '\\']) && !name.starts_with('.');
     if !plain_name || !path.is_file() {
-        let known = list(dir).unwrap_or_default();
+        let known = list(root).unwrap_or_default();
         bail!(
             "unknown scenario `{name}` (no {})\nknown scenarios:\n{}",
             display_path(&path),
             format_listing(&known)
         );
     }
-    let (scenario, _text) = tomlfile::load(&path)?;
-    Ok(scenario)
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading {}", display_path(&path)))?;
+    parse(&path, &text, &binaries)
 }
 
-/// Every `*.toml` in `dir`, sorted by name.
-pub fn list(dir: &Path) -> Result<Vec<Listed>> {
+/// Parses and checks the scenario file `path` whose contents are `text`;
+/// `binaries` are the components that exist.
+pub fn parse(path: &Path, text: &str, binaries: &[String]) -> Result<Scenario> {
+    let raw: Raw = toml::from_str(text).map_err(|e| parse_error(path, text, &e))?;
+    let error = |span, message: &str| tomlfile::error_at(path, text, span, message);
+    let smp = match &raw.smp {
+        Some(s) if !(1..=255).contains(s.get_ref()) => {
+            return Err(error(
+                s.span(),
+                &format!("smp: {} is not from 1 to 255", s.get_ref()),
+            ));
+        }
+        Some(s) => *s.get_ref(),
+        None => qemu::DEFAULT_SMP,
+    };
+    let memory_mib = match &raw.memory_mib {
+        Some(m) if *m.get_ref() < 16 => {
+            return Err(error(
+                m.span(),
+                &format!("memory_mib: {} is less than 16", m.get_ref()),
+            ));
+        }
+        Some(m) => *m.get_ref(),
+        None => qemu::DEFAULT_MEMORY_MIB,
+    };
+    let machine = Machine { smp, memory_mib };
+    let config = check(path, text, &raw, binaries, machine)?;
+    Ok(Scenario {
+        name: path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        path: path.to_path_buf(),
+        description: raw.description,
+        cmdline: raw.cmdline,
+        machine,
+        config,
+        text: text.to_string(),
+        binaries: binaries.to_vec(),
+    })
+}
+
+/// The components of `raw` checked for `machine`: `None` without
+/// components; every error, one per line, each `file:line:col: message`.
+fn check(
+    path: &Path,
+    text: &str,
+    raw: &Raw,
+    binaries: &[String],
+    machine: Machine,
+) -> Result<Option<Spec>> {
+    if raw.components.is_empty() && raw.parent_provides.is_empty() {
+        return Ok(None);
+    }
+    match config::check(
+        text,
+        &raw.parent_provides,
+        &raw.components,
+        binaries,
+        machine,
+    ) {
+        Ok(spec) if spec.components.is_empty() => Ok(None),
+        Ok(spec) => Ok(Some(spec)),
+        Err(diags) => Err(anyhow!(
+            "{}",
+            diags
+                .iter()
+                .map(|d| format!(
+                    "{:#}",
+                    tomlfile::error_at(path, text, d.span.clone(), &d.message)
+                ))
+                .collect::<Vec<_>>()
+                .join("\n")
+        )),
+    }
+}
+
+impl Scenario {
+    /// Checks the scenario again for `machine` (a run's `--smp` and
+    /// `--memory`, a test's `smp` and `memory_mib`).
+    pub fn check_machine(&self, machine: Machine) -> Result<()> {
+        if machine == self.machine {
+            return Ok(());
+        }
+        let raw: Raw =
+            toml::from_str(&self.text).map_err(|e| parse_error(&self.path, &self.text, &e))?;
+        check(&self.path, &self.text, &raw, &self.binaries, machine)
+            .map(drop)
+            .with_context(|| {
+                format!(
+                    "scenario {} checked for smp = {}, memory_mib = {}",
+                    self.name, machine.smp, machine.memory_mib
+                )
+            })
+    }
+
+    /// The config ROM, when the scenario has components.
+    pub fn rom(&self) -> Result<Option<Vec<u8>>> {
+        let Some(spec) = &self.config else {
+            return Ok(None);
+        };
+        ucore::config::encode(spec).map(Some).map_err(|e| {
+            anyhow!(
+                "encoding the config ROM of {}: {e}",
+                display_path(&self.path)
+            )
+        })
+    }
+}
+
+/// A toml error about `text` (the contents of `path`) as
+/// `path:line:col: [component "NAME": ][KEY: ]message`.
+fn parse_error(path: &Path, text: &str, e: &toml::de::Error) -> anyhow::Error {
+    let keys = tomlfile::key_path(e).unwrap_or_default();
+    let span = e.span().unwrap_or(0..0);
+    let (who, keys) = match keys.strip_prefix("component") {
+        Some(rest) if rest.is_empty() || rest.starts_with('.') => {
+            match component_at(text, span.start) {
+                Some(who) => (who, rest.trim_start_matches('.').to_string()),
+                None => (String::new(), keys.clone()),
+            }
+        }
+        _ => (String::new(), keys.clone()),
+    };
+    let keys = if keys.is_empty() {
+        keys
+    } else {
+        format!("{keys}: ")
+    };
+    // toml's "duplicate key" names no key; its span is the key.
+    let detail = match text.get(span.clone()) {
+        Some(key) if e.message() == "duplicate key" && !key.is_empty() => {
+            format!("duplicate key `{key}`")
+        }
+        _ => e.message().to_string(),
+    };
+    let message = format!("{who}{keys}{detail}");
+    match e.span() {
+        Some(span) => tomlfile::error_at(path, text, span, &message),
+        None => anyhow!("{}: {message}", display_path(path)),
+    }
+}
+
+/// `component "NAME": ` (or `component #N: ` when it has no name) for the
+/// `[[component]]` table that holds byte `offset` of `text`: the last one
+/// whose header is before it.
+fn component_at(text: &str, offset: usize) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Lenient {
+        #[serde(default)]
+        component: Vec<Spanned<toml::Table>>,
+    }
+    let lenient: Lenient = toml::from_str(text).ok()?;
+    let (index, table) = lenient
+        .component
+        .iter()
+        .enumerate()
+        .rfind(|(_, c)| c.span().start <= offset)?;
+    Some(match table.get_ref().get("name").and_then(|n| n.as_str()) {
+        Some(name) => format!("component \"{name}\": "),
+        None => format!("component #{}: ", index + 1),
+    })
+}
+
+/// Every `*.toml` in the scenario directory of `root`, sorted by name.
+pub fn list(root: &Path) -> Result<Vec<Listed>> {
+    let dir = dir(root);
+    let binaries = binaries(root).unwrap_or_default();
     let mut listed = Vec::new();
     let entries =
-        std::fs::read_dir(dir).with_context(|| format!("reading {}", display_path(dir)))?;
+        std::fs::read_dir(&dir).with_context(|| format!("reading {}", display_path(&dir)))?;
     for entry in entries {
         let path = entry?.path();
         if path.extension().is_none_or(|e| e != "toml") {
@@ -74,8 +291,10 @@ pub fn list(dir: &Path) -> Result<Vec<Listed>> {
         let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
             continue;
         };
-        let description = tomlfile::load::<Scenario>(&path)
-            .map(|(s, _)| s.description)
+        let description = std::fs::read_to_string(&path)
+            .map_err(anyhow::Error::from)
+            .and_then(|text| parse(&path, &text, &binaries))
+            .map(|s| s.description)
             .map_err(|e| format!("{e:#}"));
         listed.push(Listed {
             name: name.to_string(),
@@ -104,42 +323,4 @@ pub fn format_listing(listed: &[Listed]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::util::temp_dir;
-
-    #[test]
-    fn listing_and_loading() {
-        let dir = temp_dir("scenarios");
-        std::fs::write(
-            dir.join("demo.toml"),
-            "description = \"The demo\"\ncmdline = \"a=b\"\n",
-        )
-        .unwrap();
-        std::fs::write(dir.join("bench.toml"), "description = \"Benchmarks\"\n").unwrap();
-        std::fs::write(dir.join("bad.toml"), "description = \"x\"\ncolour = 1\n").unwrap();
-        std::fs::write(dir.join("notes.txt"), "not a scenario").unwrap();
-
-        let listed = list(&dir).unwrap();
-        let names: Vec<_> = listed.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["bad", "bench", "demo"]);
-        assert_eq!(listed[2].description, Ok("The demo".to_string()));
-        let broken = listed[0].description.as_ref().unwrap_err();
-        assert!(broken.contains("bad.toml:2:1"), "{broken}");
-
-        let text = format_listing(&listed);
-        assert!(text.contains("  bench  Benchmarks"), "{text}");
-        assert!(text.contains("  demo   The demo"), "{text}");
-
-        let demo = load(&dir, "demo").unwrap();
-        assert_eq!(demo.cmdline, "a=b");
-        assert_eq!(load(&dir, "bench").unwrap().cmdline, "");
-
-        let err = format!("{:#}", load(&dir, "nope").unwrap_err());
-        assert!(err.contains("unknown scenario `nope`"), "{err}");
-        assert!(err.contains("demo   The demo"), "{err}");
-        assert!(load(&dir, "../demo").is_err());
-
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-}
+mod tests;

@@ -4,9 +4,12 @@
 //! `target/pecan/boot.img` (format: [`crate::bootimage`]), which QEMU hands
 //! to the kernel with `-initrd`.
 //!
-//! Until scenarios list their components, every component goes into the
-//! image, `root` first. Scenario tests with malformed modules get images of
-//! their own ([`crate::fixtures`]), written with [`write_boot_image`] too.
+//! Every component goes into the image, `root` first. A scenario with
+//! components boots an image of its own, `target/pecan/scenarios/NAME.img`:
+//! the same components and its config ROM as the entry [`CONFIG_ENTRY`]
+//! ([`scenario_image`]). Scenario tests with malformed modules get images
+//! of their own ([`crate::fixtures`]), written with [`write_boot_image`]
+//! too.
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +17,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::components::{self, Component};
 use crate::kernel::{self, TARGET};
+use crate::scenario::Scenario;
 use crate::util::{cargo, display_path, workspace_root};
 
 /// The runtime library's package: bare-metal only, like the kernel.
@@ -29,6 +33,10 @@ pub struct System {
     /// The components packed into it, in order: name and ELF file.
     pub components: Vec<(String, Vec<u8>)>,
 }
+
+/// The boot-image entry that carries a scenario's config ROM
+/// (`ucore::config`); no component may have this name.
+pub const CONFIG_ENTRY: &str = "config";
 
 /// Where the boot image is written.
 pub fn boot_image_path(root: &Path) -> PathBuf {
@@ -94,6 +102,45 @@ pub fn build() -> Result<System> {
     })
 }
 
+/// The boot-image entries for `scenario`: the components, then its config
+/// ROM when it has components.
+pub fn image_entries(
+    components: &[(String, Vec<u8>)],
+    scenario: &Scenario,
+) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut entries = components.to_vec();
+    if let Some(rom) = scenario.rom()? {
+        if components.iter().any(|(name, _)| name == CONFIG_ENTRY) {
+            bail!(
+                "a component is named `{CONFIG_ENTRY}`, the boot-image entry of the config ROM \
+                 of scenario {}: rename the component",
+                scenario.name
+            );
+        }
+        entries.push((CONFIG_ENTRY.to_string(), rom));
+    }
+    Ok(entries)
+}
+
+/// The boot image for `scenario`: the system's image, or for a scenario
+/// with components one with its config ROM, written to
+/// `target/pecan/scenarios/NAME.img`.
+pub fn scenario_image(system: &System, scenario: &Scenario) -> Result<PathBuf> {
+    if scenario.config.is_none() {
+        return Ok(system.boot_image.clone());
+    }
+    let entries = image_entries(&system.components, scenario)?;
+    let root = workspace_root();
+    let path = root
+        .join("target")
+        .join("pecan")
+        .join("scenarios")
+        .join(format!("{}.img", scenario.name));
+    write_boot_image(&entries, &path)
+        .with_context(|| format!("the boot image of scenario {}", scenario.name))?;
+    Ok(path)
+}
+
 /// The built binaries of `components`.
 fn read_components(root: &Path, components: &[Component]) -> Result<Vec<(String, Vec<u8>)>> {
     components
@@ -145,4 +192,44 @@ pub fn write_boot_image(entries: &[(String, Vec<u8>)], path: &Path) -> Result<()
         }
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scenario_entries_end_with_the_config_rom() {
+        let components = vec![
+            ("root".to_string(), b"root elf".to_vec()),
+            ("hello".to_string(), b"hello elf".to_vec()),
+        ];
+        let binaries = vec!["root".to_string(), "hello".to_string()];
+        let path = Path::new("scenarios/x.toml");
+        let plain = crate::scenario::parse(path, "description = 'x'\n", &binaries).unwrap();
+        assert_eq!(image_entries(&components, &plain).unwrap(), components);
+
+        let text = "description = 'x'\n[[component]]\nname = 'hello'\nram_mib = 1\ncaps = 16\n";
+        let with = crate::scenario::parse(path, text, &binaries).unwrap();
+        let entries = image_entries(&components, &with).unwrap();
+        let names: Vec<&str> = entries.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["root", "hello", CONFIG_ENTRY]);
+        let rom = ucore::config::Rom::parse(&entries[2].1).unwrap();
+        assert_eq!(rom.find("hello").unwrap().caps, 16);
+        // The packed image carries it under its name.
+        let image = crate::bootimage::write_image(
+            &entries
+                .iter()
+                .map(|(n, b)| (n.as_str(), b.as_slice()))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let parsed = kcore::bootimage::BootImage::parse(&image).unwrap();
+        assert_eq!(parsed.find(CONFIG_ENTRY).unwrap().data, &entries[2].1[..]);
+
+        let mut clash = components.clone();
+        clash.push((CONFIG_ENTRY.to_string(), b"a component".to_vec()));
+        let e = format!("{:#}", image_entries(&clash, &with).unwrap_err());
+        assert!(e.starts_with("a component is named `config`"), "{e}");
+    }
 }

@@ -8,16 +8,18 @@
 //! `crate::bench::gate`), run without a filter or with one containing
 //! `bench`.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::accel::{self, Accel};
 use crate::boot_test::{self, BootTest};
 use crate::host::{self, Counts};
 use crate::qemu::Machine;
 use crate::util::{display_path, workspace_root};
-use crate::{fixtures, scenario, setup, system, testspec};
+use crate::{fixtures, setup, system, testspec};
 
 /// The options of `cargo xtask test`.
 #[derive(Debug, clap::Args)]
@@ -106,11 +108,10 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
     }
 
     // Parse every test first; a broken file is a failed test.
-    let scenarios_dir = scenario::dir(&root);
     let mut specs = Vec::new();
     for (name, path) in &found {
         let prepared = testspec::load(path).and_then(|spec| {
-            let scenario = spec.load_scenario(&scenarios_dir)?;
+            let scenario = spec.load_scenario(&root)?;
             Ok((spec, scenario))
         });
         match prepared {
@@ -132,12 +133,26 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
         Some(&system.boot_image),
         &root,
     )?;
-    // Tests that add malformed modules boot images of their own.
+    // Tests of scenarios with components boot their scenario's image (with
+    // the config ROM); tests that add malformed modules images of their own.
     let images_dir = root.join("target").join("pecan").join("tests");
+    let mut scenario_images: HashMap<String, PathBuf> = HashMap::new();
     let mut tests: Vec<BootTest> = Vec::new();
     for (spec, scenario) in specs {
-        let image = match fixtures::test_image(&spec, &system.components, &images_dir) {
-            Ok(image) => image.unwrap_or_else(|| system.boot_image.clone()),
+        let image = if !spec.modules.is_empty() {
+            system::image_entries(&system.components, &scenario).and_then(|entries| {
+                fixtures::test_image(&spec, &entries, &images_dir)?
+                    .context("a test with modules gets an image of its own")
+            })
+        } else if let Some(image) = scenario_images.get(&scenario.name) {
+            Ok(image.clone())
+        } else {
+            system::scenario_image(&system, &scenario).inspect(|image| {
+                scenario_images.insert(scenario.name.clone(), image.clone());
+            })
+        };
+        let image = match image {
+            Ok(image) => image,
             Err(e) => {
                 println!(
                     "FAIL {}: {}",
@@ -154,8 +169,9 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
             spec.full_cmdline(&scenario),
             choice.accel,
         );
-        machine.smp = spec.smp;
-        machine.memory_mib = spec.memory_mib;
+        let size = spec.machine(&scenario);
+        machine.smp = size.smp;
+        machine.memory_mib = size.memory_mib;
         tests.push(BootTest { spec, machine });
     }
     let jobs = args.jobs.map_or_else(default_jobs, |j| j as usize);

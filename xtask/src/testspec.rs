@@ -5,8 +5,8 @@
 //! description = "timer interrupts arrive"   # required
 //! scenario = "demo"                   # optional (default "demo"): scenarios/NAME.toml
 //! cmdline = "pecan.selftest=timer"    # optional: appended to the scenario's cmdline
-//! smp = 1                             # optional (default 1)
-//! memory_mib = 256                    # optional (default 256)
+//! smp = 1                             # optional (default: the scenario's)
+//! memory_mib = 256                    # optional (default: the scenario's)
 //! timeout_secs = 30                   # required
 //! expect = ["regex one", "regex two"] # required: in this order in the serial output;
 //!                                     # an array in the list, ["a", "b"], matches in any order
@@ -33,8 +33,8 @@ use regex::Regex;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::config::Machine;
 use crate::fixtures::Defect;
-use crate::qemu;
 use crate::scenario::{self, Scenario};
 use crate::tomlfile;
 use crate::util::display_path;
@@ -117,8 +117,10 @@ pub struct TestSpec {
     scenario_span: Option<Range<usize>>,
     /// Appended to the scenario's command line.
     pub cmdline: String,
-    pub smp: u32,
-    pub memory_mib: u32,
+    /// The machine's CPUs and memory, when the test sets them (else the
+    /// scenario's, see [`TestSpec::machine`]).
+    pub smp: Option<u32>,
+    pub memory_mib: Option<u32>,
     pub timeout: Duration,
     pub expect: Vec<Step>,
     pub forbid: Vec<Pattern>,
@@ -176,15 +178,15 @@ pub fn parse(path: &Path, text: &str) -> Result<TestSpec> {
         Some(s) if *s.get_ref() == 0 || *s.get_ref() > 255 => {
             return Err(error(s.span(), "smp must be between 1 and 255".into()));
         }
-        Some(s) => s.into_inner(),
-        None => qemu::DEFAULT_SMP,
+        Some(s) => Some(s.into_inner()),
+        None => None,
     };
     let memory_mib = match raw.memory_mib {
         Some(m) if *m.get_ref() < 16 => {
             return Err(error(m.span(), "memory_mib must be at least 16".into()));
         }
-        Some(m) => m.into_inner(),
-        None => qemu::DEFAULT_MEMORY_MIB,
+        Some(m) => Some(m.into_inner()),
+        None => None,
     };
     let (scenario, scenario_span) = match raw.scenario {
         Some(s) => {
@@ -251,15 +253,29 @@ pub fn load(path: &Path) -> Result<TestSpec> {
 }
 
 impl TestSpec {
-    /// Loads the scenario the test boots from `scenarios_dir`; an error names
-    /// the test file and the line of its `scenario` key.
-    pub fn load_scenario(&self, scenarios_dir: &Path) -> Result<Scenario> {
-        scenario::load(scenarios_dir, &self.scenario).map_err(|e| match &self.scenario_span {
+    /// Loads the scenario the test boots from the workspace at `root` and
+    /// checks it for the test's machine; an error names the test file and
+    /// the line of its `scenario` key.
+    pub fn load_scenario(&self, root: &Path) -> Result<Scenario> {
+        let loaded = scenario::load(root, &self.scenario).and_then(|scenario| {
+            scenario.check_machine(self.machine(&scenario))?;
+            Ok(scenario)
+        });
+        loaded.map_err(|e| match &self.scenario_span {
             Some(span) => {
                 tomlfile::error_at(&self.path, &self.text, span.clone(), &format!("{e:#}"))
             }
             None => e.context(format!("{} (default scenario)", display_path(&self.path))),
         })
+    }
+
+    /// The machine the test boots: its own `smp` and `memory_mib`, else the
+    /// scenario's.
+    pub fn machine(&self, scenario: &Scenario) -> Machine {
+        Machine {
+            smp: self.smp.unwrap_or(scenario.machine.smp),
+            memory_mib: self.memory_mib.unwrap_or(scenario.machine.memory_mib),
+        }
     }
 
     /// An error about `module` of this test, naming the file and the line
@@ -329,7 +345,7 @@ exit = "failure"
         assert_eq!(spec.description, "timer interrupts arrive");
         assert_eq!(spec.scenario, "demo");
         assert_eq!(spec.cmdline, "pecan.selftest=timer");
-        assert_eq!((spec.smp, spec.memory_mib), (2, 128));
+        assert_eq!((spec.smp, spec.memory_mib), (Some(2), Some(128)));
         assert_eq!(spec.timeout, Duration::from_secs(30));
         let sources: Vec<Vec<_>> = spec
             .expect
@@ -340,13 +356,22 @@ exit = "failure"
         assert!(spec.forbid[0].regex.is_match("KERNEL PANIC"));
         assert_eq!(spec.exit, ExpectedExit::Failure);
 
-        let scenario = Scenario {
-            description: String::new(),
-            cmdline: " log=debug ".into(),
-        };
+        let scenario = scenario::parse(
+            Path::new("scenarios/demo.toml"),
+            "description = ''\ncmdline = ' log=debug '\nsmp = 4\nmemory_mib = 512\n",
+            &[],
+        )
+        .unwrap();
         assert_eq!(
             spec.full_cmdline(&scenario),
             "log=debug pecan.selftest=timer"
+        );
+        assert_eq!(
+            spec.machine(&scenario),
+            Machine {
+                smp: 2,
+                memory_mib: 128
+            }
         );
     }
 
@@ -358,7 +383,20 @@ exit = "failure"
         )
         .unwrap();
         assert_eq!(spec.scenario, "demo");
-        assert_eq!((spec.smp, spec.memory_mib), (1, 256));
+        assert_eq!((spec.smp, spec.memory_mib), (None, None));
+        let scenario = scenario::parse(
+            Path::new("scenarios/demo.toml"),
+            "description = ''\nsmp = 4\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            spec.machine(&scenario),
+            Machine {
+                smp: 4,
+                memory_mib: 256
+            }
+        );
         assert!(spec.forbid.is_empty());
         assert_eq!(spec.cmdline, "");
     }
@@ -479,13 +517,52 @@ exit = "failure"
 
     #[test]
     fn unknown_scenario_names_the_line() {
-        let dir = std::env::temp_dir().join(format!("xtask-testspec-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::util::temp_dir("testspec");
+        std::fs::create_dir_all(dir.join("scenarios")).unwrap();
         let text = "description = \"d\"\nscenario = \"nope\"\ntimeout_secs = 1\nexpect = []\nexit = \"success\"\n";
         let spec = parse(Path::new("tests/t.toml"), text).unwrap();
         let e = format!("{:#}", spec.load_scenario(&dir).unwrap_err());
         assert!(
             e.starts_with("tests/t.toml:2:12: unknown scenario `nope`"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn scenario_is_checked_for_the_test_machine() {
+        let dir = crate::util::temp_dir("testspec-machine");
+        std::fs::create_dir_all(dir.join("scenarios")).unwrap();
+        std::fs::create_dir_all(dir.join("components/hello")).unwrap();
+        std::fs::write(
+            dir.join("components/hello/Cargo.toml"),
+            "[package]\nname = \"hello\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("scenarios/two.toml"),
+            "description = 'd'\nsmp = 2\n[[component]]\nname = 'hello'\nram_mib = 1\ncaps = 16\ncpu = 1\n",
+        )
+        .unwrap();
+        let test = |smp: &str| {
+            let text = format!("description = 'd'\nscenario = 'two'\n{smp}timeout_secs = 1\nexpect = []\nexit = 'success'\n");
+            parse(Path::new("tests/t.toml"), &text)
+                .unwrap()
+                .load_scenario(&dir)
+        };
+        assert_eq!(test("").unwrap().machine.smp, 2);
+        assert!(test("smp = 4\n").is_ok());
+        let e = format!("{:#}", test("smp = 1\n").unwrap_err());
+        assert!(
+            e.starts_with(
+                "tests/t.toml:2:12: scenario two checked for smp = 1, memory_mib = 256: "
+            ),
+            "{e}"
+        );
+        assert!(
+            e.contains(
+                ":7:7: component \"hello\": cpu: 1 does not exist: the machine has 1 CPU (smp = 1)"
+            ),
             "{e}"
         );
         std::fs::remove_dir_all(&dir).unwrap();

@@ -35,6 +35,19 @@ pub fn error_at(path: &Path, text: &str, span: Range<usize>, message: &str) -> a
     anyhow!("{}:{line}:{column}: {message}", display_path(path))
 }
 
+/// The dotted key path a toml error is about (`component.restart.max`),
+/// if it has one. toml keeps the path private and shows it only when the
+/// error is displayed without its input, so that is how it is read here
+/// (a test below notices if a toml update changes this).
+pub fn key_path(e: &toml::de::Error) -> Option<String> {
+    let mut bare = e.clone();
+    bare.set_input(None);
+    bare.to_string()
+        .lines()
+        .find_map(|l| l.strip_prefix("in `")?.strip_suffix('`'))
+        .map(str::to_string)
+}
+
 /// The 1-based line and column of byte `offset` in `text`.
 pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
@@ -62,5 +75,26 @@ mod tests {
         assert_eq!(line_column(text, 6), (2, 1));
         assert_eq!(line_column(text, 8), (2, 3));
         assert_eq!(line_column(text, 1000), (3, 1));
+    }
+
+    #[test]
+    fn key_paths() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Inner {
+            max: u32,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Outer {
+            top: Option<u32>,
+            inner: Option<Inner>,
+        }
+        let e = toml::from_str::<Outer>("[inner]\nmax = -1\n").unwrap_err();
+        assert_eq!(key_path(&e).as_deref(), Some("inner.max"));
+        let e = toml::from_str::<Outer>("top = 'x'\n").unwrap_err();
+        assert_eq!(key_path(&e).as_deref(), Some("top"));
+        let e = toml::from_str::<Outer>("top = \n").unwrap_err();
+        assert_eq!(key_path(&e), None);
     }
 }

@@ -1,0 +1,794 @@
+//! The component list of a scenario: the `[[component]]` tables and
+//! `parent_provides` as written (with the places of their values), and the
+//! checker that turns them into a [`Spec`] for the config ROM
+//! (`ucore::config`), or into errors that each name the component, the key
+//! and the place. The format and its rules are in `docs/scenarios.md`;
+//! `crate::scenario` reads the file and turns places into `file:line:col`.
+//!
+//! Everything here is pure: the components that exist and the machine are
+//! handed in.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use toml::Spanned;
+use ucore::config::{
+    self as rom, valid_caps, valid_name, valid_service, ComponentSpec, Restart, RouteSpec, Spec,
+    ValueBuf,
+};
+
+use crate::components::ROOT;
+
+/// The route target that means the parent.
+pub const PARENT: &str = "parent";
+
+/// The machine a scenario runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Machine {
+    pub smp: u32,
+    pub memory_mib: u32,
+}
+
+/// A `[[component]]` table as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawComponent {
+    name: Spanned<String>,
+    binary: Option<Spanned<String>>,
+    ram_mib: Spanned<u32>,
+    caps: Spanned<u32>,
+    priority: Option<Spanned<u32>>,
+    cpu: Option<Spanned<u32>>,
+    #[serde(default)]
+    provides: Vec<Spanned<String>>,
+    restart: Option<Spanned<RawRestart>>,
+    #[serde(default)]
+    routes: BTreeMap<Spanned<String>, Spanned<String>>,
+    config: Option<Spanned<RawValue>>,
+}
+
+/// `restart` as written: `"never"` or a table.
+#[derive(Debug)]
+pub enum RawRestart {
+    Word(String),
+    Table(RawRestartTable),
+}
+
+/// `restart = { policy = ..., max = ..., backoff_ms = ... }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRestartTable {
+    policy: Spanned<String>,
+    max: Option<Spanned<u32>>,
+    backoff_ms: Option<Spanned<u32>>,
+}
+
+impl<'de> Deserialize<'de> for RawRestart {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct RestartVisitor;
+        impl<'de> Visitor<'de> for RestartVisitor {
+            type Value = RawRestart;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("\"never\" or a table { policy = ..., max = ..., backoff_ms = ... }")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<RawRestart, E> {
+                Ok(RawRestart::Word(v.to_string()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawRestart, A::Error> {
+                RawRestartTable::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(RawRestart::Table)
+            }
+        }
+        d.deserialize_any(RestartVisitor)
+    }
+}
+
+/// A config value as written, with the places of nested values.
+#[derive(Debug)]
+pub enum RawValue {
+    Bool(bool),
+    Integer(i64),
+    Float(f64),
+    String(String),
+    Datetime,
+    Array(Vec<Spanned<RawValue>>),
+    /// Keys in the order toml gives them (sorted).
+    Table(Vec<(String, Spanned<RawValue>)>),
+}
+
+/// The key toml uses for a date or time inside its map representation.
+const TOML_DATETIME: &str = "$__toml_private_datetime";
+
+impl<'de> Deserialize<'de> for RawValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ValueVisitor;
+        impl<'de> Visitor<'de> for ValueVisitor {
+            type Value = RawValue;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a TOML value")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<RawValue, E> {
+                Ok(RawValue::Bool(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<RawValue, E> {
+                Ok(RawValue::Integer(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawValue, E> {
+                i64::try_from(v)
+                    .map(RawValue::Integer)
+                    .map_err(|_| E::custom("integer does not fit 64 signed bits"))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<RawValue, E> {
+                Ok(RawValue::Float(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<RawValue, E> {
+                Ok(RawValue::String(v.to_string()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<RawValue, E> {
+                Ok(RawValue::String(v))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RawValue, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(RawValue::Array(items))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawValue, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == TOML_DATETIME {
+                        map.next_value::<de::IgnoredAny>()?;
+                        return Ok(RawValue::Datetime);
+                    }
+                    entries.push((key, map.next_value()?));
+                }
+                Ok(RawValue::Table(entries))
+            }
+        }
+        d.deserialize_any(ValueVisitor)
+    }
+}
+
+/// One error: where (a byte range of the file) and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diag {
+    pub span: Range<usize>,
+    pub message: String,
+}
+
+/// The errors found so far.
+struct Diags(Vec<Diag>);
+
+impl Diags {
+    fn push(&mut self, span: Range<usize>, message: String) {
+        self.0.push(Diag { span, message });
+    }
+}
+
+/// `component "NAME": `.
+fn who(c: &RawComponent) -> String {
+    format!("component \"{}\": ", c.name.get_ref())
+}
+
+/// Checks the components (and `parent_provides`) of the file whose text is
+/// `text` against the components that exist (`binaries`) and `machine`;
+/// the config to encode, or every error found, in file order.
+pub fn check(
+    text: &str,
+    parent_provides: &[Spanned<String>],
+    components: &[Spanned<RawComponent>],
+    binaries: &[String],
+    machine: Machine,
+) -> Result<Spec, Vec<Diag>> {
+    let mut diags = Diags(Vec::new());
+    let mut parent = Vec::new();
+    for service in parent_provides {
+        let name = service.get_ref();
+        if !valid_service(name) {
+            diags.push(
+                service.span(),
+                format!("parent_provides: {}", bad_service(name)),
+            );
+        } else if parent.contains(name) {
+            diags.push(
+                service.span(),
+                format!("parent_provides: {name} is listed twice"),
+            );
+        } else {
+            parent.push(name.clone());
+        }
+    }
+    if let Some(extra) = components.get(rom::MAX_COMPONENTS) {
+        diags.push(
+            extra.span(),
+            format!(
+                "{}a scenario has at most {} components",
+                who(extra.get_ref()),
+                rom::MAX_COMPONENTS
+            ),
+        );
+    }
+
+    let available = machine.memory_mib.saturating_sub(rom::RESERVED_MIB);
+    let mut total_ram = 0u64;
+    let mut ram_reported = false;
+    let mut total_caps = 0u64;
+    let mut caps_reported = false;
+    let mut specs = Vec::new();
+    // The first component of each name, for duplicates and routes.
+    let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
+    for (index, spanned) in components.iter().enumerate() {
+        let c = spanned.get_ref();
+        let who = who(c);
+        let name = c.name.get_ref();
+        if !valid_name(name) {
+            diags.push(
+                c.name.span(),
+                format!(
+                    "{who}name: must be 1 to {} ASCII letters, digits, '-', '_' or '.'",
+                    rom::NAME_LEN
+                ),
+            );
+        } else if name == PARENT {
+            diags.push(
+                c.name.span(),
+                format!("{who}name: \"{PARENT}\" is reserved (a route to \"{PARENT}\" means the parent)"),
+            );
+        } else if let Some(&first) = by_name.get(name.as_str()) {
+            diags.push(
+                c.name.span(),
+                format!(
+                    "{who}name: the component at line {} has this name too",
+                    crate::tomlfile::line_column(text, components[first].span().start).0
+                ),
+            );
+        } else {
+            by_name.insert(name, index);
+        }
+
+        let (binary, binary_span, defaulted) = match &c.binary {
+            Some(b) => (b.get_ref().clone(), b.span(), false),
+            None => (name.clone(), c.name.span(), true),
+        };
+        let default_note = if defaulted {
+            " (the binary defaults to the name)"
+        } else {
+            ""
+        };
+        if binary == ROOT {
+            diags.push(
+                binary_span.clone(),
+                format!(
+                    "{who}binary: \"{ROOT}\" is the root task, which the kernel starts; it cannot \
+                     be a component{default_note}"
+                ),
+            );
+        } else if !binaries.contains(&binary) {
+            diags.push(
+                binary_span,
+                format!("{who}binary: no component \"{binary}\" in components/{default_note}"),
+            );
+        }
+
+        let ram = *c.ram_mib.get_ref();
+        if !(1..=rom::MAX_RAM_MIB).contains(&ram) {
+            diags.push(
+                c.ram_mib.span(),
+                format!("{who}ram_mib: {ram} is not from 1 to {}", rom::MAX_RAM_MIB),
+            );
+        } else {
+            total_ram += u64::from(ram);
+            if total_ram > u64::from(available) && !ram_reported {
+                ram_reported = true;
+                diags.push(
+                    c.ram_mib.span(),
+                    format!(
+                        "{who}ram_mib: the RAM quotas add up to {total_ram} MiB with this \
+                         component, more than the {available} MiB available (memory_mib = {} \
+                         minus {} MiB reserved for the kernel, root and init)",
+                        machine.memory_mib,
+                        rom::RESERVED_MIB
+                    ),
+                );
+            }
+        }
+
+        let caps = *c.caps.get_ref();
+        if !valid_caps(caps) {
+            diags.push(
+                c.caps.span(),
+                format!(
+                    "{who}caps: {caps} is not a power of two from {} to {}",
+                    rom::MIN_CAPS,
+                    rom::MAX_CAPS
+                ),
+            );
+        } else {
+            total_caps += u64::from(caps);
+            if total_caps > u64::from(rom::MAX_TOTAL_CAPS) && !caps_reported {
+                caps_reported = true;
+                diags.push(
+                    c.caps.span(),
+                    format!(
+                        "{who}caps: the capability quotas add up to {total_caps} with this \
+                         component, more than the maximum of {}",
+                        rom::MAX_TOTAL_CAPS
+                    ),
+                );
+            }
+        }
+
+        let priority = c
+            .priority
+            .as_ref()
+            .map_or(u32::from(rom::DEFAULT_PRIORITY), |p| *p.get_ref());
+        if let Some(p) = c
+            .priority
+            .as_ref()
+            .filter(|_| priority > u32::from(rom::MAX_PRIORITY))
+        {
+            diags.push(
+                p.span(),
+                format!(
+                    "{who}priority: {priority} is above init's priority ({})",
+                    rom::MAX_PRIORITY
+                ),
+            );
+        }
+
+        let cpu = c.cpu.as_ref().map_or(0, |c| *c.get_ref());
+        if let Some(span) = c
+            .cpu
+            .as_ref()
+            .filter(|_| cpu >= machine.smp)
+            .map(|c| c.span())
+        {
+            let cpus = if machine.smp == 1 { "CPU" } else { "CPUs" };
+            diags.push(
+                span,
+                format!(
+                    "{who}cpu: {cpu} does not exist: the machine has {} {cpus} (smp = {})",
+                    machine.smp, machine.smp
+                ),
+            );
+        }
+
+        let mut provides = Vec::new();
+        for service in &c.provides {
+            let s = service.get_ref();
+            if !valid_service(s) {
+                diags.push(service.span(), format!("{who}provides: {}", bad_service(s)));
+            } else if provides.contains(s) {
+                diags.push(
+                    service.span(),
+                    format!("{who}provides: {s} is listed twice"),
+                );
+            } else {
+                provides.push(s.clone());
+            }
+        }
+
+        let restart = match &c.restart {
+            None => Restart::Never,
+            Some(r) => check_restart(r, &who, &mut diags),
+        };
+
+        for service in c.routes.keys() {
+            if !valid_service(service.get_ref()) {
+                diags.push(
+                    service.span(),
+                    format!("{who}routes: {}", bad_service(service.get_ref())),
+                );
+            }
+        }
+
+        let config = match &c.config {
+            None => Vec::new(),
+            Some(v) => check_config(v, &who, &mut diags),
+        };
+
+        specs.push(ComponentSpec {
+            name: name.clone(),
+            binary,
+            ram_mib: ram,
+            caps,
+            priority: u8::try_from(priority).unwrap_or(u8::MAX),
+            cpu: u16::try_from(cpu).unwrap_or(u16::MAX),
+            restart,
+            provides,
+            routes: Vec::new(),
+            config,
+        });
+    }
+
+    check_routes(components, &parent, &by_name, &mut diags, &mut specs);
+    check_cycles(components, &by_name, &mut diags);
+    check_service_count(parent_provides, components, &mut diags);
+
+    let mut diags = diags.0;
+    if diags.is_empty() {
+        return Ok(Spec {
+            parent_provides: parent,
+            components: specs,
+        });
+    }
+    diags.sort_by_key(|d| d.span.start);
+    Err(diags)
+}
+
+fn bad_service(s: &str) -> String {
+    format!(
+        "\"{s}\" is not a session type (1 to {} ASCII letters, digits and '_', starting with a \
+         letter)",
+        rom::SERVICE_LEN
+    )
+}
+
+fn needs_max(who: &str) -> String {
+    format!(
+        "{who}restart: policy \"always\" needs max (restart = {{ policy = \"always\", max = N, \
+         backoff_ms = MS }})"
+    )
+}
+
+fn check_restart(r: &Spanned<RawRestart>, who: &str, diags: &mut Diags) -> Restart {
+    let unknown = |policy: &str| {
+        format!("{who}restart: unknown policy \"{policy}\" (expected \"never\" or \"always\")")
+    };
+    let table = match r.get_ref() {
+        RawRestart::Word(w) if w == "never" => return Restart::Never,
+        RawRestart::Word(w) if w == "always" => {
+            diags.push(r.span(), needs_max(who));
+            return Restart::Never;
+        }
+        RawRestart::Word(w) => {
+            diags.push(r.span(), unknown(w));
+            return Restart::Never;
+        }
+        RawRestart::Table(t) => t,
+    };
+    match table.policy.get_ref().as_str() {
+        "never" => {
+            for (key, value) in [("max", &table.max), ("backoff_ms", &table.backoff_ms)] {
+                if let Some(v) = value {
+                    diags.push(
+                        v.span(),
+                        format!("{who}restart.{key}: only with policy \"always\""),
+                    );
+                }
+            }
+            Restart::Never
+        }
+        "always" => {
+            let Some(max) = &table.max else {
+                diags.push(r.span(), needs_max(who));
+                return Restart::Never;
+            };
+            if !(1..=rom::MAX_RESTARTS).contains(max.get_ref()) {
+                diags.push(
+                    max.span(),
+                    format!(
+                        "{who}restart.max: {} is not from 1 to {}",
+                        max.get_ref(),
+                        rom::MAX_RESTARTS
+                    ),
+                );
+            }
+            let backoff_ms = table.backoff_ms.as_ref().map_or(0, |b| *b.get_ref());
+            if let Some(b) = table
+                .backoff_ms
+                .as_ref()
+                .filter(|_| backoff_ms > rom::MAX_BACKOFF_MS)
+            {
+                diags.push(
+                    b.span(),
+                    format!(
+                        "{who}restart.backoff_ms: {backoff_ms} is more than {} (one hour)",
+                        rom::MAX_BACKOFF_MS
+                    ),
+                );
+            }
+            Restart::Always {
+                max: *max.get_ref(),
+                backoff_ms,
+            }
+        }
+        other => {
+            diags.push(table.policy.span(), unknown(other));
+            Restart::Never
+        }
+    }
+}
+
+/// The component's `config`, which must be a table of supported values
+/// that encodes to at most `MAX_CONFIG_BYTES`.
+fn check_config(v: &Spanned<RawValue>, who: &str, diags: &mut Diags) -> Vec<(String, ValueBuf)> {
+    let RawValue::Table(entries) = v.get_ref() else {
+        diags.push(v.span(), format!("{who}config: must be a table"));
+        return Vec::new();
+    };
+    let before = diags.0.len();
+    let entries: Vec<(String, ValueBuf)> = entries
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                config_value(v, &format!("config.{k}"), 2, who, diags),
+            )
+        })
+        .collect();
+    if diags.0.len() == before {
+        match rom::encoded_config_len(&entries) {
+            Some(len) if len <= rom::MAX_CONFIG_BYTES => {}
+            Some(len) => diags.push(
+                v.span(),
+                format!(
+                    "{who}config: encodes to {len} bytes, more than {}",
+                    rom::MAX_CONFIG_BYTES
+                ),
+            ),
+            None => diags.push(
+                v.span(),
+                format!("{who}config: a key or string is too long to encode"),
+            ),
+        }
+    }
+    entries
+}
+
+/// One config value at `path` and nesting `depth` (the config table is 1).
+fn config_value(
+    v: &Spanned<RawValue>,
+    path: &str,
+    depth: usize,
+    who: &str,
+    diags: &mut Diags,
+) -> ValueBuf {
+    if depth > rom::MAX_DEPTH {
+        diags.push(
+            v.span(),
+            format!(
+                "{who}{path}: nested deeper than {} levels below config",
+                rom::MAX_DEPTH - 1
+            ),
+        );
+        return ValueBuf::Bool(false);
+    }
+    match v.get_ref() {
+        RawValue::Bool(b) => ValueBuf::Bool(*b),
+        RawValue::Integer(i) => ValueBuf::Integer(*i),
+        RawValue::Float(x) => ValueBuf::Float(*x),
+        RawValue::String(s) => ValueBuf::String(s.clone()),
+        RawValue::Datetime => {
+            diags.push(
+                v.span(),
+                format!("{who}{path}: a date or time cannot be put in a config ROM (use a string)"),
+            );
+            ValueBuf::Bool(false)
+        }
+        RawValue::Array(items) => ValueBuf::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| config_value(item, &format!("{path}[{i}]"), depth + 1, who, diags))
+                .collect(),
+        ),
+        RawValue::Table(entries) => ValueBuf::Table(
+            entries
+                .iter()
+                .map(|(k, item)| {
+                    let path = format!("{path}.{k}");
+                    (k.clone(), config_value(item, &path, depth + 1, who, diags))
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// Resolves the routes into `specs`, reporting routes to nothing, to a
+/// component that does not provide the service and to a parent that does
+/// not.
+fn check_routes(
+    components: &[Spanned<RawComponent>],
+    parent: &[String],
+    by_name: &BTreeMap<&str, usize>,
+    diags: &mut Diags,
+    specs: &mut [ComponentSpec],
+) {
+    for (index, spanned) in components.iter().enumerate() {
+        let c = spanned.get_ref();
+        let who = who(c);
+        for (service, target) in &c.routes {
+            let (service_span, service) = (service.span(), service.get_ref());
+            let target = target.get_ref();
+            if !valid_service(service) {
+                continue; // reported with the component
+            }
+            if target == PARENT {
+                if parent.contains(service) {
+                    specs[index]
+                        .routes
+                        .push((service.clone(), RouteSpec::Parent));
+                } else {
+                    let offered = if parent.is_empty() {
+                        "parent_provides is empty".to_string()
+                    } else {
+                        format!("parent_provides: {}", parent.join(", "))
+                    };
+                    diags.push(
+                        service_span,
+                        format!(
+                            "{who}route {service} -> parent: the parent does not provide \
+                             {service} ({offered})"
+                        ),
+                    );
+                }
+                continue;
+            }
+            let route = format!("{who}route {service} -> \"{target}\"");
+            let Some(&t) = by_name.get(target.as_str()) else {
+                diags.push(service_span, format!("{route}: no component \"{target}\""));
+                continue;
+            };
+            if provides(&components[t], service) {
+                specs[index]
+                    .routes
+                    .push((service.clone(), RouteSpec::Component(target.clone())));
+                continue;
+            }
+            let providers: Vec<String> = components
+                .iter()
+                .filter(|o| provides(o, service))
+                .map(|o| format!("\"{}\"", o.get_ref().name.get_ref()))
+                .collect();
+            let message = if !providers.is_empty() {
+                format!(
+                    "{route}: \"{target}\" does not provide {service} (provided by {})",
+                    providers.join(", ")
+                )
+            } else if parent.contains(service) {
+                format!(
+                    "{route}: no component provides {service} (the parent does: \
+                     {service} = \"{PARENT}\")"
+                )
+            } else {
+                format!("{route}: no component provides {service}")
+            };
+            diags.push(service_span, message);
+        }
+    }
+}
+
+/// Reports the first session type beyond the ROM's [`rom::MAX_SERVICES`]
+/// distinct ones, counted in the encoder's order.
+fn check_service_count(
+    parent_provides: &[Spanned<String>],
+    components: &[Spanned<RawComponent>],
+    diags: &mut Diags,
+) {
+    let mut seen: Vec<&str> = Vec::new();
+    let named = parent_provides
+        .iter()
+        .chain(components.iter().flat_map(|c| {
+            let c = c.get_ref();
+            c.provides.iter().chain(c.routes.keys())
+        }));
+    for service in named {
+        if seen.contains(&service.get_ref().as_str()) {
+            continue;
+        }
+        seen.push(service.get_ref());
+        if seen.len() > rom::MAX_SERVICES {
+            diags.push(
+                service.span(),
+                format!(
+                    "{}: a scenario names at most {} session types",
+                    service.get_ref(),
+                    rom::MAX_SERVICES
+                ),
+            );
+            return;
+        }
+    }
+}
+
+/// Whether component `c` lists `service` in `provides`.
+fn provides(c: &Spanned<RawComponent>, service: &str) -> bool {
+    c.get_ref().provides.iter().any(|p| p.get_ref() == service)
+}
+
+/// A route between components that resolves: service, its key's place,
+/// target.
+type Edge<'a> = (&'a str, Range<usize>, usize);
+
+/// Reports every route that closes a cycle of routes between components
+/// (a component that needs, through its providers, its own service would
+/// wait for itself at start).
+fn check_cycles(
+    components: &[Spanned<RawComponent>],
+    by_name: &BTreeMap<&str, usize>,
+    diags: &mut Diags,
+) {
+    let edges: Vec<Vec<Edge>> = components
+        .iter()
+        .map(|c| {
+            c.get_ref()
+                .routes
+                .iter()
+                .filter_map(|(service, target)| {
+                    let t = *by_name.get(target.get_ref().as_str())?;
+                    provides(&components[t], service.get_ref())
+                        .then(|| (service.get_ref().as_str(), service.span(), t))
+                })
+                .collect()
+        })
+        .collect();
+    let mut state = vec![Visit::New; components.len()];
+    let mut path = Vec::new();
+    for start in 0..components.len() {
+        if state[start] == Visit::New {
+            visit(start, components, &edges, &mut state, &mut path, diags);
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Visit {
+    New,
+    OnPath,
+    Done,
+}
+
+/// Depth-first search from `node`; `path` holds the components above it
+/// with the service each needs from the next.
+fn visit<'a>(
+    node: usize,
+    components: &[Spanned<RawComponent>],
+    edges: &'a [Vec<Edge<'a>>],
+    state: &mut [Visit],
+    path: &mut Vec<(usize, &'a str)>,
+    diags: &mut Diags,
+) {
+    state[node] = Visit::OnPath;
+    for (service, span, target) in &edges[node] {
+        match state[*target] {
+            Visit::OnPath => {
+                let name = |n: usize| components[n].get_ref().name.get_ref().as_str();
+                let from = path
+                    .iter()
+                    .position(|(n, _)| n == target)
+                    .unwrap_or(path.len());
+                // Start at the route reported: node -service-> target -> ... -> node.
+                let mut hops: Vec<(usize, &str)> = vec![(node, *service)];
+                hops.extend(path[from..].iter().copied());
+                let mut cycle = String::new();
+                for (n, s) in &hops {
+                    cycle.push_str(&format!("\"{}\" -{s}-> ", name(*n)));
+                }
+                cycle.push_str(&format!("\"{}\"", name(node)));
+                diags.push(
+                    span.clone(),
+                    format!(
+                        "{}route {service} -> \"{}\": routing cycle: {cycle}",
+                        who(components[node].get_ref()),
+                        name(*target)
+                    ),
+                );
+            }
+            Visit::New => {
+                path.push((node, *service));
+                visit(*target, components, edges, state, path, diags);
+                path.pop();
+            }
+            Visit::Done => {}
+        }
+    }
+    state[node] = Visit::Done;
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,619 @@
+//! One test per error class of the checker, each with the exact message
+//! including file, line and column (through `scenario::parse`, which turns
+//! places into lines), plus what a good file gives.
+
+use std::path::Path;
+
+use ucore::config::{Restart, RouteSpec, ValueBuf};
+
+use crate::scenario::{self, Scenario};
+
+/// Lines are numbered in the comments: the tests change one line at a time.
+const GOOD: &str = r#"description = "d"
+smp = 2
+parent_provides = ["Log", "Rom"]
+
+[[component]]
+name = "timer"
+binary = "hello"
+ram_mib = 2
+caps = 64
+provides = ["Timer"]
+[component.routes]
+Log = "parent"
+
+[[component]]
+name = "sd"
+binary = "echo-server"
+ram_mib = 4
+caps = 64
+cpu = 1
+provides = ["Block"]
+restart = { policy = "always", max = 3, backoff_ms = 100 }
+[component.routes]
+Timer = "timer"
+
+[[component]]
+name = "fs"
+binary = "pinger"
+ram_mib = 8
+caps = 128
+priority = 120
+[component.routes]
+Block = "sd"
+Log = "parent"
+[component.config]
+label = "root"
+"#;
+
+fn binaries() -> Vec<String> {
+    ["root", "hello", "echo-server", "pinger"]
+        .map(String::from)
+        .to_vec()
+}
+
+fn parse(text: &str) -> anyhow::Result<Scenario> {
+    scenario::parse(Path::new("scenarios/t.toml"), text, &binaries())
+}
+
+/// `GOOD` with line `line` (1-based) replaced by `with` (which may hold
+/// several lines).
+fn edit(line: usize, with: &str) -> String {
+    let mut lines: Vec<&str> = GOOD.lines().collect();
+    assert!(line >= 1 && line <= lines.len(), "line {line}");
+    lines[line - 1] = with;
+    lines.join("\n") + "\n"
+}
+
+/// The error for `text`, which must fail.
+fn error(text: &str) -> String {
+    match parse(text) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+/// Asserts that `GOOD` with line `line` replaced by `with` is refused with
+/// exactly `expected`.
+#[track_caller]
+fn refused(line: usize, with: &str, expected: &str) {
+    assert_eq!(error(&edit(line, with)), expected);
+}
+
+#[test]
+fn good_file() {
+    let s = parse(GOOD).unwrap();
+    let spec = s.config.clone().unwrap();
+    assert_eq!(spec.parent_provides, ["Log", "Rom"]);
+    let names: Vec<_> = spec.components.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["timer", "sd", "fs"]);
+    let timer = &spec.components[0];
+    assert_eq!(timer.binary, "hello");
+    assert_eq!((timer.priority, timer.cpu), (100, 0));
+    assert_eq!(timer.restart, Restart::Never);
+    assert_eq!(timer.routes, [("Log".to_string(), RouteSpec::Parent)]);
+    let sd = &spec.components[1];
+    assert_eq!(sd.cpu, 1);
+    assert_eq!(
+        sd.restart,
+        Restart::Always {
+            max: 3,
+            backoff_ms: 100
+        }
+    );
+    let fs = &spec.components[2];
+    assert_eq!((fs.ram_mib, fs.caps, fs.priority), (8, 128, 120));
+    assert_eq!(
+        fs.routes,
+        [
+            ("Block".to_string(), RouteSpec::Component("sd".to_string())),
+            ("Log".to_string(), RouteSpec::Parent)
+        ]
+    );
+    assert_eq!(
+        fs.config,
+        [("label".to_string(), ValueBuf::String("root".to_string()))]
+    );
+    let rom = s.rom().unwrap().unwrap();
+    let parsed = ucore::config::Rom::parse(&rom).unwrap();
+    assert_eq!(parsed.to_spec(), spec);
+    assert_eq!(
+        parsed.find("fs").unwrap().route("Block"),
+        Some(ucore::config::Target::Component(1))
+    );
+}
+
+#[test]
+fn defaults_and_variants() {
+    // No binary: the name; restart "never" as a word or a table.
+    let text = GOOD
+        .replace("name = \"timer\"\nbinary = \"hello\"", "name = \"hello\"")
+        .replace("Timer = \"timer\"", "Timer = \"hello\"")
+        .replace(
+            "restart = { policy = \"always\", max = 3, backoff_ms = 100 }",
+            "restart = { policy = \"never\" }",
+        )
+        .replace("priority = 120", "restart = \"never\"");
+    let spec = parse(&text).unwrap().config.unwrap();
+    assert_eq!(spec.components[0].binary, "hello");
+    assert_eq!(spec.components[1].restart, Restart::Never);
+    assert_eq!(spec.components[2].restart, Restart::Never);
+    // `always` without backoff_ms: no wait.
+    let text = GOOD.replace(", backoff_ms = 100", "");
+    assert_eq!(
+        parse(&text).unwrap().config.unwrap().components[1].restart,
+        Restart::Always {
+            max: 3,
+            backoff_ms: 0
+        }
+    );
+    // Config values of every kind, nested, keys in byte order.
+    let text = edit(
+        35,
+        "label = \"root\"\nn = -3\nx = 1.5\non = true\nlist = [1, \"two\", [3], { four = 4 }]\n\
+         [component.config.cache]\nsize = 4096",
+    );
+    let spec = parse(&text).unwrap().config.unwrap();
+    let keys: Vec<&str> = spec.components[2]
+        .config
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    assert_eq!(keys, ["cache", "label", "list", "n", "on", "x"]);
+    assert_eq!(
+        spec.components[2].config[2].1,
+        ValueBuf::Array(vec![
+            ValueBuf::Integer(1),
+            ValueBuf::String("two".into()),
+            ValueBuf::Array(vec![ValueBuf::Integer(3)]),
+            ValueBuf::Table(vec![("four".into(), ValueBuf::Integer(4))]),
+        ])
+    );
+    // A scenario with only parent_provides has no ROM.
+    let s = parse("description = 'd'\nparent_provides = ['Log']\n").unwrap();
+    assert!(s.config.is_none());
+}
+
+#[test]
+fn unknown_keys() {
+    refused(
+        30,
+        "colour = 120",
+        "scenarios/t.toml:30:1: component \"fs\": unknown field `colour`, expected one of \
+         `name`, `binary`, `ram_mib`, `caps`, `priority`, `cpu`, `provides`, `restart`, \
+         `routes`, `config`",
+    );
+    refused(
+        2,
+        "cpus = 2",
+        "scenarios/t.toml:2:1: unknown field `cpus`, expected one of `description`, `cmdline`, \
+         `smp`, `memory_mib`, `parent_provides`, `component`",
+    );
+    refused(
+        21,
+        "restart = { policy = \"always\", max = 3, back_off = 100 }",
+        "scenarios/t.toml:21:41: component \"sd\": restart: unknown field `back_off`, expected \
+         one of `policy`, `max`, `backoff_ms`",
+    );
+}
+
+#[test]
+fn wrong_types() {
+    refused(
+        29,
+        "caps = \"128\"",
+        "scenarios/t.toml:29:8: component \"fs\": caps: invalid type: string \"128\", expected u32",
+    );
+    refused(
+        21,
+        "restart = { policy = \"always\", max = \"3\" }",
+        "scenarios/t.toml:21:38: component \"sd\": restart.max: invalid type: string \"3\", \
+         expected u32",
+    );
+    refused(
+        21,
+        "restart = 3",
+        "scenarios/t.toml:21:11: component \"sd\": restart: invalid type: integer `3`, expected \
+         \"never\" or a table { policy = ..., max = ..., backoff_ms = ... }",
+    );
+    refused(
+        23,
+        "Timer = 1",
+        "scenarios/t.toml:23:9: component \"sd\": routes.Timer: invalid type: integer `1`, \
+         expected a string",
+    );
+    refused(
+        28,
+        "ram_mib = -8",
+        "scenarios/t.toml:28:11: component \"fs\": ram_mib: invalid value: integer `-8`, \
+         expected u32",
+    );
+    refused(
+        30,
+        "config = 3",
+        "scenarios/t.toml:34:12: duplicate key `config`",
+    );
+}
+
+#[test]
+fn missing_keys() {
+    refused(
+        17,
+        "# no ram_mib",
+        "scenarios/t.toml:14:1: component \"sd\": missing field `ram_mib`",
+    );
+    refused(
+        15,
+        "# no name",
+        "scenarios/t.toml:14:1: component #2: missing field `name`",
+    );
+    refused(
+        1,
+        "# no description",
+        "scenarios/t.toml:1:1: missing field `description`",
+    );
+}
+
+#[test]
+fn bad_names() {
+    refused(
+        26,
+        "name = \"f s\"",
+        "scenarios/t.toml:26:8: component \"f s\": name: must be 1 to 48 ASCII letters, digits, \
+         '-', '_' or '.'",
+    );
+    refused(
+        26,
+        "name = \"parent\"",
+        "scenarios/t.toml:26:8: component \"parent\": name: \"parent\" is reserved (a route to \
+         \"parent\" means the parent)",
+    );
+}
+
+#[test]
+fn duplicate_names() {
+    refused(
+        26,
+        "name = \"sd\"",
+        "scenarios/t.toml:26:8: component \"sd\": name: the component at line 14 has this name \
+         too",
+    );
+}
+
+#[test]
+fn missing_binaries() {
+    refused(
+        27,
+        "binary = \"pingr\"",
+        "scenarios/t.toml:27:10: component \"fs\": binary: no component \"pingr\" in components/",
+    );
+    refused(
+        27,
+        "# no binary",
+        "scenarios/t.toml:26:8: component \"fs\": binary: no component \"fs\" in components/ \
+         (the binary defaults to the name)",
+    );
+    refused(
+        27,
+        "binary = \"root\"",
+        "scenarios/t.toml:27:10: component \"fs\": binary: \"root\" is the root task, which the \
+         kernel starts; it cannot be a component",
+    );
+}
+
+#[test]
+fn route_to_nothing() {
+    refused(
+        32,
+        "Block = \"nvme\"",
+        "scenarios/t.toml:32:1: component \"fs\": route Block -> \"nvme\": no component \"nvme\"",
+    );
+}
+
+#[test]
+fn route_to_a_component_that_does_not_provide_it() {
+    refused(
+        32,
+        "Block = \"timer\"",
+        "scenarios/t.toml:32:1: component \"fs\": route Block -> \"timer\": \"timer\" does not \
+         provide Block (provided by \"sd\")",
+    );
+}
+
+#[test]
+fn route_to_a_service_nobody_provides() {
+    refused(
+        32,
+        "Nic = \"sd\"",
+        "scenarios/t.toml:32:1: component \"fs\": route Nic -> \"sd\": no component provides Nic",
+    );
+    refused(
+        32,
+        "Rom = \"sd\"",
+        "scenarios/t.toml:32:1: component \"fs\": route Rom -> \"sd\": no component provides Rom \
+         (the parent does: Rom = \"parent\")",
+    );
+}
+
+#[test]
+fn route_to_a_parent_that_does_not_provide_it() {
+    refused(
+        33,
+        "Nic = \"parent\"",
+        "scenarios/t.toml:33:1: component \"fs\": route Nic -> parent: the parent does not \
+         provide Nic (parent_provides: Log, Rom)",
+    );
+    let text = edit(3, "");
+    assert_eq!(
+        error(&text),
+        "scenarios/t.toml:12:1: component \"timer\": route Log -> parent: the parent does not \
+         provide Log (parent_provides is empty)\n\
+         scenarios/t.toml:33:1: component \"fs\": route Log -> parent: the parent does not \
+         provide Log (parent_provides is empty)"
+    );
+}
+
+#[test]
+fn routing_cycles() {
+    refused(
+        12,
+        "Block = \"sd\"",
+        "scenarios/t.toml:23:1: component \"sd\": route Timer -> \"timer\": routing cycle: \
+         \"sd\" -Timer-> \"timer\" -Block-> \"sd\"",
+    );
+    refused(
+        23,
+        "Block = \"sd\"",
+        "scenarios/t.toml:23:1: component \"sd\": route Block -> \"sd\": routing cycle: \
+         \"sd\" -Block-> \"sd\"",
+    );
+    // Three components: timer -> fs -> sd -> timer; the search starts at
+    // timer and meets it again from sd.
+    let text = edit(12, "Fs = \"fs\"").replace("priority = 120", "provides = [\"Fs\"]");
+    assert_eq!(
+        error(&text),
+        "scenarios/t.toml:23:1: component \"sd\": route Timer -> \"timer\": routing cycle: \
+         \"sd\" -Timer-> \"timer\" -Fs-> \"fs\" -Block-> \"sd\""
+    );
+}
+
+#[test]
+fn bad_session_types() {
+    refused(
+        10,
+        "provides = [\"Timer\", \"9x\"]",
+        "scenarios/t.toml:10:22: component \"timer\": provides: \"9x\" is not a session type (1 \
+         to 32 ASCII letters, digits and '_', starting with a letter)",
+    );
+    refused(
+        10,
+        "provides = [\"Timer\", \"Timer\"]",
+        "scenarios/t.toml:10:22: component \"timer\": provides: Timer is listed twice",
+    );
+    refused(
+        3,
+        "parent_provides = [\"Log\", \"Rom\", \"Log\"]",
+        "scenarios/t.toml:3:34: parent_provides: Log is listed twice",
+    );
+    refused(
+        12,
+        "\"Log session\" = \"parent\"",
+        "scenarios/t.toml:12:1: component \"timer\": routes: \"Log session\" is not a session \
+         type (1 to 32 ASCII letters, digits and '_', starting with a letter)",
+    );
+}
+
+#[test]
+fn ram_quotas() {
+    refused(
+        28,
+        "ram_mib = 0",
+        "scenarios/t.toml:28:11: component \"fs\": ram_mib: 0 is not from 1 to 65536",
+    );
+    // 2 + 4 + 202 = 208 = 256 - 48 fits; one more does not.
+    assert!(parse(&edit(28, "ram_mib = 202")).is_ok());
+    refused(
+        28,
+        "ram_mib = 203",
+        "scenarios/t.toml:28:11: component \"fs\": ram_mib: the RAM quotas add up to 209 MiB \
+         with this component, more than the 208 MiB available (memory_mib = 256 minus 48 MiB \
+         reserved for the kernel, root and init)",
+    );
+    // The total is reported once, at the component that crosses it.
+    let text = edit(8, "ram_mib = 300").replace("ram_mib = 4", "ram_mib = 1");
+    assert_eq!(
+        error(&text),
+        "scenarios/t.toml:8:11: component \"timer\": ram_mib: the RAM quotas add up to 300 MiB \
+         with this component, more than the 208 MiB available (memory_mib = 256 minus 48 MiB \
+         reserved for the kernel, root and init)"
+    );
+    // More memory, more room.
+    assert!(
+        parse(&edit(2, "smp = 2\nmemory_mib = 512").replace("ram_mib = 8", "ram_mib = 400"))
+            .is_ok()
+    );
+}
+
+#[test]
+fn capability_quotas() {
+    refused(
+        29,
+        "caps = 100",
+        "scenarios/t.toml:29:8: component \"fs\": caps: 100 is not a power of two from 16 to 65536",
+    );
+    refused(
+        29,
+        "caps = 8",
+        "scenarios/t.toml:29:8: component \"fs\": caps: 8 is not a power of two from 16 to 65536",
+    );
+    refused(
+        29,
+        "caps = 65536",
+        "scenarios/t.toml:29:8: component \"fs\": caps: the capability quotas add up to 65664 \
+         with this component, more than the maximum of 65536",
+    );
+    assert!(parse(&edit(29, "caps = 32768")).is_ok());
+}
+
+#[test]
+fn priority_above_inits() {
+    refused(
+        30,
+        "priority = 151",
+        "scenarios/t.toml:30:12: component \"fs\": priority: 151 is above init's priority (150)",
+    );
+    assert!(parse(&edit(30, "priority = 150")).is_ok());
+    assert!(parse(&edit(30, "priority = 0")).is_ok());
+}
+
+#[test]
+fn cpu_out_of_range() {
+    refused(
+        19,
+        "cpu = 2",
+        "scenarios/t.toml:19:7: component \"sd\": cpu: 2 does not exist: the machine has 2 CPUs \
+         (smp = 2)",
+    );
+    let text = edit(2, "smp = 1");
+    assert_eq!(
+        error(&text),
+        "scenarios/t.toml:19:7: component \"sd\": cpu: 1 does not exist: the machine has 1 CPU \
+         (smp = 1)"
+    );
+}
+
+#[test]
+fn bad_restart_policies() {
+    refused(
+        21,
+        "restart = { policy = \"sometimes\", max = 3 }",
+        "scenarios/t.toml:21:22: component \"sd\": restart: unknown policy \"sometimes\" \
+         (expected \"never\" or \"always\")",
+    );
+    refused(
+        21,
+        "restart = \"sometimes\"",
+        "scenarios/t.toml:21:11: component \"sd\": restart: unknown policy \"sometimes\" \
+         (expected \"never\" or \"always\")",
+    );
+    let needs_max = "component \"sd\": restart: policy \"always\" needs max (restart = { \
+                     policy = \"always\", max = N, backoff_ms = MS })";
+    refused(
+        21,
+        "restart = \"always\"",
+        &format!("scenarios/t.toml:21:11: {needs_max}"),
+    );
+    refused(
+        21,
+        "restart = { policy = \"always\", backoff_ms = 5 }",
+        &format!("scenarios/t.toml:21:11: {needs_max}"),
+    );
+    refused(
+        21,
+        "restart = { policy = \"always\", max = 0 }",
+        "scenarios/t.toml:21:38: component \"sd\": restart.max: 0 is not from 1 to 65535",
+    );
+    refused(
+        21,
+        "restart = { policy = \"always\", max = 65536 }",
+        "scenarios/t.toml:21:38: component \"sd\": restart.max: 65536 is not from 1 to 65535",
+    );
+    refused(
+        21,
+        "restart = { policy = \"always\", max = 1, backoff_ms = 3600001 }",
+        "scenarios/t.toml:21:54: component \"sd\": restart.backoff_ms: 3600001 is more than \
+         3600000 (one hour)",
+    );
+    refused(
+        21,
+        "restart = { policy = \"never\", max = 2 }",
+        "scenarios/t.toml:21:37: component \"sd\": restart.max: only with policy \"always\"",
+    );
+}
+
+#[test]
+fn unsupported_config_values() {
+    refused(
+        35,
+        "label = 1979-05-27",
+        "scenarios/t.toml:35:9: component \"fs\": config.label: a date or time cannot be put in \
+         a config ROM (use a string)",
+    );
+    refused(
+        35,
+        "label = [1, { when = 07:32:00 }]",
+        "scenarios/t.toml:35:22: component \"fs\": config.label[1].when: a date or time cannot \
+         be put in a config ROM (use a string)",
+    );
+    // Depth: config is 1, label 2; 14 arrays put the innermost at 16.
+    let nest = |n: usize| format!("label = {}0{}", "[".repeat(n), "]".repeat(n));
+    assert!(parse(&edit(35, &nest(14))).is_ok());
+    let e = error(&edit(35, &nest(15)));
+    assert_eq!(
+        e,
+        format!(
+            "scenarios/t.toml:35:24: component \"fs\": config.label{}: nested deeper than 15 \
+             levels below config",
+            "[0]".repeat(15)
+        )
+    );
+    let big = "x".repeat(70_000);
+    // Table header 9, key length 2, "label" 5, string tag 1, length 4.
+    refused(
+        35,
+        &format!("label = \"{big}\""),
+        "scenarios/t.toml:34:1: component \"fs\": config: encodes to 70021 bytes, more than 65536",
+    );
+    let text = edit(34, "")
+        .replace("label = \"root\"", "")
+        .replace("priority = 120", "config = [1]");
+    assert_eq!(
+        error(&text),
+        "scenarios/t.toml:30:10: component \"fs\": config: must be a table"
+    );
+}
+
+#[test]
+fn too_many_components() {
+    let mut text = String::from("description = 'd'\n");
+    for i in 0..65 {
+        text.push_str(&format!(
+            "[[component]]\nname = 'c{i}'\nbinary = 'hello'\nram_mib = 1\ncaps = 16\n"
+        ));
+    }
+    assert_eq!(
+        error(&text),
+        "scenarios/t.toml:322:1: component \"c64\": a scenario has at most 64 components"
+    );
+}
+
+#[test]
+fn too_many_session_types() {
+    let services: Vec<String> = (0..257).map(|i| format!("'S{i}'")).collect();
+    let text = format!(
+        "description = 'd'\nparent_provides = [{}]\n",
+        services.join(", ")
+    );
+    let e = error(&text);
+    let column = text.find("'S256'").unwrap() - text.find("parent_provides").unwrap() + 1;
+    assert_eq!(
+        e,
+        format!("scenarios/t.toml:2:{column}: S256: a scenario names at most 256 session types")
+    );
+    assert!(parse(&text.replace(", 'S256'", "")).is_ok());
+}
+
+#[test]
+fn errors_come_in_file_order() {
+    let text = edit(32, "Block = \"nvme\"")
+        .replace("caps = 128", "caps = 100")
+        .replace("cpu = 1", "cpu = 5");
+    assert_eq!(
+        error(&text),
+        "scenarios/t.toml:19:7: component \"sd\": cpu: 5 does not exist: the machine has 2 CPUs \
+         (smp = 2)\n\
+         scenarios/t.toml:29:8: component \"fs\": caps: 100 is not a power of two from 16 to \
+         65536\n\
+         scenarios/t.toml:32:1: component \"fs\": route Block -> \"nvme\": no component \"nvme\""
+    );
+}

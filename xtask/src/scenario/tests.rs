@@ -1,0 +1,198 @@
+use super::*;
+use crate::util::{temp_dir, workspace_root};
+
+/// A workspace in a temporary directory with `scenarios/` and one
+/// component, `hello`.
+fn workspace(tag: &str) -> PathBuf {
+    let root = temp_dir(tag);
+    std::fs::create_dir_all(dir(&root)).unwrap();
+    std::fs::create_dir_all(root.join("components/hello")).unwrap();
+    std::fs::write(
+        root.join("components/hello/Cargo.toml"),
+        "[package]\nname = \"hello\"\n",
+    )
+    .unwrap();
+    root
+}
+
+#[test]
+fn listing_and_loading() {
+    let root = workspace("scenarios");
+    let dir = dir(&root);
+    std::fs::write(
+        dir.join("demo.toml"),
+        "description = \"The demo\"\ncmdline = \"a=b\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("bench.toml"), "description = \"Benchmarks\"\n").unwrap();
+    std::fs::write(dir.join("bad.toml"), "description = \"x\"\ncolour = 1\n").unwrap();
+    std::fs::write(
+        dir.join("worse.toml"),
+        "description = \"x\"\n[[component]]\nname = \"nope\"\nram_mib = 1\ncaps = 16\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("notes.txt"), "not a scenario").unwrap();
+
+    let listed = list(&root).unwrap();
+    let names: Vec<_> = listed.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["bad", "bench", "demo", "worse"]);
+    assert_eq!(listed[2].description, Ok("The demo".to_string()));
+    let broken = listed[0].description.as_ref().unwrap_err();
+    assert!(broken.contains("bad.toml:2:1"), "{broken}");
+    let broken = listed[3].description.as_ref().unwrap_err();
+    assert!(
+        broken.ends_with("worse.toml:3:8: component \"nope\": binary: no component \"nope\" in components/ (the binary defaults to the name)"),
+        "{broken}"
+    );
+
+    let text = format_listing(&listed);
+    assert!(text.contains("  bench  Benchmarks"), "{text}");
+    assert!(text.contains("  demo   The demo"), "{text}");
+
+    let demo = load(&root, "demo").unwrap();
+    assert_eq!(demo.cmdline, "a=b");
+    assert_eq!(demo.name, "demo");
+    assert!(demo.config.is_none());
+    assert_eq!(demo.rom().unwrap(), None);
+    assert_eq!(load(&root, "bench").unwrap().cmdline, "");
+
+    let err = format!("{:#}", load(&root, "nope").unwrap_err());
+    assert!(err.contains("unknown scenario `nope`"), "{err}");
+    assert!(err.contains("demo   The demo"), "{err}");
+    assert!(load(&root, "../demo").is_err());
+
+    // A path ending in .toml is a file anywhere.
+    let elsewhere = root.join("elsewhere.toml");
+    std::fs::write(&elsewhere, "description = \"From a path\"\n").unwrap();
+    let s = load(&root, elsewhere.to_str().unwrap()).unwrap();
+    assert_eq!(
+        (s.name.as_str(), s.description.as_str()),
+        ("elsewhere", "From a path")
+    );
+    let err = format!("{:#}", load(&root, "missing.toml").unwrap_err());
+    assert!(
+        err.starts_with("reading scenario file missing.toml"),
+        "{err}"
+    );
+
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn machine_and_defaults() {
+    let s = parse(Path::new("scenarios/x.toml"), "description = 'x'\n", &[]).unwrap();
+    assert_eq!(
+        s.machine,
+        Machine {
+            smp: 1,
+            memory_mib: 256
+        }
+    );
+    let s = parse(
+        Path::new("scenarios/x.toml"),
+        "description = 'x'\nsmp = 4\nmemory_mib = 1024\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        s.machine,
+        Machine {
+            smp: 4,
+            memory_mib: 1024
+        }
+    );
+    let e = |text: &str| {
+        format!(
+            "{:#}",
+            parse(Path::new("scenarios/x.toml"), text, &[]).unwrap_err()
+        )
+    };
+    assert_eq!(
+        e("description = 'x'\nsmp = 0\n"),
+        "scenarios/x.toml:2:7: smp: 0 is not from 1 to 255"
+    );
+    assert_eq!(
+        e("description = 'x'\nsmp = 256\n"),
+        "scenarios/x.toml:2:7: smp: 256 is not from 1 to 255"
+    );
+    assert_eq!(
+        e("description = 'x'\nmemory_mib = 8\n"),
+        "scenarios/x.toml:2:14: memory_mib: 8 is less than 16"
+    );
+    assert_eq!(
+        e("description = 'x'\nsmp = '2'\n"),
+        "scenarios/x.toml:2:7: smp: invalid type: string \"2\", expected u32"
+    );
+}
+
+#[test]
+fn checked_again_for_another_machine() {
+    let text = "description = 'x'\nsmp = 2\nmemory_mib = 64\n\
+                [[component]]\nname = 'hello'\nram_mib = 16\ncaps = 16\ncpu = 1\n";
+    let s = parse(Path::new("scenarios/x.toml"), text, &["hello".to_string()]).unwrap();
+    assert!(s.config.is_some());
+    assert!(s.check_machine(s.machine).is_ok());
+    assert!(s
+        .check_machine(Machine {
+            smp: 8,
+            memory_mib: 4096
+        })
+        .is_ok());
+    let e = format!(
+        "{:#}",
+        s.check_machine(Machine {
+            smp: 1,
+            memory_mib: 32
+        })
+        .unwrap_err()
+    );
+    assert_eq!(
+        e,
+        "scenario x checked for smp = 1, memory_mib = 32: \
+         scenarios/x.toml:6:11: component \"hello\": ram_mib: the RAM quotas add up to 16 MiB \
+         with this component, more than the 0 MiB available (memory_mib = 32 minus 48 MiB \
+         reserved for the kernel, root and init)\n\
+         scenarios/x.toml:8:7: component \"hello\": cpu: 1 does not exist: the machine has 1 CPU \
+         (smp = 1)"
+    );
+}
+
+/// Every scenario of the workspace passes the checker against the real
+/// components, and those with components make a ROM that decodes.
+#[test]
+fn workspace_scenarios_check() {
+    let root = workspace_root();
+    let listed = list(&root).unwrap();
+    assert!(listed.iter().any(|l| l.name == "demo"));
+    for l in &listed {
+        let scenario = load(&root, &l.name).unwrap_or_else(|e| panic!("{e:#}"));
+        if let Some(rom) = scenario.rom().unwrap() {
+            let parsed = ucore::config::Rom::parse(&rom).unwrap();
+            assert_eq!(Some(parsed.to_spec()), scenario.config, "{}", l.name);
+        }
+    }
+}
+
+#[test]
+fn framework_example_is_a_full_config() {
+    let root = workspace_root();
+    let scenario = load(&root, "framework-example").unwrap();
+    let rom = scenario.rom().unwrap().unwrap();
+    let rom = ucore::config::Rom::parse(&rom).unwrap();
+    assert!(rom.component_count() >= 3);
+    assert!(rom.parent_provides().count() >= 1);
+    // Every key of the format is used somewhere.
+    let components: Vec<_> = rom.components().collect();
+    assert!(components.iter().any(|c| c.name != c.binary));
+    assert!(components.iter().any(|c| c.cpu != 0));
+    assert!(components
+        .iter()
+        .any(|c| c.priority != ucore::config::DEFAULT_PRIORITY));
+    assert!(components
+        .iter()
+        .any(|c| matches!(c.restart, ucore::config::Restart::Always { .. })));
+    assert!(components.iter().any(|c| !c.config.is_empty()));
+    assert!(components.iter().any(|c| c
+        .routes()
+        .any(|r| r.target != ucore::config::Target::Parent)));
+}

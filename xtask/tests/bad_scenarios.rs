@@ -1,0 +1,218 @@
+//! `cargo xtask run FILE` refuses each broken scenario under
+//! `tests/fixtures/scenarios/` with exactly its error, before it builds
+//! anything: one fixture per error class of the scenario checker
+//! (`docs/scenarios.md`; the unit tests in `src/config/tests.rs` cover the
+//! variants of each class).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The fixtures, relative to the workspace root.
+const DIR: &str = "xtask/tests/fixtures/scenarios";
+
+fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+/// Runs `xtask run` on fixture `name` and checks that it fails with
+/// `error: FILE:LINE:COL: message` and nothing else.
+fn refuses(name: &str, line_col: &str, message: &str) {
+    let file = format!("{DIR}/{name}.toml");
+    let output = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["run", &file, "--headless"])
+        .current_dir(workspace_root())
+        .output()
+        .expect("running xtask");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        stderr,
+        format!("error: {file}:{line_col}: {message}\n"),
+        "{name}"
+    );
+    assert_eq!(output.status.code(), Some(1), "{name}");
+    assert!(
+        output.stdout.is_empty(),
+        "{name}: printed {:?}",
+        output.stdout
+    );
+}
+
+/// (fixture, line:column, message).
+const CASES: &[(&str, &str, &str)] = &[
+    (
+        "unknown-key",
+        "7:1",
+        "component \"hello\": unknown field `colour`, expected one of `name`, `binary`, \
+         `ram_mib`, `caps`, `priority`, `cpu`, `provides`, `restart`, `routes`, `config`",
+    ),
+    (
+        "wrong-type",
+        "5:11",
+        "component \"hello\": ram_mib: invalid type: string \"1\", expected u32",
+    ),
+    (
+        "missing-key",
+        "3:1",
+        "component \"hello\": missing field `caps`",
+    ),
+    (
+        "bad-name",
+        "4:8",
+        "component \"hello world\": name: must be 1 to 48 ASCII letters, digits, '-', '_' or '.'",
+    ),
+    (
+        "reserved-name",
+        "4:8",
+        "component \"parent\": name: \"parent\" is reserved (a route to \"parent\" means the parent)",
+    ),
+    (
+        "duplicate-name",
+        "9:8",
+        "component \"hello\": name: the component at line 3 has this name too",
+    ),
+    (
+        "missing-binary",
+        "5:10",
+        "component \"timer\": binary: no component \"timer-driver\" in components/",
+    ),
+    (
+        "root-binary",
+        "5:10",
+        "component \"second-root\": binary: \"root\" is the root task, which the kernel starts; \
+         it cannot be a component",
+    ),
+    (
+        "route-to-nothing",
+        "11:1",
+        "component \"fs\": route Block -> \"sd\": no component \"sd\"",
+    ),
+    (
+        "route-to-non-provider",
+        "23:1",
+        "component \"fs\": route Block -> \"timer\": \"timer\" does not provide Block (provided \
+         by \"sd\")",
+    ),
+    (
+        "service-nobody-provides",
+        "16:1",
+        "component \"net\": route Nic -> \"sd\": no component provides Nic",
+    ),
+    (
+        "parent-lacks-service",
+        "10:1",
+        "component \"hello\": route Timer -> parent: the parent does not provide Timer \
+         (parent_provides: Log, Rom)",
+    ),
+    (
+        "routing-cycle",
+        "19:1",
+        "component \"b\": route Block -> \"a\": routing cycle: \"b\" -Block-> \"a\" -Log-> \"b\"",
+    ),
+    (
+        "bad-session-type",
+        "7:13",
+        "component \"hello\": provides: \"Block device\" is not a session type (1 to 32 ASCII \
+         letters, digits and '_', starting with a letter)",
+    ),
+    (
+        "ram-over-total",
+        "12:11",
+        "component \"hello\": ram_mib: the RAM quotas add up to 96 MiB with this component, \
+         more than the 80 MiB available (memory_mib = 128 minus 48 MiB reserved for the \
+         kernel, root and init)",
+    ),
+    (
+        "caps-not-power-of-two",
+        "6:8",
+        "component \"hello\": caps: 100 is not a power of two from 16 to 65536",
+    ),
+    (
+        "caps-over-total",
+        "12:8",
+        "component \"hello\": caps: the capability quotas add up to 65552 with this component, \
+         more than the maximum of 65536",
+    ),
+    (
+        "priority-above-init",
+        "7:12",
+        "component \"hello\": priority: 200 is above init's priority (150)",
+    ),
+    (
+        "cpu-out-of-range",
+        "8:7",
+        "component \"hello\": cpu: 2 does not exist: the machine has 2 CPUs (smp = 2)",
+    ),
+    (
+        "bad-restart-policy",
+        "7:22",
+        "component \"hello\": restart: unknown policy \"sometimes\" (expected \"never\" or \
+         \"always\")",
+    ),
+    (
+        "config-datetime",
+        "8:9",
+        "component \"hello\": config.since: a date or time cannot be put in a config ROM (use a \
+         string)",
+    ),
+    ("bad-machine", "2:7", "smp: 0 is not from 1 to 255"),
+];
+
+macro_rules! fixture_tests {
+    ($($test:ident: $name:literal),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                let (_, line_col, message) = CASES
+                    .iter()
+                    .find(|(n, _, _)| *n == $name)
+                    .expect("a case for this fixture");
+                refuses($name, line_col, message);
+            }
+        )*
+
+        /// Every fixture file has a case and a test, and every case a file.
+        #[test]
+        fn every_fixture_is_tested() {
+            let tested = [$($name),*];
+            let mut files: Vec<String> = std::fs::read_dir(workspace_root().join(DIR))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+                .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+                .collect();
+            files.sort();
+            let mut cases: Vec<&str> = CASES.iter().map(|(n, _, _)| *n).collect();
+            cases.sort();
+            let mut tested = tested.to_vec();
+            tested.sort();
+            assert_eq!(files, cases);
+            assert_eq!(cases, tested);
+        }
+    };
+}
+
+fixture_tests! {
+    unknown_key: "unknown-key",
+    wrong_type: "wrong-type",
+    missing_key: "missing-key",
+    bad_name: "bad-name",
+    reserved_name: "reserved-name",
+    duplicate_name: "duplicate-name",
+    missing_binary: "missing-binary",
+    root_binary: "root-binary",
+    route_to_nothing: "route-to-nothing",
+    route_to_non_provider: "route-to-non-provider",
+    service_nobody_provides: "service-nobody-provides",
+    parent_lacks_service: "parent-lacks-service",
+    routing_cycle: "routing-cycle",
+    bad_session_type: "bad-session-type",
+    ram_over_total: "ram-over-total",
+    caps_not_power_of_two: "caps-not-power-of-two",
+    caps_over_total: "caps-over-total",
+    priority_above_init: "priority-above-init",
+    cpu_out_of_range: "cpu-out-of-range",
+    bad_restart_policy: "bad-restart-policy",
+    config_datetime: "config-datetime",
+    bad_machine: "bad-machine",
+}
