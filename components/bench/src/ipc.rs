@@ -89,8 +89,8 @@ pub fn intra(ctx: &mut Ctx, b: &Bench, words: usize) -> Result<(), Failure> {
 
 /// `ipc-intra-0w-fpu`: `ipc-intra-0w` with a caller that has used a
 /// vector register in its turn before each call, so its FPU state is
-/// live: the call takes the general path, which saves it (`xsaveopt`),
-/// resets the registers (`xrstor`) and sets CR0.TS on the way.
+/// live: the fast path saves it (`xsaveopt`), resets the registers
+/// (`xrstor`) and sets CR0.TS on the way (`SE_RELEASE_FPU`).
 pub fn intra_fpu(ctx: &mut Ctx, b: &Bench) -> Result<(), Failure> {
     let samples = with_receiver(ctx, 0, |ep, overhead| {
         let departures = calls(ep, MsgInfo::default(), touch_vector_state)?;
@@ -99,8 +99,9 @@ pub fn intra_fpu(ctx: &mut Ctx, b: &Bench) -> Result<(), Failure> {
     ctx.report(
         b,
         "IPC Call one-way to a thread of the same address space and priority blocked in \
-         ReplyRecv, 0 words, the caller having used a vector register in its turn (its \
-         x87/SSE/AVX state is saved on the way: general path)",
+         ReplyRecv, 0 words, the caller having used a vector register in its turn (the \
+         fast path saves its x87/SSE/AVX state on the way: xsaveopt, xrstor of the clean \
+         state, CR0.TS set)",
         bench::Unit::Ticks,
         &samples,
     )

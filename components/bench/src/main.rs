@@ -76,8 +76,8 @@
 //!   ([`local`], also `null-syscall`).
 //! - `ipc-intra-0w-fpu`: `ipc-intra-0w` with a caller that executes a
 //!   vector instruction before each call, so that its x87/SSE/AVX state is
-//!   live and saved on the way (the general path: what vector use adds to
-//!   an IPC); `fpu-first-use`: after such a call and the reply, the first
+//!   live and saved on the way (what vector use adds to an IPC);
+//!   `fpu-first-use`: after such a call and the reply, the first
 //!   vector instruction, timed alone (the #NM trap that loads the state)
 //!   ([`ipc`]).
 //!
