@@ -30,8 +30,10 @@ pub enum ObjectType {
 
 /// Bytes of one capability slot in a capability table.
 pub const SLOT_BYTES_BITS: u32 = 7;
-/// Bytes of a thread control block.
-pub const THREAD_BITS: u32 = 10;
+/// Bytes of a thread control block: registers, scheduling and IPC state
+/// (about 0.5 KiB) and the x87/SSE/AVX state (832 bytes in the XSAVE
+/// layout, 64-byte aligned).
+pub const THREAD_BITS: u32 = 11;
 /// Bytes of an endpoint.
 pub const ENDPOINT_BITS: u32 = 6;
 /// Bytes of a notification.
@@ -103,7 +105,7 @@ mod tests {
 
     #[test]
     fn sizes() {
-        assert_eq!(ObjectType::Thread.object_bits(0), Some(10));
+        assert_eq!(ObjectType::Thread.object_bits(0), Some(11));
         assert_eq!(ObjectType::CapTable.object_bits(4), Some(11));
         assert_eq!(ObjectType::CapTable.object_bits(0), None);
         assert_eq!(ObjectType::CapTable.object_bits(17), None);

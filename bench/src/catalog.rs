@@ -52,6 +52,8 @@ benches! {
     Pecan "memset-runtime" => "memset 8 MiB, the runtime's, bytes/tick",
     Pecan "uncached-write" => "8-byte stores to an uncached mapping, bytes/tick",
     Pecan "uncached-read" => "8-byte loads from an uncached mapping, bytes/tick",
+    Pecan "ipc-intra-0w-fpu" => "IPC call one-way, same address space, 0 words, caller used vector registers",
+    Pecan "fpu-first-use" => "first vector instruction of a turn (#NM, state restored)",
     Linux "getppid" => "getppid system call, round trip",
     Linux "futex-threads-0w" => "futex ping-pong between threads, one-way, 0 words",
     Linux "futex-threads-4w" => "futex ping-pong between threads, one-way, 4 words in shared memory",
@@ -109,6 +111,8 @@ pub const ROWS: &[(&str, Option<&str>)] = &[
     ("memset-runtime", Some("memset-glibc")),
     ("uncached-write", None),
     ("uncached-read", None),
+    ("ipc-intra-0w-fpu", None),
+    ("fpu-first-use", None),
 ];
 
 /// The benchmark called `name` on `platform`.

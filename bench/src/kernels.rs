@@ -2,7 +2,7 @@
 //! "ARM boards" set: bogomips, memcpy, memset, uncached access).
 //!
 //! The runtime variants call the platform's own `memcpy`/`memset` (Pecan:
-//! the runtime's, i.e. `compiler_builtins`; Linux: glibc's) through
+//! the runtime's, i.e. `memops`; Linux: glibc's) through
 //! `copy_from_slice`/`fill`; the bytewise variant moves one byte per
 //! iteration with volatile accesses, so the compiler cannot turn it into a
 //! library call.

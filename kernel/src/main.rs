@@ -39,7 +39,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 #[unsafe(no_mangle)]
 extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
     console::init();
-    arch::init_boot_cpu();
+    let fpu = arch::init_boot_cpu();
 
     let boot = match pvh::parse(start_info_phys) {
         Ok(boot) => boot,
@@ -63,6 +63,7 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
         if cpus == 1 { "" } else { "s" }
     );
     kprintln!("boot: banner reached at TSC {banner_tsc} (under -icount shift=0: instructions since reset)");
+    kprintln!("fpu: {fpu}");
     report_machine(&boot, platform);
 
     let cmdline = boot.cmdline();

@@ -7,7 +7,7 @@
 //!
 //! | object | size | layout |
 //! |--------|------|--------|
-//! | thread | 1 KiB | [`crate::thread::Thread`] |
+//! | thread | 2 KiB | [`crate::thread::Thread`] |
 //! | endpoint | 64 B | [`Endpoint`] |
 //! | notification | 64 B | [`Notification`] |
 //! | capability table | 2^n slots of 128 B | slot 0 holds the [`TableHeader`]; slots 1.. are capability slots |
@@ -172,7 +172,8 @@ pub fn table_header(phys: u64) -> &'static mut TableHeader {
 pub fn init_object(kind: ObjectType, phys: u64, size_bits: u64) {
     match kind {
         ObjectType::Thread => {
-            // SAFETY: fresh, exclusively owned, 1 KiB-aligned memory.
+            // SAFETY: fresh, exclusively owned memory of the thread size,
+            // aligned to it.
             unsafe { thread::init_at(phys_to_virt(phys) as *mut thread::Thread) };
         }
         ObjectType::Endpoint => {
@@ -412,6 +413,7 @@ pub fn abandon_caller(server: ThreadRef) {
 /// Stops a thread for good (its last capability went): leaves every queue
 /// and link, and its own slots are emptied.
 fn destroy_thread(t: ThreadRef) {
+    crate::arch::fpu::forget(t.as_ptr());
     cancel_ipc(t);
     abandon_caller(t);
     let thread = t!(t);

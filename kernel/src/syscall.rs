@@ -701,6 +701,7 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
         } => {
             let tt = t!(target);
             *tt.frame() = thread::initial_frame(rip, rsp, arg);
+            crate::arch::fpu::reset(target.as_ptr());
             thread::make_runnable(target);
             Ok(after_ipc(caller))
         }

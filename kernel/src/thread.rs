@@ -1,7 +1,8 @@
 //! Threads and the scheduler.
 //!
 //! A thread control block ([`Thread`]) is a kernel object made by `Retype`
-//! from untyped memory (1 KiB), or by the kernel for root at boot. A
+//! from untyped memory (2 KiB: more than half of it the x87/SSE/AVX state,
+//! `arch::x86_64::fpu`), or by the kernel for root at boot. A
 //! thread's user context is saved *inside* its `Thread` (the entry paths
 //! push registers straight into `Thread::context`), and the kernel itself
 //! runs on one stack per CPU: a system call that blocks simply does not
@@ -39,7 +40,7 @@ use kcore::cap::Slot;
 
 use crate::arch::percpu;
 use crate::arch::trap::TrapFrame;
-use crate::arch::{cpu, gdt};
+use crate::arch::{cpu, fpu, gdt};
 use crate::static_cell::StaticCell;
 
 /// A thread's state. The encoding is fixed (`repr(u8)`, explicit values)
@@ -109,6 +110,10 @@ pub struct Thread {
     pub state: State,
     pub priority: u8,
     pub cpu: u32,
+    /// 1 while this thread's FPU state is live in its CPU's registers
+    /// (`fpu.rs`). Right after `cpu`: the IPC fast path compares both as
+    /// one word, so that a live thread fails its "same CPU" check.
+    pub fpu_live: u32,
     pub id: u64,
     /// Number of capabilities naming this thread.
     pub refs: u64,
@@ -145,6 +150,10 @@ pub struct Thread {
     /// Link in the kernel's list of destroyed objects whose slots are
     /// still to be emptied (`object::PENDING`).
     pub pending_next: u64,
+    /// The x87/SSE/AVX state while the thread is not live (64-byte
+    /// aligned, as `xsave` requires; last, so the fields above share cache
+    /// lines).
+    pub fpu: fpu::FpuState,
 }
 
 const _: () = assert!(core::mem::size_of::<Thread>() <= 1 << abi::object::THREAD_BITS);
@@ -199,6 +208,11 @@ pub struct ThreadRef(NonNull<Thread>);
 unsafe impl Send for ThreadRef {}
 
 impl ThreadRef {
+    /// The thread's kernel virtual address.
+    pub fn as_ptr(self) -> *mut Thread {
+        self.0.as_ptr()
+    }
+
     /// The thread at kernel virtual address `ptr`.
     ///
     /// # Safety
@@ -250,16 +264,19 @@ pub fn initial_frame(rip: u64, rsp: u64, arg: u64) -> TrapFrame {
 }
 
 /// Initialises a thread control block in the zeroed memory at `ptr`:
-/// inactive, priority 0, CPU 0, no spaces, one reference.
+/// inactive, priority 0, CPU 0, no spaces, one reference, the clean FPU
+/// state.
 ///
 /// # Safety
-/// `ptr` must be 1 KiB of writable kernel memory that nothing else uses.
+/// `ptr` must be 2^`THREAD_BITS` bytes of writable kernel memory, aligned
+/// to that size, that nothing else uses.
 pub unsafe fn init_at(ptr: *mut Thread) -> ThreadRef {
     let thread = Thread {
         context: UserContext(initial_frame(0, 0, 0)),
         state: State::Inactive,
         priority: 0,
         cpu: 0,
+        fpu_live: 0,
         id: NEXT_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
         refs: 1,
         next: None,
@@ -280,9 +297,11 @@ pub unsafe fn init_at(ptr: *mut Thread) -> ThreadRef {
         name: [0; 16],
         name_len: 0,
         pending_next: 0,
+        fpu: fpu::FpuState::CLEAN,
     };
     // SAFETY: the caller provides exclusive, writable, suitably sized memory
-    // (untyped memory is aligned to the object size, 1 KiB).
+    // (untyped memory is aligned to the object size, 2 KiB; the Thread
+    // needs 64).
     unsafe {
         ptr.write(thread);
         ThreadRef::from_ptr(ptr)
@@ -494,10 +513,14 @@ pub fn take_next() -> Option<ThreadRef> {
     NonNull::new(ptr).map(ThreadRef)
 }
 
-/// Runs `t` now: switches address space and restores its user context. A
-/// thread whose address space was deleted cannot run: it is made inactive
-/// (and reported) and the scheduler picks another.
+/// Runs `t` now: saves another thread's live FPU state (`fpu.rs`; the
+/// IPC fast path, the only other switch, does the same in assembly),
+/// switches address space and restores its user context. A thread whose address
+/// space was deleted cannot run: it is made inactive (and reported) and
+/// the scheduler picks another.
 pub fn switch_to(t: ThreadRef) -> ! {
+    // First, while `t` is the only value the (rare) call must keep.
+    fpu::before_running(percpu::this_cpu(), t.as_ptr());
     let thread = t!(t);
     let Some(root) = thread.page_table_root() else {
         crate::kprintln!(

@@ -13,7 +13,8 @@
 //! - A panic handler prints `panic in <component>: <message> at file:line`
 //!   and ends the thread with exit code [`PANIC_EXIT_CODE`].
 //! - [`proto`] defines the small protocols test components speak with each
-//!   other (the ping protocol, the benchmark and packet-stream test pairs).
+//!   other (the ping protocol, the benchmark and packet-stream test pairs);
+//!   [`check`] prints their named checks.
 //! - [`transfer`]: capability transfer through the main thread's IPC
 //!   buffer; [`shared`]: a frame and a notification pair a server shares
 //!   with a client; [`server`]: a server's loop and replies.
@@ -21,6 +22,9 @@
 //!   notifications.
 //! - A global allocator (`linked_list_allocator`) over a static 256 KiB
 //!   arena, ready before `main` runs, so `extern crate alloc;` just works.
+//! - `memcpy` and `memset` are [`memops`]' (linked in place of
+//!   `compiler_builtins`' weak ones): AVX loops for blocks of 2 KiB and
+//!   more, `rep movsq`/`rep stosq` and overlapping moves below.
 //!
 //! A whole component:
 //!
@@ -44,7 +48,9 @@
 #![warn(missing_docs)]
 
 pub use abi;
+pub use memops;
 
+pub mod check;
 mod heap;
 mod panic;
 pub mod print;

@@ -13,9 +13,10 @@
 //! It clears `rbp` (the end of the frame-pointer chain), aligns `rsp` down to
 //! 16 bytes (defensive: the kernel promises it already is) and `call`s
 //! [`rt_start`], so that Rust code is entered as the SysV ABI requires
-//! (`rsp + 8` a multiple of 16 at function entry). `rt_start` sets up the
-//! heap, calls the component's `main` with the argument word and ends the
-//! thread with `ThreadExit(main's return value)`.
+//! (`rsp + 8` a multiple of 16 at function entry). `rt_start` allows
+//! `memcpy`/`memset` their AVX path when the CPU has it ([`memops::init`]),
+//! sets up the heap, calls the component's `main` with the argument word
+//! and ends the thread with `ThreadExit(main's return value)`.
 //!
 //! # The component descriptor
 //!
@@ -89,8 +90,11 @@ core::arch::global_asm!(
     start = sym rt_start,
 );
 
-/// Called by `_start` with the kernel's argument word: heap, `main`, exit.
+/// Called by `_start` with the kernel's argument word: `memcpy`'s vector
+/// path (allowed when the CPU and kernel support AVX, see [`memops`]),
+/// heap, `main`, exit.
 extern "C" fn rt_start(arg: u64) -> ! {
+    memops::init();
     heap::init();
     let code = (component().main)(arg);
     syscall::thread_exit(code)

@@ -438,8 +438,8 @@ mod tests {
         let mut a = UntypedAllocator::new();
         a.add(64, &info(0, 12, false));
         a.add(65, &info(0x1000, 12, false));
-        // 4 threads of 1 KiB fill one page, 64 endpoints the other.
-        for i in 0..4 {
+        // 2 threads of 2 KiB fill one page, 64 endpoints the other.
+        for i in 0..2 {
             a.alloc(&mut kernel, &mut slots, ObjectType::Thread, 0, 300 + i)
                 .unwrap();
         }

@@ -74,24 +74,11 @@ fn words_what(words: usize) -> &'static str {
 
 /// `ipc-intra-Nw`: see the crate doc.
 pub fn intra(ctx: &mut Ctx, b: &Bench, words: usize) -> Result<(), Failure> {
-    let ep = ctx.env.once(&mut ctx.ipc.endpoint, ObjectType::Endpoint)?;
-    let arg = ep | (words as u64) << 32;
-    ctx.helpers
-        .start(&mut ctx.env, 0, ipc_receiver, arg, PRIORITY)?;
     let info = MsgInfo::new(0, words, 0).unwrap_or_default();
-    let departures = match calls(ep, info) {
-        Ok(departures) => departures,
-        Err(e) => {
-            ctx.helpers.stop(1);
-            return Err(e);
-        }
-    };
-    ctx.helpers.join(1)?;
-    let mut arrivals = vec![0; RUNS];
-    for (a, r) in arrivals.iter_mut().zip(&ARRIVALS) {
-        *a = r.load(Ordering::Relaxed);
-    }
-    let samples = one_way(&departures, &arrivals, ctx.overhead);
+    let samples = with_receiver(ctx, words, |ep, overhead| {
+        let departures = calls(ep, info, || {})?;
+        Ok(one_way(&departures, &arrivals(), overhead))
+    })?;
     let what = alloc::format!(
         "IPC Call one-way to a thread of the same address space and priority blocked in \
          ReplyRecv, {}",
@@ -100,10 +87,102 @@ pub fn intra(ctx: &mut Ctx, b: &Bench, words: usize) -> Result<(), Failure> {
     ctx.report(b, &what, bench::Unit::Ticks, &samples)
 }
 
-/// [`RUNS`] calls of `info` on `ep`; returns the time before each.
-fn calls(ep: CapSlot, info: MsgInfo) -> Result<Vec<u64>, Failure> {
+/// `ipc-intra-0w-fpu`: `ipc-intra-0w` with a caller that has used a
+/// vector register in its turn before each call, so its FPU state is
+/// live: the fast path saves it (`xsaveopt`), resets the registers
+/// (`xrstor`) and sets CR0.TS on the way (`SE_RELEASE_FPU`).
+pub fn intra_fpu(ctx: &mut Ctx, b: &Bench) -> Result<(), Failure> {
+    let samples = with_receiver(ctx, 0, |ep, overhead| {
+        let departures = calls(ep, MsgInfo::default(), touch_vector_state)?;
+        Ok(one_way(&departures, &arrivals(), overhead))
+    })?;
+    ctx.report(
+        b,
+        "IPC Call one-way to a thread of the same address space and priority blocked in \
+         ReplyRecv, 0 words, the caller having used a vector register in its turn (the \
+         fast path saves its x87/SSE/AVX state on the way: xsaveopt, xrstor of the clean \
+         state, CR0.TS set)",
+        bench::Unit::Ticks,
+        &samples,
+    )
+}
+
+/// `fpu-first-use`: the first vector instruction of a turn, timed alone:
+/// before each sample the thread uses a vector register and calls a
+/// helper (which does not), so its state is saved and it comes back with
+/// CR0.TS set; the instruction then traps (#NM), the kernel loads the
+/// thread's state and the instruction runs.
+pub fn fpu_first_use(ctx: &mut Ctx, b: &Bench) -> Result<(), Failure> {
+    let samples = with_receiver(ctx, 0, |ep, overhead| {
+        let mut samples = Vec::with_capacity(SAMPLES);
+        for i in 0..RUNS {
+            touch_vector_state();
+            syscall::call(ep, MsgInfo::default(), NO_WORDS).map_err(failed("Call"))?;
+            let t0 = now();
+            touch_vector_state();
+            let t1 = now();
+            if i >= WARM_UP {
+                samples.push(t1.wrapping_sub(t0).saturating_sub(overhead));
+            }
+        }
+        Ok(samples)
+    })?;
+    ctx.report(
+        b,
+        "the first vector instruction (vptest ymm0) of a thread's turn after another thread \
+         ran: #NM trap, the kernel loads the thread's x87/SSE/AVX state (xrstor), the \
+         instruction runs; ticks including the instruction",
+        bench::Unit::Ticks,
+        &samples,
+    )
+}
+
+/// Executes one AVX instruction that changes no register (`vptest` sets
+/// only the flags), so the thread's vector state becomes live.
+#[inline(always)]
+fn touch_vector_state() {
+    // SAFETY: reads ymm0 and writes only the flags (not declared
+    // preserved); touches no memory. With CR0.TS set it traps once and the
+    // kernel loads this thread's state; the components are built
+    // soft-float, so nothing else uses ymm0.
+    unsafe { core::arch::asm!("vptest ymm0, ymm0", options(nomem, nostack)) }
+}
+
+/// The receive times the helper recorded.
+fn arrivals() -> Vec<u64> {
+    ARRIVALS.iter().map(|r| r.load(Ordering::Relaxed)).collect()
+}
+
+/// Starts a helper of this address space that receives [`RUNS`] calls of
+/// `words` words on the intra benchmarks' endpoint ([`ipc_receiver`]),
+/// runs `measure` with that endpoint and the timestamp overhead (it must
+/// make exactly [`RUNS`] calls) and waits for the helper to end.
+fn with_receiver(
+    ctx: &mut Ctx,
+    words: usize,
+    measure: impl FnOnce(CapSlot, u64) -> Result<Vec<u64>, Failure>,
+) -> Result<Vec<u64>, Failure> {
+    let ep = ctx.env.once(&mut ctx.ipc.endpoint, ObjectType::Endpoint)?;
+    let arg = ep | (words as u64) << 32;
+    ctx.helpers
+        .start(&mut ctx.env, 0, ipc_receiver, arg, PRIORITY)?;
+    let samples = match measure(ep, ctx.overhead) {
+        Ok(samples) => samples,
+        Err(e) => {
+            ctx.helpers.stop(1);
+            return Err(e);
+        }
+    };
+    ctx.helpers.join(1)?;
+    Ok(samples)
+}
+
+/// [`RUNS`] calls of `info` on `ep`, each after `before`; returns the time
+/// before each call.
+fn calls(ep: CapSlot, info: MsgInfo, before: impl Fn()) -> Result<Vec<u64>, Failure> {
     let mut departures = vec![0; RUNS];
     for d in departures.iter_mut() {
+        before();
         let t0 = now();
         let result = syscall::call(ep, info, NO_WORDS);
         *d = t0;
@@ -171,7 +250,7 @@ pub fn inter(ctx: &mut Ctx, b: &Bench, words: usize) -> Result<(), Failure> {
     crate::bulk::shared(ctx)?;
     server_call(proto::TIMED_START, NO_WORDS)?;
     let info = MsgInfo::new(proto::TIMED, words, 0).unwrap_or_default();
-    let departures = calls(own(SERVICE_ENDPOINT), info)?;
+    let departures = calls(own(SERVICE_ENDPOINT), info, || {})?;
     let recorded = server_call(proto::TIMED_END, NO_WORDS)?[0];
     if recorded != RUNS as u64 {
         return Err(Failure::Arrivals {

@@ -38,6 +38,8 @@
 //! | 7 | `ipc-inter-8w` | 17 | `memset-runtime` |
 //! | 8 | `ipc-inter-16w` | 18 | `uncached-write` |
 //! | 9 | `notification` | 19 | `uncached-read` |
+//! | | | 20 | `ipc-intra-0w-fpu` |
+//! | | | 21 | `fpu-first-use` |
 //!
 //! The regression gate's quick pass (`null-syscall`, `ipc-intra-0w`,
 //! `ipc-inter-0w`, `notification`, `ring-2`) is [`QUICK_MASK`] = `0x623`.
@@ -72,6 +74,12 @@
 //!   `uncached-write`, `uncached-read`: the `bench::kernels` over 8 MiB
 //!   regions of 2 MiB frames, the uncached ones mapped `Cache::Uncached`
 //!   ([`local`], also `null-syscall`).
+//! - `ipc-intra-0w-fpu`: `ipc-intra-0w` with a caller that executes a
+//!   vector instruction before each call, so that its x87/SSE/AVX state is
+//!   live and saved on the way (what vector use adds to an IPC);
+//!   `fpu-first-use`: after such a call and the reply, the first
+//!   vector instruction, timed alone (the #NM trap that loads the state)
+//!   ([`ipc`]).
 //!
 //! # Output
 //!
@@ -270,6 +278,8 @@ fn run(ctx: &mut Ctx, b: &Bench) -> Result<(), Failure> {
         "memset-runtime" => local::memset_runtime(ctx, b),
         "uncached-write" => local::uncached_write(ctx, b),
         "uncached-read" => local::uncached_read(ctx, b),
+        "ipc-intra-0w-fpu" => ipc::intra_fpu(ctx, b),
+        "fpu-first-use" => ipc::fpu_first_use(ctx, b),
         _ => Err(Failure::NotImplemented),
     }
 }

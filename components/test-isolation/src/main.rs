@@ -31,6 +31,7 @@ use rt::abi::child;
 use rt::abi::fault::{LABEL_EXCEPTION, LABEL_EXIT, LABEL_PAGE_FAULT};
 use rt::abi::map::{Cache, MapAttr};
 use rt::abi::{caddr, Error, ObjectType, Rights};
+use rt::check::Checks;
 use rt::println;
 use rt::syscall;
 
@@ -57,27 +58,6 @@ enum Probe {
     PageFault(u64),
     Exception(u64),
     Other(Error),
-}
-
-struct Tester {
-    instance: u64,
-    checks: u32,
-    failed: u32,
-}
-
-impl Tester {
-    fn expect(&mut self, name: &str, ok: bool, detail: core::fmt::Arguments) {
-        self.checks += 1;
-        if ok {
-            println!("test-isolation[{}]: check {name}: ok", self.instance);
-        } else {
-            self.failed += 1;
-            println!(
-                "test-isolation[{}]: check {name}: FAILED ({detail})",
-                self.instance
-            );
-        }
-    }
 }
 
 /// A probe thread's body: reads `addr` and exits with the value.
@@ -133,11 +113,7 @@ fn probe(addr: u64, write: bool) -> Probe {
 }
 
 fn main(instance: u64) -> i32 {
-    let mut t = Tester {
-        instance,
-        checks: 0,
-        failed: 0,
-    };
+    let mut t = Checks::new(instance);
     if let Err(e) = setup(instance) {
         println!("test-isolation[{instance}]: setup FAILED ({e:?})");
         return 1;
@@ -196,11 +172,7 @@ fn main(instance: u64) -> i32 {
         revoked == Ok(Err(Error::EmptySlot)),
         format_args!("{revoked:?}"),
     );
-    println!(
-        "test-isolation[{instance}]: {} checks, {} failed",
-        t.checks, t.failed
-    );
-    t.failed as i32
+    t.finish()
 }
 
 fn setup(instance: u64) -> Result<(), Error> {

@@ -103,6 +103,47 @@ pub fn read_cr0() -> u64 {
     value
 }
 
+/// Writes CR0.
+///
+/// # Safety
+/// CR0 controls paging, protection and the FPU: the value must keep PE,
+/// PG and WP set and leave the FPU bits as `arch::x86_64::fpu` expects.
+pub unsafe fn write_cr0(value: u64) {
+    // SAFETY: the caller guarantees a valid value.
+    unsafe { asm!("mov cr0, {}", in(reg) value, options(nomem, nostack, preserves_flags)) }
+}
+
+/// Clears CR0.TS: x87/SSE/AVX instructions no longer trap with #NM.
+pub fn clts() {
+    // SAFETY: clearing TS only stops #NM traps; the FPU code decides when
+    // the registers hold the running thread's state (see fpu.rs).
+    unsafe { asm!("clts", options(nomem, nostack, preserves_flags)) }
+}
+
+/// Writes CR4.
+///
+/// # Safety
+/// CR4 enables paging extensions and CPU features: the value must keep
+/// PAE (and everything else the kernel relies on) set.
+pub unsafe fn write_cr4(value: u64) {
+    // SAFETY: the caller guarantees a valid value.
+    unsafe { asm!("mov cr4, {}", in(reg) value, options(nomem, nostack, preserves_flags)) }
+}
+
+/// Writes extended control register `xcr` (`xsetbv`).
+///
+/// # Safety
+/// CR4.OSXSAVE must be set and the value valid for this CPU (only
+/// supported state components, x87 always set, AVX only with SSE), else
+/// #GP.
+pub unsafe fn xsetbv(xcr: u32, value: u64) {
+    // SAFETY: the caller guarantees a valid register and value.
+    unsafe {
+        asm!("xsetbv", in("ecx") xcr, in("eax") value as u32, in("edx") (value >> 32) as u32,
+             options(nomem, nostack, preserves_flags))
+    }
+}
+
 pub fn read_cr4() -> u64 {
     let value: u64;
     // SAFETY: reading CR4 has no side effects.

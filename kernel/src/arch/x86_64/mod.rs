@@ -1,6 +1,7 @@
 //! x86_64: boot entry (PVH), descriptor tables, traps, LAPIC, legacy timers.
 
 pub mod cpu;
+pub mod fpu;
 pub mod gdt;
 pub mod ioapic;
 pub mod lapic;
@@ -36,13 +37,15 @@ core::arch::global_asm!(
 /// The boot CPU's descriptor tables and emergency stacks.
 static BOOT_CPU_TABLES: StaticCell<gdt::CpuTables> = StaticCell::new(gdt::CpuTables::new());
 
-/// Loads the boot CPU's GDT, TSS and the IDT. Must run first thing, so that
-/// any fault after it is reported instead of triple-faulting.
-pub fn init_boot_cpu() {
+/// Loads the boot CPU's GDT, TSS and the IDT, then enables the FPU state
+/// for user threads (returned for the boot log). Must run first thing, so
+/// that any fault after it is reported instead of triple-faulting.
+pub fn init_boot_cpu() -> fpu::Enabled {
     gdt::init_idt();
     gdt::load_idt();
     // SAFETY: runs once, on the boot CPU, before other CPUs exist; the tables
     // are a 'static that nothing else references.
     unsafe { (&mut *BOOT_CPU_TABLES.get()).load() };
     percpu::init_boot_cpu(BOOT_CPU_TABLES.get());
+    fpu::init()
 }

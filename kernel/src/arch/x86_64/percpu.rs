@@ -29,6 +29,9 @@ pub struct PerCpu {
     pub next: *mut crate::thread::Thread,
     pub cpu_id: u32,
     tables: *mut gdt::CpuTables,
+    /// The thread whose x87/SSE/AVX state is in this CPU's registers with
+    /// CR0.TS clear, or null (see `fpu.rs`).
+    pub fpu_live: *mut crate::thread::Thread,
 }
 
 /// Offsets of the fields the assembly entry paths reach through GS.
@@ -36,6 +39,7 @@ pub const OFFSET_KERNEL_STACK_TOP: usize = core::mem::offset_of!(PerCpu, kernel_
 pub const OFFSET_SCRATCH: usize = core::mem::offset_of!(PerCpu, scratch);
 pub const OFFSET_CURRENT: usize = core::mem::offset_of!(PerCpu, current);
 pub const OFFSET_TABLES: usize = core::mem::offset_of!(PerCpu, tables);
+pub const OFFSET_FPU_LIVE: usize = core::mem::offset_of!(PerCpu, fpu_live);
 
 const MSR_STAR: u32 = 0xc000_0081;
 const MSR_LSTAR: u32 = 0xc000_0082;
@@ -59,6 +63,7 @@ static BOOT_CPU: StaticCell<PerCpu> = StaticCell::new(PerCpu {
     next: core::ptr::null_mut(),
     cpu_id: 0,
     tables: core::ptr::null_mut(),
+    fpu_live: core::ptr::null_mut(),
 });
 
 /// Sets up the boot CPU's per-CPU block, GS base and the syscall MSRs.

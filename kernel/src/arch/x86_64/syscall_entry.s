@@ -78,15 +78,20 @@
 # sysretq can resume it: a frame written by ThreadRegisters or pushed by an
 # interrupt needs the slow path's iretq), it belongs to this CPU, and no
 # runnable thread has a higher priority (thread::higher_priority_waiting,
-# on the run queue's two-level bitmap). Clobbers rax, rcx.
+# on the run queue's two-level bitmap). The CPU check compares cpu and
+# fpu_live as one word: only the caller can have live FPU state (it is the
+# running thread), so equal words mean the same CPU and nothing to save;
+# otherwise SE_RELEASE_FPU (out of line) saves the caller's state or gives
+# up. Clobbers rax, rcx (and r15 when the caller's state is saved).
 .macro SE_CHECK_PARTNER slow
     cmpq ${obj_address_space}, {t_vspace_kind}(%rbx)
     jne \slow
     cmpq ${syscall_vector}, {f_vector}(%rbx)
     jne \slow
-    mov {t_cpu}(%rsp), %eax
-    cmp %eax, {t_cpu}(%rbx)
-    jne \slow
+    mov {t_cpu}(%rsp), %rax
+    cmp %rax, {t_cpu}(%rbx)
+    jne .Lse_cpu_or_fpu\@
+.Lse_fpu_released\@:
     mov {run_queues}+{rq_summary}(%rip), %rax
     test %rax, %rax
     jz .Lse_priority_ok\@
@@ -101,6 +106,39 @@
     cmp %ecx, %eax
     ja \slow
 .Lse_priority_ok\@:
+    .pushsection .text.syscall_entry_fpu, "ax"
+.Lse_cpu_or_fpu\@:
+    SE_RELEASE_FPU \slow
+    jmp .Lse_fpu_released\@
+    .popsection
+.endm
+
+# The cpu words differ. If only because the caller (rsp) used its vector
+# registers in this turn (its fpu_live set), do what fpu::release does:
+# save its state (xsaveopt), reset the registers to the clean state
+# (xrstor), set CR0.TS, clear both fpu_live marks, so that the partner
+# finds them clean and traps on first use. A different CPU, or a CPU
+# without XSAVEOPT, takes the slow path. Keep in step with fpu::release.
+# Clobbers rax, r15; rdx (message word 0) survives in r15.
+.macro SE_RELEASE_FPU slow
+    mov {t_cpu}(%rsp), %eax
+    cmp %eax, {t_cpu}(%rbx)
+    jne \slow
+    cmpl $0, {t_fpu_live}(%rsp)
+    je \slow
+    cmpb ${mode_xsaveopt}, {fpu_mode}(%rip)
+    jne \slow
+    mov %rdx, %r15
+    mov $-1, %eax                           # every component in XCR0
+    mov $-1, %edx
+    xsaveopt64 {t_fpu}(%rsp)
+    xrstor64 {fpu_clean}(%rip)
+    mov %r15, %rdx
+    mov %cr0, %rax
+    or ${cr0_ts}, %rax
+    mov %rax, %cr0
+    movl $0, {t_fpu_live}(%rsp)
+    movq $0, %gs:{pc_fpu_live}
 .endm
 
 # thread::enter for rbx: it runs now on this CPU. PerCpu::current (where

@@ -42,6 +42,7 @@ pub struct TrapFrame {
 /// is resumed with `sysretq` (see `syscall_entry.rs`); every other one with
 /// `iretq`.
 pub const VECTOR_SYSCALL: u64 = 0x100;
+pub const VECTOR_DEVICE_NOT_AVAILABLE: u64 = 7;
 pub const VECTOR_PAGE_FAULT: u64 = 14;
 pub const VECTOR_TIMER: u64 = 32;
 /// Where the (masked) legacy PIC is remapped so its spurious interrupts do
@@ -114,6 +115,11 @@ extern "C" fn trap_from_user(_frame: *mut TrapFrame) -> ! {
     // SAFETY: interrupts are disabled; current is this CPU's thread.
     let vector = unsafe { current.get() }.context.0.vector;
     match vector {
+        // The first x87/SSE/AVX instruction of the thread's turn: load its
+        // state and retry (fpu.rs).
+        VECTOR_DEVICE_NOT_AVAILABLE if super::fpu::device_not_available(current.as_ptr()) => {
+            crate::thread::resume(current)
+        }
         0..=31 => {
             user_fault(current);
             crate::thread::schedule()
