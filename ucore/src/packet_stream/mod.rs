@@ -36,7 +36,8 @@
 //! stream only carries them).
 //!
 //! Each ring is single-producer/single-consumer. `tail` counts the entries
-//! the producer has published, `head` those the consumer has taken; both
+//! the producer has published, `head` those the consumer has taken and
+//! given back (their slots free again); both
 //! are free-running `u32` counters that wrap, the entry of index i sits in
 //! slot i mod E, and the ring holds `tail − head` (wrapping) entries, 0 to
 //! E. The two indices sit in separate cache lines, each line written by one
