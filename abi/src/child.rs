@@ -1,5 +1,7 @@
-//! How root starts the components named on the kernel command line, until
-//! the framework's init takes over (the component-framework issue).
+//! How root starts the components named on the kernel command line when
+//! the boot image has no config ROM, and the slots every child finds in its
+//! capability space — also init's children (with a boot image that has a
+//! config ROM, root starts only init: [`crate::init`]).
 //!
 //! `pecan.start=NAME[:ARG][@MIB],...` lists components of the boot image;
 //! root starts them in order, each in its own address space and capability

@@ -27,6 +27,7 @@ pub mod caddr;
 pub mod child;
 pub mod error;
 pub mod fault;
+pub mod init;
 pub mod ipc_buffer;
 pub mod map;
 pub mod msg;

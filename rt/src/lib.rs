@@ -18,6 +18,9 @@
 //! - [`transfer`]: capability transfer through the main thread's IPC
 //!   buffer; [`shared`]: a frame and a notification pair a server shares
 //!   with a client; [`server`]: a server's loop and replies.
+//! - [`resources`] and [`spawn`]: how a parent (root, init) makes kernel
+//!   objects from its slots and untyped memory and builds and starts a
+//!   child from an ELF file; [`spawn`]'s module doc lists the steps.
 //! - [`stream`]: packet streams (`ucore::packet_stream`) on Pecan
 //!   notifications.
 //! - A global allocator (`linked_list_allocator`) over a static 256 KiB
@@ -55,8 +58,10 @@ mod heap;
 mod panic;
 pub mod print;
 pub mod proto;
+pub mod resources;
 pub mod server;
 pub mod shared;
+pub mod spawn;
 pub mod start;
 pub mod stream;
 pub mod syscall;

@@ -14,6 +14,8 @@
 //! - [`config`]: the config ROM init will read — a scenario's components,
 //!   quotas, routes, restart policies and config tables; encoder (used by
 //!   xtask) and bounds-checked decoder.
+//! - [`init`]: what each of init's children costs (its quota and the
+//!   block it is paid from) and how much memory root hands init.
 //! - [`packet_stream`]: the bulk-data channel between components (shared
 //!   buffer, submit and acknowledgement rings, notifications only when
 //!   needed), its buffer allocator and its test traffic.
@@ -34,6 +36,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod config;
+pub mod init;
 pub mod load;
 pub mod packet_stream;
 pub mod slots;

@@ -150,15 +150,28 @@ impl<'a, T> Supervisor<'a, T> {
         Self::default()
     }
 
-    /// Records a started child.
+    /// Records a started child; it is a server when its name says so
+    /// (`abi::child::is_server`).
     pub fn add(&mut self, index: usize, name: &'a str, caps: T) {
+        self.add_as(index, name, abi::child::is_server(name), caps);
+    }
+
+    /// Records a started child that is a server or not whatever its name
+    /// (init's children: the binary decides, the name is the instance's).
+    pub fn add_as(&mut self, index: usize, name: &'a str, server: bool, caps: T) {
         self.children.push(Child {
             index,
             name,
-            server: abi::child::is_server(name),
+            server,
             finished: false,
             caps,
         });
+    }
+
+    /// The child with badge `index`, to change its capabilities or mark it
+    /// running again after a restart (`finished = false`).
+    pub fn child_mut(&mut self, index: usize) -> Option<&mut Child<'a, T>> {
+        self.children.iter_mut().find(|c| c.index == index)
     }
 
     /// The started children, in start order.
@@ -267,6 +280,26 @@ mod tests {
         );
         assert!(h.stop());
         assert_eq!(s.waiting(), 0);
+    }
+
+    #[test]
+    fn servers_by_flag_and_restarted_children() {
+        let mut s: Supervisor<'_, u32> = Supervisor::new();
+        s.add_as(1, "echo", true, 1);
+        s.add_as(2, "crash", false, 2);
+        assert_eq!(s.waiting(), 1);
+        let h = s.handle(2, LABEL_PAGE_FAULT, [0x1000, 0x20_0000, 6, 0]);
+        assert!(h.stop());
+        assert_eq!(s.waiting(), 0);
+        let c = s.child_mut(2).unwrap();
+        c.finished = false;
+        c.caps = 7;
+        assert_eq!(s.waiting(), 1);
+        assert_eq!(
+            text(&s.handle(2, LABEL_EXIT, [0; 4])),
+            "child crash exited with code 0"
+        );
+        assert!(s.child_mut(3).is_none());
     }
 
     #[test]

@@ -68,6 +68,12 @@ pub fn info(arg: u64) -> Result<&'static BootInfo, BootError> {
 
 /// The boot image described by `info`, parsed.
 pub fn image(info: &BootInfo) -> Result<BootImage<'static>, BootError> {
+    BootImage::parse(image_bytes(info)?).map_err(BootError::Image)
+}
+
+/// The bytes of the boot image described by `info` (what root copies for
+/// init, `abi::init`).
+pub fn image_bytes(info: &BootInfo) -> Result<&'static [u8], BootError> {
     let len = info.boot_image_len;
     if len > BOOT_INFO_ADDR - BOOT_IMAGE_ADDR {
         return Err(BootError::ImageTooLong { len });
@@ -76,6 +82,5 @@ pub fn image(info: &BootInfo) -> Result<BootImage<'static>, BootError> {
     // `boot_image_len` bytes, for root's whole life (abi::bootinfo); the
     // range was checked to end below the boot-information page, so it stays
     // inside the user half and the length fits `isize`.
-    let bytes = unsafe { core::slice::from_raw_parts(BOOT_IMAGE_ADDR as *const u8, len as usize) };
-    BootImage::parse(bytes).map_err(BootError::Image)
+    Ok(unsafe { core::slice::from_raw_parts(BOOT_IMAGE_ADDR as *const u8, len as usize) })
 }

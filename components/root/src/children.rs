@@ -1,17 +1,19 @@
-//! Starting the components of `pecan.start=` and supervising them until
-//! every child that is not a server has finished (`abi::child`).
+//! Starting the components of `pecan.start=` — or, when the boot image
+//! has a config ROM, init (`abi::init`) — and supervising them until every
+//! child that is not a server has finished (`abi::child`).
 
-use rt::abi::bootinfo::{slot, BootInfo};
+use kcore::bootimage::BootImage;
+use rt::abi::bootinfo::{slot, BootInfo, BOOT_IMAGE_ADDR};
 use rt::abi::caddr::own;
-use rt::abi::{child, ObjectType};
+use rt::abi::{child, init};
 use rt::println;
+use rt::resources::Resources;
+use rt::spawn::{self, ChildCaps, ChildSpec, ParentCaps, SpawnError, PT_POOL_BITS};
 use rt::syscall;
-use ucore::start;
+use ucore::start::{self, StartEntry};
 use ucore::supervise::Supervisor;
 
 use crate::boot;
-use crate::resources::Resources;
-use crate::spawn::{self, ChildCaps, Endpoints};
 
 /// Exit codes of root (besides 0).
 pub mod exit {
@@ -23,21 +25,27 @@ pub mod exit {
     pub const RECV_FAILED: i32 = 5;
 }
 
-/// Starts the children named on the command line, waits for them and stops
-/// the servers; returns root's exit code. Without `pecan.start=` nothing
-/// happens.
+/// The boot-image entry of the config ROM.
+const CONFIG: &str = "config";
+
+/// Starts init when the boot image has a config ROM, else the children
+/// named on the command line; waits for them and stops the servers;
+/// returns root's exit code. With neither nothing happens.
 pub fn run(info: &'static BootInfo) -> i32 {
     let cmdline = info.cmdline();
-    let Some(list) = kcore::cmdline::value(cmdline, start::KEY) else {
-        return 0;
-    };
+    let list = kcore::cmdline::value(cmdline, start::KEY);
     let image = match boot::image(info) {
         Ok(image) => image,
+        Err(_) if list.is_none() => return 0,
         Err(e) => {
             println!("root: {e}");
             return exit::BAD_BOOT_IMAGE;
         }
     };
+    let config = image.find(CONFIG);
+    if config.is_none() && list.is_none() {
+        return 0;
+    }
     let (mut res, summary) = match Resources::from_boot_info(info) {
         Ok(r) => r,
         Err(e) => {
@@ -61,19 +69,29 @@ pub fn run(info: &'static BootInfo) -> i32 {
             child::ROOT_PRIORITY
         );
     }
-    let endpoints = match (
-        res.make(ObjectType::Endpoint, 0),
-        res.make(ObjectType::Endpoint, 0),
-    ) {
-        (Ok(root), Ok(service)) => Endpoints { root, service },
-        (Err(e), _) | (_, Err(e)) => {
+    let endpoints = match ParentCaps::make(&mut res, slot::VSPACE) {
+        Ok(caps) => caps,
+        Err(e) => {
             println!("root: cannot make its endpoints: {e}");
             return exit::NO_RESOURCES;
         }
     };
 
     let mut children: Supervisor<'static, ChildCaps> = Supervisor::new();
-    for entry in start::entries(list) {
+    if let Some(config) = config {
+        if list.is_some() {
+            println!("root: the boot image has a config ROM: starting init, not pecan.start=");
+        }
+        match start_init(&mut res, &image, info, endpoints, config.data) {
+            Ok((caps, entry_point)) => {
+                println!("root: started init (index 1, entry {entry_point:#x})");
+                children.add(1, "init", caps);
+            }
+            Err(e) => println!("root: cannot start init: {e}"),
+        }
+    }
+    let list = if config.is_none() { list } else { None };
+    for entry in list.into_iter().flat_map(start::entries) {
         let entry = match entry {
             Ok(entry) => entry,
             Err(bad) => {
@@ -82,7 +100,7 @@ pub fn run(info: &'static BootInfo) -> i32 {
             }
         };
         let (name, index) = (entry.name, entry.index);
-        match spawn::spawn(&mut res, &image, endpoints, &entry) {
+        match start_entry(&mut res, &image, endpoints, &entry) {
             Ok((caps, entry_point)) => {
                 println!("root: started {name} (index {index}, entry {entry_point:#x})");
                 children.add(index, name, caps);
@@ -91,10 +109,69 @@ pub fn run(info: &'static BootInfo) -> i32 {
             Err(e) => println!("root: cannot start {name}: {e}"),
         }
     }
-    let code = supervise(&mut children, endpoints.root);
+    let code = supervise(&mut children, endpoints.fault);
     println!("root: all children finished");
     stop_all(&children);
     code
+}
+
+/// Builds and starts the child of start-list entry `entry` (its index is
+/// its badge), as `abi::child` specifies.
+fn start_entry(
+    res: &mut Resources,
+    image: &BootImage<'_>,
+    parent: ParentCaps,
+    entry: &StartEntry<'_>,
+) -> Result<(ChildCaps, u64), SpawnError> {
+    let name = entry.name;
+    let file = image.find(name).ok_or(SpawnError::NotInImage)?.data;
+    let spec = ChildSpec {
+        file,
+        badge: entry.index as u64,
+        arg: entry.arg,
+        cspace_bits: child::CSPACE_BITS,
+        pt_pool_bits: PT_POOL_BITS,
+        untyped_bits: entry.untyped_bits,
+        priority: child::PRIORITY,
+        cpu: 0,
+        server: child::is_server(name),
+        own_caps: child::has_own_caps(name),
+        rom: None,
+    };
+    spawn::spawn(res, parent, &spec)
+}
+
+/// Builds and starts init with a copy of the boot image and the memory all
+/// children of the config ROM `config` need (`abi::init`). A ROM that does
+/// not parse still starts init, with only init's own memory: init reports
+/// what is wrong with it.
+fn start_init(
+    res: &mut Resources,
+    image: &BootImage<'_>,
+    info: &BootInfo,
+    parent: ParentCaps,
+    config: &[u8],
+) -> Result<(ChildCaps, u64), SpawnError> {
+    let file = image.find("init").ok_or(SpawnError::NotInImage)?.data;
+    let bytes = boot::image_bytes(info).map_err(|_| SpawnError::NotInImage)?;
+    let pool_bits = match ucore::config::Rom::parse(config) {
+        Ok(rom) => ucore::init::pool_bits(&rom),
+        Err(_) => ucore::init::OWN_BITS,
+    };
+    let spec = ChildSpec {
+        file,
+        badge: 1,
+        arg: bytes.len() as u64,
+        cspace_bits: init::CSPACE_BITS,
+        pt_pool_bits: init::PT_POOL_BITS,
+        untyped_bits: pool_bits,
+        priority: child::INIT_PRIORITY,
+        cpu: 0,
+        server: false,
+        own_caps: true,
+        rom: Some((BOOT_IMAGE_ADDR, bytes)),
+    };
+    spawn::spawn(res, parent, &spec)
 }
 
 /// Receives on root's endpoint until no child that is not a server runs.

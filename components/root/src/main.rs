@@ -11,8 +11,9 @@
 //!    says `pecan.root-fault=page-fault|invalid-opcode`, faults on purpose
 //!    (tests of the kernel's handling of a thread without fault handler);
 //! 3. takes over its free capability slots and untyped memory
-//!    ([`resources`]), starts every component of `pecan.start=NAME[:ARG][@MIB],...`
-//!    in its own address space and capability space ([`spawn`]) and
+//!    (`rt::resources`), starts init when the boot image has a config ROM
+//!    (`abi::init`), else every component of `pecan.start=NAME[:ARG][@MIB],...`,
+//!    each in its own address space and capability space (`rt::spawn`), and
 //!    supervises them as their fault handler until every child that is not
 //!    a server has exited or faulted, then deletes the children's threads
 //!    ([`children`]);
@@ -47,8 +48,6 @@ mod boot;
 mod checks;
 mod children;
 mod kernel_checks;
-mod resources;
-mod spawn;
 
 use rt::println;
 

@@ -1,16 +1,22 @@
-//! Root's capability space and untyped memory: the free slots
-//! (`first_free_slot..1 << cspace_bits`, a `ucore::slots::SlotAllocator`)
-//! and the boot untyped capabilities (`slot::UNTYPED_FIRST..`, a
-//! `ucore::untyped::UntypedAllocator`, device memory left out). [`Resources::make`]
-//! is "an object of this type, in a fresh slot of mine".
+//! A component's capability slots and untyped memory, for making kernel
+//! objects: free slots (a `ucore::slots::SlotAllocator`) and untyped
+//! capabilities (a `ucore::untyped::UntypedAllocator`, device memory left
+//! out). [`Resources::make`] is "an object of this type, in a fresh slot of
+//! mine".
+//!
+//! Root builds one from its boot information ([`Resources::from_boot_info`]:
+//! `first_free_slot..1 << cspace_bits` and the boot untyped capabilities);
+//! init builds one per child ([`Resources::new`]: a range of its slots and
+//! the one untyped block that child's existence is paid from, so revoking
+//! that block returns all of it).
 
 use core::fmt;
 
-use rt::abi::bootinfo::{slot, BootInfo};
-use rt::abi::caddr::{self, CapAddr};
-use rt::abi::object::MAX_CAP_TABLE_BITS;
-use rt::abi::{Error, ObjectType};
-use rt::syscall;
+use crate::syscall;
+use abi::bootinfo::{slot, BootInfo, UntypedInfo};
+use abi::caddr::{self, CapAddr};
+use abi::object::MAX_CAP_TABLE_BITS;
+use abi::{Error, ObjectType};
 use ucore::slots::SlotAllocator;
 use ucore::untyped::{AllocError, Retyper, UntypedAllocator};
 
@@ -37,6 +43,7 @@ impl Retyper for Kernel {
 }
 
 /// Why a resource could not be had.
+#[allow(missing_docs)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ResourceError {
     /// The boot information describes an impossible capability space.
@@ -57,19 +64,20 @@ impl fmt::Display for ResourceError {
                 "boot information describes a capability space of 2^{bits} slots \
                  with the first free at {first_free}"
             ),
-            ResourceError::NoSlot => f.write_str("no free slot left in root's capability space"),
+            ResourceError::NoSlot => f.write_str("no free capability slot left"),
             ResourceError::Alloc(e) => write!(f, "{e}"),
         }
     }
 }
 
-/// Root's free slots and untyped memory.
+/// Free slots and untyped memory of one capability space (or a part of it).
 pub struct Resources {
     slots: SlotAllocator,
     untyped: UntypedAllocator,
 }
 
 /// What [`Resources::from_boot_info`] found, for the log.
+#[allow(missing_docs)]
 pub struct Summary {
     pub untyped_caps: usize,
     pub device_caps: usize,
@@ -78,6 +86,38 @@ pub struct Summary {
 }
 
 impl Resources {
+    /// The slots `first..end` of the caller's own space and the untouched,
+    /// non-device untyped capability of 2^`untyped_bits` bytes in its own
+    /// slot `untyped` (outside `first..end`).
+    pub fn new(
+        first: u32,
+        end: u32,
+        untyped: u32,
+        untyped_bits: u8,
+    ) -> Result<Resources, ResourceError> {
+        let bad = ResourceError::BadCSpace {
+            bits: u64::from(end),
+            first_free: u64::from(first),
+        };
+        let slots = SlotAllocator::new(first.into(), end.into()).map_err(|_| bad)?;
+        let mut pool = UntypedAllocator::new();
+        let info = UntypedInfo {
+            phys: 0,
+            size_bits: untyped_bits,
+            device: 0,
+            _reserved: [0; 6],
+        };
+        if !pool.add(untyped, &info) {
+            return Err(ResourceError::Alloc(AllocError::OutOfMemory {
+                bits: untyped_bits.into(),
+            }));
+        }
+        Ok(Resources {
+            slots,
+            untyped: pool,
+        })
+    }
+
     /// Takes over the free slots and the RAM untyped capabilities that the
     /// boot information describes.
     pub fn from_boot_info(info: &BootInfo) -> Result<(Resources, Summary), ResourceError> {
@@ -116,13 +156,19 @@ impl Resources {
         Ok((Resources { slots, untyped }, summary))
     }
 
-    /// A free slot of root's own space.
+    /// Gives back a slot that [`Resources::slot`] handed out and that is
+    /// empty again.
+    pub fn free_slot(&mut self, slot: u32) {
+        let _ = self.slots.free(slot);
+    }
+
+    /// A free slot of the caller's own space.
     pub fn slot(&mut self) -> Result<u32, ResourceError> {
         self.slots.alloc().ok_or(ResourceError::NoSlot)
     }
 
     /// An object of `kind` (`size_bits` for sized types) in a fresh slot of
-    /// root's own space; returns the slot.
+    /// the caller's own space; returns the slot.
     pub fn make(&mut self, kind: ObjectType, size_bits: u32) -> Result<u32, ResourceError> {
         let slot = self.slot()?;
         match self.make_at(kind, size_bits, caddr::own(slot)) {

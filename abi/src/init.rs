@@ -1,0 +1,76 @@
+//! How root hands over to init when the boot image has a config ROM (the
+//! entry `config`, written by xtask for a scenario with `[[component]]`
+//! tables; `docs/scenarios.md`), and the capability layout init gives its
+//! own children.
+//!
+//! # Root → init
+//!
+//! With a `config` entry in the boot image root ignores `pecan.start=` and
+//! starts one child, the boot-image entry `init`, built like any other
+//! child (`crate::child`) but with:
+//!
+//! | what | value |
+//! |------|-------|
+//! | priority | [`crate::child::INIT_PRIORITY`], CPU 0 |
+//! | capability table | 2^[`CSPACE_BITS`] slots: `child::UNTYPED`, `child::SERVICE_ENDPOINT` (root's, unused yet) and `child::OWN_THREAD`, `OWN_CSPACE`, `OWN_VSPACE`, as `test-` components get them |
+//! | untyped memory | at `child::UNTYPED`: 2^`ucore::init::pool_bits(rom)` bytes — every child's block (its RAM quota and what its existence costs) plus init's own, rounded up to a power of two |
+//! | page-table pool | 2^[`PT_POOL_BITS`] bytes |
+//! | the boot image | a read-only copy at `bootinfo::BOOT_IMAGE_ADDR` (fresh frames root fills, as it fills a child's segments), so init finds the ROM and the children's ELF files by name exactly as root does |
+//! | `rdi` | the boot image's length in bytes |
+//!
+//! A copy rather than a shared mapping: root holds no frame capabilities
+//! for the kernel's mapping of the boot image, and a copy keeps root's
+//! memory out of init's reach. It costs the image's size (about 5 MiB) of
+//! root's memory once.
+//!
+//! Root waits for init as for any other child: `root: child init exited
+//! with code N`, then `root: all children finished`.
+//!
+//! # Init's slots
+//!
+//! Slots `child::FIRST_FREE..`[`OWN_SLOTS_END`] are init's own (its
+//! endpoints and the children's blocks); child `i` (0-based, the config's
+//! start order) owns the [`CHILD_SLOTS`] slots from [`child_slots`]`(i)`,
+//! where its capability table, address space, thread, frames and fault
+//! endpoint capability live, all made from its block — so revoking the
+//! block empties the range, and it is reused by the restarted child.
+//!
+//! # Init → its children
+//!
+//! Each child gets what a child of root gets (`crate::child`: the same
+//! slots, stack and IPC buffer) with the values of its config record: a
+//! capability table of `caps` slots, `ram_mib` as untyped at
+//! `child::UNTYPED` (the largest power of two not above it,
+//! `ucore::init`), its `priority` and `cpu`, `rdi` = the integer `arg` of
+//! its config table (0 without one). The service endpoint is init's own,
+//! shared by all its children like root's (servers by binary name,
+//! `child::is_server`) until sessions are routed; own-capability slots
+//! by binary name (`child::has_own_caps`). Init is every child's fault
+//! handler (badge = index + 1).
+
+/// log2 of init's capability table's slots.
+pub const CSPACE_BITS: u32 = 16;
+/// log2 of init's page-table pool (32 tables: its image, the boot image,
+/// the scratch page, stack).
+pub const PT_POOL_BITS: u32 = 17;
+/// End of init's own slot range.
+pub const OWN_SLOTS_END: u32 = 1024;
+/// Slots each child's range holds.
+pub const CHILD_SLOTS: u32 = 960;
+
+/// The first slot of child `index`'s range (0-based; at most 64 children,
+/// `ucore::config::MAX_COMPONENTS`, fit in 2^[`CSPACE_BITS`] slots).
+pub const fn child_slots(index: u32) -> u32 {
+    OWN_SLOTS_END + index * CHILD_SLOTS
+}
+
+/// Init's exit code for a boot image it cannot read.
+pub const EXIT_BAD_IMAGE: i32 = 2;
+/// Init's exit code for a missing or corrupt config ROM.
+pub const EXIT_BAD_CONFIG: i32 = 3;
+/// Init's exit code when it cannot set up its own resources.
+pub const EXIT_NO_RESOURCES: i32 = 4;
+/// Init's exit code when receiving on its endpoint fails.
+pub const EXIT_RECV_FAILED: i32 = 5;
+
+const _: () = assert!(child_slots(64) <= 1 << CSPACE_BITS);

@@ -1,0 +1,314 @@
+//! init: reads the scenario's config ROM and starts its components, each
+//! with its RAM and capability quota, priority and CPU; it is their fault
+//! handler and restarts them by their policy.
+//!
+//! Root starts init when the boot image has a `config` entry; what init
+//! gets (its memory, its own capabilities, a copy of the boot image at
+//! `BOOT_IMAGE_ADDR` with its length as argument) and what it gives each
+//! child is written down in `abi::init`; the arithmetic of quotas is
+//! `ucore::init`, the building of a child `rt::spawn` (the same code that
+//! builds root's children).
+//!
+//! 1. Parse the boot image and the ROM (`ucore::config::Rom::parse`); a
+//!    missing or corrupt ROM is reported (`init: config ROM ...: what is
+//!    wrong`) and init exits with `abi::init::EXIT_BAD_CONFIG`.
+//! 2. For each component in order: cut its block from init's pool, build
+//!    and start it from its block (`init: started NAME (binary B, N MiB,
+//!    N caps, priority P, cpu C)`); a component that cannot be started is
+//!    reported (`init: cannot start NAME: why`) and the others start.
+//! 3. Supervise: each exit or fault is logged (`init: child NAME exited
+//!    with code N`, `init: child NAME faulted: ...`). The child's memory is
+//!    returned at once: init revokes its block, which destroys its thread,
+//!    tables, address space, frames and whatever it made from its quota.
+//!    With policy `always` and restarts left it is rebuilt from the same
+//!    block (`init: restarting NAME (restart n of max)`); after the last
+//!    one `init: NAME stopped after max restarts`.
+//! 4. When no child that is not a server (by binary, `abi::child::is_server`)
+//!    runs, init prints `init: all children finished`, revokes every
+//!    block (the servers stop) and exits 0.
+//!
+//! Not yet (the component-framework issue): sessions and routes (children
+//! share one service endpoint, like root's), the LOG, ROM and Timer
+//! services (a child does not see its config table, except the integer
+//! `arg` as its argument word), dynamic reconfiguration. **Back-off**:
+//! without a Timer service init cannot sleep, so it restarts at once and
+//! logs the back-off the policy asks for (`Restart::delay_ms`) as not
+//! waited; a busy wait on `rdtsc` would need a TSC calibration user space
+//! does not have and would burn the CPU its siblings need.
+#![no_std]
+#![no_main]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+extern crate alloc;
+
+use alloc::vec::Vec;
+
+use kcore::bootimage::BootImage;
+use rt::abi::bootinfo::{BOOT_IMAGE_ADDR, BOOT_INFO_ADDR};
+use rt::abi::caddr::own;
+use rt::abi::{child, init, Error, ObjectType};
+use rt::println;
+use rt::resources::Resources;
+use rt::spawn::{self, ChildCaps, ChildSpec, ParentCaps, SpawnError, PT_POOL_BITS};
+use rt::syscall;
+use ucore::config::{Component, Restart, Rom};
+use ucore::supervise::Supervisor;
+
+rt::entry!(main);
+
+/// What init keeps per child besides the supervisor's record.
+struct Kid<'a> {
+    component: Component<'a>,
+    /// Init's slot of the child's block, and its size.
+    block: u32,
+    block_bits: u32,
+    /// Restarts made so far.
+    restarts: u32,
+    /// Its capabilities while it exists.
+    caps: Option<ChildCaps>,
+}
+
+fn main(image_len: u64) -> i32 {
+    let image = match boot_image(image_len) {
+        Some(image) => image,
+        None => return init::EXIT_BAD_IMAGE,
+    };
+    let Some(entry) = image.find("config") else {
+        println!("init: no config ROM (boot-image entry `config`)");
+        return init::EXIT_BAD_CONFIG;
+    };
+    let rom = match Rom::parse(entry.data) {
+        Ok(rom) => rom,
+        Err(e) => {
+            println!("init: {e}; starting nothing");
+            return init::EXIT_BAD_CONFIG;
+        }
+    };
+    let pool_bits = ucore::init::pool_bits(&rom);
+    println!(
+        "init: config ROM with {} components, {} MiB of untyped memory",
+        rom.component_count(),
+        1u64 << (pool_bits - ucore::init::MIB_BITS)
+    );
+    let own_res = Resources::new(
+        child::FIRST_FREE,
+        init::OWN_SLOTS_END,
+        child::UNTYPED,
+        pool_bits as u8,
+    );
+    let mut own_res = match own_res {
+        Ok(r) => r,
+        Err(e) => {
+            println!("init: cannot take over its memory: {e}");
+            return init::EXIT_NO_RESOURCES;
+        }
+    };
+    let parent = match ParentCaps::make(&mut own_res, child::OWN_VSPACE) {
+        Ok(caps) => caps,
+        Err(e) => {
+            println!("init: cannot make its endpoints: {e}");
+            return init::EXIT_NO_RESOURCES;
+        }
+    };
+
+    let mut kids: Vec<Kid<'_>> = Vec::new();
+    let mut children: Supervisor<'_, ChildCaps> = Supervisor::new();
+    for c in rom.components() {
+        let block_bits = ucore::init::block_bits(c.ram_mib, c.caps);
+        let block = match own_res.make(ObjectType::Untyped, block_bits) {
+            Ok(slot) => slot,
+            Err(e) => {
+                println!(
+                    "init: cannot start {}: no block of 2^{block_bits} bytes: {e}",
+                    c.name
+                );
+                continue;
+            }
+        };
+        let kid = Kid {
+            component: c,
+            block,
+            block_bits,
+            restarts: 0,
+            caps: None,
+        };
+        let mut kid = kid;
+        match start(&image, parent, &kid) {
+            Ok(caps) => {
+                kid.caps = Some(caps);
+                println!(
+                    "init: started {} (binary {}, {} MiB, {} caps, priority {}, cpu {})",
+                    c.name, c.binary, c.ram_mib, c.caps, c.priority, c.cpu
+                );
+                children.add_as(c.index + 1, c.name, child::is_server(c.binary), caps);
+            }
+            Err(e) => println!("init: cannot start {}: {e}", c.name),
+        }
+        kids.push(kid);
+    }
+
+    while children.waiting() > 0 {
+        let (badge, info, words) = match syscall::recv(own(parent.fault)) {
+            Ok(message) => message,
+            Err(e) => {
+                println!("init: Recv on its endpoint failed: {e}; giving up on its children");
+                return init::EXIT_RECV_FAILED;
+            }
+        };
+        let handled = children.handle(badge, info.label(), words);
+        println!("init: {handled}");
+        if !handled.finished_now {
+            continue;
+        }
+        let index = badge as usize;
+        let Some(kid) = kids.iter_mut().find(|k| k.component.index + 1 == index) else {
+            continue;
+        };
+        release(kid);
+        let name = kid.component.name;
+        let Some(delay) = kid.component.restart.delay_ms(kid.restarts + 1) else {
+            if let Restart::Always { max, .. } = kid.component.restart {
+                println!("init: {name} stopped after {max} restarts");
+            }
+            continue;
+        };
+        kid.restarts += 1;
+        let max = match kid.component.restart {
+            Restart::Always { max, .. } => max,
+            Restart::Never => 0,
+        };
+        println!(
+            "init: restarting {name} (restart {} of {max}; back-off {delay} ms not waited: no Timer yet)",
+            kid.restarts
+        );
+        match start(&image, parent, kid) {
+            Ok(caps) => {
+                kid.caps = Some(caps);
+                if let Some(c) = children.child_mut(index) {
+                    c.caps = caps;
+                    c.finished = false;
+                }
+            }
+            Err(e) => println!("init: cannot restart {name}: {e}"),
+        }
+    }
+    println!("init: all children finished");
+    for kid in &mut kids {
+        release(kid);
+    }
+    0
+}
+
+/// The boot image root copied for init (`abi::init`), parsed.
+fn boot_image(len: u64) -> Option<BootImage<'static>> {
+    if len > BOOT_INFO_ADDR - BOOT_IMAGE_ADDR {
+        println!("init: boot image length {len:#x} is impossible");
+        return None;
+    }
+    // SAFETY: root maps a read-only copy of the boot image, `len` bytes, at
+    // BOOT_IMAGE_ADDR before init starts, for init's whole life
+    // (abi::init); the range was checked to end below the boot-information
+    // address, so it stays in the user half and the length fits `isize`.
+    let bytes = unsafe { core::slice::from_raw_parts(BOOT_IMAGE_ADDR as *const u8, len as usize) };
+    match BootImage::parse(bytes) {
+        Ok(image) => Some(image),
+        Err(e) => {
+            println!("init: boot image rejected: {e}");
+            None
+        }
+    }
+}
+
+/// Builds and starts `kid` from its block and slot range (`abi::init`).
+/// A CPU the kernel refuses (it schedules user threads on CPU 0 only until
+/// the SMP issue) is reported and the child runs on CPU 0.
+fn start(
+    image: &BootImage<'_>,
+    parent: ParentCaps,
+    kid: &Kid<'_>,
+) -> Result<ChildCaps, SpawnError> {
+    let c = &kid.component;
+    match build(image, parent, kid, c.cpu.into()) {
+        Err(SpawnError::Syscall {
+            call: "ThreadSetSchedParams",
+            error: Error::InvalidArgument,
+        }) if c.cpu != 0 => {
+            println!(
+                "init: {}: the kernel refuses CPU {} (user threads run on CPU 0 until SMP \
+                 scheduling exists); running it on CPU 0",
+                c.name, c.cpu
+            );
+            revoke_block(kid);
+            build(image, parent, kid, 0)
+        }
+        result => result,
+    }
+}
+
+/// Builds and starts `kid` on `cpu`.
+fn build(
+    image: &BootImage<'_>,
+    parent: ParentCaps,
+    kid: &Kid<'_>,
+    cpu: u32,
+) -> Result<ChildCaps, SpawnError> {
+    let c = &kid.component;
+    let file = image.find(c.binary).ok_or(SpawnError::NotInImage)?.data;
+    let first = init::child_slots(c.index as u32);
+    let mut res = Resources::new(
+        first,
+        first + init::CHILD_SLOTS,
+        kid.block,
+        kid.block_bits as u8,
+    )?;
+    let arg = c
+        .config
+        .get("arg")
+        .and_then(|v| v.as_integer())
+        .unwrap_or(0);
+    let spec = ChildSpec {
+        file,
+        badge: c.index as u64 + 1,
+        arg: arg as u64,
+        cspace_bits: ucore::init::cspace_bits(c.caps),
+        pt_pool_bits: PT_POOL_BITS,
+        untyped_bits: ucore::init::quota_bits(c.ram_mib),
+        priority: c.priority,
+        cpu,
+        server: child::is_server(c.binary),
+        own_caps: child::has_own_caps(c.binary),
+        rom: None,
+    };
+    spawn::spawn(&mut res, parent, &spec).map(|(caps, _)| caps)
+}
+
+/// Revokes `kid`'s block: every object made from it goes.
+fn revoke_block(kid: &Kid<'_>) {
+    // SAFETY: nothing of init's own is made from the block: revoking it
+    // unmaps only the child's frames (and the scratch page holds none
+    // between spawns).
+    if let Err(e) = unsafe { syscall::cap_revoke(own(kid.block)) } {
+        println!(
+            "init: cannot revoke the memory of {}: {e}",
+            kid.component.name
+        );
+    }
+}
+
+/// Returns all of `kid`'s memory: revokes its block (every object made
+/// from it goes, the thread first of all) and deletes its fault-endpoint
+/// capability, the one capability of its slot range not made from the
+/// block. A partly built child (a failed start) is cleaned up the same
+/// way, so its block is whole again either way.
+fn release(kid: &mut Kid<'_>) {
+    revoke_block(kid);
+    if let Some(caps) = kid.caps.take() {
+        // SAFETY: an endpoint capability; nothing is mapped through it.
+        if let Err(e) = unsafe { syscall::cap_delete(own(caps.fault)) } {
+            println!(
+                "init: cannot delete the fault endpoint of {}: {e}",
+                kid.component.name
+            );
+        }
+    }
+}
