@@ -26,9 +26,10 @@
 //! all rights at `child::SERVICE_ENDPOINT`; init's own capability has badge
 //! 0, every session capability a provider hands out has a non-zero badge,
 //! so a message with badge 0 comes from the parent. To open a session init
-//! calls it with label [`OPEN_SESSION`]; words 0..4 carry the client's label ([`pack`], the component name as
-//! configured, cut to [`NAME_BYTES`] bytes) and the label's bits from
-//! [`SERVICE_SHIFT`] up carry nothing yet (a provider of several types
+//! calls it with label [`OPEN_SESSION`]; words 0..4 carry the client's
+//! label ([`pack`], the component name as configured, cut to
+//! [`NAME_BYTES`] bytes) and the label's bits from [`SERVICE_SHIFT`] up
+//! carry nothing yet (a provider of several types
 //! will get the type's index there). The provider answers [`OK`] with the
 //! session capability (its endpoint minted write-only with the session's
 //! badge), or any other label to refuse.
