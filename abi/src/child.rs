@@ -21,6 +21,7 @@
 //! |------|------------|
 //! | [`UNTYPED`] | untyped memory of 2^[`UNTYPED_BITS`] bytes (or as `@MIB` asks), the child's own to retype |
 //! | [`SERVICE_ENDPOINT`] | an endpoint shared by all children root starts: a *server* (see below) gets all rights and receives on it; every other child gets it write-only, badged with its index, and calls it |
+//! | [`PARENT`] | only for init's children: init's endpoint, minted write-only with the child's badge: where it asks for sessions (`crate::session`) |
 //! | [`OWN_THREAD`], [`OWN_CSPACE`], [`OWN_VSPACE`] | only for components that [`has_own_caps`]: *test* components (name starts with `test-`) and *benchmark* components (name starts with `bench`): the child's own thread, capability space and address space, so it can start threads and map memory in its own address space |
 //! | [`FIRST_FREE`].. | empty |
 //!
@@ -41,6 +42,8 @@
 
 pub const UNTYPED: u32 = 1;
 pub const SERVICE_ENDPOINT: u32 = 2;
+/// Init's children: the parent endpoint for session requests (`crate::session`).
+pub const PARENT: u32 = 3;
 pub const OWN_THREAD: u32 = 4;
 pub const OWN_CSPACE: u32 = 5;
 pub const OWN_VSPACE: u32 = 6;

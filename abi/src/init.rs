@@ -42,10 +42,14 @@
 //! capability table of `caps` slots, `ram_mib` as untyped at
 //! `child::UNTYPED` (the largest power of two not above it,
 //! `ucore::init`), its `priority` and `cpu`, `rdi` = the integer `arg` of
-//! its config table (0 without one). The service endpoint is init's own,
-//! shared by all its children like root's (servers by binary name,
-//! `child::is_server`) until sessions are routed; own-capability slots
-//! by binary name (`child::has_own_caps`). Init is every child's fault
+//! its config table (0 without one). At `child::PARENT` every child gets
+//! init's endpoint minted write-only with its badge: where it asks for
+//! sessions (`crate::session`). A component that provides a service gets,
+//! at `child::SERVICE_ENDPOINT`, an endpoint of its own that init makes and
+//! keeps a capability to; the others (and the old `*-server`s, by binary
+//! name, `child::is_server`) get init's shared service endpoint, like
+//! root's children. Own-capability slots by binary name
+//! (`child::has_own_caps`). Init is every child's fault
 //! handler (badge = index + 1).
 
 /// log2 of init's capability table's slots.

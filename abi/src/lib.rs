@@ -33,6 +33,7 @@ pub mod map;
 pub mod msg;
 pub mod object;
 pub mod rights;
+pub mod session;
 pub mod sys;
 
 pub use error::Error;

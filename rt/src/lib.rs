@@ -15,6 +15,8 @@
 //! - [`proto`] defines the small protocols test components speak with each
 //!   other (the ping protocol, the benchmark and packet-stream test pairs);
 //!   [`check`] prints their named checks.
+//! - [`session`]: typed session interfaces (the first: [`session::log`]),
+//!   opening one through the parent and serving them as a provider.
 //! - [`transfer`]: capability transfer through the main thread's IPC
 //!   buffer; [`shared`]: a frame and a notification pair a server shares
 //!   with a client; [`server`]: a server's loop and replies.
@@ -50,6 +52,8 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+extern crate alloc;
+
 pub use abi;
 pub use memops;
 
@@ -60,6 +64,7 @@ pub mod print;
 pub mod proto;
 pub mod resources;
 pub mod server;
+pub mod session;
 pub mod shared;
 pub mod spawn;
 pub mod start;

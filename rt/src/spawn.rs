@@ -12,7 +12,9 @@
 //!    2^`pt_pool_bits` bytes, a thread; an untyped of 2^`untyped_bits`
 //!    bytes is retyped straight into the child's table at `child::UNTYPED`.
 //! 3. The child's table gets the service endpoint (servers: a copy with all
-//!    rights; others: minted write-only with the child's badge) and, with
+//!    rights; others: minted write-only with the child's badge), with
+//!    `parent_endpoint` the parent's endpoint at `child::PARENT` (minted
+//!    write-only with the child's badge) and, with
 //!    `own_caps`, copies of its own thread, table and address space
 //!    capabilities (`child::OWN_THREAD`, ...).
 //! 4. Every page of every segment is a fresh `Frame4K`. Pages with file
@@ -79,6 +81,10 @@ pub struct ChildSpec<'a> {
     pub server: bool,
     /// Whether it gets its own thread, table and address space.
     pub own_caps: bool,
+    /// Whether it gets the parent's fault endpoint, minted write-only with
+    /// `badge`, at `child::PARENT`: where init's children ask for sessions
+    /// (`abi::session`).
+    pub parent_endpoint: bool,
     /// Bytes to copy into fresh read-only pages at a page-aligned address
     /// of the child (root hands init the boot image this way).
     pub rom: Option<(u64, &'a [u8])>,
@@ -209,6 +215,15 @@ pub fn spawn(
     } else {
         syscall::cap_mint(own(parent.service), service, Rights::WRITE, badge)
             .map_err(failed("CapMint"))?;
+    }
+    if spec.parent_endpoint {
+        syscall::cap_mint(
+            own(parent.fault),
+            in_table(cspace, child::PARENT),
+            Rights::WRITE,
+            badge,
+        )
+        .map_err(failed("CapMint"))?;
     }
     if spec.own_caps {
         for (src, dst) in [

@@ -27,8 +27,14 @@
 //!    runs, init prints `init: all children finished`, revokes every
 //!    block (the servers stop) and exits 0.
 //!
-//! Not yet (the component-framework issue): sessions and routes (children
-//! share one service endpoint, like root's), the LOG, ROM and Timer
+//! 5. Sessions: a child's `OPEN` on its parent endpoint is answered by its
+//!    routes — opened at the sibling that provides the type (through the
+//!    provider's endpoint init keeps) and the session capability passed on,
+//!    or refused (`answer_open`; design in docs/architecture.md, "Sessions
+//!    and routing").
+//!
+//! Not yet (the component-framework issue): serving `parent` routes (init
+//! refuses them), session quotas and close, the ROM and Timer
 //! services (a child does not see its config table, except the integer
 //! `arg` as its argument word), dynamic reconfiguration. **Back-off**:
 //! without a Timer service init cannot sleep, so it restarts at once and
@@ -46,12 +52,13 @@ use alloc::vec::Vec;
 use kcore::bootimage::BootImage;
 use rt::abi::bootinfo::{BOOT_IMAGE_ADDR, BOOT_INFO_ADDR};
 use rt::abi::caddr::own;
-use rt::abi::{child, init, Error, ObjectType};
+use rt::abi::{child, init, session, Error, MsgInfo, ObjectType};
 use rt::println;
 use rt::resources::Resources;
 use rt::spawn::{self, ChildCaps, ChildSpec, ParentCaps, SpawnError, PT_POOL_BITS};
 use rt::syscall;
-use ucore::config::{Component, Restart, Rom};
+use rt::transfer;
+use ucore::config::{Component, Restart, Rom, Target};
 use ucore::supervise::Supervisor;
 
 rt::entry!(main);
@@ -66,6 +73,8 @@ struct Kid<'a> {
     restarts: u32,
     /// Its capabilities while it exists.
     caps: Option<ChildCaps>,
+    /// A session provider's endpoint (init's capability, badge 0).
+    service: Option<u32>,
 }
 
 fn main(image_len: u64) -> i32 {
@@ -111,6 +120,15 @@ fn main(image_len: u64) -> i32 {
         }
     };
 
+    // Where a session capability passes through init on its way from the
+    // provider to the client.
+    let transit = match own_res.slot() {
+        Ok(slot) => slot,
+        Err(e) => {
+            println!("init: cannot reserve its transit slot: {e}");
+            return init::EXIT_NO_RESOURCES;
+        }
+    };
     let mut kids: Vec<Kid<'_>> = Vec::new();
     let mut children: Supervisor<'_, ChildCaps> = Supervisor::new();
     for c in rom.components() {
@@ -125,14 +143,27 @@ fn main(image_len: u64) -> i32 {
                 continue;
             }
         };
-        let kid = Kid {
+        let service = match is_provider(&c) {
+            true => match own_res.make(ObjectType::Endpoint, 0) {
+                Ok(ep) => Some(ep),
+                Err(e) => {
+                    println!(
+                        "init: cannot start {}: no endpoint for its service: {e}",
+                        c.name
+                    );
+                    continue;
+                }
+            },
+            false => None,
+        };
+        let mut kid = Kid {
             component: c,
             block,
             block_bits,
             restarts: 0,
             caps: None,
+            service,
         };
-        let mut kid = kid;
         match start(&image, parent, &kid) {
             Ok(caps) => {
                 kid.caps = Some(caps);
@@ -140,7 +171,7 @@ fn main(image_len: u64) -> i32 {
                     "init: started {} (binary {}, {} MiB, {} caps, priority {}, cpu {})",
                     c.name, c.binary, c.ram_mib, c.caps, c.priority, c.cpu
                 );
-                children.add_as(c.index + 1, c.name, child::is_server(c.binary), caps);
+                children.add_as(c.index + 1, c.name, is_server(&c), caps);
             }
             Err(e) => println!("init: cannot start {}: {e}", c.name),
         }
@@ -155,6 +186,10 @@ fn main(image_len: u64) -> i32 {
                 return init::EXIT_RECV_FAILED;
             }
         };
+        if info.label() == session::OPEN {
+            answer_open(&rom, &kids, badge, &words, transit);
+            continue;
+        }
         let handled = children.handle(badge, info.label(), words);
         println!("init: {handled}");
         if !handled.finished_now {
@@ -253,6 +288,10 @@ fn build(
     cpu: u32,
 ) -> Result<ChildCaps, SpawnError> {
     let c = &kid.component;
+    let parent = ParentCaps {
+        service: kid.service.unwrap_or(parent.service),
+        ..parent
+    };
     let file = image.find(c.binary).ok_or(SpawnError::NotInImage)?.data;
     let first = init::child_slots(c.index as u32);
     let mut res = Resources::new(
@@ -275,11 +314,105 @@ fn build(
         untyped_bits: ucore::init::quota_bits(c.ram_mib),
         priority: c.priority,
         cpu,
-        server: child::is_server(c.binary),
+        server: is_server(c),
+        parent_endpoint: true,
         own_caps: child::has_own_caps(c.binary),
         rom: None,
     };
     spawn::spawn(&mut res, parent, &spec).map(|(caps, _)| caps)
+}
+
+/// Whether `c` serves sessions through an endpoint of its own: it
+/// provides a service and is not a server of the shared endpoint
+/// (`child::is_server`, the echo servers of the first scenarios, which
+/// keep the endpoint all init's children share).
+fn is_provider(c: &Component<'_>) -> bool {
+    c.provides().next().is_some() && !child::is_server(c.binary)
+}
+
+/// Whether init does not wait for `c` to finish: it serves.
+fn is_server(c: &Component<'_>) -> bool {
+    is_provider(c) || child::is_server(c.binary)
+}
+
+/// Answers child `badge`'s request for a session of the type in `words`
+/// (`abi::session`, "Sessions and routing" in docs/architecture.md): by
+/// its routes, refused, or opened at the provider and passed on through
+/// init's slot `transit`.
+fn answer_open(rom: &Rom<'_>, kids: &[Kid<'_>], badge: u64, words: &[u64; 4], transit: u32) {
+    let (bytes, len) = session::unpack(words);
+    let service = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
+    let client = kids.iter().find(|k| k.component.index as u64 + 1 == badge);
+    let Some(client) = client else {
+        return reply(session::REFUSED_UNROUTED, [0; 4], None);
+    };
+    let name = client.component.name;
+    let target = match client.component.route(service) {
+        None => {
+            println!("init: {name} asks for a {service} session: not routed to it; refused");
+            return reply(session::REFUSED_UNROUTED, [0; 4], None);
+        }
+        Some(Target::Parent) => {
+            let offered = rom.parent_provides().any(|s| s == service);
+            println!(
+                "init: {name} asks for a {service} session: routed to the parent, which {}; \
+                 refused",
+                if offered {
+                    "serves no session itself yet"
+                } else {
+                    "does not provide it"
+                }
+            );
+            return reply(session::REFUSED_PARENT, [0; 4], None);
+        }
+        Some(Target::Component(i)) => i,
+    };
+    let provider = kids.iter().find(|k| k.component.index == target);
+    let Some((provider, ep)) = provider
+        .and_then(|k| Some((k, k.service?)))
+        .filter(|(k, _)| k.caps.is_some())
+    else {
+        println!("init: {name} asks for a {service} session: its provider is not running; refused");
+        return reply(session::REFUSED_PROVIDER, [0; 4], None);
+    };
+    let info = MsgInfo::new(session::OPEN_SESSION, 4, 0).unwrap_or_default();
+    let pname = provider.component.name;
+    match transfer::call_for_cap(own(ep), info, session::pack(name), own(transit)) {
+        Ok((answer, _)) if answer.label() == session::OK && answer.caps() == 1 => {
+            println!("init: {name} -> {service} session at {pname}");
+            reply(session::OK, [0; 4], Some(transit));
+        }
+        Ok((answer, _)) => {
+            println!(
+                "init: {name} asks for a {service} session: {pname} refused it ({:#x})",
+                answer.label()
+            );
+            reply(session::REFUSED_PROVIDER, [answer.label(), 0, 0, 0], None);
+        }
+        Err(e) => {
+            println!("init: {name} asks for a {service} session: calling {pname} failed: {e}");
+            reply(session::REFUSED_PROVIDER, [0; 4], None);
+        }
+    }
+}
+
+/// Replies to the child whose request init received last, with the
+/// capability in `cap` (which init then lets go of: the client's copy
+/// stays).
+fn reply(label: u64, words: [u64; 4], cap: Option<u32>) {
+    if let Some(slot) = cap {
+        transfer::set_send_cap(own(slot));
+    }
+    let info = MsgInfo::new(label, 4, cap.is_some() as usize).unwrap_or_default();
+    if let Err(e) = syscall::reply(info, words) {
+        println!("init: reply to a session request failed: {e}");
+    }
+    if let Some(slot) = cap {
+        // SAFETY: an endpoint capability; nothing is mapped through it.
+        if let Err(e) = unsafe { syscall::cap_delete(own(slot)) } {
+            println!("init: cannot empty its transit slot: {e}");
+        }
+    }
 }
 
 /// Revokes `kid`'s block: every object made from it goes.

@@ -135,6 +135,7 @@ fn start_entry(
         priority: child::PRIORITY,
         cpu: 0,
         server: child::is_server(name),
+        parent_endpoint: false,
         own_caps: child::has_own_caps(name),
         rom: None,
     };
@@ -168,6 +169,7 @@ fn start_init(
         priority: child::INIT_PRIORITY,
         cpu: 0,
         server: false,
+        parent_endpoint: false,
         own_caps: true,
         rom: Some((BOOT_IMAGE_ADDR, bytes)),
     };

@@ -1,0 +1,86 @@
+//! log-client: opens a `Log` session through its parent (`rt::session`)
+//! and writes lines on it; then asks for a `Timer` session, which its
+//! config does not route, and a `Rom` session (routed to the parent, which
+//! does not serve it yet) and reports the refusals; then writes once more,
+//! to show the Log session still works. Without a Log route it reports the
+//! refusal, checks that none of its capability slots reaches a receiver
+//! (it holds only what init gave it) and exits 1.
+#![no_std]
+#![no_main]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+use rt::abi::caddr::own;
+use rt::abi::{child, MsgInfo};
+use rt::println;
+use rt::session::{self, log::Log};
+use rt::syscall;
+
+rt::entry!(main);
+
+/// Where the Log session capability goes.
+const LOG_SLOT: u32 = child::FIRST_FREE;
+/// Where a second session would go.
+const OTHER_SLOT: u32 = child::FIRST_FREE + 1;
+/// Slots probed for a reachable receiver: a component's table has at
+/// least 16 (`ucore::config::MIN_CAPS`).
+const PROBED_SLOTS: u32 = 16;
+
+/// A session type for the refusal check (not routed in `sessions-log`).
+struct Timer;
+impl session::Interface for Timer {
+    const NAME: &'static str = "Timer";
+}
+
+/// A session type routed to the parent in `sessions-log`, which init
+/// does not serve itself yet.
+struct Rom;
+impl session::Interface for Rom {
+    const NAME: &'static str = "Rom";
+}
+
+fn main(_arg: u64) -> i32 {
+    let log = match session::open::<Log>(LOG_SLOT) {
+        Ok(log) => log,
+        Err(e) => {
+            println!("log-client: Log session: {e}");
+            probe_slots();
+            return 1;
+        }
+    };
+    let lines = [
+        "hello",
+        "a line longer than one message of thirty-two bytes, in three parts",
+    ];
+    for line in lines {
+        if let Err(e) = log.write_line(line) {
+            println!("log-client: write failed: {e}");
+            return 2;
+        }
+    }
+    match session::open::<Timer>(OTHER_SLOT) {
+        Ok(_) => println!("log-client: Timer session opened, but it is not routed"),
+        Err(e) => println!("log-client: Timer session: {e}"),
+    }
+    if let Err(e) = session::open::<Rom>(OTHER_SLOT) {
+        println!("log-client: Rom session: {e}");
+    }
+    if log.write_line("still here after the refusal").is_err() {
+        return 2;
+    }
+    0
+}
+
+/// Sends a non-blocking message on every slot but the parent's: it is
+/// delivered only to a receiver waiting on an endpoint the slot names.
+/// The LOG server waits on its endpoint all the time, so a capability to
+/// it (or to any session) would show here.
+fn probe_slots() {
+    let info = MsgInfo::new(0x7e57, 0, 0).unwrap_or_default();
+    let reached: u32 = (0..PROBED_SLOTS)
+        .filter(|&s| s != child::PARENT)
+        .filter(|&s| syscall::nb_send(own(s), info, [0; 4]).is_ok())
+        .count() as u32;
+    println!(
+        "log-client: {reached} of my slots 0..{PROBED_SLOTS} (all but the parent's) reach a receiver"
+    );
+}

@@ -1,0 +1,101 @@
+//! The LOG session: a client writes lines, the server prints each one
+//! labelled with the client's name as configured (`[client] hello`).
+//!
+//! | opcode | label | words | reply |
+//! |--------|-------|-------|-------|
+//! | [`WRITE`] | `WRITE` \| n << [`LEN_SHIFT`] \| [`END`] if the line ends here | n ≤ 32 bytes of the line (`abi::session::pack_bytes`) | [`OK`] |
+//!
+//! A line longer than 32 bytes goes in several `WRITE`s, the last with
+//! [`END`]; the server keeps at most [`MAX_LINE`] bytes of a line and
+//! prints it when it ends or is full. Quota: none yet (the server's
+//! per-session state is a line buffer from its own heap).
+
+use alloc::vec::Vec;
+
+use abi::session::{pack_bytes, unpack, NAME_BYTES};
+use abi::{Error, MsgInfo};
+
+use super::{Interface, Label, Session};
+use crate::server::answer;
+use crate::syscall::Words;
+
+/// The LOG interface.
+pub struct Log;
+
+impl Interface for Log {
+    const NAME: &'static str = "Log";
+}
+
+/// Opcode: a part of a line.
+pub const WRITE: u64 = 1;
+/// Shift of the byte count in a `WRITE` label.
+pub const LEN_SHIFT: u32 = 8;
+/// Flag of a `WRITE` label: the line ends with this part.
+pub const END: u64 = 1 << 16;
+/// The reply to a request served.
+pub const OK: u64 = 0;
+/// The reply to a request the server does not know.
+pub const UNKNOWN: u64 = 0xe0;
+/// The longest line the server keeps.
+pub const MAX_LINE: usize = 256;
+
+impl Session<Log> {
+    /// Writes `line` (one line, without its newline).
+    pub fn write_line(&self, line: &str) -> Result<(), Error> {
+        let mut parts = line.as_bytes().chunks(NAME_BYTES).peekable();
+        if parts.peek().is_none() {
+            return self.write_part(&[], true);
+        }
+        while let Some(part) = parts.next() {
+            self.write_part(part, parts.peek().is_none())?;
+        }
+        Ok(())
+    }
+
+    fn write_part(&self, part: &[u8], last: bool) -> Result<(), Error> {
+        let label = WRITE | (part.len() as u64) << LEN_SHIFT | if last { END } else { 0 };
+        let (reply, _) = self.call(label, pack_bytes(part))?;
+        if reply.label() == OK {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument)
+        }
+    }
+}
+
+/// What a LOG server does with a finished line.
+pub trait Server {
+    /// `client` wrote `line`.
+    fn line(&mut self, client: &Label, line: &str);
+}
+
+/// A session's state: the line written so far.
+#[derive(Default)]
+pub struct LineBuffer(Vec<u8>);
+
+/// Serves one request of a LOG session.
+pub fn dispatch(
+    server: &mut impl Server,
+    client: &Label,
+    state: &mut LineBuffer,
+    label: u64,
+    words: Words,
+) -> (MsgInfo, Words) {
+    if label & 0xff != WRITE {
+        return answer(UNKNOWN, [label, 0, 0, 0]);
+    }
+    let n = ((label >> LEN_SHIFT) & 0xff) as usize;
+    let (bytes, _) = unpack(&words);
+    let room = MAX_LINE - state.0.len();
+    state
+        .0
+        .extend_from_slice(&bytes[..n.min(NAME_BYTES).min(room)]);
+    if label & END != 0 || state.0.len() == MAX_LINE {
+        server.line(
+            client,
+            core::str::from_utf8(&state.0).unwrap_or("(not UTF-8)"),
+        );
+        state.0.clear();
+    }
+    answer(OK, [0; 4])
+}
