@@ -4,6 +4,7 @@
 //! | opcode | label | words | reply |
 //! |--------|-------|-------|-------|
 //! | [`WRITE`] | `WRITE` \| n << [`LEN_SHIFT`] \| [`END`] if the line ends here | n ≤ 32 bytes of the line (`abi::session::pack_bytes`) | [`OK`] |
+//! | [`PING`] | `PING` | ignored | [`OK`]: does nothing; a session RPC's bare cost (`log-client` with `arg = 1` measures it) |
 //!
 //! A line longer than 32 bytes goes in several `WRITE`s, the last with
 //! [`END`]; the server keeps at most [`MAX_LINE`] bytes of a line and
@@ -28,6 +29,13 @@ impl Interface for Log {
 
 /// Opcode: a part of a line.
 pub const WRITE: u64 = 1;
+/// Opcode: nothing; answered [`OK`] (the session RPC benchmark).
+pub const PING: u64 = 2;
+/// Not an opcode of the interface: the label of the *raw* calls of the
+/// session RPC benchmark, which `log-service` in benchmark mode (`arg =
+/// 1`) answers in its receive loop before the session layer sees them
+/// (`scenarios/session-rpc.toml`).
+pub const RAW_PING: u64 = 0x7e;
 /// Shift of the byte count in a `WRITE` label.
 pub const LEN_SHIFT: u32 = 8;
 /// Flag of a `WRITE` label: the line ends with this part.
@@ -52,6 +60,15 @@ impl Session<Log> {
         Ok(())
     }
 
+    /// A round trip that does nothing ([`PING`]).
+    #[inline]
+    pub fn ping(&self) -> Result<(), Error> {
+        match self.call(PING, [0; 4])?.0.label() {
+            OK => Ok(()),
+            _ => Err(Error::InvalidArgument),
+        }
+    }
+
     fn write_part(&self, part: &[u8], last: bool) -> Result<(), Error> {
         let label = WRITE | (part.len() as u64) << LEN_SHIFT | if last { END } else { 0 };
         let (reply, _) = self.call(label, pack_bytes(part))?;
@@ -74,6 +91,7 @@ pub trait Server {
 pub struct LineBuffer(Vec<u8>);
 
 /// Serves one request of a LOG session.
+#[inline]
 pub fn dispatch(
     server: &mut impl Server,
     client: &Label,
@@ -81,6 +99,9 @@ pub fn dispatch(
     label: u64,
     words: Words,
 ) -> (MsgInfo, Words) {
+    if label == PING {
+        return answer(OK, [0; 4]);
+    }
     if label & 0xff != WRITE {
         return answer(UNKNOWN, [label, 0, 0, 0]);
     }
