@@ -176,7 +176,7 @@ impl<I: Interface, S> Provider<I, S> {
     /// provider's endpoint: one step of [`Self::serve`], for a server that
     /// looks at a message before the provider does (`log-service`'s
     /// benchmark mode answers raw calls itself).
-    #[inline]
+    #[inline(always)]
     pub fn next(&self, reply: Option<(MsgInfo, Words)>) -> Result<(u64, MsgInfo, Words), Error> {
         match reply {
             Some((info, words)) => syscall::reply_recv(self.ep, info, words),
@@ -186,7 +186,7 @@ impl<I: Interface, S> Provider<I, S> {
 
     /// Handles a message [`Self::next`] received (see [`Self::serve`]):
     /// the reply to send, or `None` for a message that gets none.
-    #[inline]
+    #[inline(always)]
     pub fn handle(
         &mut self,
         received: Result<(u64, MsgInfo, Words), Error>,
