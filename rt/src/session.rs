@@ -30,6 +30,7 @@ use crate::syscall::{self, Words};
 use crate::transfer;
 
 pub mod log;
+pub mod rom;
 
 /// A session interface (see the module doc).
 pub trait Interface {

@@ -1,7 +1,7 @@
 //! log-client: opens a `Log` session through its parent (`rt::session`)
 //! and writes lines on it; then asks for a `Timer` session, which its
-//! config does not route, and a `Rom` session (routed to the parent, which
-//! does not serve it yet) and reports the refusals; then writes once more,
+//! config does not route, and reports the refusal, and a `Rom` session
+//! (routed to the parent, which serves it itself); then writes once more,
 //! to show the Log session still works. Without a Log route it reports the
 //! refusal, checks that none of its capability slots reaches a receiver
 //! (it holds only what init gave it) and exits 1.
@@ -25,6 +25,7 @@ use rt::println;
 use rt::session::{
     self,
     log::{self, Log},
+    rom::Rom,
 };
 use rt::syscall;
 
@@ -45,13 +46,6 @@ const PROBED_SLOTS: u32 = 16;
 struct Timer;
 impl session::Interface for Timer {
     const NAME: &'static str = "Timer";
-}
-
-/// A session type routed to the parent in `sessions-log`, which init
-/// does not serve itself yet.
-struct Rom;
-impl session::Interface for Rom {
-    const NAME: &'static str = "Rom";
 }
 
 fn main(arg: u64) -> i32 {
@@ -80,8 +74,9 @@ fn main(arg: u64) -> i32 {
         Ok(_) => println!("log-client: Timer session opened, but it is not routed"),
         Err(e) => println!("log-client: Timer session: {e}"),
     }
-    if let Err(e) = session::open::<Rom>(OTHER_SLOT) {
-        println!("log-client: Rom session: {e}");
+    match session::open::<Rom>(OTHER_SLOT) {
+        Ok(_) => println!("log-client: Rom session opened at the parent"),
+        Err(e) => println!("log-client: Rom session: {e}"),
     }
     if log.write_line("still here after the refusal").is_err() {
         return 2;

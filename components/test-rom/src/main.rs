@@ -1,0 +1,95 @@
+//! test-rom: opens a `Rom` session (routed to its parent: init serves it
+//! itself, `rt::session::rom`) and maps the boot module `hello` read-only;
+//! checks that it is the ELF file it should be — the magic, and section
+//! headers that end exactly at the module's end, so the last page came
+//! through too — and prints its size and FNV-1a checksum. Then it shows
+//! that the frames are read-only (a writable mapping of one is refused)
+//! and that a name that does not exist, and the scenario's `config`, are
+//! refused. A `test-` component: it holds its own address space, to map
+//! the dataspace.
+#![no_std]
+#![no_main]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+use rt::abi::caddr::own;
+use rt::abi::child;
+use rt::abi::map::{Cache, MapAttr};
+use rt::println;
+use rt::session::{self, rom::Rom};
+use rt::syscall;
+
+rt::entry!(main);
+
+/// Where the Rom session capability goes.
+const ROM_SLOT: u32 = child::FIRST_FREE;
+/// The module's frames: slots from here to the end of the table.
+const FIRST_FRAME: u32 = child::FIRST_FREE + 1;
+/// Slots of this component's table: `caps` in `scenarios/rom-session.toml`.
+const TABLE_SLOTS: u32 = 64;
+/// Where the module is mapped (far from the image, the heap and the stack).
+const ROM_VA: u64 = 0x40_0000_0000;
+/// A spare page for the writable-mapping check.
+const SPARE_VA: u64 = 0x50_0000_0000;
+/// The module read.
+const MODULE: &str = "hello";
+
+fn main(_arg: u64) -> i32 {
+    let rom = match session::open::<Rom>(ROM_SLOT) {
+        Ok(rom) => rom,
+        Err(e) => {
+            println!("test-rom: Rom session: {e}");
+            return 1;
+        }
+    };
+    // SAFETY: ROM_VA.. is used by nothing else of this program.
+    let bytes = match unsafe { rom.map(MODULE, FIRST_FRAME, TABLE_SLOTS, ROM_VA) } {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            println!("test-rom: ROM {MODULE}: {e}");
+            return 2;
+        }
+    };
+    let elf = bytes.starts_with(b"\x7fELF\x02\x01");
+    let sections_end = (bytes.len() >= 64).then(|| {
+        let word = |at: usize, n: usize| {
+            bytes[at..at + n]
+                .iter()
+                .rev()
+                .fold(0u64, |v, &b| v << 8 | u64::from(b))
+        };
+        word(0x28, 8) + word(0x3c, 2) * word(0x3a, 2)
+    });
+    println!(
+        "test-rom: ROM {MODULE}: {} bytes, ELF magic {}, section headers end {} the module, fnv1a {:#010x}",
+        bytes.len(),
+        if elf { "ok" } else { "WRONG" },
+        if sections_end == Some(bytes.len() as u64) { "at the end of" } else { "NOT at the end of" },
+        fnv1a(bytes)
+    );
+    let rw = MapAttr {
+        writable: true,
+        executable: false,
+        cache: Cache::WriteBack,
+    };
+    // SAFETY: SPARE_VA is used by nothing else; a refused map maps nothing.
+    match unsafe { syscall::map(own(child::OWN_VSPACE), own(FIRST_FRAME), SPARE_VA, rw) } {
+        Ok(()) => println!("test-rom: a ROM frame mapped writable: NOT read-only"),
+        Err(e) => println!("test-rom: writable mapping of a ROM frame refused: {e}"),
+    }
+    for name in ["no-such-module", "config"] {
+        match rom.info(name) {
+            Ok((size, _)) => {
+                println!("test-rom: ROM {name}: {size} bytes, but it should be refused")
+            }
+            Err(e) => println!("test-rom: ROM {name}: {e}"),
+        }
+    }
+    0
+}
+
+/// The 32-bit FNV-1a hash of `bytes`.
+fn fnv1a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5u32, |h, &b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
