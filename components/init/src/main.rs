@@ -36,13 +36,14 @@
 //! 6. ROM: a `Rom` session routed to `parent` (and in `parent_provides`)
 //!    init serves itself (`RomService`, `rt::session::rom`): its own
 //!    endpoint minted with the child's badge and `PARENT_SESSION`; each
-//!    request is answered at once, a page of a boot module copied into a
-//!    fresh frame and handed over read-only.
+//!    request is answered at once, a page of a boot module (or, for
+//!    `config`, of the child's own config tree) copied into a fresh frame
+//!    and handed over read-only.
 //!
 //! Not yet (the component-framework issue): other `parent` routes (init
-//! refuses them), session quotas and close, a child's own config as a ROM
-//! (it sees only the integer `arg` of its config table, as its argument
-//! word), the Timer service, dynamic reconfiguration. **Back-off**:
+//! refuses them), session quotas and close, a child's own config
+//! in any other way than its `config` ROM (and the integer `arg` of its
+//! config table, its argument word), the Timer service, dynamic reconfiguration. **Back-off**:
 //! without a Timer service init cannot sleep, so it restarts at once and
 //! logs the back-off the policy asks for (`Restart::delay_ms`) as not
 //! waited; a busy wait on `rdtsc` would need a TSC calibration user space
@@ -458,20 +459,19 @@ impl RomService<'_, '_> {
     /// `badge` (without `session::PARENT_SESSION`).
     fn serve(mut self, kids: &[Kid<'_>], badge: u64, label: u64, words: &[u64; 4]) {
         let index = badge & !session::PARENT_SESSION;
-        let client = kids
-            .iter()
-            .find(|k| k.component.index as u64 + 1 == index)
-            .map_or("?", |k| k.component.name);
+        let Some(client) = kids.iter().find(|k| k.component.index as u64 + 1 == index) else {
+            return reply(rom::NOT_FOUND, [0; 4], None);
+        };
+        let (component, client) = (&client.component, client.component.name);
         let (bytes, len) = session::unpack(words);
         let module = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
+        // `config` is the client's own config tree, not the scenario's ROM
+        // (which holds every component's config).
         let data = match self.image.find(module) {
-            Some(entry) if module != "config" => entry.data,
-            found => {
-                let why = match found {
-                    Some(_) => "the scenario's config ROM holds every component's config",
-                    None => "no such module",
-                };
-                println!("init: {client} asks for ROM {module:?}: {why}; refused");
+            _ if module == "config" => component.config_tree(),
+            Some(entry) => entry.data,
+            None => {
+                println!("init: {client} asks for ROM {module:?}: no such module; refused");
                 return reply(rom::NOT_FOUND, [0; 4], None);
             }
         };

@@ -2,10 +2,10 @@
 //! itself, `rt::session::rom`) and maps the boot module `hello` read-only;
 //! checks that it is the ELF file it should be — the magic, and section
 //! headers that end exactly at the module's end, so the last page came
-//! through too — and prints its size and FNV-1a checksum. Then it shows
-//! that the frames are read-only (a writable mapping of one is refused)
-//! and that a name that does not exist, and the scenario's `config`, are
-//! refused. A `test-` component: it holds its own address space, to map
+//! through too — and prints its size and FNV-1a checksum. It reads its own
+//! `config` ROM and prints the `greeting` and `answer` its scenario gives
+//! it. Then it shows that the frames are read-only (a writable mapping of
+//! one is refused) and that a name that does not exist is refused. A `test-` component: it holds its own address space, to map
 //! the dataspace.
 #![no_std]
 #![no_main]
@@ -17,13 +17,18 @@ use rt::abi::map::{Cache, MapAttr};
 use rt::println;
 use rt::session::{self, rom::Rom};
 use rt::syscall;
+use ucore::config::parse_tree;
 
 rt::entry!(main);
 
 /// Where the Rom session capability goes.
 const ROM_SLOT: u32 = child::FIRST_FREE;
+/// The config ROM's frames: slots from here to [`FIRST_FRAME`].
+const FIRST_CONFIG_FRAME: u32 = child::FIRST_FREE + 1;
 /// The module's frames: slots from here to the end of the table.
-const FIRST_FRAME: u32 = child::FIRST_FREE + 1;
+const FIRST_FRAME: u32 = FIRST_CONFIG_FRAME + 4;
+/// Where the config ROM is mapped.
+const CONFIG_VA: u64 = 0x30_0000_0000;
 /// Slots of this component's table: `caps` in `scenarios/rom-session.toml`.
 const TABLE_SLOTS: u32 = 64;
 /// Where the module is mapped (far from the image, the heap and the stack).
@@ -66,6 +71,26 @@ fn main(_arg: u64) -> i32 {
         if sections_end == Some(bytes.len() as u64) { "at the end of" } else { "NOT at the end of" },
         fnv1a(bytes)
     );
+    // SAFETY: CONFIG_VA.. is used by nothing else of this program.
+    match unsafe { rom.map("config", FIRST_CONFIG_FRAME, FIRST_FRAME, CONFIG_VA) } {
+        Ok(tree) => match parse_tree(tree) {
+            Ok(config) => println!(
+                "test-rom: config ROM: {} bytes, {} keys, greeting = {:?}, answer = {}",
+                tree.len(),
+                config.len(),
+                config
+                    .get("greeting")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("(none)"),
+                config
+                    .get("answer")
+                    .and_then(|v| v.as_integer())
+                    .unwrap_or(-1),
+            ),
+            Err((at, fault)) => println!("test-rom: config ROM: WRONG at byte {at}: {fault}"),
+        },
+        Err(e) => println!("test-rom: config ROM: {e}"),
+    }
     let rw = MapAttr {
         writable: true,
         executable: false,
@@ -76,13 +101,10 @@ fn main(_arg: u64) -> i32 {
         Ok(()) => println!("test-rom: a ROM frame mapped writable: NOT read-only"),
         Err(e) => println!("test-rom: writable mapping of a ROM frame refused: {e}"),
     }
-    for name in ["no-such-module", "config"] {
-        match rom.info(name) {
-            Ok((size, _)) => {
-                println!("test-rom: ROM {name}: {size} bytes, but it should be refused")
-            }
-            Err(e) => println!("test-rom: ROM {name}: {e}"),
-        }
+    let name = "no-such-module";
+    match rom.info(name) {
+        Ok((size, _)) => println!("test-rom: ROM {name}: {size} bytes, but it should be refused"),
+        Err(e) => println!("test-rom: ROM {name}: {e}"),
     }
     0
 }

@@ -14,8 +14,11 @@
 //! | [`INFO`] | `INFO` | the module's name | [`OK`], word 0: its size in bytes, word 1: its pages; or [`NOT_FOUND`] |
 //! | [`PAGE`] | `PAGE` \| i << [`INDEX_SHIFT`] | the module's name | [`OK`] with one capability: a 4 KiB frame holding bytes `i * 4096..` of the module (zero past its end), minted read-only; or [`NOT_FOUND`], [`OUT_OF_RANGE`], [`NO_MEMORY`] |
 //!
-//! Names: every boot-image entry but `config` (the scenario's ROM, which
-//! holds the siblings' configs too). **Cost**: init copies each page into
+//! Names: every boot-image entry, and `config`: the client's own config
+//! table (its tree as the config ROM encodes it, `ucore::config`; none
+//! without a config), read with `ucore::config::parse_tree` — never the
+//! scenario's ROM, which holds every component's config. Genode's
+//! `config` ROM. **Cost**: init copies each page into
 //! a fresh frame from its own memory (a `Retype`, a `Map` at its scratch
 //! page, 4 KiB copied, an `Unmap`, a `CapMint`) on every `PAGE` request,
 //! and keeps the frame (one slot of its own range and 4 KiB of its own
@@ -52,7 +55,7 @@ pub const INDEX_SHIFT: u32 = 8;
 pub const OK: u64 = 0;
 /// The reply to a request the server does not know.
 pub const UNKNOWN: u64 = 0xe0;
-/// Refused: no module of that name (or `config`).
+/// Refused: no module of that name.
 pub const NOT_FOUND: u64 = 0xe1;
 /// Refused: the page index is past the module's end.
 pub const OUT_OF_RANGE: u64 = 0xe2;
