@@ -17,7 +17,7 @@
 //! |-------|-------|------------|---------|
 //! | [`OK`] | — | the session | opened: an endpoint capability, badged by the provider per session |
 //! | [`REFUSED_UNROUTED`] | — | none | the config routes no such session type for this component |
-//! | [`REFUSED_PARENT`] | — | none | routed to the parent, which does not serve it (init serves no session itself yet) |
+//! | [`REFUSED_PARENT`] | — | none | routed to the parent, which does not serve it (init serves `Rom` itself, nothing else yet) |
 //! | [`REFUSED_PROVIDER`] | word 0: the provider's own refusal label | none | the provider is not running, does not speak this protocol, or refused |
 //!
 //! # Parent → provider
@@ -40,6 +40,12 @@ pub const OPEN: u64 = 0x5e55_0001;
 pub const OPEN_SESSION: u64 = 0x5e55_0002;
 /// Reserved for the label's service field (see the module doc).
 pub const SERVICE_SHIFT: u32 = 32;
+
+/// The badge bit of a session init serves itself (`Rom`,
+/// `rt::session::rom`): init mints its own endpoint with the client's
+/// badge and this bit, so its requests arrive where faults and `OPEN`s do
+/// and init tells them apart by it.
+pub const PARENT_SESSION: u64 = 1 << 32;
 
 /// The reply: opened, the message carries the session capability.
 pub const OK: u64 = 0;

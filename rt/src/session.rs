@@ -30,6 +30,7 @@ use crate::syscall::{self, Words};
 use crate::transfer;
 
 pub mod log;
+pub mod rom;
 
 /// A session interface (see the module doc).
 pub trait Interface {
@@ -45,7 +46,14 @@ pub struct Session<I: Interface> {
 }
 
 impl<I: Interface> Session<I> {
+    /// The session capability: a plain endpoint capability (for a
+    /// benchmark's raw calls on it).
+    pub fn cap(&self) -> CapSlot {
+        self.cap
+    }
+
     /// Calls the session with `label` and `words`.
+    #[inline]
     pub fn call(&self, label: u64, words: Words) -> Result<(MsgInfo, Words), Error> {
         let info = MsgInfo::new(label, 4, 0).ok_or(Error::InvalidArgument)?;
         syscall::call(self.cap, info, words)
@@ -160,31 +168,48 @@ impl<I: Interface, S> Provider<I, S> {
     ) -> ! {
         let mut reply: Option<(MsgInfo, Words)> = None;
         loop {
-            let received = match reply.take() {
-                Some((info, words)) => syscall::reply_recv(self.ep, info, words),
-                None => syscall::recv(self.ep),
-            };
-            let Ok((badge, info, words)) = received else {
-                continue;
-            };
-            if info.label() >= KERNEL_LABELS {
-                continue;
-            }
-            if badge == 0 {
-                reply = Some(self.open(info.label(), &words, &mut new));
-                continue;
-            }
-            let Some((label, state)) = usize::try_from(badge - 1)
-                .ok()
-                .and_then(|i| self.sessions.get_mut(i))
-            else {
-                continue;
-            };
-            reply = Some(dispatch(label, state, info.label(), words));
+            let received = self.next(reply.take());
+            reply = self.handle(received, &mut new, &mut dispatch);
         }
     }
 
+    /// Sends `reply` (if any) and receives the next message on the
+    /// provider's endpoint: one step of [`Self::serve`], for a server that
+    /// looks at a message before the provider does (`log-service`'s
+    /// benchmark mode answers raw calls itself).
+    #[inline(always)]
+    pub fn next(&self, reply: Option<(MsgInfo, Words)>) -> Result<(u64, MsgInfo, Words), Error> {
+        match reply {
+            Some((info, words)) => syscall::reply_recv(self.ep, info, words),
+            None => syscall::recv(self.ep),
+        }
+    }
+
+    /// Handles a message [`Self::next`] received (see [`Self::serve`]):
+    /// the reply to send, or `None` for a message that gets none.
+    #[inline(always)]
+    pub fn handle(
+        &mut self,
+        received: Result<(u64, MsgInfo, Words), Error>,
+        new: &mut impl FnMut(&Label) -> S,
+        dispatch: &mut impl FnMut(&Label, &mut S, u64, Words) -> (MsgInfo, Words),
+    ) -> Option<(MsgInfo, Words)> {
+        let (badge, info, words) = received.ok()?;
+        if info.label() >= KERNEL_LABELS {
+            return None;
+        }
+        if badge == 0 {
+            return Some(self.open(info.label(), &words, new));
+        }
+        let (label, state) = usize::try_from(badge - 1)
+            .ok()
+            .and_then(|i| self.sessions.get_mut(i))?;
+        Some(dispatch(label, state, info.label(), words))
+    }
+
     /// The parent's request `label`, `words`: a new session, or a refusal.
+    #[cold]
+    #[inline(never)]
     fn open(
         &mut self,
         label: u64,

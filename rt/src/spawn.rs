@@ -319,8 +319,9 @@ fn map_into(vspace: u32, frame: u32, vaddr: u64, attr: MapAttr) -> Result<(), Sp
 }
 
 /// Copies `bytes` to `offset` in the fresh frame `frame` (for the child's
-/// page `vaddr`) through the scratch page of `scratch_vspace`.
-fn fill_frame(
+/// page `vaddr`) through the scratch page of `scratch_vspace`. Also init's
+/// ROM service (`rt::session::rom`) fills its frames with it.
+pub fn fill_frame(
     scratch_vspace: u32,
     frame: u32,
     offset: usize,

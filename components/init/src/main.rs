@@ -33,10 +33,17 @@
 //!    or refused (`answer_open`; design in docs/architecture.md, "Sessions
 //!    and routing").
 //!
-//! Not yet (the component-framework issue): serving `parent` routes (init
-//! refuses them), session quotas and close, the ROM and Timer
-//! services (a child does not see its config table, except the integer
-//! `arg` as its argument word), dynamic reconfiguration. **Back-off**:
+//! 6. ROM: a `Rom` session routed to `parent` (and in `parent_provides`)
+//!    init serves itself (`RomService`, `rt::session::rom`): its own
+//!    endpoint minted with the child's badge and `PARENT_SESSION`; each
+//!    request is answered at once, a page of a boot module (or, for
+//!    `config`, of the child's own config tree) copied into a fresh frame
+//!    and handed over read-only.
+//!
+//! Not yet (the component-framework issue): other `parent` routes (init
+//! refuses them), session quotas and close, a child's own config
+//! in any other way than its `config` ROM (and the integer `arg` of its
+//! config table, its argument word), the Timer service, dynamic reconfiguration. **Back-off**:
 //! without a Timer service init cannot sleep, so it restarts at once and
 //! logs the back-off the policy asks for (`Restart::delay_ms`) as not
 //! waited; a busy wait on `rdtsc` would need a TSC calibration user space
@@ -52,13 +59,16 @@ use alloc::vec::Vec;
 use kcore::bootimage::BootImage;
 use rt::abi::bootinfo::{BOOT_IMAGE_ADDR, BOOT_INFO_ADDR};
 use rt::abi::caddr::own;
-use rt::abi::{child, init, session, Error, MsgInfo, ObjectType};
+use rt::abi::{child, init, session, Error, MsgInfo, ObjectType, Rights};
 use rt::println;
 use rt::resources::Resources;
+use rt::session::rom::{self, Rom as RomSession};
+use rt::session::Interface;
 use rt::spawn::{self, ChildCaps, ChildSpec, ParentCaps, SpawnError, PT_POOL_BITS};
 use rt::syscall;
 use rt::transfer;
 use ucore::config::{Component, Restart, Rom, Target};
+use ucore::load::PAGE_SIZE;
 use ucore::supervise::Supervisor;
 
 rt::entry!(main);
@@ -186,8 +196,18 @@ fn main(image_len: u64) -> i32 {
                 return init::EXIT_RECV_FAILED;
             }
         };
+        if badge & session::PARENT_SESSION != 0 {
+            let rom_service = RomService {
+                image: &image,
+                res: &mut own_res,
+                vspace: parent.vspace,
+                transit,
+            };
+            rom_service.serve(&kids, badge, info.label(), &words);
+            continue;
+        }
         if info.label() == session::OPEN {
-            answer_open(&rom, &kids, badge, &words, transit);
+            answer_open(&rom, &kids, badge, &words, (parent.fault, transit));
             continue;
         }
         let handled = children.handle(badge, info.label(), words);
@@ -339,7 +359,13 @@ fn is_server(c: &Component<'_>) -> bool {
 /// (`abi::session`, "Sessions and routing" in docs/architecture.md): by
 /// its routes, refused, or opened at the provider and passed on through
 /// init's slot `transit`.
-fn answer_open(rom: &Rom<'_>, kids: &[Kid<'_>], badge: u64, words: &[u64; 4], transit: u32) {
+fn answer_open(
+    rom: &Rom<'_>,
+    kids: &[Kid<'_>],
+    badge: u64,
+    words: &[u64; 4],
+    (own_ep, transit): (u32, u32),
+) {
     let (bytes, len) = session::unpack(words);
     let service = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
     let client = kids.iter().find(|k| k.component.index as u64 + 1 == badge);
@@ -354,11 +380,14 @@ fn answer_open(rom: &Rom<'_>, kids: &[Kid<'_>], badge: u64, words: &[u64; 4], tr
         }
         Some(Target::Parent) => {
             let offered = rom.parent_provides().any(|s| s == service);
+            if offered && service == RomSession::NAME {
+                return open_rom(name, own_ep, badge, transit);
+            }
             println!(
                 "init: {name} asks for a {service} session: routed to the parent, which {}; \
                  refused",
                 if offered {
-                    "serves no session itself yet"
+                    "does not serve it itself (only Rom)"
                 } else {
                     "does not provide it"
                 }
@@ -393,6 +422,98 @@ fn answer_open(rom: &Rom<'_>, kids: &[Kid<'_>], badge: u64, words: &[u64; 4], tr
             println!("init: {name} asks for a {service} session: calling {pname} failed: {e}");
             reply(session::REFUSED_PROVIDER, [0; 4], None);
         }
+    }
+}
+
+/// Opens a ROM session for child `badge` (`name`): init's own endpoint
+/// `own_ep`, minted write-only with the child's badge and
+/// `session::PARENT_SESSION`, passed on through `transit`. Init answers it
+/// itself ([`RomService`]): no call out, so no client can block init.
+fn open_rom(name: &str, own_ep: u32, badge: u64, transit: u32) {
+    let session_badge = badge | session::PARENT_SESSION;
+    match syscall::cap_mint(own(own_ep), own(transit), Rights::WRITE, session_badge) {
+        Ok(()) => {
+            println!("init: {name} -> Rom session at init");
+            reply(session::OK, [0; 4], Some(transit));
+        }
+        Err(e) => {
+            println!("init: {name} asks for a Rom session: CapMint failed: {e}; refused");
+            reply(session::REFUSED_PARENT, [0; 4], None);
+        }
+    }
+}
+
+/// Init's ROM service (`rt::session::rom`): boot-image modules, each page
+/// copied into a fresh frame from init's own memory and handed over
+/// read-only.
+struct RomService<'r, 'a> {
+    image: &'r BootImage<'a>,
+    res: &'r mut Resources,
+    /// Init's address space, for the scratch page.
+    vspace: u32,
+    transit: u32,
+}
+
+impl RomService<'_, '_> {
+    /// Answers a request `label`, `words` on the ROM session of child
+    /// `badge` (without `session::PARENT_SESSION`).
+    fn serve(mut self, kids: &[Kid<'_>], badge: u64, label: u64, words: &[u64; 4]) {
+        let index = badge & !session::PARENT_SESSION;
+        let Some(client) = kids.iter().find(|k| k.component.index as u64 + 1 == index) else {
+            return reply(rom::NOT_FOUND, [0; 4], None);
+        };
+        let (component, client) = (&client.component, client.component.name);
+        let (bytes, len) = session::unpack(words);
+        let module = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
+        // `config` is the client's own config tree, not the scenario's ROM
+        // (which holds every component's config).
+        let data = match self.image.find(module) {
+            _ if module == "config" => component.config_tree(),
+            Some(entry) => entry.data,
+            None => {
+                println!("init: {client} asks for ROM {module:?}: no such module; refused");
+                return reply(rom::NOT_FOUND, [0; 4], None);
+            }
+        };
+        let page = PAGE_SIZE as usize;
+        let pages = data.len().div_ceil(page) as u64;
+        match label & ((1 << rom::INDEX_SHIFT) - 1) {
+            rom::INFO => {
+                println!(
+                    "init: {client} reads ROM {module:?} ({} bytes, {pages} pages)",
+                    data.len()
+                );
+                reply(rom::OK, [data.len() as u64, pages, 0, 0], None)
+            }
+            rom::PAGE => {
+                let i = label >> rom::INDEX_SHIFT;
+                if i >= pages {
+                    return reply(rom::OUT_OF_RANGE, [0; 4], None);
+                }
+                let start = i as usize * page;
+                let chunk = &data[start..data.len().min(start + page)];
+                match self.page(chunk) {
+                    Ok(()) => reply(rom::OK, [0; 4], Some(self.transit)),
+                    Err(why) => {
+                        println!("init: ROM {module:?} page {i} for {client}: {why}");
+                        reply(rom::NO_MEMORY, [0; 4], None)
+                    }
+                }
+            }
+            _ => reply(rom::UNKNOWN, [label, 0, 0, 0], None),
+        }
+    }
+
+    /// A fresh frame of init's (kept: see `rt::session::rom`, "Cost")
+    /// holding `chunk`, minted read-only into the transit slot.
+    fn page(&mut self, chunk: &[u8]) -> Result<(), &'static str> {
+        let frame = self
+            .res
+            .make(ObjectType::Frame4K, 0)
+            .map_err(|_| "no memory or slot left for a frame")?;
+        spawn::fill_frame(self.vspace, frame, 0, chunk, 0).map_err(|_| "copying failed")?;
+        syscall::cap_mint(own(frame), own(self.transit), Rights::READ, 0)
+            .map_err(|_| "CapMint (read-only) failed")
     }
 }
 

@@ -1,10 +1,20 @@
 //! log-client: opens a `Log` session through its parent (`rt::session`)
 //! and writes lines on it; then asks for a `Timer` session, which its
-//! config does not route, and a `Rom` session (routed to the parent, which
-//! does not serve it yet) and reports the refusals; then writes once more,
+//! config does not route, and reports the refusal, and a `Rom` session
+//! (routed to the parent, which serves it itself); then writes once more,
 //! to show the Log session still works. Without a Log route it reports the
 //! refusal, checks that none of its capability slots reaches a receiver
 //! (it holds only what init gave it) and exits 1.
+//!
+//! With `arg = 1` ([`BENCH`], `scenarios/session-rpc.toml`, against
+//! `log-service` in its benchmark mode) it measures instead, sel4bench-style
+//! (`bench::measure`: warm-up, timestamp overhead subtracted, 1000
+//! samples), a `PING` round trip on its Log session (the typed stub, the
+//! provider's badge lookup and `log::dispatch`) and a raw call+reply on the
+//! same capability that the server answers in its receive loop
+//! (`log::RAW_PING`), both 4 words each way, and prints the medians and
+//! their ratio in one line. Ticks are instructions under `cargo xtask run
+//! session-rpc --icount`; without icount they are TSC cycles of an emulator.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
@@ -12,10 +22,17 @@
 use rt::abi::caddr::own;
 use rt::abi::{child, MsgInfo};
 use rt::println;
-use rt::session::{self, log::Log};
+use rt::session::{
+    self,
+    log::{self, Log},
+    rom::Rom,
+};
 use rt::syscall;
 
 rt::entry!(main);
+
+/// `arg` of the benchmark mode.
+const BENCH: u64 = 1;
 
 /// Where the Log session capability goes.
 const LOG_SLOT: u32 = child::FIRST_FREE;
@@ -31,14 +48,7 @@ impl session::Interface for Timer {
     const NAME: &'static str = "Timer";
 }
 
-/// A session type routed to the parent in `sessions-log`, which init
-/// does not serve itself yet.
-struct Rom;
-impl session::Interface for Rom {
-    const NAME: &'static str = "Rom";
-}
-
-fn main(_arg: u64) -> i32 {
+fn main(arg: u64) -> i32 {
     let log = match session::open::<Log>(LOG_SLOT) {
         Ok(log) => log,
         Err(e) => {
@@ -47,6 +57,9 @@ fn main(_arg: u64) -> i32 {
             return 1;
         }
     };
+    if arg == BENCH {
+        return measure(&log);
+    }
     let lines = [
         "hello",
         "a line longer than one message of thirty-two bytes, in three parts",
@@ -61,10 +74,42 @@ fn main(_arg: u64) -> i32 {
         Ok(_) => println!("log-client: Timer session opened, but it is not routed"),
         Err(e) => println!("log-client: Timer session: {e}"),
     }
-    if let Err(e) = session::open::<Rom>(OTHER_SLOT) {
-        println!("log-client: Rom session: {e}");
+    match session::open::<Rom>(OTHER_SLOT) {
+        Ok(_) => println!("log-client: Rom session opened at the parent"),
+        Err(e) => println!("log-client: Rom session: {e}"),
     }
     if log.write_line("still here after the refusal").is_err() {
+        return 2;
+    }
+    0
+}
+
+/// The session RPC benchmark (module doc): 0 if every call was answered.
+fn measure(log: &session::Session<Log>) -> i32 {
+    let mut failed = 0u32;
+    let overhead = bench::timestamp_overhead();
+    let mut session_rpc = [0u64; bench::SAMPLES];
+    bench::measure(&mut session_rpc, overhead, || {
+        failed += log.ping().is_err() as u32;
+    });
+    let cap = log.cap();
+    let info = MsgInfo::new(log::RAW_PING, 4, 0).unwrap_or_default();
+    let mut raw = [0u64; bench::SAMPLES];
+    bench::measure(&mut raw, overhead, || {
+        failed += syscall::call(cap, info, [0; 4]).is_err() as u32;
+    });
+    let s = bench::stats(&mut session_rpc).median;
+    let r = bench::stats(&mut raw).median;
+    let ratio = s * 100 / r.max(1);
+    println!(
+        "session-rpc: Log PING round trip {s} ticks, raw call+reply {r} ticks (medians of {}, \
+         4 words each way, timestamp overhead {overhead} subtracted), ratio {}.{:02}",
+        bench::SAMPLES,
+        ratio / 100,
+        ratio % 100
+    );
+    if failed > 0 {
+        println!("log-client: {failed} benchmark calls FAILED");
         return 2;
     }
     0

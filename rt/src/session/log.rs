@@ -4,6 +4,7 @@
 //! | opcode | label | words | reply |
 //! |--------|-------|-------|-------|
 //! | [`WRITE`] | `WRITE` \| n << [`LEN_SHIFT`] \| [`END`] if the line ends here | n ≤ 32 bytes of the line (`abi::session::pack_bytes`) | [`OK`] |
+//! | [`PING`] | `PING` | ignored | [`OK`]: does nothing; a session RPC's bare cost (`log-client` with `arg = 1` measures it) |
 //!
 //! A line longer than 32 bytes goes in several `WRITE`s, the last with
 //! [`END`]; the server keeps at most [`MAX_LINE`] bytes of a line and
@@ -19,6 +20,9 @@ use super::{Interface, Label, Session};
 use crate::server::answer;
 use crate::syscall::Words;
 
+/// A reply: its message info and words.
+type Reply = (MsgInfo, Words);
+
 /// The LOG interface.
 pub struct Log;
 
@@ -28,6 +32,13 @@ impl Interface for Log {
 
 /// Opcode: a part of a line.
 pub const WRITE: u64 = 1;
+/// Opcode: nothing; answered [`OK`] (the session RPC benchmark).
+pub const PING: u64 = 2;
+/// Not an opcode of the interface: the label of the *raw* calls of the
+/// session RPC benchmark, which `log-service` in benchmark mode (`arg =
+/// 1`) answers in its receive loop before the session layer sees them
+/// (`scenarios/session-rpc.toml`).
+pub const RAW_PING: u64 = 0x7e;
 /// Shift of the byte count in a `WRITE` label.
 pub const LEN_SHIFT: u32 = 8;
 /// Flag of a `WRITE` label: the line ends with this part.
@@ -52,6 +63,15 @@ impl Session<Log> {
         Ok(())
     }
 
+    /// A round trip that does nothing ([`PING`]).
+    #[inline]
+    pub fn ping(&self) -> Result<(), Error> {
+        match self.call(PING, [0; 4])?.0.label() {
+            OK => Ok(()),
+            _ => Err(Error::InvalidArgument),
+        }
+    }
+
     fn write_part(&self, part: &[u8], last: bool) -> Result<(), Error> {
         let label = WRITE | (part.len() as u64) << LEN_SHIFT | if last { END } else { 0 };
         let (reply, _) = self.call(label, pack_bytes(part))?;
@@ -73,7 +93,9 @@ pub trait Server {
 #[derive(Default)]
 pub struct LineBuffer(Vec<u8>);
 
-/// Serves one request of a LOG session.
+/// Serves one request of a LOG session (inlined: a `PING` is the
+/// session RPC benchmark's bare path; the rest is [`write`]'s).
+#[inline(always)]
 pub fn dispatch(
     server: &mut impl Server,
     client: &Label,
@@ -81,21 +103,25 @@ pub fn dispatch(
     label: u64,
     words: Words,
 ) -> (MsgInfo, Words) {
+    if label == PING {
+        return answer(OK, [0; 4]);
+    }
+    write(server, client, &mut state.0, label, &words)
+}
+
+/// Serves a request that is not a `PING`: a part of `line`.
+#[inline(never)]
+fn write(s: &mut impl Server, c: &Label, line: &mut Vec<u8>, label: u64, w: &Words) -> Reply {
     if label & 0xff != WRITE {
         return answer(UNKNOWN, [label, 0, 0, 0]);
     }
     let n = ((label >> LEN_SHIFT) & 0xff) as usize;
-    let (bytes, _) = unpack(&words);
-    let room = MAX_LINE - state.0.len();
-    state
-        .0
-        .extend_from_slice(&bytes[..n.min(NAME_BYTES).min(room)]);
-    if label & END != 0 || state.0.len() == MAX_LINE {
-        server.line(
-            client,
-            core::str::from_utf8(&state.0).unwrap_or("(not UTF-8)"),
-        );
-        state.0.clear();
+    let (bytes, _) = unpack(w);
+    let room = MAX_LINE - line.len();
+    line.extend_from_slice(&bytes[..n.min(NAME_BYTES).min(room)]);
+    if label & END != 0 || line.len() == MAX_LINE {
+        s.line(c, core::str::from_utf8(line).unwrap_or("(not UTF-8)"));
+        line.clear();
     }
     answer(OK, [0; 4])
 }

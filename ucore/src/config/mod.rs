@@ -105,7 +105,7 @@ mod write;
 use core::fmt;
 
 pub use read::{Component, Components, Route, Routes, Services, Target};
-pub use value::{Array, Table, Value, ValueBuf};
+pub use value::{parse_tree, Array, Table, Value, ValueBuf};
 pub use write::{encode, encoded_config_len, ComponentSpec, EncodeError, RouteSpec, Spec};
 
 /// The first eight bytes of every config ROM.

@@ -226,10 +226,11 @@ impl<'a> Rom<'a> {
             return None;
         }
         let r = record(self.bytes, &self.layout, index)?;
-        let config = if r.config.1 == 0 {
-            Table::EMPTY
+        let (config, tree) = if r.config.1 == 0 {
+            (Table::EMPTY, &[][..])
         } else {
-            value::root_table(config_tree(self.bytes, &self.layout, r.config)?)?
+            let tree = config_tree(self.bytes, &self.layout, r.config)?;
+            (value::root_table(tree)?, tree)
         };
         Some(Component {
             rom: *self,
@@ -244,6 +245,7 @@ impl<'a> Rom<'a> {
             provides: r.provides,
             routes: r.routes,
             config,
+            tree,
         })
     }
 
@@ -469,9 +471,18 @@ pub struct Component<'a> {
     routes: (u16, u16),
     /// Its own configuration (empty when the scenario gives none).
     pub config: Table<'a>,
+    /// The bytes of `config`'s tree (none without a config).
+    tree: &'a [u8],
 }
 
 impl<'a> Component<'a> {
+    /// Its config tree as bytes (see the module doc; none when the
+    /// scenario gives no `config`): what init serves as the component's
+    /// `config` ROM, read back with [`super::parse_tree`].
+    pub fn config_tree(&self) -> &'a [u8] {
+        self.tree
+    }
+
     /// The session types it provides.
     pub fn provides(&self) -> Services<'a> {
         Services {

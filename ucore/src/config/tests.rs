@@ -180,6 +180,33 @@ fn encoder_sorts_config_keys() {
 }
 
 #[test]
+fn config_tree_parses_on_its_own() {
+    let mut spec = Spec::default();
+    let mut c = component("a");
+    c.config = vec![
+        (s("greeting"), ValueBuf::String(s("hi"))),
+        (s("answer"), ValueBuf::Integer(42)),
+    ];
+    spec.components.push(c);
+    spec.components.push(component("b"));
+    let bytes = encode(&spec).unwrap();
+    let rom = Rom::parse(&bytes).unwrap();
+    let a = rom.component(0).unwrap();
+    let table = parse_tree(a.config_tree()).unwrap();
+    assert_eq!(table, a.config);
+    assert_eq!(table.get("answer"), Some(Value::Integer(42)));
+    let b = rom.component(1).unwrap();
+    assert!(b.config_tree().is_empty());
+    assert_eq!(parse_tree(b.config_tree()).unwrap(), Table::EMPTY);
+    let tree = a.config_tree();
+    assert_eq!(
+        parse_tree(&tree[..tree.len() - 1]).unwrap_err().1,
+        ValueFault::Truncated
+    );
+    assert!(parse_tree(&[TAG_BOOL, 1]).is_err());
+}
+
+#[test]
 fn empty_config() {
     let bytes = encode(&Spec::default()).unwrap();
     assert_eq!(bytes.len(), HEADER_SIZE);

@@ -283,6 +283,18 @@ fn decode(bytes: &[u8], at: usize) -> Option<(Value<'_>, usize)> {
     })
 }
 
+/// A component's config tree on its own, as init hands it out as the
+/// component's `config` ROM (`Component::config_tree`): checked as the
+/// ROM decoder checks it, then its table. No bytes is the empty table (a
+/// component without `config`). Fails with the offset and the fault.
+pub fn parse_tree(tree: &[u8]) -> Result<Table<'_>, (usize, ValueFault)> {
+    if tree.is_empty() {
+        return Ok(Table::EMPTY);
+    }
+    check_tree(tree)?;
+    root_table(tree).ok_or((0, ValueFault::NotATable))
+}
+
 /// The root table of a tree that [`check_tree`] accepted.
 pub(super) fn root_table(tree: &[u8]) -> Option<Table<'_>> {
     match decode(tree, 0)? {
