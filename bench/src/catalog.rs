@@ -20,14 +20,25 @@ pub struct Bench {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Platform {
+    /// Pecan, run by the `bench` component (its ARG mask counts these).
     Pecan,
+    /// Pecan, reported by the components of `scenarios/NAME.toml` (e.g.
+    /// the packet-stream pair); `cargo xtask bench` boots that scenario.
+    PecanScenario(&'static str),
     Linux,
 }
 
+impl Platform {
+    /// Whether this is one of Pecan's.
+    pub const fn is_pecan(self) -> bool {
+        !matches!(self, Platform::Linux)
+    }
+}
+
 macro_rules! benches {
-    ($($platform:ident $name:literal => $what:literal,)*) => {
+    ($($platform:ident $(($scenario:literal))? $name:literal => $what:literal,)*) => {
         /// Every benchmark, Pecan's first.
-        pub const ALL: &[Bench] = &[$(Bench { name: $name, platform: Platform::$platform, what: $what },)*];
+        pub const ALL: &[Bench] = &[$(Bench { name: $name, platform: Platform::$platform $(($scenario))?, what: $what },)*];
     };
 }
 
@@ -52,6 +63,9 @@ benches! {
     Pecan "memset-runtime" => "memset 8 MiB, the runtime's, bytes/tick",
     Pecan "uncached-write" => "8-byte stores to an uncached mapping, bytes/tick",
     Pecan "uncached-read" => "8-byte loads from an uncached mapping, bytes/tick",
+    PecanScenario("stream") "packet-stream-64" => "packet stream between address spaces, 64 B packets, bytes/tick",
+    PecanScenario("stream") "packet-stream-1k" => "packet stream between address spaces, 1 KiB packets, bytes/tick",
+    PecanScenario("stream") "packet-stream-64k" => "packet stream between address spaces, 64 KiB packets, bytes/tick",
     Pecan "ipc-intra-0w-fpu" => "IPC call one-way, same address space, 0 words, caller used vector registers",
     Pecan "fpu-first-use" => "first vector instruction of a turn (#NM, state restored)",
     Linux "getppid" => "getppid system call, round trip",
@@ -105,6 +119,10 @@ pub const ROWS: &[(&str, Option<&str>)] = &[
     ("ring-10", Some("ring-10")),
     ("bulk-shm", Some("bw-pipe")),
     ("bulk-shm", Some("bw-unix")),
+    ("packet-stream-64k", Some("bw-pipe")),
+    ("packet-stream-64k", Some("bw-unix")),
+    ("packet-stream-1k", None),
+    ("packet-stream-64", None),
     ("bogomips", Some("bogomips")),
     ("memcpy-runtime", Some("memcpy-glibc")),
     ("memcpy-bytewise", Some("memcpy-bytewise")),
@@ -114,6 +132,11 @@ pub const ROWS: &[(&str, Option<&str>)] = &[
     ("ipc-intra-0w-fpu", None),
     ("fpu-first-use", None),
 ];
+
+/// The Pecan benchmark called `name`, whoever runs it.
+pub fn find_pecan(name: &str) -> Option<&'static Bench> {
+    ALL.iter().find(|b| b.platform.is_pecan() && b.name == name)
+}
 
 /// The benchmark called `name` on `platform`.
 pub fn find(platform: Platform, name: &str) -> Option<&'static Bench> {
@@ -128,7 +151,7 @@ mod tests {
     #[test]
     fn rows_name_known_benchmarks_and_names_are_unique() {
         for (pecan, linux) in ROWS {
-            assert!(find(Platform::Pecan, pecan).is_some(), "{pecan}");
+            assert!(find_pecan(pecan).is_some(), "{pecan}");
             if let Some(l) = linux {
                 assert!(find(Platform::Linux, l).is_some(), "{l}");
             }
@@ -136,7 +159,7 @@ mod tests {
         for (i, a) in ALL.iter().enumerate() {
             for b in &ALL[i + 1..] {
                 assert!(
-                    !(a.name == b.name && a.platform == b.platform),
+                    !(a.name == b.name && a.platform.is_pecan() == b.platform.is_pecan()),
                     "{}",
                     a.name
                 );

@@ -68,17 +68,33 @@ fn clock_label(accel: Accel) -> &'static str {
     }
 }
 
-/// The Pecan and Linux benchmarks selected by `names` (all when empty);
-/// an unknown name is an error that lists the known ones.
-pub fn select(names: &[String]) -> Result<(Vec<&'static str>, Vec<&'static str>)> {
-    let mut pecan = Vec::new();
-    let mut linux = Vec::new();
+/// What `cargo xtask bench NAME...` runs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Selection {
+    /// Benchmarks of the `bench` component.
+    pub pecan: Vec<&'static str>,
+    /// Benchmarks reported by other Pecan scenarios, by scenario name.
+    pub scenarios: Vec<(&'static str, Vec<&'static str>)>,
+    pub linux: Vec<&'static str>,
+}
+
+/// The benchmarks selected by `names` (all when empty); an unknown name is
+/// an error that lists the known ones.
+pub fn select(names: &[String]) -> Result<Selection> {
+    let mut selection = Selection::default();
     for b in catalog::ALL {
-        let wanted = names.is_empty() || names.iter().any(|n| n == b.name);
-        match (wanted, b.platform) {
-            (true, Platform::Pecan) => pecan.push(b.name),
-            (true, Platform::Linux) => linux.push(b.name),
-            _ => {}
+        if !(names.is_empty() || names.iter().any(|n| n == b.name)) {
+            continue;
+        }
+        match b.platform {
+            Platform::Pecan => selection.pecan.push(b.name),
+            Platform::Linux => selection.linux.push(b.name),
+            Platform::PecanScenario(scenario) => {
+                match selection.scenarios.iter_mut().find(|(s, _)| *s == scenario) {
+                    Some((_, list)) => list.push(b.name),
+                    None => selection.scenarios.push((scenario, vec![b.name])),
+                }
+            }
         }
     }
     for n in names {
@@ -93,7 +109,7 @@ pub fn select(names: &[String]) -> Result<(Vec<&'static str>, Vec<&'static str>)
             );
         }
     }
-    Ok((pecan, linux))
+    Ok(selection)
 }
 
 /// The `bench` component's argument: bit i selects the i-th Pecan
@@ -115,10 +131,22 @@ pub fn pecan_cmdline(names: &[&str]) -> String {
     )
 }
 
-/// Boots Pecan once with the benchmarks `names`; returns the results and
-/// keeps the serial log at `log`.
+/// Boots Pecan once with the `bench` component's benchmarks `names`;
+/// returns the results and keeps the serial log at `log`.
 pub fn run_pecan(
     system: &System,
+    names: &[&str],
+    accel: Accel,
+    log: &Path,
+) -> Result<Vec<BenchResult>> {
+    run_pecan_cmdline(system, &pecan_cmdline(names), names, accel, log)
+}
+
+/// Boots Pecan once with kernel command line `cmdline` and collects the
+/// results of `names`.
+fn run_pecan_cmdline(
+    system: &System,
+    cmdline: &str,
     names: &[&str],
     accel: Accel,
     log: &Path,
@@ -126,7 +154,7 @@ pub fn run_pecan(
     let mut machine = Machine::new(
         system.kernel.clone(),
         Some(system.boot_image.clone()),
-        pecan_cmdline(names),
+        cmdline.to_string(),
         accel,
     );
     machine.icount = accel == Accel::Tcg;
@@ -190,34 +218,55 @@ impl Side {
 pub fn run(args: &BenchArgs) -> Result<bool> {
     crate::setup::ensure_target()?;
     crate::setup::ensure_qemu()?;
-    let (pecan_names, linux_names) = select(&args.names)?;
+    let selection = select(&args.names)?;
+    let (pecan_names, linux_names) = (&selection.pecan, &selection.linux);
     let root = workspace_root();
     let out_dir = root.join("target").join("bench");
     std::fs::create_dir_all(&out_dir)?;
     let system = system::build()?;
+    // Scenarios that report further Pecan benchmarks, with their command
+    // lines (scenarios/NAME.toml).
+    let mut scenarios = Vec::new();
+    for (name, names) in &selection.scenarios {
+        let scenario = crate::scenario::load(&root, name)?;
+        scenarios.push((*name, scenario.cmdline, names.clone()));
+    }
 
     let mut pecan = Side {
         runs: Vec::new(),
         skipped: None,
         version: format!("Pecan {}", env!("CARGO_PKG_VERSION")),
     };
-    if pecan_names.is_empty() {
+    if pecan_names.is_empty() && scenarios.is_empty() {
         pecan.skipped = Some("no Pecan benchmark selected".into());
     }
     for run in 0..args.runs {
-        if pecan_names.is_empty() {
+        if pecan.skipped.is_some() {
             break;
         }
-        println!(
-            "==> Pecan, run {} of {}: {}",
-            run + 1,
-            args.runs,
-            pecan_cmdline(&pecan_names)
-        );
-        let log = out_dir.join(format!("pecan-serial-{}.log", run + 1));
-        pecan
-            .runs
-            .push(run_pecan(&system, &pecan_names, args.accel, &log)?);
+        let mut results = Vec::new();
+        if !pecan_names.is_empty() {
+            println!(
+                "==> Pecan, run {} of {}: {}",
+                run + 1,
+                args.runs,
+                pecan_cmdline(pecan_names)
+            );
+            let log = out_dir.join(format!("pecan-serial-{}.log", run + 1));
+            results.extend(run_pecan(&system, pecan_names, args.accel, &log)?);
+        }
+        for (name, cmdline, names) in &scenarios {
+            println!(
+                "==> Pecan scenario {name}, run {} of {}: {cmdline}",
+                run + 1,
+                args.runs
+            );
+            let log = out_dir.join(format!("pecan-{name}-serial-{}.log", run + 1));
+            results.extend(run_pecan_cmdline(
+                &system, cmdline, names, args.accel, &log,
+            )?);
+        }
+        pecan.runs.push(results);
     }
 
     let mut linux = Side {
@@ -232,7 +281,7 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
     } else {
         for run in 0..args.runs {
             println!("==> Linux, run {} of {}", run + 1, args.runs);
-            match run_linux(&linux_names, args.accel, &out_dir, run + 1) {
+            match run_linux(linux_names, args.accel, &out_dir, run + 1) {
                 Ok((results, version)) => {
                     linux.version = version;
                     linux.runs.push(results);
@@ -526,10 +575,22 @@ mod tests {
 
     #[test]
     fn selection_and_mask() {
-        let (p, l) = select(&[]).unwrap();
-        assert_eq!(p.len() + l.len(), catalog::ALL.len());
-        let (p, l) = select(&["null-syscall".into(), "getppid".into()]).unwrap();
-        assert_eq!((p, l), (vec!["null-syscall"], vec!["getppid"]));
+        let all = select(&[]).unwrap();
+        let in_scenarios: usize = all.scenarios.iter().map(|(_, n)| n.len()).sum();
+        assert_eq!(
+            all.pecan.len() + in_scenarios + all.linux.len(),
+            catalog::ALL.len()
+        );
+        assert!(all
+            .scenarios
+            .iter()
+            .any(|(s, n)| *s == "stream" && n.contains(&"packet-stream-64k")));
+        let some = select(&["null-syscall".into(), "getppid".into()]).unwrap();
+        assert_eq!(
+            (some.pecan, some.linux),
+            (vec!["null-syscall"], vec!["getppid"])
+        );
+        assert!(some.scenarios.is_empty());
         assert_eq!(pecan_mask(&["null-syscall"]), 1);
         assert_eq!(pecan_mask(&["ipc-intra-0w", "null-syscall"]), 0b11);
         let e = select(&["nope".into()]).unwrap_err();

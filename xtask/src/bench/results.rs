@@ -49,7 +49,12 @@ pub fn parse(serial: &str, platform: Platform) -> Result<Vec<BenchResult>> {
         };
         let result: BenchResult = serde_json::from_str(json)
             .with_context(|| format!("serial line {}: malformed BENCH line", number + 1))?;
-        if catalog::find(platform, &result.name).is_none() {
+        let known = if platform.is_pecan() {
+            catalog::find_pecan(&result.name).is_some()
+        } else {
+            catalog::find(platform, &result.name).is_some()
+        };
+        if !known {
             bail!(
                 "serial line {}: unknown {platform:?} benchmark `{}`",
                 number + 1,
@@ -119,7 +124,7 @@ pub fn table(pecan: &[BenchResult], linux: &[BenchResult]) -> Vec<Row> {
             }),
             _ => None,
         };
-        let what = catalog::find(Platform::Pecan, p).map_or(p.to_string(), |b| b.what.to_string());
+        let what = catalog::find_pecan(p).map_or(p.to_string(), |b| b.what.to_string());
         rows.push(Row {
             what,
             pecan: pr,
