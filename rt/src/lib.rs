@@ -20,6 +20,10 @@
 //! - [`transfer`]: capability transfer through the main thread's IPC
 //!   buffer; [`shared`]: a frame and a notification pair a server shares
 //!   with a client; [`server`]: a server's loop and replies.
+//! - [`dataspace`]: memory a component allocates, shares (read-only or
+//!   writable) and maps; [`signal`]: asynchronous signal handlers on a
+//!   notification's bits, also served from a provider's loop
+//!   (`session::Provider::serve_with_signals`).
 //! - [`resources`] and [`spawn`]: how a parent (root, init) makes kernel
 //!   objects from its slots and untyped memory and builds and starts a
 //!   child from an ELF file; [`spawn`]'s module doc lists the steps.
@@ -58,6 +62,7 @@ pub use abi;
 pub use memops;
 
 pub mod check;
+pub mod dataspace;
 mod heap;
 mod panic;
 pub mod print;
@@ -66,6 +71,7 @@ pub mod resources;
 pub mod server;
 pub mod session;
 pub mod shared;
+pub mod signal;
 pub mod spawn;
 pub mod start;
 pub mod stream;

@@ -26,6 +26,7 @@ use abi::session::{self as proto, pack, unpack, NAME_BYTES};
 use abi::{child, CapSlot, Error, MsgInfo, Rights};
 
 use crate::proto::ping::KERNEL_LABELS;
+use crate::signal::Signals;
 use crate::syscall::{self, Words};
 use crate::transfer;
 
@@ -136,9 +137,13 @@ pub struct Provider<I: Interface, S> {
     ep: CapSlot,
     next_slot: u32,
     end_slot: u32,
-    sessions: alloc::vec::Vec<(Label, S)>,
+    sessions: SessionTable<S>,
     _interface: PhantomData<I>,
 }
+
+/// A provider's sessions: each one's client label and state, the session
+/// with badge `b` at index `b - 1`.
+pub type SessionTable<S> = alloc::vec::Vec<(Label, S)>;
 
 /// Refusal label of a provider that has no slot left for a session.
 pub const REFUSED_FULL: u64 = 0x5e55_0f01;
@@ -170,6 +175,31 @@ impl<I: Interface, S> Provider<I, S> {
         loop {
             let received = self.next(reply.take());
             reply = self.handle(received, &mut new, &mut dispatch);
+        }
+    }
+
+    /// Serves like [`Self::serve`] and also runs `signals`' handlers: the
+    /// provider's thread must have `signals`' notification bound
+    /// (`syscall::bind_notification`), so its `Recv` returns a signal word
+    /// (label `abi::LABEL_NOTIFICATION`) as well as requests — one thread
+    /// serves both, Genode's entrypoint. Handlers get the session table
+    /// (each session's label and state, in badge order). `signals` is in a
+    /// `RefCell` so that `new` and `dispatch` can register contexts
+    /// (`rt::signal`); a handler must not borrow it again.
+    pub fn serve_with_signals(
+        mut self,
+        signals: &core::cell::RefCell<Signals<SessionTable<S>>>,
+        mut new: impl FnMut(&Label) -> S,
+        mut dispatch: impl FnMut(&Label, &mut S, u64, Words) -> (MsgInfo, Words),
+    ) -> ! {
+        let mut reply: Option<(MsgInfo, Words)> = None;
+        loop {
+            match self.next(reply.take()) {
+                Ok((word, info, _)) if info.label() == abi::LABEL_NOTIFICATION => {
+                    signals.borrow_mut().dispatch(word, &mut self.sessions);
+                }
+                received => reply = self.handle(received, &mut new, &mut dispatch),
+            }
         }
     }
 
