@@ -19,6 +19,10 @@
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+extern crate alloc;
+
+use alloc::string::String;
+
 use rt::abi::caddr::own;
 use rt::abi::{child, MsgInfo};
 use rt::println;
@@ -98,6 +102,25 @@ fn measure(log: &session::Session<Log>) -> i32 {
     bench::measure(&mut raw, overhead, || {
         failed += syscall::call(cap, info, [0; 4]).is_err() as u32;
     });
+    for (name, samples) in [("session-rpc", &session_rpc), ("session-raw-call", &raw)] {
+        let what = match name {
+            "session-rpc" => "session RPC round trip: PING on a Log session (badge lookup, dispatch), 4 words each way",
+            _ => "raw IPC call+reply round trip on the same capability, answered before the session layer, 4 words each way",
+        };
+        let mut line = String::new();
+        let mut scratch = [0u64; bench::SAMPLES];
+        let formatted = bench::report(
+            &mut line,
+            name,
+            what,
+            bench::Unit::Ticks,
+            samples,
+            &mut scratch,
+        );
+        if formatted.is_err() || syscall::debug_write(line.as_bytes()).is_err() {
+            failed += 1;
+        }
+    }
     let s = bench::stats(&mut session_rpc).median;
     let r = bench::stats(&mut raw).median;
     let ratio = s * 100 / r.max(1);

@@ -139,13 +139,21 @@ pub fn run_pecan(
     accel: Accel,
     log: &Path,
 ) -> Result<Vec<BenchResult>> {
-    run_pecan_cmdline(system, &pecan_cmdline(names), names, accel, log)
+    run_pecan_cmdline(
+        system,
+        &system.boot_image,
+        &pecan_cmdline(names),
+        names,
+        accel,
+        log,
+    )
 }
 
 /// Boots Pecan once with kernel command line `cmdline` and collects the
 /// results of `names`.
 fn run_pecan_cmdline(
     system: &System,
+    image: &Path,
     cmdline: &str,
     names: &[&str],
     accel: Accel,
@@ -153,7 +161,7 @@ fn run_pecan_cmdline(
 ) -> Result<Vec<BenchResult>> {
     let mut machine = Machine::new(
         system.kernel.clone(),
-        Some(system.boot_image.clone()),
+        Some(image.to_path_buf()),
         cmdline.to_string(),
         accel,
     );
@@ -229,7 +237,9 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
     let mut scenarios = Vec::new();
     for (name, names) in &selection.scenarios {
         let scenario = crate::scenario::load(&root, name)?;
-        scenarios.push((*name, scenario.cmdline, names.clone()));
+        // A scenario with components boots init with its config ROM.
+        let image = system::scenario_image(&system, &scenario)?;
+        scenarios.push((*name, scenario.cmdline, image, names.clone()));
     }
 
     let mut pecan = Side {
@@ -255,7 +265,7 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
             let log = out_dir.join(format!("pecan-serial-{}.log", run + 1));
             results.extend(run_pecan(&system, pecan_names, args.accel, &log)?);
         }
-        for (name, cmdline, names) in &scenarios {
+        for (name, cmdline, image, names) in &scenarios {
             println!(
                 "==> Pecan scenario {name}, run {} of {}: {cmdline}",
                 run + 1,
@@ -263,7 +273,7 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
             );
             let log = out_dir.join(format!("pecan-{name}-serial-{}.log", run + 1));
             results.extend(run_pecan_cmdline(
-                &system, cmdline, names, args.accel, &log,
+                &system, image, cmdline, names, args.accel, &log,
             )?);
         }
         pecan.runs.push(results);
