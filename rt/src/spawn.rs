@@ -128,6 +128,10 @@ impl ParentCaps {
 pub struct ChildCaps {
     /// Its thread.
     pub thread: u32,
+    /// Its capability table (the child's untyped memory is at
+    /// `child::UNTYPED` in it: revoking that destroys everything the child
+    /// made, its other threads too).
+    pub cspace: u32,
     /// The parent's endpoint minted with the child's badge.
     pub fault: u32,
 }
@@ -291,7 +295,14 @@ pub fn spawn(
     // parent's.
     unsafe { syscall::thread_start(own(thread), plan.entry(), MAIN_STACK_TOP, spec.arg) }
         .map_err(failed("ThreadStart"))?;
-    Ok((ChildCaps { thread, fault }, plan.entry()))
+    Ok((
+        ChildCaps {
+            thread,
+            cspace,
+            fault,
+        },
+        plan.entry(),
+    ))
 }
 
 /// A fresh frame with `fill`'s file bytes, mapped into the child.

@@ -4,7 +4,7 @@
 
 use kcore::bootimage::BootImage;
 use rt::abi::bootinfo::{slot, BootInfo, BOOT_IMAGE_ADDR};
-use rt::abi::caddr::own;
+use rt::abi::caddr::{in_table, own};
 use rt::abi::{child, init};
 use rt::println;
 use rt::resources::Resources;
@@ -197,10 +197,21 @@ fn supervise(children: &mut Supervisor<'static, ChildCaps>, endpoint: u32) -> i3
     0
 }
 
-/// Deletes every child's thread (and the copies made from its capability,
-/// such as a test child's own), which stops the servers.
+/// Deletes everything each child made from its memory (its other
+/// threads among it: a helper thread blocked forever would keep the
+/// machine running) and then its thread (and the copies made from that
+/// capability, such as a test child's own), which stops the servers.
 fn stop_all(children: &Supervisor<'static, ChildCaps>) {
     for c in children.children() {
+        let untyped = in_table(c.caps.cspace, child::UNTYPED);
+        // Best effort: a child that deleted its own untyped capability
+        // keeps what it made until the machine ends (the revoke then finds
+        // an empty slot, which is reported).
+        // SAFETY: the child's untyped memory is mapped only in the
+        // child's address space; revoking it unmaps none of root's memory.
+        if let Err(e) = unsafe { syscall::cap_revoke(untyped) } {
+            println!("root: cannot revoke the memory of {}: {e}", c.name);
+        }
         let thread = own(c.caps.thread);
         // SAFETY: the thread runs in the child's address space; deleting it
         // unmaps none of root's memory.
