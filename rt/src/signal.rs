@@ -2,15 +2,16 @@
 //! `Signal_handler` on Pecan's notification words.
 //!
 //! A [`Signals`] owns one notification (read side) and up to 64 *signal
-//! contexts*, one per bit of the notification word. [`Signals::register`]
-//! gives a context a bit and a handler and mints, for the signaller, a
-//! write-only capability badged with that bit (a [`SignalContext`]): a
-//! `Signal` on it sets the bit. [`Signals::dispatch`] runs the handler of
-//! every set bit of a word, lowest bit first; the word comes from
-//! [`Signals::wait_and_dispatch`] (the thread blocks on the notification),
-//! [`Signals::poll_and_dispatch`] (it does not), or from a server loop that
-//! has the notification bound to its thread, so one `Recv` returns either
-//! an RPC or the signal word (label `abi::LABEL_NOTIFICATION`; see
+//! contexts*, one per bit of the notification word (the bookkeeping is
+//! `ucore::signal`, host-tested). [`Signals::register`] gives a context a
+//! bit and a handler and mints, for the signaller, a write-only capability
+//! badged with that bit (a [`SignalContext`]): a `Signal` on it sets the
+//! bit. [`Signals::dispatch`] runs the handler of every set bit of a word,
+//! lowest bit first; the word comes from [`Signals::wait_and_dispatch`]
+//! (the thread blocks on the notification), [`Signals::poll_and_dispatch`]
+//! (it does not), or from a server loop that has the notification bound to
+//! its thread, so one `Recv` returns either an RPC or the signal word
+//! (label `abi::LABEL_NOTIFICATION`; see
 //! `session::Provider::serve_with_signals`): one thread, an "entrypoint",
 //! serves both without polling.
 //!
@@ -29,37 +30,32 @@
 //! and kept the badged write capabilities) attaches handlers to the bits
 //! the server documents with [`Signals::on`].
 //!
-//! Invariant: bit `b` is in `used` exactly when `handlers[b]` is `Some`;
-//! `minted[b]` is the slot of the one capability this `Signals` minted with
-//! badge `1 << b` (further copies derive from it, so
-//! [`Signals::unregister`]'s revoke reaches them all), or `NOT_MINTED` for
-//! a bit of [`Signals::on`].
+//! Invariant: `minted[b]` is the slot of the one capability this `Signals`
+//! minted with badge `1 << b` while bit `b` is used by a context of
+//! [`Signals::register`] (further copies derive from it, so
+//! [`Signals::unregister`]'s revoke reaches them all), and `NOT_MINTED`
+//! otherwise.
 
 use alloc::boxed::Box;
 use core::fmt;
 
 use abi::{CapSlot, Error, Rights};
+use ucore::signal::{ContextError, Contexts};
 
 use crate::syscall;
 
-/// How many contexts one [`Signals`] can hold: the notification word's bits.
-pub const MAX_CONTEXTS: usize = 64;
+pub use ucore::signal::MAX_CONTEXTS;
 
 /// `minted` of a bit without a capability of ours (slot 0 is never a
 /// capability: the null slot).
-const NOT_MINTED: CapSlot = 0;
-
-/// A handler: runs with the caller's state.
-type Handler<T> = Box<dyn FnMut(&mut T)>;
+const NOT_MINTED: CapSlot = abi::caddr::NULL_SLOT;
 
 /// Signal contexts on one notification, with their handlers.
 pub struct Signals<T> {
     notification: CapSlot,
-    handlers: [Option<Handler<T>>; MAX_CONTEXTS],
-    /// Where each context's capability was minted (valid for used bits).
+    contexts: Contexts<T>,
+    /// Where each context's capability was minted.
     minted: [CapSlot; MAX_CONTEXTS],
-    used: u64,
-    stray: u64,
 }
 
 /// The signaller's side of one context: a write-only capability to the
@@ -101,14 +97,13 @@ impl fmt::Display for SignalError {
 
 impl<T> Signals<T> {
     /// Contexts on `notification`, a notification capability of the
-    /// caller's with all rights (it waits on it and mints from it).
+    /// caller's: with all rights to [`Self::register`] contexts, read-only
+    /// to attach handlers with [`Self::on`].
     pub fn new(notification: CapSlot) -> Self {
         Signals {
             notification,
-            handlers: core::array::from_fn(|_| None),
+            contexts: Contexts::default(),
             minted: [NOT_MINTED; MAX_CONTEXTS],
-            used: 0,
-            stray: 0,
         }
     }
 
@@ -124,14 +119,11 @@ impl<T> Signals<T> {
         slot: CapSlot,
         handler: impl FnMut(&mut T) + 'static,
     ) -> Result<SignalContext, SignalError> {
-        let bit = (!self.used).trailing_zeros();
-        if bit as usize >= MAX_CONTEXTS {
-            return Err(SignalError::Full);
-        }
+        let bit = self.contexts.free_bit().map_err(|_| SignalError::Full)?;
         syscall::cap_mint(self.notification, slot, Rights::WRITE, 1 << bit)
             .map_err(SignalError::Mint)?;
-        self.used |= 1 << bit;
-        self.handlers[bit as usize] = Some(Box::new(handler));
+        // Cannot fail: the bit was free and is below 64.
+        let _ = self.contexts.insert(bit, Box::new(handler));
         self.minted[bit as usize] = slot;
         Ok(SignalContext { cap: slot, bit })
     }
@@ -139,16 +131,16 @@ impl<T> Signals<T> {
     /// Runs `handler` for bit `bit`, which somebody else's capability
     /// sets: for a notification this component only holds read-only (a
     /// server made it and badged its own write capability). Replaces the
-    /// bit's handler if it had one; `Err(InvalidArgument)` for a bit of a
-    /// context [`Self::register`] made or above 63.
+    /// bit's handler if [`Self::on`] gave it one; `Err(InvalidArgument)`
+    /// for a bit of a context [`Self::register`] made, or above 63.
     pub fn on(&mut self, bit: u32, handler: impl FnMut(&mut T) + 'static) -> Result<(), Error> {
-        let b = bit as usize;
-        if b >= MAX_CONTEXTS || self.minted[b] != NOT_MINTED {
+        if bit as usize >= MAX_CONTEXTS || self.minted[bit as usize] != NOT_MINTED {
             return Err(Error::InvalidArgument);
         }
-        self.used |= 1 << bit;
-        self.handlers[b] = Some(Box::new(handler));
-        Ok(())
+        let _ = self.contexts.remove(bit);
+        self.contexts
+            .insert(bit, Box::new(handler))
+            .map_err(|_: ContextError| Error::InvalidArgument)
     }
 
     /// Removes `context`: revokes every copy of its capability (no one can
@@ -156,11 +148,7 @@ impl<T> Signals<T> {
     /// signal already in the word is ignored as stray.
     pub fn unregister(&mut self, context: SignalContext) -> Result<(), Error> {
         let bit = context.bit as usize;
-        if bit >= MAX_CONTEXTS
-            || self.used & (1 << bit) == 0
-            || context.cap == NOT_MINTED
-            || self.minted[bit] != context.cap
-        {
+        if bit >= MAX_CONTEXTS || context.cap == NOT_MINTED || self.minted[bit] != context.cap {
             return Err(Error::InvalidArgument);
         }
         // SAFETY: a notification capability: nothing is mapped through it.
@@ -168,8 +156,7 @@ impl<T> Signals<T> {
             syscall::cap_revoke(context.cap)?;
             syscall::cap_delete(context.cap)?;
         }
-        self.used &= !(1 << bit);
-        self.handlers[bit] = None;
+        let _ = self.contexts.remove(context.bit);
         self.minted[bit] = NOT_MINTED;
         Ok(())
     }
@@ -177,19 +164,7 @@ impl<T> Signals<T> {
     /// Runs the handler of each set bit of `word`, lowest first, with
     /// `state`; returns how many ran.
     pub fn dispatch(&mut self, word: u64, state: &mut T) -> u32 {
-        let stray = word & !self.used;
-        self.stray += u64::from(stray.count_ones());
-        let mut pending = word & self.used;
-        let mut ran = 0;
-        while pending != 0 {
-            let bit = pending.trailing_zeros() as usize;
-            pending &= pending - 1;
-            if let Some(handler) = self.handlers[bit].as_mut() {
-                handler(state);
-                ran += 1;
-            }
-        }
-        ran
+        self.contexts.dispatch(word, state)
     }
 
     /// Blocks until a signal arrives, then dispatches it.
@@ -206,6 +181,6 @@ impl<T> Signals<T> {
 
     /// Bits that arrived with no context registered for them.
     pub fn stray(&self) -> u64 {
-        self.stray
+        self.contexts.stray()
     }
 }

@@ -19,6 +19,9 @@
 //! - [`packet_stream`]: the bulk-data channel between components (shared
 //!   buffer, submit and acknowledgement rings, notifications only when
 //!   needed), its buffer allocator and its test traffic.
+//! - [`signal`]: signal contexts on a notification word — which bit has
+//!   which handler, and dispatching a word (`rt::signal` adds the
+//!   capabilities).
 //!
 //! Like `kcore`, everything here takes untrusted input (boot information,
 //! command lines, ELF files, messages) and turns bad input into error
@@ -39,6 +42,7 @@ pub mod config;
 pub mod init;
 pub mod load;
 pub mod packet_stream;
+pub mod signal;
 pub mod slots;
 pub mod start;
 pub mod supervise;
