@@ -111,10 +111,10 @@ fn auto(kernel: &Path, initrd: Option<&Path>, root: &Path) -> Choice {
     }
 }
 
-/// Boots scenario `demo` under KVM; `Ok` when the kernel reports success
+/// Boots scenario `kernel` (the bare system, quick to end) under KVM; `Ok` when the kernel reports success
 /// within [`PROBE_TIMEOUT`].
 fn probe(kernel: &Path, initrd: Option<&Path>, root: &Path) -> std::result::Result<(), String> {
-    let demo = scenario::load(root, "demo").map_err(|e| format!("{e:#}"))?;
+    let demo = scenario::load(root, "kernel").map_err(|e| format!("{e:#}"))?;
     let machine = Machine::new(
         kernel.to_path_buf(),
         initrd.map(Path::to_path_buf),

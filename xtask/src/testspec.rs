@@ -3,7 +3,7 @@
 //!
 //! ```toml
 //! description = "timer interrupts arrive"   # required
-//! scenario = "demo"                   # optional (default "demo"): scenarios/NAME.toml
+//! scenario = "kernel"                 # optional (default "kernel"): scenarios/NAME.toml
 //! cmdline = "pecan.selftest=timer"    # optional: appended to the scenario's cmdline
 //! smp = 1                             # optional (default: the scenario's)
 //! memory_mib = 256                    # optional (default: the scenario's)
@@ -27,6 +27,10 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The scenario a test without a `scenario` key boots: the bare kernel and
+/// root, plus the test's `cmdline` (`scenarios/kernel.toml`).
+pub const DEFAULT_SCENARIO: &str = "kernel";
 
 use anyhow::{Context, Result};
 use regex::Regex;
@@ -193,7 +197,7 @@ pub fn parse(path: &Path, text: &str) -> Result<TestSpec> {
             let span = s.span();
             (s.into_inner(), Some(span))
         }
-        None => ("demo".to_string(), None),
+        None => (DEFAULT_SCENARIO.to_string(), None),
     };
     let mut modules: Vec<Module> = Vec::new();
     for m in raw.modules {
@@ -382,7 +386,7 @@ exit = "failure"
             "description = \"d\"\ntimeout_secs = 5\nexpect = []\nexit = \"success\"\n",
         )
         .unwrap();
-        assert_eq!(spec.scenario, "demo");
+        assert_eq!(spec.scenario, "kernel");
         assert_eq!((spec.smp, spec.memory_mib), (None, None));
         let scenario = scenario::parse(
             Path::new("scenarios/demo.toml"),
