@@ -110,6 +110,7 @@ const BENCHMARKS: &[Benchmark] = &[
     ticks("pipe-16w", |s, o| oneway::pipe(s, o, 16)),
     ticks("unix-0w", |s, o| oneway::unix(s, o, 0)),
     ticks("unix-16w", |s, o| oneway::unix(s, o, 16)),
+    ticks("unix-rpc-4w", oneway::unix_rpc),
     ticks("eventfd", oneway::eventfd),
     ticks("ring-2", |s, o| ring::ring(s, o, 2)),
     ticks("ring-4", |s, o| ring::ring(s, o, 4)),

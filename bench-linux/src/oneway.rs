@@ -214,6 +214,45 @@ pub fn unix(samples: &mut [u64], overhead: u64, words: usize) -> io::Result<()> 
     result.and(peer.wait())
 }
 
+/// `unix-rpc-4w`: a local RPC, the counterpart of a Pecan session RPC: a
+/// 4-word request to a forked process over a unix stream socket and its
+/// 4-word answer, timed as a whole by the caller (a round trip, not
+/// one-way: the timestamps are both this process's).
+pub fn unix_rpc(samples: &mut [u64], overhead: u64) -> io::Result<()> {
+    let len = stream_len(4);
+    let page = SharedPage::new()?;
+    let (mine, theirs) = sys::socketpair()?;
+    let all = sys::raw_fds([&mine, &theirs]);
+    let peer_fd = theirs.as_raw_fd();
+    let peer = sys::fork_peer("unix-rpc", || {
+        sys::close_except(&all, &[peer_fd]);
+        stream_peer(&page, peer_fd, peer_fd, len)
+    })?;
+    drop(theirs);
+    let fd = mine.as_raw_fd();
+    let mut buf = [0x5au8; 128];
+    let buf = &mut buf[..len];
+    let mut round_trip = || -> io::Result<u64> {
+        let t0 = now();
+        sys::write_all(fd, buf)?;
+        sys::read_message(fd, buf)?;
+        let t1 = now();
+        Ok(t1.wrapping_sub(t0).saturating_sub(overhead))
+    };
+    let result = (|| {
+        for _ in 0..bench::WARM_UP {
+            round_trip()?;
+        }
+        for s in samples.iter_mut() {
+            *s = round_trip()?;
+        }
+        Ok(())
+    })();
+    // End of file on the socket ends the peer.
+    drop(mine);
+    result.and(peer.wait())
+}
+
 /// The eventfd value that tells the peer to stop (a ping adds 1).
 const EVENTFD_STOP: u64 = 2;
 
@@ -270,6 +309,7 @@ mod tests {
         check("pipe-16w", |s| pipe(s, o, 16));
         check("unix", |s| unix(s, o, 8));
         check("eventfd", |s| eventfd(s, o));
+        check("unix-rpc", |s| unix_rpc(s, o));
     }
 
     #[test]
