@@ -45,8 +45,9 @@
 //! its config table (0 without one). At `child::PARENT` every child gets
 //! init's endpoint minted write-only with its badge: where it asks for
 //! sessions (`crate::session`). A component that provides a service gets,
-//! at `child::SERVICE_ENDPOINT`, an endpoint of its own that init makes and
-//! keeps a capability to; the others (and the old `*-server`s, by binary
+//! at `child::SERVICE_ENDPOINT`, an endpoint of its own that init makes
+//! from the component's block (so it goes, with every session capability
+//! minted from it, when the block is revoked) and keeps a capability to; the others (and the old `*-server`s, by binary
 //! name, `child::is_server`) get init's shared service endpoint, like
 //! root's children. Own-capability slots by binary name
 //! (`child::has_own_caps`). Init is every child's fault

@@ -18,7 +18,7 @@
 //! | [`OK`] | — | the session | opened: an endpoint capability, badged by the provider per session |
 //! | [`REFUSED_UNROUTED`] | — | none | the config routes no such session type for this component |
 //! | [`REFUSED_PARENT`] | — | none | routed to the parent, which does not serve it (init serves `Rom` itself, nothing else yet) |
-//! | [`REFUSED_PROVIDER`] | word 0: the provider's own refusal label | none | the provider is not running, does not speak this protocol, or refused |
+//! | [`REFUSED_PROVIDER`] | word 0: the provider's own refusal label, [`RESTARTING`], or 0 | none | the provider is not running (0) or waits for its restart ([`RESTARTING`]), does not speak this protocol, or refused |
 //!
 //! # Parent → provider
 //!
@@ -55,6 +55,17 @@ pub const REFUSED_UNROUTED: u64 = 0x5e55_0e01;
 pub const REFUSED_PARENT: u64 = 0x5e55_0e02;
 /// Refused: the provider is not there or refused.
 pub const REFUSED_PROVIDER: u64 = 0x5e55_0e03;
+
+/// A provider's answer to a request on a badge that names no session of
+/// its own (a stale or closed session): word 0 is the badge. A provider
+/// never leaves such a request unanswered, so the client is not left
+/// waiting.
+pub const UNKNOWN_SESSION: u64 = 0x5e55_0e04;
+
+/// Word 0 of a [`REFUSED_PROVIDER`] from the parent: the provider is
+/// stopped but will be restarted (it waits out its back-off); asking again
+/// later can succeed. Word 0 = 0: it is not running and will not be.
+pub const RESTARTING: u64 = 0x5e55_0e05;
 
 /// Bytes of a name that fit in the four register words.
 pub const NAME_BYTES: usize = 32;

@@ -16,7 +16,10 @@
 //!
 //! [`log`] is the first: Genode's `log_session.h` pattern. A server is a
 //! [`Provider`] loop with the interface's `dispatch`; a client is
-//! [`open`] and the stub.
+//! [`open`] and the stub. A session whose provider stopped fails with an
+//! error (never a hang); [`Session::reopen`] opens it again at the
+//! restarted provider ([`counter`] and `components/counter-client` show
+//! it; docs/architecture.md, "Restart and reconnect").
 
 use core::fmt;
 use core::marker::PhantomData;
@@ -29,6 +32,7 @@ use crate::proto::ping::KERNEL_LABELS;
 use crate::syscall::{self, Words};
 use crate::transfer;
 
+pub mod counter;
 pub mod log;
 pub mod rom;
 
@@ -42,8 +46,14 @@ pub trait Interface {
 /// the provider for this session.
 pub struct Session<I: Interface> {
     cap: CapSlot,
+    /// The slot of `cap` in the caller's own table.
+    slot: u32,
     _interface: PhantomData<I>,
 }
+
+/// How often [`Session::reopen`] asks again while the parent answers that
+/// the provider is being restarted.
+pub const REOPEN_TRIES: u32 = 64;
 
 impl<I: Interface> Session<I> {
     /// The session capability: a plain endpoint capability (for a
@@ -57,6 +67,33 @@ impl<I: Interface> Session<I> {
     pub fn call(&self, label: u64, words: Words) -> Result<(MsgInfo, Words), Error> {
         let info = MsgInfo::new(label, 4, 0).ok_or(Error::InvalidArgument)?;
         syscall::call(self.cap, info, words)
+    }
+
+    /// Opens the session again, in the same slot, after it broke: its
+    /// provider stopped (faulted, exited, was removed), and a call on it
+    /// returned an error — `Aborted` for a call the provider never
+    /// answered, `EmptySlot` once init has revoked the session capability
+    /// with the provider (docs/architecture.md, "Restart and reconnect").
+    /// While the parent answers that the provider is being restarted
+    /// (`abi::session::RESTARTING`: it waits out its back-off) it yields
+    /// and asks again, up to [`REOPEN_TRIES`] times; a provider that is
+    /// not running for good is an error at once. The new session is a fresh one: the provider's state for the
+    /// old one is gone.
+    pub fn reopen(&mut self) -> Result<(), OpenError> {
+        // SAFETY: the slot holds an endpoint capability (the broken
+        // session) or nothing; no mapping goes through it.
+        let _ = unsafe { syscall::cap_delete(self.cap) };
+        let mut tries = 0;
+        loop {
+            match open::<I>(self.slot) {
+                Ok(_) => return Ok(()),
+                Err(OpenError::Provider(proto::RESTARTING)) if tries + 1 < REOPEN_TRIES => {
+                    tries += 1;
+                    let _ = syscall::yield_now();
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 }
 
@@ -85,6 +122,9 @@ impl fmt::Display for OpenError {
                 f.write_str("refused by the parent: routed to the parent, which does not serve it")
             }
             OpenError::Provider(0) => f.write_str("refused: the provider is not running"),
+            OpenError::Provider(proto::RESTARTING) => {
+                f.write_str("refused: the provider is being restarted")
+            }
             OpenError::Provider(label) => write!(f, "refused by the provider (label {label:#x})"),
             OpenError::Unexpected(label) => {
                 write!(f, "unexpected answer {label:#x} from the parent")
@@ -103,6 +143,7 @@ pub fn open<I: Interface>(slot: u32) -> Result<Session<I>, OpenError> {
     match reply.label() {
         proto::OK if reply.caps() == 1 => Ok(Session {
             cap: own(slot),
+            slot,
             _interface: PhantomData,
         }),
         proto::REFUSED_UNROUTED => Err(OpenError::Unrouted),
@@ -143,6 +184,15 @@ pub struct Provider<I: Interface, S> {
 /// Refusal label of a provider that has no slot left for a session.
 pub const REFUSED_FULL: u64 = 0x5e55_0f01;
 
+/// The answer to a request on a badge that names no session of this
+/// provider (`abi::session::UNKNOWN_SESSION`): an error, never silence,
+/// so a client that holds a stale capability is not left waiting.
+#[cold]
+#[inline(never)]
+fn unknown_session(badge: u64) -> (MsgInfo, Words) {
+    crate::server::answer(proto::UNKNOWN_SESSION, [badge, 0, 0, 0])
+}
+
 impl<I: Interface, S> Provider<I, S> {
     /// A provider on `child::SERVICE_ENDPOINT` minting session capabilities
     /// into slots `first_slot..end_slot`.
@@ -159,8 +209,8 @@ impl<I: Interface, S> Provider<I, S> {
     /// Serves forever: the parent's `OPEN_SESSION` (badge 0) makes a
     /// session with state `new(label)`; a client's request (its session's
     /// badge) goes to `dispatch` with that session's label and state, and
-    /// its return is the reply. Kernel messages and unknown badges are not
-    /// answered.
+    /// its return is the reply. Kernel messages are not answered; a badge
+    /// that names no session gets `abi::session::UNKNOWN_SESSION`.
     pub fn serve(
         mut self,
         mut new: impl FnMut(&Label) -> S,
@@ -201,10 +251,13 @@ impl<I: Interface, S> Provider<I, S> {
         if badge == 0 {
             return Some(self.open(info.label(), &words, new));
         }
-        let (label, state) = usize::try_from(badge - 1)
+        match usize::try_from(badge - 1)
             .ok()
-            .and_then(|i| self.sessions.get_mut(i))?;
-        Some(dispatch(label, state, info.label(), words))
+            .and_then(|i| self.sessions.get_mut(i))
+        {
+            Some((label, state)) => Some(dispatch(label, state, info.label(), words)),
+            None => Some(unknown_session(badge)),
+        }
     }
 
     /// The parent's request `label`, `words`: a new session, or a refusal.

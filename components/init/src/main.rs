@@ -40,6 +40,14 @@
 //!    `config`, of the child's own config tree) copied into a fresh frame
 //!    and handed over read-only.
 //!
+//! 7. Restart of a provider: its endpoint is made from its block (in
+//!    `build`), so revoking the block closes all its sessions with an
+//!    error for their clients (`Aborted` for a waiting call, `EmptySlot`
+//!    after); restarted, it gets a fresh endpoint and clients reopen
+//!    (docs/architecture.md, "Restart and reconnect").
+//!
+//! Modules: [`sessions`] (routing `OPEN`), [`rom`] (the ROM service).
+//!
 //! Not yet (the component-framework issue): other `parent` routes (init
 //! refuses them), session quotas and close, a child's own config
 //! in any other way than its `config` ROM (and the integer `arg` of its
@@ -54,21 +62,20 @@
 
 extern crate alloc;
 
+mod rom;
+mod sessions;
+
 use alloc::vec::Vec;
 
 use kcore::bootimage::BootImage;
 use rt::abi::bootinfo::{BOOT_IMAGE_ADDR, BOOT_INFO_ADDR};
 use rt::abi::caddr::own;
-use rt::abi::{child, init, session, Error, MsgInfo, ObjectType, Rights};
+use rt::abi::{child, init, session, Error, ObjectType};
 use rt::println;
 use rt::resources::Resources;
-use rt::session::rom::{self, Rom as RomSession};
-use rt::session::Interface;
 use rt::spawn::{self, ChildCaps, ChildSpec, ParentCaps, SpawnError, PT_POOL_BITS};
 use rt::syscall;
-use rt::transfer;
-use ucore::config::{Component, Restart, Rom, Target};
-use ucore::load::PAGE_SIZE;
+use ucore::config::{Component, Restart, Rom};
 use ucore::supervise::Supervisor;
 
 rt::entry!(main);
@@ -153,28 +160,15 @@ fn main(image_len: u64) -> i32 {
                 continue;
             }
         };
-        let service = match is_provider(&c) {
-            true => match own_res.make(ObjectType::Endpoint, 0) {
-                Ok(ep) => Some(ep),
-                Err(e) => {
-                    println!(
-                        "init: cannot start {}: no endpoint for its service: {e}",
-                        c.name
-                    );
-                    continue;
-                }
-            },
-            false => None,
-        };
         let mut kid = Kid {
             component: c,
             block,
             block_bits,
             restarts: 0,
             caps: None,
-            service,
+            service: None,
         };
-        match start(&image, parent, &kid) {
+        match start(&image, parent, &mut kid) {
             Ok(caps) => {
                 kid.caps = Some(caps);
                 println!(
@@ -197,7 +191,7 @@ fn main(image_len: u64) -> i32 {
             }
         };
         if badge & session::PARENT_SESSION != 0 {
-            let rom_service = RomService {
+            let rom_service = rom::RomService {
                 image: &image,
                 res: &mut own_res,
                 vspace: parent.vspace,
@@ -207,7 +201,7 @@ fn main(image_len: u64) -> i32 {
             continue;
         }
         if info.label() == session::OPEN {
-            answer_open(&rom, &kids, badge, &words, (parent.fault, transit));
+            sessions::answer_open(&rom, &kids, badge, &words, (parent.fault, transit));
             continue;
         }
         let handled = children.handle(badge, info.label(), words);
@@ -280,9 +274,9 @@ fn boot_image(len: u64) -> Option<BootImage<'static>> {
 fn start(
     image: &BootImage<'_>,
     parent: ParentCaps,
-    kid: &Kid<'_>,
+    kid: &mut Kid<'_>,
 ) -> Result<ChildCaps, SpawnError> {
-    let c = &kid.component;
+    let c = kid.component;
     match build(image, parent, kid, c.cpu.into()) {
         Err(SpawnError::Syscall {
             call: "ThreadSetSchedParams",
@@ -304,14 +298,11 @@ fn start(
 fn build(
     image: &BootImage<'_>,
     parent: ParentCaps,
-    kid: &Kid<'_>,
+    kid: &mut Kid<'_>,
     cpu: u32,
 ) -> Result<ChildCaps, SpawnError> {
-    let c = &kid.component;
-    let parent = ParentCaps {
-        service: kid.service.unwrap_or(parent.service),
-        ..parent
-    };
+    let component = kid.component;
+    let c = &component;
     let file = image.find(c.binary).ok_or(SpawnError::NotInImage)?.data;
     let first = init::child_slots(c.index as u32);
     let mut res = Resources::new(
@@ -320,6 +311,17 @@ fn build(
         kid.block,
         kid.block_bits as u8,
     )?;
+    // A provider's endpoint is made from its own block, so it dies with
+    // it: revoking the block wakes every client queued on it (and every
+    // session capability minted from it goes).
+    kid.service = match is_provider(c) {
+        true => Some(res.make(ObjectType::Endpoint, 0)?),
+        false => None,
+    };
+    let parent = ParentCaps {
+        service: kid.service.unwrap_or(parent.service),
+        ..parent
+    };
     let arg = c
         .config
         .get("arg")
@@ -355,187 +357,6 @@ fn is_server(c: &Component<'_>) -> bool {
     is_provider(c) || child::is_server(c.binary)
 }
 
-/// Answers child `badge`'s request for a session of the type in `words`
-/// (`abi::session`, "Sessions and routing" in docs/architecture.md): by
-/// its routes, refused, or opened at the provider and passed on through
-/// init's slot `transit`.
-fn answer_open(
-    rom: &Rom<'_>,
-    kids: &[Kid<'_>],
-    badge: u64,
-    words: &[u64; 4],
-    (own_ep, transit): (u32, u32),
-) {
-    let (bytes, len) = session::unpack(words);
-    let service = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
-    let client = kids.iter().find(|k| k.component.index as u64 + 1 == badge);
-    let Some(client) = client else {
-        return reply(session::REFUSED_UNROUTED, [0; 4], None);
-    };
-    let name = client.component.name;
-    let target = match client.component.route(service) {
-        None => {
-            println!("init: {name} asks for a {service} session: not routed to it; refused");
-            return reply(session::REFUSED_UNROUTED, [0; 4], None);
-        }
-        Some(Target::Parent) => {
-            let offered = rom.parent_provides().any(|s| s == service);
-            if offered && service == RomSession::NAME {
-                return open_rom(name, own_ep, badge, transit);
-            }
-            println!(
-                "init: {name} asks for a {service} session: routed to the parent, which {}; \
-                 refused",
-                if offered {
-                    "does not serve it itself (only Rom)"
-                } else {
-                    "does not provide it"
-                }
-            );
-            return reply(session::REFUSED_PARENT, [0; 4], None);
-        }
-        Some(Target::Component(i)) => i,
-    };
-    let provider = kids.iter().find(|k| k.component.index == target);
-    let Some((provider, ep)) = provider
-        .and_then(|k| Some((k, k.service?)))
-        .filter(|(k, _)| k.caps.is_some())
-    else {
-        println!("init: {name} asks for a {service} session: its provider is not running; refused");
-        return reply(session::REFUSED_PROVIDER, [0; 4], None);
-    };
-    let info = MsgInfo::new(session::OPEN_SESSION, 4, 0).unwrap_or_default();
-    let pname = provider.component.name;
-    match transfer::call_for_cap(own(ep), info, session::pack(name), own(transit)) {
-        Ok((answer, _)) if answer.label() == session::OK && answer.caps() == 1 => {
-            println!("init: {name} -> {service} session at {pname}");
-            reply(session::OK, [0; 4], Some(transit));
-        }
-        Ok((answer, _)) => {
-            println!(
-                "init: {name} asks for a {service} session: {pname} refused it ({:#x})",
-                answer.label()
-            );
-            reply(session::REFUSED_PROVIDER, [answer.label(), 0, 0, 0], None);
-        }
-        Err(e) => {
-            println!("init: {name} asks for a {service} session: calling {pname} failed: {e}");
-            reply(session::REFUSED_PROVIDER, [0; 4], None);
-        }
-    }
-}
-
-/// Opens a ROM session for child `badge` (`name`): init's own endpoint
-/// `own_ep`, minted write-only with the child's badge and
-/// `session::PARENT_SESSION`, passed on through `transit`. Init answers it
-/// itself ([`RomService`]): no call out, so no client can block init.
-fn open_rom(name: &str, own_ep: u32, badge: u64, transit: u32) {
-    let session_badge = badge | session::PARENT_SESSION;
-    match syscall::cap_mint(own(own_ep), own(transit), Rights::WRITE, session_badge) {
-        Ok(()) => {
-            println!("init: {name} -> Rom session at init");
-            reply(session::OK, [0; 4], Some(transit));
-        }
-        Err(e) => {
-            println!("init: {name} asks for a Rom session: CapMint failed: {e}; refused");
-            reply(session::REFUSED_PARENT, [0; 4], None);
-        }
-    }
-}
-
-/// Init's ROM service (`rt::session::rom`): boot-image modules, each page
-/// copied into a fresh frame from init's own memory and handed over
-/// read-only.
-struct RomService<'r, 'a> {
-    image: &'r BootImage<'a>,
-    res: &'r mut Resources,
-    /// Init's address space, for the scratch page.
-    vspace: u32,
-    transit: u32,
-}
-
-impl RomService<'_, '_> {
-    /// Answers a request `label`, `words` on the ROM session of child
-    /// `badge` (without `session::PARENT_SESSION`).
-    fn serve(mut self, kids: &[Kid<'_>], badge: u64, label: u64, words: &[u64; 4]) {
-        let index = badge & !session::PARENT_SESSION;
-        let Some(client) = kids.iter().find(|k| k.component.index as u64 + 1 == index) else {
-            return reply(rom::NOT_FOUND, [0; 4], None);
-        };
-        let (component, client) = (&client.component, client.component.name);
-        let (bytes, len) = session::unpack(words);
-        let module = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
-        // `config` is the client's own config tree, not the scenario's ROM
-        // (which holds every component's config).
-        let data = match self.image.find(module) {
-            _ if module == "config" => component.config_tree(),
-            Some(entry) => entry.data,
-            None => {
-                println!("init: {client} asks for ROM {module:?}: no such module; refused");
-                return reply(rom::NOT_FOUND, [0; 4], None);
-            }
-        };
-        let page = PAGE_SIZE as usize;
-        let pages = data.len().div_ceil(page) as u64;
-        match label & ((1 << rom::INDEX_SHIFT) - 1) {
-            rom::INFO => {
-                println!(
-                    "init: {client} reads ROM {module:?} ({} bytes, {pages} pages)",
-                    data.len()
-                );
-                reply(rom::OK, [data.len() as u64, pages, 0, 0], None)
-            }
-            rom::PAGE => {
-                let i = label >> rom::INDEX_SHIFT;
-                if i >= pages {
-                    return reply(rom::OUT_OF_RANGE, [0; 4], None);
-                }
-                let start = i as usize * page;
-                let chunk = &data[start..data.len().min(start + page)];
-                match self.page(chunk) {
-                    Ok(()) => reply(rom::OK, [0; 4], Some(self.transit)),
-                    Err(why) => {
-                        println!("init: ROM {module:?} page {i} for {client}: {why}");
-                        reply(rom::NO_MEMORY, [0; 4], None)
-                    }
-                }
-            }
-            _ => reply(rom::UNKNOWN, [label, 0, 0, 0], None),
-        }
-    }
-
-    /// A fresh frame of init's (kept: see `rt::session::rom`, "Cost")
-    /// holding `chunk`, minted read-only into the transit slot.
-    fn page(&mut self, chunk: &[u8]) -> Result<(), &'static str> {
-        let frame = self
-            .res
-            .make(ObjectType::Frame4K, 0)
-            .map_err(|_| "no memory or slot left for a frame")?;
-        spawn::fill_frame(self.vspace, frame, 0, chunk, 0).map_err(|_| "copying failed")?;
-        syscall::cap_mint(own(frame), own(self.transit), Rights::READ, 0)
-            .map_err(|_| "CapMint (read-only) failed")
-    }
-}
-
-/// Replies to the child whose request init received last, with the
-/// capability in `cap` (which init then lets go of: the client's copy
-/// stays).
-fn reply(label: u64, words: [u64; 4], cap: Option<u32>) {
-    if let Some(slot) = cap {
-        transfer::set_send_cap(own(slot));
-    }
-    let info = MsgInfo::new(label, 4, cap.is_some() as usize).unwrap_or_default();
-    if let Err(e) = syscall::reply(info, words) {
-        println!("init: reply to a session request failed: {e}");
-    }
-    if let Some(slot) = cap {
-        // SAFETY: an endpoint capability; nothing is mapped through it.
-        if let Err(e) = unsafe { syscall::cap_delete(own(slot)) } {
-            println!("init: cannot empty its transit slot: {e}");
-        }
-    }
-}
-
 /// Revokes `kid`'s block: every object made from it goes.
 fn revoke_block(kid: &Kid<'_>) {
     // SAFETY: nothing of init's own is made from the block: revoking it
@@ -556,6 +377,8 @@ fn revoke_block(kid: &Kid<'_>) {
 /// way, so its block is whole again either way.
 fn release(kid: &mut Kid<'_>) {
     revoke_block(kid);
+    // A provider's endpoint was made from the block: gone with it.
+    kid.service = None;
     if let Some(caps) = kid.caps.take() {
         // SAFETY: an endpoint capability; nothing is mapped through it.
         if let Err(e) = unsafe { syscall::cap_delete(own(caps.fault)) } {
