@@ -88,4 +88,3 @@ impl RomService<'_, '_> {
             .map_err(|_| "CapMint (read-only) failed")
     }
 }
-

@@ -130,4 +130,3 @@ pub fn reply(label: u64, words: [u64; 4], cap: Option<u32>) {
         }
     }
 }
-
