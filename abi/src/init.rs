@@ -43,7 +43,7 @@
 //! `child::UNTYPED` (the largest power of two not above it,
 //! `ucore::init`), its `priority` and `cpu`, `rdi` = the integer `arg` of
 //! its config table (0 without one). At `child::PARENT` every child gets
-//! init's endpoint minted write-only with its badge: where it asks for
+//! init's endpoint minted with `WRITE`, `GRANT` and its badge: where it asks for
 //! sessions (`crate::session`). A component that provides a service gets,
 //! at `child::SERVICE_ENDPOINT`, an endpoint of its own that init makes
 //! from the component's block (so it goes, with every session capability

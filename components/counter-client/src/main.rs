@@ -11,14 +11,18 @@
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+use rt::abi::caddr::own;
 use rt::abi::child;
 use rt::println;
-use rt::session::{self, counter::Counter};
+use rt::session::{self, counter::Counter, Donor, Session};
 
 rt::entry!(main);
 
 /// Where the session capability goes.
 const SLOT: u32 = child::FIRST_FREE;
+/// The donor's block and the slot for its donation table.
+const DONOR_BLOCK: u32 = child::FIRST_FREE + 1;
+const DONOR_TABLE: u32 = child::FIRST_FREE + 2;
 /// Requests without an `arg`.
 const DEFAULT_REQUESTS: u64 = 10;
 /// Failed requests in a row after which it gives up.
@@ -28,7 +32,7 @@ fn main(arg: u64) -> i32 {
     let want = if arg == 0 { DEFAULT_REQUESTS } else { arg };
     // Its name in the log: the count, which tells two clients apart.
     let me = want;
-    let mut counter = match session::open::<Counter>(SLOT) {
+    let mut counter = match open() {
         Ok(s) => s,
         Err(e) => {
             println!("counter-client/{me}: Counter session: {e}");
@@ -67,4 +71,12 @@ fn main(arg: u64) -> i32 {
          last session's total {total}"
     );
     0
+}
+
+/// Opens the Counter session, its quota donated from a block of the
+/// client's own memory.
+fn open() -> Result<Session<Counter>, session::OpenError> {
+    let donor = Donor::from_untyped::<Counter>(own(child::UNTYPED), DONOR_BLOCK, DONOR_TABLE)
+        .map_err(session::OpenError::Donation)?;
+    session::open_donating::<Counter>(SLOT, donor).map_err(|(e, _)| e)
 }

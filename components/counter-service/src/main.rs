@@ -1,6 +1,15 @@
 //! counter-service: provides `Counter` (`rt::session::counter`), a running
 //! total per session.
 //!
+//! Each session's quota donation (`rt::session::counter`: a page and a
+//! slot) pays for a notification it makes into the donated slot — and,
+//! acting as a hostile provider would, it keeps a copy of that capability
+//! in a slot of its own ([`KEPT`]) and never deletes it. When a session
+//! opens it reports how many of the copies it kept from earlier sessions
+//! still exist: a closed session's client revoked its donation, which
+//! destroys the object whatever the provider holds
+//! (`scenarios/session-quota.toml`).
+//!
 //! With `arg = N > 0` it crashes on request N + 1 (counted over all its
 //! sessions): it yields a few times first — so that other clients' calls
 //! queue on its endpoint while their caller waits for its reply — and then
@@ -11,10 +20,11 @@
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
-use rt::abi::child;
+use rt::abi::caddr::own;
+use rt::abi::{child, session as proto, ObjectType};
 use rt::println;
 use rt::session::counter::{self, Counter};
-use rt::session::{Label, Provider};
+use rt::session::{Donated, Label, Provider};
 use rt::syscall;
 
 rt::entry!(main);
@@ -23,17 +33,36 @@ rt::entry!(main);
 const FAULT_ADDRESS: u64 = 0xdead_0000;
 /// Yields before the crash: room for the other clients to call.
 const YIELDS_BEFORE_CRASH: u32 = 8;
+/// Own slots where it keeps copies of its sessions' objects, the oldest
+/// replaced first.
+const KEPT: [u32; 2] = [child::FIRST_FREE, child::FIRST_FREE + 1];
+/// Its sessions' slots: after `KEPT`, up to the 16 every component has.
+const SESSION_SLOTS: (u32, u32) = (child::FIRST_FREE + 2, 16);
 
 fn main(crash_after: u64) -> i32 {
     println!("counter-service: serving (crash after {crash_after} requests; 0: never)");
-    // One slot per session from FIRST_FREE; a component's table has at
-    // least 16 slots (`ucore::config::MIN_CAPS`).
-    let provider: Provider<Counter, u64> = Provider::new(child::FIRST_FREE, 16);
+    let provider: Provider<Counter, u64> = Provider::new(SESSION_SLOTS.0, SESSION_SLOTS.1);
     let mut served = 0u64;
+    let mut opened = 0usize;
     provider.serve(
-        |client: &Label| {
-            println!("counter-service: session for {}", client.as_str());
-            0
+        |client: &Label, donated: Option<Donated>| {
+            let kept = own(KEPT[opened % KEPT.len()]);
+            let alive = KEPT.iter().filter(|&&k| exists(own(k))).count();
+            println!(
+                "counter-service: session for {}; {alive} of the objects I kept from earlier \
+                 sessions still exist",
+                client.as_str()
+            );
+            // SAFETY: a notification capability (or nothing); nothing is
+            // mapped through it.
+            let _ = unsafe { syscall::cap_delete(kept) };
+            let donated = donated.ok_or(proto::REFUSED_QUOTA)?;
+            let object = donated.slot(0);
+            syscall::retype(donated.untyped(), ObjectType::Notification, 0, object, 1)
+                .and_then(|()| syscall::cap_copy(object, kept))
+                .map_err(|_| proto::REFUSED_QUOTA)?;
+            opened += 1;
+            Ok(0)
         },
         |_, total, label, words| {
             if crash_after != 0 && served == crash_after {
@@ -43,6 +72,12 @@ fn main(crash_after: u64) -> i32 {
             counter::dispatch(total, label, words)
         },
     )
+}
+
+/// Whether own slot `slot` still holds the notification kept there: a
+/// signal on it (which nobody waits for) succeeds.
+fn exists(slot: u64) -> bool {
+    syscall::signal(slot).is_ok()
 }
 
 /// The crash: a page fault after letting the other threads run.

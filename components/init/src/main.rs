@@ -46,10 +46,18 @@
 //!    after); restarted, it gets a fresh endpoint and clients reopen
 //!    (docs/architecture.md, "Restart and reconnect").
 //!
-//! Modules: [`sessions`] (routing `OPEN`), [`rom`] (the ROM service).
+//! 8. Quota donation and close: an `OPEN` may carry the client's
+//!    donation (a capability table with an untyped), which init passes on
+//!    to the provider; init records each session it opened at a provider
+//!    (`sessions::Sessions`), answers a client's `CLOSE` by closing it at
+//!    the provider, and closes a finished child's sessions (docs/
+//!    architecture.md, "Quota donation and close").
+//!
+//! Modules: [`sessions`] (`OPEN`, `CLOSE`, the session records), [`rom`]
+//! (the ROM service).
 //!
 //! Not yet (the component-framework issue): other `parent` routes (init
-//! refuses them), session quotas and close, a child's own config
+//! refuses them), quota and close of `Rom` sessions, a child's own config
 //! in any other way than its `config` ROM (and the integer `arg` of its
 //! config table, its argument word), the Timer service, dynamic reconfiguration. **Back-off**:
 //! without a Timer service init cannot sleep, so it restarts at once and
@@ -146,6 +154,15 @@ fn main(image_len: u64) -> i32 {
             return init::EXIT_NO_RESOURCES;
         }
     };
+    // Where a client's quota donation arrives with its OPEN.
+    let donation = match own_res.slot() {
+        Ok(slot) => slot,
+        Err(e) => {
+            println!("init: cannot reserve its donation slot: {e}");
+            return init::EXIT_NO_RESOURCES;
+        }
+    };
+    let mut sessions = sessions::Sessions::new(parent.fault, transit, donation);
     let mut kids: Vec<Kid<'_>> = Vec::new();
     let mut children: Supervisor<'_, ChildCaps> = Supervisor::new();
     for c in rom.components() {
@@ -183,6 +200,7 @@ fn main(image_len: u64) -> i32 {
     }
 
     while children.waiting() > 0 {
+        sessions.accept_donation();
         let (badge, info, words) = match syscall::recv(own(parent.fault)) {
             Ok(message) => message,
             Err(e) => {
@@ -190,6 +208,11 @@ fn main(image_len: u64) -> i32 {
                 return init::EXIT_RECV_FAILED;
             }
         };
+        let served = serve_session_request(&mut sessions, &rom, &kids, (badge, info, &words));
+        sessions.drop_donation(info);
+        if served {
+            continue;
+        }
         if badge & session::PARENT_SESSION != 0 {
             let rom_service = rom::RomService {
                 image: &image,
@@ -200,16 +223,13 @@ fn main(image_len: u64) -> i32 {
             rom_service.serve(&kids, badge, info.label(), &words);
             continue;
         }
-        if info.label() == session::OPEN {
-            sessions::answer_open(&rom, &kids, badge, &words, (parent.fault, transit));
-            continue;
-        }
         let handled = children.handle(badge, info.label(), words);
         println!("init: {handled}");
         if !handled.finished_now {
             continue;
         }
         let index = badge as usize;
+        sessions.finished(&kids, index.wrapping_sub(1));
         let Some(kid) = kids.iter_mut().find(|k| k.component.index + 1 == index) else {
             continue;
         };
@@ -246,6 +266,25 @@ fn main(image_len: u64) -> i32 {
         release(kid);
     }
     0
+}
+
+/// Answers a child's `OPEN` or `CLOSE` (`sessions`); whether the message
+/// `(badge, info, words)` was one.
+fn serve_session_request(
+    sessions: &mut sessions::Sessions,
+    rom: &Rom<'_>,
+    kids: &[Kid<'_>],
+    (badge, info, words): (u64, rt::abi::MsgInfo, &[u64; 4]),
+) -> bool {
+    if badge & session::PARENT_SESSION != 0 {
+        return false;
+    }
+    match info.label() {
+        session::OPEN => sessions.open(rom, kids, badge, info, words),
+        session::CLOSE => sessions.close(kids, badge, words),
+        _ => return false,
+    }
+    true
 }
 
 /// The boot image root copied for init (`abi::init`), parsed.

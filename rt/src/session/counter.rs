@@ -10,7 +10,12 @@
 //!
 //! A fresh session starts at 0; a session reopened after its provider
 //! restarted is a fresh session (the provider's state died with it).
-//! Quota: none (the server keeps the total in its session vector).
+//! Quota: a client donates a page of RAM and one capability slot per
+//! session (`abi::session`, "Donation"); `counter-service` makes a
+//! notification from it, only to have something to lose when the session
+//! closes (the total lives in its session vector). A client opens with
+//! `rt::session::open_donating` and a `Donor` of
+//! `Donor::bits_for::<Counter>()` bytes.
 
 use abi::{Error, MsgInfo};
 
@@ -23,6 +28,10 @@ pub struct Counter;
 
 impl Interface for Counter {
     const NAME: &'static str = "Counter";
+    /// A page: the provider makes the session's objects from it.
+    const RAM: u64 = 4096;
+    /// One slot, for the session's object.
+    const CAPS: u32 = 1;
 }
 
 /// Adds word 0 to the session's total.
