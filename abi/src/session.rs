@@ -90,6 +90,9 @@ pub const SERVICE_SHIFT: u32 = 32;
 /// badge and this bit, so its requests arrive where faults and `OPEN`s do
 /// and init tells them apart by it.
 pub const PARENT_SESSION: u64 = 1 << 32;
+/// With [`PARENT_SESSION`]: the session is a `Reconfig` session
+/// (`rt::session::reconfig`), not a `Rom` one.
+pub const RECONFIG_SESSION: u64 = 1 << 33;
 
 /// The reply: opened, the message carries the session capability.
 pub const OK: u64 = 0;

@@ -38,6 +38,7 @@ use crate::transfer;
 
 pub mod counter;
 pub mod log;
+pub mod reconfig;
 pub mod rom;
 
 /// A session interface (see the module doc).

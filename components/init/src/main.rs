@@ -53,13 +53,20 @@
 //!    the provider, and closes a finished child's sessions (docs/
 //!    architecture.md, "Quota donation and close").
 //!
+//! 9. Dynamic reconfiguration: a `Reconfig` session (served by init,
+//!    routed to `parent`) names a boot module with a config update
+//!    (`config.update`, packed by xtask); init checks it like its first ROM
+//!    and starts, stops and keeps children by name ([`reconfig`]). A
+//!    child's identity is its `Kid::id` (badge − 1, slot range), not its
+//!    position in a config, and routes are followed by provider name.
+//!
 //! Modules: [`sessions`] (`OPEN`, `CLOSE`, the session records), [`rom`]
-//! (the ROM service).
+//! (the ROM service), [`reconfig`] (config updates).
 //!
 //! Not yet (the component-framework issue): other `parent` routes (init
 //! refuses them), quota and close of `Rom` sessions, a child's own config
 //! in any other way than its `config` ROM (and the integer `arg` of its
-//! config table, its argument word), the Timer service, dynamic reconfiguration. **Back-off**:
+//! config table, its argument word), the Timer service. **Back-off**:
 //! without a Timer service init cannot sleep, so it restarts at once and
 //! logs the back-off the policy asks for (`Restart::delay_ms`) as not
 //! waited; a busy wait on `rdtsc` would need a TSC calibration user space
@@ -70,6 +77,7 @@
 
 extern crate alloc;
 
+mod reconfig;
 mod rom;
 mod sessions;
 
@@ -90,6 +98,10 @@ rt::entry!(main);
 
 /// What init keeps per child besides the supervisor's record.
 struct Kid<'a> {
+    /// Its place: badge `id + 1`, slot range `abi::init::child_slots(id)`.
+    /// Its start position at boot; a child a config update adds takes the
+    /// lowest free one (its position in the update may differ).
+    id: usize,
     component: Component<'a>,
     /// Init's slot of the child's block, and its size.
     block: u32,
@@ -111,14 +123,17 @@ fn main(image_len: u64) -> i32 {
         println!("init: no config ROM (boot-image entry `config`)");
         return init::EXIT_BAD_CONFIG;
     };
-    let rom = match Rom::parse(entry.data) {
+    let mut rom = match Rom::parse(entry.data) {
         Ok(rom) => rom,
         Err(e) => {
             println!("init: {e}; starting nothing");
             return init::EXIT_BAD_CONFIG;
         }
     };
-    let pool_bits = ucore::init::pool_bits(&rom);
+    let update = image
+        .find(init::UPDATE_ENTRY)
+        .and_then(|e| Rom::parse(e.data).ok());
+    let pool_bits = ucore::init::pool_bits_with_update(&rom, update.as_ref());
     println!(
         "init: config ROM with {} components, {} MiB of untyped memory",
         rom.component_count(),
@@ -130,14 +145,18 @@ fn main(image_len: u64) -> i32 {
         child::UNTYPED,
         pool_bits as u8,
     );
-    let mut own_res = match own_res {
-        Ok(r) => r,
+    let mut pool = match own_res {
+        Ok(res) => Pool {
+            res,
+            free: Vec::new(),
+        },
         Err(e) => {
             println!("init: cannot take over its memory: {e}");
             return init::EXIT_NO_RESOURCES;
         }
     };
-    let parent = match ParentCaps::make(&mut own_res, child::OWN_VSPACE) {
+    let own_res = &mut pool.res;
+    let parent = match ParentCaps::make(own_res, child::OWN_VSPACE) {
         Ok(caps) => caps,
         Err(e) => {
             println!("init: cannot make its endpoints: {e}");
@@ -166,37 +185,8 @@ fn main(image_len: u64) -> i32 {
     let mut kids: Vec<Kid<'_>> = Vec::new();
     let mut children: Supervisor<'_, ChildCaps> = Supervisor::new();
     for c in rom.components() {
-        let block_bits = ucore::init::block_bits(c.ram_mib, c.caps);
-        let block = match own_res.make(ObjectType::Untyped, block_bits) {
-            Ok(slot) => slot,
-            Err(e) => {
-                println!(
-                    "init: cannot start {}: no block of 2^{block_bits} bytes: {e}",
-                    c.name
-                );
-                continue;
-            }
-        };
-        let mut kid = Kid {
-            component: c,
-            block,
-            block_bits,
-            restarts: 0,
-            caps: None,
-            service: None,
-        };
-        match start(&image, parent, &mut kid) {
-            Ok(caps) => {
-                kid.caps = Some(caps);
-                println!(
-                    "init: started {} (binary {}, {} MiB, {} caps, priority {}, cpu {})",
-                    c.name, c.binary, c.ram_mib, c.caps, c.priority, c.cpu
-                );
-                children.add_as(c.index + 1, c.name, is_server(&c), caps);
-            }
-            Err(e) => println!("init: cannot start {}: {e}", c.name),
-        }
-        kids.push(kid);
+        let place = (&image, parent, &mut pool);
+        launch(place, &mut kids, &mut children, c, c.index);
     }
 
     while children.waiting() > 0 {
@@ -213,10 +203,22 @@ fn main(image_len: u64) -> i32 {
         if served {
             continue;
         }
+        if badge & session::RECONFIG_SESSION != 0 {
+            let mut update = reconfig::Update {
+                image: &image,
+                parent,
+                pool: &mut pool,
+                kids: &mut kids,
+                children: &mut children,
+                sessions: &mut sessions,
+            };
+            update.serve(&mut rom, badge, info.label(), &words);
+            continue;
+        }
         if badge & session::PARENT_SESSION != 0 {
             let rom_service = rom::RomService {
                 image: &image,
-                res: &mut own_res,
+                res: &mut pool.res,
                 vspace: parent.vspace,
                 transit,
             };
@@ -230,7 +232,7 @@ fn main(image_len: u64) -> i32 {
         }
         let index = badge as usize;
         sessions.finished(&kids, index.wrapping_sub(1));
-        let Some(kid) = kids.iter_mut().find(|k| k.component.index + 1 == index) else {
+        let Some(kid) = kids.iter_mut().find(|k| k.id + 1 == index) else {
             continue;
         };
         release(kid);
@@ -266,6 +268,71 @@ fn main(image_len: u64) -> i32 {
         release(kid);
     }
     0
+}
+
+/// Init's untyped memory and slots, and the blocks of children a config
+/// update removed (slot, log2 of bytes), for the children it adds.
+struct Pool {
+    res: Resources,
+    free: Vec<(u32, u32)>,
+}
+
+impl Pool {
+    /// A block of 2^`bits` bytes: a free one of that size, else a new one.
+    fn block(&mut self, bits: u32) -> Result<u32, rt::resources::ResourceError> {
+        match self.free.iter().position(|&(_, b)| b == bits) {
+            Some(i) => Ok(self.free.swap_remove(i).0),
+            None => self.res.make(ObjectType::Untyped, bits),
+        }
+    }
+}
+
+/// Starts component `c` as child `id` from a block of init's `pool` and
+/// records it (`init: started ...` or `init: cannot start ...`).
+fn launch<'a>(
+    (image, parent, pool): (&BootImage<'_>, ParentCaps, &mut Pool),
+    kids: &mut Vec<Kid<'a>>,
+    children: &mut Supervisor<'a, ChildCaps>,
+    c: Component<'a>,
+    id: usize,
+) {
+    let block_bits = ucore::init::block_bits(c.ram_mib, c.caps);
+    let block = match pool.block(block_bits) {
+        Ok(slot) => slot,
+        Err(e) => {
+            println!(
+                "init: cannot start {}: no block of 2^{block_bits} bytes: {e}",
+                c.name
+            );
+            return;
+        }
+    };
+    let mut kid = Kid {
+        id,
+        component: c,
+        block,
+        block_bits,
+        restarts: 0,
+        caps: None,
+        service: None,
+    };
+    match start(image, parent, &mut kid) {
+        Ok(caps) => {
+            kid.caps = Some(caps);
+            println!(
+                "init: started {} (binary {}, {} MiB, {} caps, priority {}, cpu {})",
+                c.name, c.binary, c.ram_mib, c.caps, c.priority, c.cpu
+            );
+            children.add_as(id + 1, c.name, is_server(&c), caps);
+        }
+        Err(e) => println!("init: cannot start {}: {e}", c.name),
+    }
+    kids.push(kid);
+}
+
+/// The name of child `id`.
+fn name_of_id<'a>(kids: &[Kid<'a>], id: usize) -> Option<&'a str> {
+    kids.iter().find(|k| k.id == id).map(|k| k.component.name)
 }
 
 /// Answers a child's `OPEN` or `CLOSE` (`sessions`); whether the message
@@ -343,7 +410,7 @@ fn build(
     let component = kid.component;
     let c = &component;
     let file = image.find(c.binary).ok_or(SpawnError::NotInImage)?.data;
-    let first = init::child_slots(c.index as u32);
+    let first = init::child_slots(kid.id as u32);
     let mut res = Resources::new(
         first,
         first + init::CHILD_SLOTS,
@@ -368,7 +435,7 @@ fn build(
         .unwrap_or(0);
     let spec = ChildSpec {
         file,
-        badge: c.index as u64 + 1,
+        badge: kid.id as u64 + 1,
         arg: arg as u64,
         cspace_bits: ucore::init::cspace_bits(c.caps),
         pt_pool_bits: PT_POOL_BITS,

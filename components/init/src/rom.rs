@@ -31,7 +31,7 @@ impl RomService<'_, '_> {
     /// `badge` (without `session::PARENT_SESSION`).
     pub fn serve(mut self, kids: &[Kid<'_>], badge: u64, label: u64, words: &[u64; 4]) {
         let index = badge & !session::PARENT_SESSION;
-        let Some(client) = kids.iter().find(|k| k.component.index as u64 + 1 == index) else {
+        let Some(client) = kids.iter().find(|k| k.id as u64 + 1 == index) else {
             return reply(rom::NOT_FOUND, [0; 4], None);
         };
         let (component, client) = (&client.component, client.component.name);

@@ -12,19 +12,20 @@ use alloc::vec::Vec;
 use rt::abi::caddr::own;
 use rt::abi::{session, MsgInfo, Rights};
 use rt::println;
+use rt::session::reconfig::Reconfig;
 use rt::session::rom::Rom as RomSession;
 use rt::session::Interface;
 use rt::syscall;
 use rt::transfer;
 use ucore::config::{Rom, Target};
 
-use crate::Kid;
+use crate::{name_of_id, Kid};
 
 /// A session init opened at a provider.
 struct Record {
     /// Init's id for it, given to the client.
     id: u64,
-    /// The client's and the provider's component index (0-based).
+    /// The client's and the provider's `Kid::id`.
     client: usize,
     provider: usize,
     /// The provider's badge for it.
@@ -87,7 +88,7 @@ impl Sessions {
     ) {
         let (bytes, len) = session::unpack(words);
         let service = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
-        let client = kids.iter().find(|k| k.component.index as u64 + 1 == badge);
+        let client = kids.iter().find(|k| k.id as u64 + 1 == badge);
         let Some(client) = client else {
             return reply(session::REFUSED_UNROUTED, [0; 4], None);
         };
@@ -99,23 +100,31 @@ impl Sessions {
             }
             Some(Target::Parent) => {
                 let offered = rom.parent_provides().any(|s| s == service);
-                if offered && service == RomSession::NAME {
-                    return open_rom(name, self.own_ep, badge, self.transit);
+                let extra = match service {
+                    RomSession::NAME => Some(0),
+                    Reconfig::NAME => Some(session::RECONFIG_SESSION),
+                    _ => None,
+                };
+                if let Some(extra) = extra.filter(|_| offered) {
+                    let session_badge = badge | session::PARENT_SESSION | extra;
+                    return open_at_init(name, service, self.own_ep, session_badge, self.transit);
                 }
                 println!(
                     "init: {name} asks for a {service} session: routed to the parent, which {}; \
                      refused",
                     if offered {
-                        "does not serve it itself (only Rom)"
+                        "does not serve it itself (only Rom and Reconfig)"
                     } else {
                         "does not provide it"
                     }
                 );
                 return reply(session::REFUSED_PARENT, [0; 4], None);
             }
-            Some(Target::Component(i)) => i,
+            // Followed by name: the provider may have another position
+            // in the config since an update.
+            Some(target) => client.component.target_name(target).unwrap_or("?"),
         };
-        let provider = kids.iter().find(|k| k.component.index == target);
+        let provider = kids.iter().find(|k| k.component.name == target);
         let Some((provider, ep)) = provider
             .and_then(|k| Some((k, k.service?)))
             .filter(|(k, _)| k.caps.is_some())
@@ -145,8 +154,8 @@ impl Sessions {
                 self.next_id += 1;
                 self.records.push(Record {
                     id,
-                    client: client.component.index,
-                    provider: target,
+                    client: client.id,
+                    provider: provider.id,
                     badge: words[0],
                 });
                 let quota = if donated { " (quota donated)" } else { "" };
@@ -174,18 +183,21 @@ impl Sessions {
             .records
             .iter()
             .position(|r| r.id == id && r.client as u64 + 1 == badge);
+        // (A `Rom` or `Reconfig` session, served by init, has id 0: no
+        // record, nothing to close.)
         let Some(position) = position else {
             return reply(session::UNKNOWN_SESSION, [id, 0, 0, 0], None);
         };
         let record = self.records.swap_remove(position);
         close_at_provider(kids, &record);
-        let client = name_of(kids, record.client).unwrap_or("?");
-        let provider = name_of(kids, record.provider).unwrap_or("?");
+        let client = name_of_id(kids, record.client).unwrap_or("?");
+        let provider = name_of_id(kids, record.provider).unwrap_or("?");
         println!("init: {client} closed its session at {provider}");
         reply(session::OK, [0; 4], None);
     }
 
-    /// Child `index` (0-based) exited or faulted: the sessions it opened
+    /// Child `index` (its `Kid::id`) exited, faulted or was removed by a
+    /// config update: the sessions it opened
     /// are closed at their providers, and those it provided are gone with
     /// its endpoint (their clients' capabilities with it).
     pub fn finished(&mut self, kids: &[Kid<'_>], index: usize) {
@@ -203,7 +215,7 @@ impl Sessions {
                 i += 1;
             }
         }
-        let Some(name) = name_of(kids, index) else {
+        let Some(name) = name_of_id(kids, index) else {
             return;
         };
         if closed > 0 {
@@ -215,17 +227,10 @@ impl Sessions {
     }
 }
 
-/// The name of component `index`.
-fn name_of<'a>(kids: &[Kid<'a>], index: usize) -> Option<&'a str> {
-    kids.iter()
-        .find(|k| k.component.index == index)
-        .map(|k| k.component.name)
-}
-
 /// Tells the provider of `record` that its session is closed (if the
 /// provider still runs: else the session went with it).
 fn close_at_provider(kids: &[Kid<'_>], record: &Record) {
-    let Some(provider) = kids.iter().find(|k| k.component.index == record.provider) else {
+    let Some(provider) = kids.iter().find(|k| k.id == record.provider) else {
         return;
     };
     let Some(ep) = provider.service.filter(|_| provider.caps.is_some()) else {
@@ -244,19 +249,20 @@ fn close_at_provider(kids: &[Kid<'_>], record: &Record) {
     }
 }
 
-/// Opens a ROM session for child `badge` (`name`): init's own endpoint
-/// `own_ep`, minted write-only with the child's badge and
-/// `session::PARENT_SESSION`, passed on through `transit`. Init answers it
-/// itself ([`RomService`]): no call out, so no client can block init.
-fn open_rom(name: &str, own_ep: u32, badge: u64, transit: u32) {
-    let session_badge = badge | session::PARENT_SESSION;
+/// Opens a session init serves itself (`Rom`, `Reconfig`) for child
+/// `name`: init's own endpoint `own_ep`, minted write-only with
+/// `session_badge` (the child's badge, `session::PARENT_SESSION` and the
+/// service's bit), passed on through `transit`. Init answers it itself
+/// (`rom::RomService`, `reconfig::Update`): no call out, so no client can
+/// block init.
+fn open_at_init(name: &str, service: &str, own_ep: u32, session_badge: u64, transit: u32) {
     match syscall::cap_mint(own(own_ep), own(transit), Rights::WRITE, session_badge) {
         Ok(()) => {
-            println!("init: {name} -> Rom session at init");
+            println!("init: {name} -> {service} session at init");
             reply(session::OK, [0; 4], Some(transit));
         }
         Err(e) => {
-            println!("init: {name} asks for a Rom session: CapMint failed: {e}; refused");
+            println!("init: {name} asks for a {service} session: CapMint failed: {e}; refused");
             reply(session::REFUSED_PARENT, [0; 4], None);
         }
     }
