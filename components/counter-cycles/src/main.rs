@@ -5,16 +5,21 @@
 //! that the block is whole again — the kernel makes an untyped of the
 //! block's full size from it only when no object made from it is left,
 //! wherever its capability is — and prints one line per cycle
-//! (`scenarios/session-quota.toml`). Exits 0 when every cycle got its
-//! memory back, 1 otherwise.
+//! (`scenarios/session-quota.toml`). At the start and, after deleting the
+//! donor's block, at the end it measures its free memory — the largest
+//! untyped the kernel will make from its quota, which is all of it only
+//! when nothing made from it is left — and prints whether the two are
+//! equal. Exits 0 when every cycle got its memory back and the two are
+//! equal, 1 otherwise.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 use rt::abi::caddr::own;
-use rt::abi::child;
+use rt::abi::{child, ObjectType};
 use rt::println;
 use rt::session::{self, counter::Counter, Donor};
+use rt::syscall;
 
 rt::entry!(main);
 
@@ -28,6 +33,7 @@ const DEFAULT_CYCLES: u64 = 5;
 
 fn main(arg: u64) -> i32 {
     let cycles = if arg == 0 { DEFAULT_CYCLES } else { arg };
+    let free_at_start = largest_free();
     let mut donor =
         match Donor::from_untyped::<Counter>(own(child::UNTYPED), DONOR_BLOCK, DONOR_TABLE) {
             Ok(donor) => donor,
@@ -75,7 +81,37 @@ fn main(arg: u64) -> i32 {
         );
     }
     println!("counter-cycles: {whole} of {cycles} closes gave all the donated memory back");
-    (whole != cycles) as i32
+    // SAFETY: an untyped capability, nothing made from it left (the last
+    // close revoked it); nothing is mapped through it.
+    let _ = unsafe { syscall::cap_delete(own(DONOR_BLOCK)) };
+    let free_at_end = largest_free();
+    println!(
+        "counter-cycles: free memory at start 2^{free_at_start} bytes, at the end 2^{free_at_end} \
+         bytes: {}",
+        if free_at_start == free_at_end {
+            "equal"
+        } else {
+            "NOT EQUAL"
+        }
+    );
+    (whole != cycles || free_at_start != free_at_end) as i32
+}
+
+/// log2 of the largest untyped the kernel makes from the quota
+/// (`child::UNTYPED`) at once: all of it when nothing made from it is
+/// left (the kernel places an object at the watermark, which is back at 0
+/// only then). Probed from 2^36 bytes down, into the table slot, and
+/// deleted again.
+fn largest_free() -> u32 {
+    let probe = own(DONOR_TABLE);
+    for bits in (12..=36).rev() {
+        if syscall::retype(own(child::UNTYPED), ObjectType::Untyped, bits, probe, 1).is_ok() {
+            // SAFETY: the probe, an untyped; nothing is mapped through it.
+            let _ = unsafe { syscall::cap_delete(probe) };
+            return bits as u32;
+        }
+    }
+    0
 }
 
 fn yes(b: bool) -> &'static str {
