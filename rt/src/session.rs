@@ -199,6 +199,9 @@ impl fmt::Display for OpenError {
             OpenError::Provider(proto::RESTARTING) => {
                 f.write_str("refused: the provider is being restarted")
             }
+            OpenError::Provider(proto::REFUSED_QUOTA) => f.write_str(
+                "refused by the provider: no quota donated, or not the donation the interface asks",
+            ),
             OpenError::Provider(label) => write!(f, "refused by the provider (label {label:#x})"),
             OpenError::Unexpected(label) => {
                 write!(f, "unexpected answer {label:#x} from the parent")

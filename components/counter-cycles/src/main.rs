@@ -4,7 +4,9 @@
 //! (`rt::session::Donor`). After each close it checks with the kernel
 //! that the block is whole again — the kernel makes an untyped of the
 //! block's full size from it only when no object made from it is left,
-//! wherever its capability is — and prints one line per cycle
+//! wherever its capability is — and prints one line per cycle. First it
+//! checks that a session without a donation, and one with an endpoint
+//! where the donation table belongs, are refused (`REFUSED_QUOTA`)
 //! (`scenarios/session-quota.toml`). At the start and, after deleting the
 //! donor's block, at the end it measures its free memory — the largest
 //! untyped the kernel will make from its quota, which is all of it only
@@ -16,10 +18,15 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 use rt::abi::caddr::own;
-use rt::abi::{child, ObjectType};
+extern crate alloc;
+
+use rt::abi::session::{self as proto, pack};
+use rt::abi::{child, MsgInfo, ObjectType};
 use rt::println;
+use rt::session::Interface;
 use rt::session::{self, counter::Counter, Donor};
 use rt::syscall;
+use rt::transfer;
 
 rt::entry!(main);
 
@@ -34,6 +41,9 @@ const DEFAULT_CYCLES: u64 = 5;
 fn main(arg: u64) -> i32 {
     let cycles = if arg == 0 { DEFAULT_CYCLES } else { arg };
     let free_at_start = largest_free();
+    if !bad_donations_refused() {
+        return 1;
+    }
     let mut donor =
         match Donor::from_untyped::<Counter>(own(child::UNTYPED), DONOR_BLOCK, DONOR_TABLE) {
             Ok(donor) => donor,
@@ -95,6 +105,51 @@ fn main(arg: u64) -> i32 {
         }
     );
     (whole != cycles || free_at_start != free_at_end) as i32
+}
+
+/// Opens without a donation, then with an endpoint where the donation
+/// table belongs: the provider must refuse both (`REFUSED_QUOTA`), and
+/// init must pass the refusal on. Whether both were refused.
+fn bad_donations_refused() -> bool {
+    let none = session::open::<Counter>(SLOT).err();
+    println!("counter-cycles: without a donation: {}", outcome(none));
+    let ep = own(DONOR_TABLE);
+    let bogus = syscall::retype(own(child::UNTYPED), ObjectType::Endpoint, 0, ep, 1)
+        .map_err(session::OpenError::Donation)
+        .and_then(|()| {
+            transfer::set_send_cap(ep);
+            let info = MsgInfo::new(proto::OPEN, 4, 1).unwrap_or_default();
+            transfer::call_for_cap(own(child::PARENT), info, pack(Counter::NAME), own(SLOT))
+                .map_err(session::OpenError::Ipc)
+        });
+    let bogus = match bogus {
+        Ok((reply, words)) if reply.label() == proto::REFUSED_PROVIDER => {
+            Some(session::OpenError::Provider(words[0]))
+        }
+        Ok(_) => None,
+        Err(e) => Some(e),
+    };
+    println!(
+        "counter-cycles: an endpoint as the donation: {}",
+        outcome(bogus)
+    );
+    // SAFETY: the endpoint (made from the quota and deleted, so the quota
+    // is whole for the measure) and the session slot, empty unless the
+    // open succeeded; nothing is mapped through them.
+    unsafe {
+        let _ = syscall::cap_delete(ep);
+        let _ = syscall::cap_delete(own(SLOT));
+    }
+    let quota = session::OpenError::Provider(proto::REFUSED_QUOTA);
+    none == Some(quota) && bogus == Some(quota)
+}
+
+/// An open's outcome for the log: its error, or that it was opened.
+fn outcome(error: Option<session::OpenError>) -> alloc::string::String {
+    match error {
+        Some(e) => alloc::format!("{e}"),
+        None => alloc::string::String::from("OPENED"),
+    }
 }
 
 /// log2 of the largest untyped the kernel makes from the quota
