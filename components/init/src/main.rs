@@ -30,11 +30,12 @@
 //! 5. Sessions: a child's `OPEN` on its parent endpoint is answered by its
 //!    routes — opened at the sibling that provides the type (through the
 //!    provider's endpoint init keeps) and the session capability passed on,
-//!    or refused (`answer_open`; design in docs/architecture.md, "Sessions
-//!    and routing").
+//!    or refused (`sessions::Sessions::open`; design in
+//!    docs/architecture.md, "Sessions and routing"). Routes are followed by
+//!    the provider's name.
 //!
 //! 6. ROM: a `Rom` session routed to `parent` (and in `parent_provides`)
-//!    init serves itself (`RomService`, `rt::session::rom`): its own
+//!    init serves itself (`rom::RomService`, `rt::session::rom`): its own
 //!    endpoint minted with the child's badge and `PARENT_SESSION`; each
 //!    request is answered at once, a page of a boot module (or, for
 //!    `config`, of the child's own config tree) copied into a fresh frame

@@ -181,13 +181,15 @@ impl<I: Interface, S> Provider<I, S> {
             proto::CLOSE_SESSION => self.close(words[0]),
             other => Err(other),
         };
-        let answer = answer.unwrap_or_else(|why| {
-            if let Some(slot) = donation {
-                // SAFETY: a capability table; nothing is mapped through it.
-                let _ = unsafe { syscall::cap_delete(own(slot)) };
-            }
-            crate::server::answer(why, [0; 4])
-        });
+        // A capability that came with anything but a session opened here
+        // is not kept: its slot is the next session's.
+        let opened = answer.is_ok() && info.label() == proto::OPEN_SESSION;
+        if let Some(slot) = donation.filter(|_| !opened) {
+            // SAFETY: a capability init passed on (a client's table, or
+            // whatever it sent); nothing is mapped through it.
+            let _ = unsafe { syscall::cap_delete(own(slot)) };
+        }
+        let answer = answer.unwrap_or_else(|why| crate::server::answer(why, [0; 4]));
         self.accept_donation();
         answer
     }
