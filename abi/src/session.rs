@@ -22,7 +22,7 @@
 //! |-------|-------|------------|---------|
 //! | [`OK`] | word 0: the session's id at the parent (for [`CLOSE`]) | the session | opened: an endpoint capability, badged by the provider per session |
 //! | [`REFUSED_UNROUTED`] | — | none | the config routes no such session type for this component |
-//! | [`REFUSED_PARENT`] | — | none | routed to the parent, which does not serve it (init serves `Rom` itself, nothing else yet) |
+//! | [`REFUSED_PARENT`] | — | none | routed to the parent, which does not serve it (init serves `Rom` and `Reconfig` itself, nothing else yet) |
 //! | [`REFUSED_PROVIDER`] | word 0: the provider's own refusal label ([`REFUSED_QUOTA`], ...), [`RESTARTING`], or 0 | none | the provider is not running (0) or waits for its restart ([`RESTARTING`]), does not speak this protocol, or refused |
 //!
 //! **Close.** The client calls [`CLOSE`] with word 0 = the session's id;
