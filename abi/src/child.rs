@@ -21,7 +21,7 @@
 //! |------|------------|
 //! | [`UNTYPED`] | untyped memory of 2^[`UNTYPED_BITS`] bytes (or as `@MIB` asks), the child's own to retype |
 //! | [`SERVICE_ENDPOINT`] | an endpoint shared by all children root starts: a *server* (see below) gets all rights and receives on it; every other child gets it write-only, badged with its index, and calls it |
-//! | [`PARENT`] | only for init's children: init's endpoint, minted write-only with the child's badge: where it asks for sessions (`crate::session`) |
+//! | [`PARENT`] | only for init's children: init's endpoint, minted with `WRITE` and `GRANT` (a request may carry a capability) and the child's badge: where it asks for sessions (`crate::session`) |
 //! | [`OWN_THREAD`], [`OWN_CSPACE`], [`OWN_VSPACE`] | only for components that [`has_own_caps`]: *test* components (name starts with `test-`) and *benchmark* components (name starts with `bench`): the child's own thread, capability space and address space, so it can start threads and map memory in its own address space |
 //! | [`FIRST_FREE`].. | empty |
 //!

@@ -13,7 +13,7 @@
 //! |------|-------|
 //! | priority | [`crate::child::INIT_PRIORITY`], CPU 0 |
 //! | capability table | 2^[`CSPACE_BITS`] slots: `child::UNTYPED`, `child::SERVICE_ENDPOINT` (root's, unused yet) and `child::OWN_THREAD`, `OWN_CSPACE`, `OWN_VSPACE`, as `test-` components get them |
-//! | untyped memory | at `child::UNTYPED`: 2^`ucore::init::pool_bits(rom)` bytes — every child's block (its RAM quota and what its existence costs) plus init's own, rounded up to a power of two |
+//! | untyped memory | at `child::UNTYPED`: 2^`ucore::init::pool_bits_with_update(rom, update)` bytes — every child's block (its RAM quota and what its existence costs) of the config and of its update ([`UPDATE_ENTRY`], if any) plus init's own, rounded up to a power of two |
 //! | page-table pool | 2^[`PT_POOL_BITS`] bytes |
 //! | the boot image | a read-only copy at `bootinfo::BOOT_IMAGE_ADDR` (fresh frames root fills, as it fills a child's segments), so init finds the ROM and the children's ELF files by name exactly as root does |
 //! | `rdi` | the boot image's length in bytes |
@@ -29,8 +29,9 @@
 //! # Init's slots
 //!
 //! Slots `child::FIRST_FREE..`[`OWN_SLOTS_END`] are init's own (its
-//! endpoints and the children's blocks); child `i` (0-based, the config's
-//! start order) owns the [`CHILD_SLOTS`] slots from [`child_slots`]`(i)`,
+//! endpoints and the children's blocks); child `i` (its id: 0-based, the
+//! config's start order at boot; a child a config update adds takes the
+//! lowest id no running child has) owns the [`CHILD_SLOTS`] slots from [`child_slots`]`(i)`,
 //! where its capability table, address space, thread, frames and fault
 //! endpoint capability live, all made from its block — so revoking the
 //! block empties the range, and it is reused by the restarted child.
@@ -43,14 +44,22 @@
 //! `child::UNTYPED` (the largest power of two not above it,
 //! `ucore::init`), its `priority` and `cpu`, `rdi` = the integer `arg` of
 //! its config table (0 without one). At `child::PARENT` every child gets
-//! init's endpoint minted write-only with its badge: where it asks for
+//! init's endpoint minted with `WRITE`, `GRANT` and its badge: where it asks for
 //! sessions (`crate::session`). A component that provides a service gets,
-//! at `child::SERVICE_ENDPOINT`, an endpoint of its own that init makes and
-//! keeps a capability to; the others (and the old `*-server`s, by binary
+//! at `child::SERVICE_ENDPOINT`, an endpoint of its own that init makes
+//! from the component's block (so it goes, with every session capability
+//! minted from it, when the block is revoked) and keeps a capability to; the others (and the old `*-server`s, by binary
 //! name, `child::is_server`) get init's shared service endpoint, like
 //! root's children. Own-capability slots by binary name
 //! (`child::has_own_caps`). Init is every child's fault
 //! handler (badge = index + 1).
+
+/// The boot-image entry of a scenario's config update (its `update` key,
+/// docs/scenarios.md): a config ROM init applies when a component with a
+/// `Reconfig` session asks it to (`rt::session::reconfig`). Root sizes
+/// init's memory for the config and the update together
+/// (`ucore::init::pool_bits_with_update`).
+pub const UPDATE_ENTRY: &str = "config.update";
 
 /// log2 of init's capability table's slots.
 pub const CSPACE_BITS: u32 = 16;

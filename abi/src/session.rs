@@ -6,38 +6,82 @@
 //! # Client → parent
 //!
 //! Every child of init holds, at [`PARENT`](crate::child::PARENT), init's
-//! endpoint minted write-only with the child's badge (its start position,
+//! endpoint minted with `WRITE` and `GRANT` (it may carry a capability:
+//! the quota donation) and the child's badge (its start position,
 //! 1-based — the badge of its fault endpoint too), so init knows who asks.
-//! The client calls it with label [`OPEN`] and the session type packed in
-//! the four register words ([`pack`]: at most [`NAME_BYTES`] bytes, the
-//! config's limit for a session type), naming an empty slot of its own in
-//! its IPC buffer's receive slot. The reply is
+//!
+//! **Open.** The client calls it with label [`OPEN`] and the session type
+//! packed in the four register words ([`pack`]: at most [`NAME_BYTES`]
+//! bytes, the config's limit for a session type), naming an empty slot of
+//! its own in its IPC buffer's receive slot. For an interface with a quota
+//! (`rt::session::Interface::RAM`, `CAPS`) the message carries the
+//! *donation*: a capability table of the client's (see "Donation"). The
+//! reply is
 //!
 //! | label | words | capability | meaning |
 //! |-------|-------|------------|---------|
-//! | [`OK`] | — | the session | opened: an endpoint capability, badged by the provider per session |
+//! | [`OK`] | word 0: the session's id at the parent (for [`CLOSE`]) | the session | opened: an endpoint capability, badged by the provider per session |
 //! | [`REFUSED_UNROUTED`] | — | none | the config routes no such session type for this component |
-//! | [`REFUSED_PARENT`] | — | none | routed to the parent, which does not serve it (init serves `Rom` itself, nothing else yet) |
-//! | [`REFUSED_PROVIDER`] | word 0: the provider's own refusal label | none | the provider is not running, does not speak this protocol, or refused |
+//! | [`REFUSED_PARENT`] | — | none | routed to the parent, which does not serve it (init serves `Rom` and `Reconfig` itself, nothing else yet) |
+//! | [`REFUSED_PROVIDER`] | word 0: the provider's own refusal label ([`REFUSED_QUOTA`], ...), [`RESTARTING`], or 0 | none | the provider is not running (0) or waits for its restart ([`RESTARTING`]), does not speak this protocol, or refused |
 //!
-//! # Parent → provider
+//! **Close.** The client calls [`CLOSE`] with word 0 = the session's id;
+//! init closes it at the provider ([`CLOSE_SESSION`]) and answers [`OK`]
+//! (or [`UNKNOWN_SESSION`] for an id that is not one of the caller's open
+//! sessions). The client then revokes what it donated: whatever the
+//! provider still holds or made from it goes with it. A client that exits
+//! or faults has all its sessions closed by init.
 //!
-//! Init makes one endpoint per provider and gives the provider a copy with
-//! all rights at `child::SERVICE_ENDPOINT`; init's own capability has badge
-//! 0, every session capability a provider hands out has a non-zero badge,
-//! so a message with badge 0 comes from the parent. To open a session init
-//! calls it with label [`OPEN_SESSION`]; words 0..4 carry the client's
-//! label ([`pack`], the component name as configured, cut to
-//! [`NAME_BYTES`] bytes) and the label's bits from [`SERVICE_SHIFT`] up
-//! carry nothing yet (a provider of several types
-//! will get the type's index there). The provider answers [`OK`] with the
-//! session capability (its endpoint minted write-only with the session's
-//! badge), or any other label to refuse.
-
+//! # Donation
+//!
+//! A table of 2^n slots, n the least with 2^n ≥ `CAPS` + 2, made by the
+//! client from its own memory, with in slot [`DONATED_UNTYPED`] an untyped
+//! of `RAM` bytes (a power of two, at least 4 KiB; none if `RAM` is 0).
+//! Slots [`FIRST_DONATED_SLOT`].. (`CAPS` of them) are empty: the
+//! provider's for the session's capabilities. The provider makes the
+//! session's objects from the untyped into those slots (it addresses them
+//! through its copy of the table, `caddr::in_table`). The client keeps the
+//! untyped memory the table and untyped were made from; revoking it
+//! destroys the table, the untyped, the provider's copy and every object
+//! made from it — the quota comes back whatever the provider does.
+//!
 /// Client → parent: open a session; words: the session type ([`pack`]).
 pub const OPEN: u64 = 0x5e55_0001;
 /// Parent → provider: open a session for a client; words: its label.
 pub const OPEN_SESSION: u64 = 0x5e55_0002;
+/// Client → parent: close a session; word 0: its id (from [`OPEN`]'s reply).
+pub const CLOSE: u64 = 0x5e55_0003;
+/// Parent → provider: close a session; word 0: its badge.
+pub const CLOSE_SESSION: u64 = 0x5e55_0004;
+
+/// The slot of a donation table holding the donated untyped memory.
+pub const DONATED_UNTYPED: u32 = 1;
+/// The first of the donation table's slots left for the provider.
+pub const FIRST_DONATED_SLOT: u32 = 2;
+
+/// log2 of the slots of the donation table for `caps` slots: the least n
+/// with 2^n ≥ `caps` + [`FIRST_DONATED_SLOT`], at least the kernel's
+/// smallest table.
+pub const fn donation_table_bits(caps: u32) -> u32 {
+    let need = caps as u64 + FIRST_DONATED_SLOT as u64;
+    let bits = u64::BITS - (need - 1).leading_zeros();
+    if bits < crate::object::MIN_CAP_TABLE_BITS {
+        crate::object::MIN_CAP_TABLE_BITS
+    } else {
+        bits
+    }
+}
+
+/// log2 of `ram` bytes rounded up to a power of two, at least one page
+/// (2^12); `ram` must not be 0.
+pub const fn donation_ram_bits(ram: u64) -> u32 {
+    let bits = u64::BITS - (ram - 1).leading_zeros();
+    if bits < 12 {
+        12
+    } else {
+        bits
+    }
+}
 /// Reserved for the label's service field (see the module doc).
 pub const SERVICE_SHIFT: u32 = 32;
 
@@ -46,6 +90,9 @@ pub const SERVICE_SHIFT: u32 = 32;
 /// badge and this bit, so its requests arrive where faults and `OPEN`s do
 /// and init tells them apart by it.
 pub const PARENT_SESSION: u64 = 1 << 32;
+/// With [`PARENT_SESSION`]: the session is a `Reconfig` session
+/// (`rt::session::reconfig`), not a `Rom` one.
+pub const RECONFIG_SESSION: u64 = 1 << 33;
 
 /// The reply: opened, the message carries the session capability.
 pub const OK: u64 = 0;
@@ -55,6 +102,22 @@ pub const REFUSED_UNROUTED: u64 = 0x5e55_0e01;
 pub const REFUSED_PARENT: u64 = 0x5e55_0e02;
 /// Refused: the provider is not there or refused.
 pub const REFUSED_PROVIDER: u64 = 0x5e55_0e03;
+
+/// A provider's answer to a request on a badge that names no session of
+/// its own (a stale or closed session): word 0 is the badge. A provider
+/// never leaves such a request unanswered, so the client is not left
+/// waiting.
+pub const UNKNOWN_SESSION: u64 = 0x5e55_0e04;
+
+/// A provider's refusal: the interface needs a quota donation and the
+/// request carried none, or one too small (a table without the slots, no
+/// untyped of the size in [`DONATED_UNTYPED`]).
+pub const REFUSED_QUOTA: u64 = 0x5e55_0e06;
+
+/// Word 0 of a [`REFUSED_PROVIDER`] from the parent: the provider is
+/// stopped but will be restarted (it waits out its back-off); asking again
+/// later can succeed. Word 0 = 0: it is not running and will not be.
+pub const RESTARTING: u64 = 0x5e55_0e05;
 
 /// Bytes of a name that fit in the four register words.
 pub const NAME_BYTES: usize = 32;
@@ -110,5 +173,18 @@ mod tests {
         assert_eq!(n, NAME_BYTES);
         assert_eq!(&b[..n], &long.as_bytes()[..NAME_BYTES]);
         assert_eq!(unpack(&pack("")).1, 0);
+    }
+
+    #[test]
+    fn donation_sizes() {
+        assert_eq!(donation_table_bits(0), 1);
+        assert_eq!(donation_table_bits(2), 2);
+        assert_eq!(donation_table_bits(3), 3);
+        assert_eq!(donation_table_bits(6), 3);
+        assert_eq!(donation_table_bits(7), 4);
+        assert_eq!(donation_ram_bits(1), 12);
+        assert_eq!(donation_ram_bits(4096), 12);
+        assert_eq!(donation_ram_bits(4097), 13);
+        assert_eq!(donation_ram_bits(1 << 20), 20);
     }
 }

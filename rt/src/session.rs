@@ -16,35 +16,69 @@
 //!
 //! [`log`] is the first: Genode's `log_session.h` pattern. A server is a
 //! [`Provider`] loop with the interface's `dispatch`; a client is
-//! [`open`] and the stub.
+//! [`open`] and the stub. A session whose provider stopped fails with an
+//! error (never a hang); [`Session::reopen`] opens it again at the
+//! restarted provider. An interface with a quota ([`Interface::RAM`],
+//! [`Interface::CAPS`]) is opened with [`open_donating`] and a [`Donor`];
+//! [`Session::close`] closes a session and takes the donation back,
+//! whatever the provider made from it (docs/architecture.md, "Quota
+//! donation and close"). [`counter`] and `components/counter-*` show
+//! both (docs/architecture.md, "Restart and reconnect").
 
 use core::fmt;
 use core::marker::PhantomData;
 
 use abi::caddr::own;
-use abi::session::{self as proto, pack, unpack, NAME_BYTES};
-use abi::{child, CapSlot, Error, MsgInfo, Rights};
+use abi::session::{self as proto, pack, NAME_BYTES};
+use abi::{child, CapSlot, Error, MsgInfo};
 
-use crate::proto::ping::KERNEL_LABELS;
-use crate::signal::Signals;
 use crate::syscall::{self, Words};
 use crate::transfer;
 
+pub mod counter;
+mod donor;
 pub mod log;
+mod provider;
+pub mod reconfig;
 pub mod rom;
+
+pub use donor::Donor;
+pub use provider::{Donated, Provider, SessionTable, REFUSED_FULL};
 
 /// A session interface (see the module doc).
 pub trait Interface {
     /// The session type, as the scenario config names it.
     const NAME: &'static str;
+    /// RAM a client donates per session, in bytes (rounded up to a power
+    /// of two of at least 4 KiB; 0: none): the provider makes the
+    /// session's objects from it (`abi::session`, "Donation").
+    const RAM: u64 = 0;
+    /// Capability slots a client donates per session: where the provider
+    /// puts the session's capabilities.
+    const CAPS: u32 = 0;
+}
+
+/// Whether sessions of `I` need a donation.
+const fn donates<I: Interface>() -> bool {
+    I::RAM > 0 || I::CAPS > 0
 }
 
 /// An open session of interface `I`: an endpoint capability, badged by
-/// the provider for this session.
+/// the provider for this session, and what the client donated for it.
 pub struct Session<I: Interface> {
     cap: CapSlot,
+    /// The slot of `cap` in the caller's own table.
+    slot: u32,
+    /// The session's id at the parent, for [`Session::close`] (0: the
+    /// parent does not track it — a session init serves itself).
+    id: u64,
+    donor: Option<Donor>,
     _interface: PhantomData<I>,
 }
+
+/// How often [`Session::reopen`] asks again while the parent answers that
+/// the provider is being restarted.
+pub const REOPEN_TRIES: u32 = 64;
 
 impl<I: Interface> Session<I> {
     /// The session capability: a plain endpoint capability (for a
@@ -58,6 +92,80 @@ impl<I: Interface> Session<I> {
     pub fn call(&self, label: u64, words: Words) -> Result<(MsgInfo, Words), Error> {
         let info = MsgInfo::new(label, 4, 0).ok_or(Error::InvalidArgument)?;
         syscall::call(self.cap, info, words)
+    }
+
+    /// Closes the session: asks the parent to close it at the provider
+    /// (`abi::session::CLOSE`), empties the session slot and revokes the
+    /// donation — whatever the provider made from it goes, whether or not
+    /// the provider let go of it. Returns the donor, whole again, for
+    /// another session; an error if the parent did not know the session
+    /// (it is closed all the same on this side).
+    pub fn close(mut self) -> Result<Option<Donor>, Error> {
+        let answer = self.close_at_parent();
+        self.forget()?;
+        match answer {
+            Ok(()) => Ok(self.donor.take()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Tells the parent the session is closed.
+    fn close_at_parent(&self) -> Result<(), Error> {
+        let info = MsgInfo::new(proto::CLOSE, 4, 0).ok_or(Error::InvalidArgument)?;
+        let (reply, _) = syscall::call(own(child::PARENT), info, [self.id, 0, 0, 0])?;
+        match reply.label() {
+            proto::OK => Ok(()),
+            _ => Err(Error::InvalidArgument),
+        }
+    }
+
+    /// Empties the session slot and takes the donation back.
+    fn forget(&mut self) -> Result<(), Error> {
+        // SAFETY: the slot holds an endpoint capability (the session) or
+        // nothing; no mapping goes through it.
+        let _ = unsafe { syscall::cap_delete(self.cap) };
+        match &self.donor {
+            Some(donor) => donor.reclaim(),
+            None => Ok(()),
+        }
+    }
+
+    /// Opens the session again, in the same slot, after it broke: its
+    /// provider stopped (faulted, exited, was removed), and a call on it
+    /// returned an error — `Aborted` for a call the provider never
+    /// answered, `EmptySlot` once init has revoked the session capability
+    /// with the provider (docs/architecture.md, "Restart and reconnect").
+    /// The old session is closed first (at the parent, which may no longer
+    /// know it, and its donation revoked) and the new one donated from the
+    /// same donor. While the parent answers that the provider is being
+    /// restarted (`abi::session::RESTARTING`: it waits out its back-off)
+    /// it yields and asks again, up to [`REOPEN_TRIES`] times; a provider
+    /// that is not running for good is an error at once. The new session
+    /// is a fresh one: the provider's state for the old one is gone.
+    pub fn reopen(&mut self) -> Result<(), OpenError> {
+        let _ = self.close_at_parent();
+        self.forget().map_err(OpenError::Donation)?;
+        let mut tries = 0;
+        loop {
+            match open_at::<I>(self.slot, self.donor.take()) {
+                Ok(session) => {
+                    self.id = session.id;
+                    self.donor = session.donor;
+                    return Ok(());
+                }
+                Err((OpenError::Provider(proto::RESTARTING), donor))
+                    if tries + 1 < REOPEN_TRIES =>
+                {
+                    self.donor = donor;
+                    tries += 1;
+                    let _ = syscall::yield_now();
+                }
+                Err((e, donor)) => {
+                    self.donor = donor;
+                    return Err(e);
+                }
+            }
+        }
     }
 }
 
@@ -74,6 +182,8 @@ pub enum OpenError {
     Unexpected(u64),
     /// The call to the parent failed.
     Ipc(Error),
+    /// The donation could not be made (or taken back) from the donor.
+    Donation(Error),
 }
 
 impl fmt::Display for OpenError {
@@ -86,30 +196,79 @@ impl fmt::Display for OpenError {
                 f.write_str("refused by the parent: routed to the parent, which does not serve it")
             }
             OpenError::Provider(0) => f.write_str("refused: the provider is not running"),
+            OpenError::Provider(proto::RESTARTING) => {
+                f.write_str("refused: the provider is being restarted")
+            }
+            OpenError::Provider(proto::REFUSED_QUOTA) => f.write_str(
+                "refused by the provider: no quota donated, or not the donation the interface asks",
+            ),
             OpenError::Provider(label) => write!(f, "refused by the provider (label {label:#x})"),
             OpenError::Unexpected(label) => {
                 write!(f, "unexpected answer {label:#x} from the parent")
             }
             OpenError::Ipc(e) => write!(f, "the call to the parent failed: {e}"),
+            OpenError::Donation(e) => write!(f, "making the quota donation failed: {e}"),
         }
     }
 }
 
 /// Asks the parent (at `child::PARENT`) for a session of interface `I`;
 /// the session capability lands in `slot`, an empty slot of the caller's.
+/// Without a donation: an interface with a quota needs [`open_donating`].
 pub fn open<I: Interface>(slot: u32) -> Result<Session<I>, OpenError> {
-    let info = MsgInfo::new(proto::OPEN, 4, 0).unwrap_or_default();
-    let (reply, words) = transfer::call_for_cap(own(child::PARENT), info, pack(I::NAME), own(slot))
-        .map_err(OpenError::Ipc)?;
+    open_at::<I>(slot, None).map_err(|(e, _)| e)
+}
+
+/// [`open`] for an interface with a quota (`Interface::RAM`, `CAPS`): the
+/// donation is made from `donor`, which the session keeps until
+/// [`Session::close`] hands it back; on a refusal the donor comes back
+/// with the error, whole.
+pub fn open_donating<I: Interface>(
+    slot: u32,
+    donor: Donor,
+) -> Result<Session<I>, (OpenError, Donor)> {
+    let Donor { block, bits, table } = donor;
+    open_at::<I>(slot, Some(donor)).map_err(|(e, d)| (e, d.unwrap_or(Donor { block, bits, table })))
+}
+
+/// [`open`] with an optional donor, which comes back with an error.
+fn open_at<I: Interface>(
+    slot: u32,
+    donor: Option<Donor>,
+) -> Result<Session<I>, (OpenError, Option<Donor>)> {
+    let mut caps = 0;
+    if let Some(d) = donor.as_ref().filter(|_| donates::<I>()) {
+        if let Err(e) = d.make::<I>() {
+            let _ = d.reclaim();
+            return Err((OpenError::Donation(e), donor));
+        }
+        transfer::set_send_cap(own(d.table));
+        caps = 1;
+    }
+    let info = MsgInfo::new(proto::OPEN, 4, caps).unwrap_or_default();
+    let answer = transfer::call_for_cap(own(child::PARENT), info, pack(I::NAME), own(slot));
+    let refused = |e, donor: Option<Donor>| {
+        if let Some(d) = &donor {
+            let _ = d.reclaim();
+        }
+        Err((e, donor))
+    };
+    let (reply, words) = match answer {
+        Ok(answer) => answer,
+        Err(e) => return refused(OpenError::Ipc(e), donor),
+    };
     match reply.label() {
         proto::OK if reply.caps() == 1 => Ok(Session {
             cap: own(slot),
+            slot,
+            id: words[0],
+            donor,
             _interface: PhantomData,
         }),
-        proto::REFUSED_UNROUTED => Err(OpenError::Unrouted),
-        proto::REFUSED_PARENT => Err(OpenError::ParentDoesNotServe),
-        proto::REFUSED_PROVIDER => Err(OpenError::Provider(words[0])),
-        other => Err(OpenError::Unexpected(other)),
+        proto::REFUSED_UNROUTED => refused(OpenError::Unrouted, donor),
+        proto::REFUSED_PARENT => refused(OpenError::ParentDoesNotServe, donor),
+        proto::REFUSED_PROVIDER => refused(OpenError::Provider(words[0]), donor),
+        other => refused(OpenError::Unexpected(other), donor),
     }
 }
 
@@ -125,145 +284,5 @@ impl Label {
     /// The label as text (`?` if the parent sent bytes that are not UTF-8).
     pub fn as_str(&self) -> &str {
         core::str::from_utf8(&self.bytes[..self.len]).unwrap_or("?")
-    }
-}
-
-/// A provider of interface `I` on its endpoint (`child::SERVICE_ENDPOINT`,
-/// init's per-provider endpoint): sessions get badges 1, 2, ... and each
-/// a capability slot of the provider's from `first_slot` on, up to
-/// `end_slot` (the provider keeps its minted capability: the client's is
-/// derived from it).
-pub struct Provider<I: Interface, S> {
-    ep: CapSlot,
-    next_slot: u32,
-    end_slot: u32,
-    sessions: SessionTable<S>,
-    _interface: PhantomData<I>,
-}
-
-/// A provider's sessions: each one's client label and state, the session
-/// with badge `b` at index `b - 1`.
-pub type SessionTable<S> = alloc::vec::Vec<(Label, S)>;
-
-/// Refusal label of a provider that has no slot left for a session.
-pub const REFUSED_FULL: u64 = 0x5e55_0f01;
-
-impl<I: Interface, S> Provider<I, S> {
-    /// A provider on `child::SERVICE_ENDPOINT` minting session capabilities
-    /// into slots `first_slot..end_slot`.
-    pub fn new(first_slot: u32, end_slot: u32) -> Self {
-        Provider {
-            ep: own(child::SERVICE_ENDPOINT),
-            next_slot: first_slot,
-            end_slot,
-            sessions: alloc::vec::Vec::new(),
-            _interface: PhantomData,
-        }
-    }
-
-    /// Serves forever: the parent's `OPEN_SESSION` (badge 0) makes a
-    /// session with state `new(label)`; a client's request (its session's
-    /// badge) goes to `dispatch` with that session's label and state, and
-    /// its return is the reply. Kernel messages and unknown badges are not
-    /// answered.
-    pub fn serve(
-        mut self,
-        mut new: impl FnMut(&Label) -> S,
-        mut dispatch: impl FnMut(&Label, &mut S, u64, Words) -> (MsgInfo, Words),
-    ) -> ! {
-        let mut reply: Option<(MsgInfo, Words)> = None;
-        loop {
-            let received = self.next(reply.take());
-            reply = self.handle(received, &mut new, &mut dispatch);
-        }
-    }
-
-    /// Serves like [`Self::serve`] and also runs `signals`' handlers: the
-    /// provider's thread must have `signals`' notification bound
-    /// (`syscall::bind_notification`), so its `Recv` returns a signal word
-    /// (label `abi::LABEL_NOTIFICATION`) as well as requests — one thread
-    /// serves both, Genode's entrypoint. Handlers get the session table
-    /// (each session's label and state, in badge order). `signals` is in a
-    /// `RefCell` so that `new` and `dispatch` can register contexts
-    /// (`rt::signal`); a handler must not borrow it again.
-    pub fn serve_with_signals(
-        mut self,
-        signals: &core::cell::RefCell<Signals<SessionTable<S>>>,
-        mut new: impl FnMut(&Label) -> S,
-        mut dispatch: impl FnMut(&Label, &mut S, u64, Words) -> (MsgInfo, Words),
-    ) -> ! {
-        let mut reply: Option<(MsgInfo, Words)> = None;
-        loop {
-            match self.next(reply.take()) {
-                Ok((word, info, _)) if info.label() == abi::LABEL_NOTIFICATION => {
-                    signals.borrow_mut().dispatch(word, &mut self.sessions);
-                }
-                received => reply = self.handle(received, &mut new, &mut dispatch),
-            }
-        }
-    }
-
-    /// Sends `reply` (if any) and receives the next message on the
-    /// provider's endpoint: one step of [`Self::serve`], for a server that
-    /// looks at a message before the provider does (`log-service`'s
-    /// benchmark mode answers raw calls itself).
-    #[inline(always)]
-    pub fn next(&self, reply: Option<(MsgInfo, Words)>) -> Result<(u64, MsgInfo, Words), Error> {
-        match reply {
-            Some((info, words)) => syscall::reply_recv(self.ep, info, words),
-            None => syscall::recv(self.ep),
-        }
-    }
-
-    /// Handles a message [`Self::next`] received (see [`Self::serve`]):
-    /// the reply to send, or `None` for a message that gets none.
-    #[inline(always)]
-    pub fn handle(
-        &mut self,
-        received: Result<(u64, MsgInfo, Words), Error>,
-        new: &mut impl FnMut(&Label) -> S,
-        dispatch: &mut impl FnMut(&Label, &mut S, u64, Words) -> (MsgInfo, Words),
-    ) -> Option<(MsgInfo, Words)> {
-        let (badge, info, words) = received.ok()?;
-        if info.label() >= KERNEL_LABELS {
-            return None;
-        }
-        if badge == 0 {
-            return Some(self.open(info.label(), &words, new));
-        }
-        let (label, state) = usize::try_from(badge - 1)
-            .ok()
-            .and_then(|i| self.sessions.get_mut(i))?;
-        Some(dispatch(label, state, info.label(), words))
-    }
-
-    /// The parent's request `label`, `words`: a new session, or a refusal.
-    #[cold]
-    #[inline(never)]
-    fn open(
-        &mut self,
-        label: u64,
-        words: &Words,
-        new: &mut impl FnMut(&Label) -> S,
-    ) -> (MsgInfo, Words) {
-        let refuse = |why| crate::server::answer(why, [0; 4]);
-        if label != proto::OPEN_SESSION {
-            return refuse(label);
-        }
-        if self.next_slot >= self.end_slot {
-            return refuse(REFUSED_FULL);
-        }
-        let slot = self.next_slot;
-        let badge = self.sessions.len() as u64 + 1;
-        if syscall::cap_mint(self.ep, own(slot), Rights::WRITE, badge).is_err() {
-            return refuse(REFUSED_FULL);
-        }
-        self.next_slot += 1;
-        let (bytes, len) = unpack(words);
-        let client = Label { bytes, len };
-        let state = new(&client);
-        self.sessions.push((client, state));
-        transfer::set_send_cap(own(slot));
-        (MsgInfo::new(proto::OK, 0, 1).unwrap_or_default(), [0; 4])
     }
 }

@@ -14,7 +14,8 @@
 //! 3. The child's table gets the service endpoint (servers: a copy with all
 //!    rights; others: minted write-only with the child's badge), with
 //!    `parent_endpoint` the parent's endpoint at `child::PARENT` (minted
-//!    write-only with the child's badge) and, with
+//!    with `WRITE` and `GRANT` and the child's badge: a session request
+//!    may carry a capability, `abi::session`) and, with
 //!    `own_caps`, copies of its own thread, table and address space
 //!    capabilities (`child::OWN_THREAD`, ...).
 //! 4. Every page of every segment is a fresh `Frame4K`. Pages with file
@@ -221,10 +222,12 @@ pub fn spawn(
             .map_err(failed("CapMint"))?;
     }
     if spec.parent_endpoint {
+        // GRANT: a session request may carry the client's quota
+        // donation (`abi::session`, "Donation").
         syscall::cap_mint(
             own(parent.fault),
             in_table(cspace, child::PARENT),
-            Rights::WRITE,
+            Rights::WRITE.union(Rights::GRANT),
             badge,
         )
         .map_err(failed("CapMint"))?;

@@ -24,6 +24,13 @@ pub fn set_send_cap(cap: CapSlot) {
     set_field(SEND_CAP_OFFSET, cap);
 }
 
+/// Makes the main thread's receives (and the replies to its calls) put a
+/// capability a message carries into `slot` (`abi::caddr::NULL_SLOT`:
+/// accept none).
+pub fn set_recv_slot(slot: CapSlot) {
+    set_field(RECV_SLOT_OFFSET, slot);
+}
+
 /// Calls endpoint `ep` with `info` and `words`, receiving a capability the
 /// reply carries into the empty slot `slot`; returns the reply. The
 /// receive slot is cleared again afterwards, so a later call cannot fill a
@@ -34,8 +41,8 @@ pub fn call_for_cap(
     words: Words,
     slot: CapSlot,
 ) -> Result<(MsgInfo, Words), Error> {
-    set_field(RECV_SLOT_OFFSET, slot);
+    set_recv_slot(slot);
     let result = syscall::call(ep, info, words);
-    set_field(RECV_SLOT_OFFSET, 0);
+    set_recv_slot(abi::caddr::NULL_SLOT);
     result
 }

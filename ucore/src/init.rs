@@ -59,8 +59,17 @@ pub fn block_bits(ram_mib: u32, caps: u32) -> u32 {
 /// order without ever giving one back, so a buddy split never fails for
 /// lack of a large enough piece (at most one free piece per size).
 pub fn pool_bits(rom: &Rom<'_>) -> u32 {
+    pool_bits_with_update(rom, None)
+}
+
+/// [`pool_bits`] for `rom` and the config update init may be told to apply
+/// (the boot-image entry `config.update`): room for every block of both,
+/// so the update's new children find memory even before the removed ones'
+/// blocks are given back (init reuses those too).
+pub fn pool_bits_with_update(rom: &Rom<'_>, update: Option<&Rom<'_>>) -> u32 {
     let total = rom
         .components()
+        .chain(update.into_iter().flat_map(|u| u.components()))
         .map(|c| 1u64 << block_bits(c.ram_mib, c.caps))
         .fold(1u64 << OWN_BITS, u64::saturating_add);
     u64::BITS - (total - 1).leading_zeros()

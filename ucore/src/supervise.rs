@@ -174,6 +174,13 @@ impl<'a, T> Supervisor<'a, T> {
         self.children.iter_mut().find(|c| c.index == index)
     }
 
+    /// Forgets the child with badge `index` (init's children removed by a
+    /// config update); its record, if it had one.
+    pub fn remove(&mut self, index: usize) -> Option<Child<'a, T>> {
+        let position = self.children.iter().position(|c| c.index == index)?;
+        Some(self.children.remove(position))
+    }
+
     /// The started children, in start order.
     pub fn children(&self) -> &[Child<'a, T>] {
         &self.children

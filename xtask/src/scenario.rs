@@ -53,6 +53,9 @@ struct Raw {
     memory_mib: Option<Spanned<u32>>,
     #[serde(default)]
     parent_provides: Vec<Spanned<String>>,
+    /// Another scenario of the same directory whose components are the
+    /// config update init may be told to apply at run time.
+    update: Option<Spanned<String>>,
     #[serde(default, rename = "component")]
     components: Vec<Spanned<RawComponent>>,
 }
@@ -71,6 +74,9 @@ pub struct Scenario {
     pub machine: Machine,
     /// The checked components, when it has any: what the config ROM holds.
     pub config: Option<Spec>,
+    /// The checked config update (`update = "NAME"`), packed as the
+    /// boot-image entry `config.update`.
+    pub update: Option<Box<Scenario>>,
     /// The file's text and the components it was checked against, to
     /// check it again for another machine.
     text: String,
@@ -139,6 +145,17 @@ pub fn parse(path: &Path, text: &str, binaries: &[String]) -> Result<Scenario> {
     };
     let machine = Machine { smp, memory_mib };
     let config = check(path, text, &raw, binaries, machine)?;
+    let update = match &raw.update {
+        Some(name) => Some(Box::new(load_update(path, text, name, binaries, machine)?)),
+        None => None,
+    };
+    if update.is_some() && config.is_none() {
+        let span = raw.update.as_ref().map(|u| u.span()).unwrap_or(0..0);
+        return Err(error(
+            span,
+            "update: only a scenario with components (started by init) can be updated",
+        ));
+    }
     Ok(Scenario {
         name: path
             .file_stem()
@@ -149,9 +166,50 @@ pub fn parse(path: &Path, text: &str, binaries: &[String]) -> Result<Scenario> {
         cmdline: raw.cmdline,
         machine,
         config,
+        update,
         text: text.to_string(),
         binaries: binaries.to_vec(),
     })
+}
+
+/// The update `name` of the scenario `path` (whose text is `text`): the
+/// scenario file `NAME.toml` next to it, checked exactly like any scenario
+/// (for the same machine); it must have components and no update of its
+/// own. Errors point at the `update` key, or into the update's file.
+fn load_update(
+    path: &Path,
+    text: &str,
+    name: &Spanned<String>,
+    binaries: &[String],
+    machine: Machine,
+) -> Result<Scenario> {
+    let error = |message: &str| tomlfile::error_at(path, text, name.span(), message);
+    let stem = name.get_ref();
+    let plain = !stem.is_empty() && !stem.contains(['/', '\\', '.']);
+    let file = path
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(format!("{stem}.toml"));
+    if !plain || !file.is_file() {
+        return Err(error(&format!(
+            "update: no scenario file {} (the update is a scenario of the same directory, \
+             named without .toml)",
+            display_path(&file)
+        )));
+    }
+    let update_text = std::fs::read_to_string(&file)
+        .with_context(|| format!("reading {}", display_path(&file)))?;
+    let update = parse(&file, &update_text, binaries)?;
+    if update.update.is_some() {
+        return Err(error(&format!(
+            "update: {stem} names an update of its own (one update per scenario)"
+        )));
+    }
+    if update.config.is_none() {
+        return Err(error(&format!("update: {stem} has no components")));
+    }
+    update.check_machine(machine)?;
+    Ok(update)
 }
 
 /// The components of `raw` checked for `machine`: `None` without
@@ -206,6 +264,14 @@ impl Scenario {
                     self.name, machine.smp, machine.memory_mib
                 )
             })
+    }
+
+    /// The config update's ROM, when the scenario has one.
+    pub fn update_rom(&self) -> Result<Option<Vec<u8>>> {
+        match &self.update {
+            Some(update) => update.rom(),
+            None => Ok(None),
+        }
     }
 
     /// The config ROM, when the scenario has components.

@@ -38,6 +38,11 @@ pub struct System {
 /// (`ucore::config`); no component may have this name.
 pub const CONFIG_ENTRY: &str = "config";
 
+/// The boot-image entry that carries a scenario's config update (its
+/// `update` key), which init applies when a component asks it to; the
+/// same name as `abi::init::UPDATE_ENTRY`, where root and init look.
+pub const UPDATE_ENTRY: &str = "config.update";
+
 /// Where the boot image is written.
 pub fn boot_image_path(root: &Path) -> PathBuf {
     root.join("target").join("pecan").join("boot.img")
@@ -118,6 +123,9 @@ pub fn image_entries(
             );
         }
         entries.push((CONFIG_ENTRY.to_string(), rom));
+    }
+    if let Some(rom) = scenario.update_rom()? {
+        entries.push((UPDATE_ENTRY.to_string(), rom));
     }
     Ok(entries)
 }
@@ -231,5 +239,18 @@ mod tests {
         clash.push((CONFIG_ENTRY.to_string(), b"a component".to_vec()));
         let e = format!("{:#}", image_entries(&clash, &with).unwrap_err());
         assert!(e.starts_with("a component is named `config`"), "{e}");
+    }
+
+    #[test]
+    fn an_update_is_packed_after_the_config_rom() {
+        let root = workspace_root();
+        let scenario = crate::scenario::load(&root, "reconfig").unwrap();
+        let components = vec![("root".to_string(), b"root elf".to_vec())];
+        let entries = image_entries(&components, &scenario).unwrap();
+        let names: Vec<&str> = entries.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["root", CONFIG_ENTRY, UPDATE_ENTRY]);
+        let update = ucore::config::Rom::parse(&entries[2].1).unwrap();
+        assert!(update.find("newcomer").is_some());
+        assert!(update.find("doomed").is_none());
     }
 }

@@ -156,6 +156,12 @@ const CASES: &[(&str, &str, &str)] = &[
          string)",
     ),
     ("bad-machine", "2:7", "smp: 0 is not from 1 to 255"),
+    (
+        "update-missing",
+        "2:10",
+        "update: no scenario file xtask/tests/fixtures/scenarios/no-such-update.toml (the \
+         update is a scenario of the same directory, named without .toml)",
+    ),
 ];
 
 macro_rules! fixture_tests {
@@ -193,6 +199,7 @@ macro_rules! fixture_tests {
 }
 
 fixture_tests! {
+    update_missing: "update-missing",
     unknown_key: "unknown-key",
     wrong_type: "wrong-type",
     missing_key: "missing-key",

@@ -30,20 +30,44 @@
 //! 5. Sessions: a child's `OPEN` on its parent endpoint is answered by its
 //!    routes — opened at the sibling that provides the type (through the
 //!    provider's endpoint init keeps) and the session capability passed on,
-//!    or refused (`answer_open`; design in docs/architecture.md, "Sessions
-//!    and routing").
+//!    or refused (`sessions::Sessions::open`; design in
+//!    docs/architecture.md, "Sessions and routing"). Routes are followed by
+//!    the provider's name.
 //!
 //! 6. ROM: a `Rom` session routed to `parent` (and in `parent_provides`)
-//!    init serves itself (`RomService`, `rt::session::rom`): its own
+//!    init serves itself (`rom::RomService`, `rt::session::rom`): its own
 //!    endpoint minted with the child's badge and `PARENT_SESSION`; each
 //!    request is answered at once, a page of a boot module (or, for
 //!    `config`, of the child's own config tree) copied into a fresh frame
 //!    and handed over read-only.
 //!
+//! 7. Restart of a provider: its endpoint is made from its block (in
+//!    `build`), so revoking the block closes all its sessions with an
+//!    error for their clients (`Aborted` for a waiting call, `EmptySlot`
+//!    after); restarted, it gets a fresh endpoint and clients reopen
+//!    (docs/architecture.md, "Restart and reconnect").
+//!
+//! 8. Quota donation and close: an `OPEN` may carry the client's
+//!    donation (a capability table with an untyped), which init passes on
+//!    to the provider; init records each session it opened at a provider
+//!    (`sessions::Sessions`), answers a client's `CLOSE` by closing it at
+//!    the provider, and closes a finished child's sessions (docs/
+//!    architecture.md, "Quota donation and close").
+//!
+//! 9. Dynamic reconfiguration: a `Reconfig` session (served by init,
+//!    routed to `parent`) names a boot module with a config update
+//!    (`config.update`, packed by xtask); init checks it like its first ROM
+//!    and starts, stops and keeps children by name ([`reconfig`]). A
+//!    child's identity is its `Kid::id` (badge − 1, slot range), not its
+//!    position in a config, and routes are followed by provider name.
+//!
+//! Modules: [`sessions`] (`OPEN`, `CLOSE`, the session records), [`rom`]
+//! (the ROM service), [`reconfig`] (config updates).
+//!
 //! Not yet (the component-framework issue): other `parent` routes (init
-//! refuses them), session quotas and close, a child's own config
+//! refuses them), quota and close of `Rom` sessions, a child's own config
 //! in any other way than its `config` ROM (and the integer `arg` of its
-//! config table, its argument word), the Timer service, dynamic reconfiguration. **Back-off**:
+//! config table, its argument word), the Timer service. **Back-off**:
 //! without a Timer service init cannot sleep, so it restarts at once and
 //! logs the back-off the policy asks for (`Restart::delay_ms`) as not
 //! waited; a busy wait on `rdtsc` would need a TSC calibration user space
@@ -54,27 +78,31 @@
 
 extern crate alloc;
 
+mod reconfig;
+mod rom;
+mod sessions;
+
 use alloc::vec::Vec;
 
 use kcore::bootimage::BootImage;
 use rt::abi::bootinfo::{BOOT_IMAGE_ADDR, BOOT_INFO_ADDR};
 use rt::abi::caddr::own;
-use rt::abi::{child, init, session, Error, MsgInfo, ObjectType, Rights};
+use rt::abi::{child, init, session, Error, ObjectType};
 use rt::println;
 use rt::resources::Resources;
-use rt::session::rom::{self, Rom as RomSession};
-use rt::session::Interface;
 use rt::spawn::{self, ChildCaps, ChildSpec, ParentCaps, SpawnError, PT_POOL_BITS};
 use rt::syscall;
-use rt::transfer;
-use ucore::config::{Component, Restart, Rom, Target};
-use ucore::load::PAGE_SIZE;
+use ucore::config::{Component, Restart, Rom};
 use ucore::supervise::Supervisor;
 
 rt::entry!(main);
 
 /// What init keeps per child besides the supervisor's record.
 struct Kid<'a> {
+    /// Its place: badge `id + 1`, slot range `abi::init::child_slots(id)`.
+    /// Its start position at boot; a child a config update adds takes the
+    /// lowest free one (its position in the update may differ).
+    id: usize,
     component: Component<'a>,
     /// Init's slot of the child's block, and its size.
     block: u32,
@@ -96,14 +124,17 @@ fn main(image_len: u64) -> i32 {
         println!("init: no config ROM (boot-image entry `config`)");
         return init::EXIT_BAD_CONFIG;
     };
-    let rom = match Rom::parse(entry.data) {
+    let mut rom = match Rom::parse(entry.data) {
         Ok(rom) => rom,
         Err(e) => {
             println!("init: {e}; starting nothing");
             return init::EXIT_BAD_CONFIG;
         }
     };
-    let pool_bits = ucore::init::pool_bits(&rom);
+    let update = image
+        .find(init::UPDATE_ENTRY)
+        .and_then(|e| Rom::parse(e.data).ok());
+    let pool_bits = ucore::init::pool_bits_with_update(&rom, update.as_ref());
     println!(
         "init: config ROM with {} components, {} MiB of untyped memory",
         rom.component_count(),
@@ -115,14 +146,18 @@ fn main(image_len: u64) -> i32 {
         child::UNTYPED,
         pool_bits as u8,
     );
-    let mut own_res = match own_res {
-        Ok(r) => r,
+    let mut pool = match own_res {
+        Ok(res) => Pool {
+            res,
+            free: Vec::new(),
+        },
         Err(e) => {
             println!("init: cannot take over its memory: {e}");
             return init::EXIT_NO_RESOURCES;
         }
     };
-    let parent = match ParentCaps::make(&mut own_res, child::OWN_VSPACE) {
+    let own_res = &mut pool.res;
+    let parent = match ParentCaps::make(own_res, child::OWN_VSPACE) {
         Ok(caps) => caps,
         Err(e) => {
             println!("init: cannot make its endpoints: {e}");
@@ -139,56 +174,24 @@ fn main(image_len: u64) -> i32 {
             return init::EXIT_NO_RESOURCES;
         }
     };
+    // Where a client's quota donation arrives with its OPEN.
+    let donation = match own_res.slot() {
+        Ok(slot) => slot,
+        Err(e) => {
+            println!("init: cannot reserve its donation slot: {e}");
+            return init::EXIT_NO_RESOURCES;
+        }
+    };
+    let mut sessions = sessions::Sessions::new(parent.fault, transit, donation);
     let mut kids: Vec<Kid<'_>> = Vec::new();
     let mut children: Supervisor<'_, ChildCaps> = Supervisor::new();
     for c in rom.components() {
-        let block_bits = ucore::init::block_bits(c.ram_mib, c.caps);
-        let block = match own_res.make(ObjectType::Untyped, block_bits) {
-            Ok(slot) => slot,
-            Err(e) => {
-                println!(
-                    "init: cannot start {}: no block of 2^{block_bits} bytes: {e}",
-                    c.name
-                );
-                continue;
-            }
-        };
-        let service = match is_provider(&c) {
-            true => match own_res.make(ObjectType::Endpoint, 0) {
-                Ok(ep) => Some(ep),
-                Err(e) => {
-                    println!(
-                        "init: cannot start {}: no endpoint for its service: {e}",
-                        c.name
-                    );
-                    continue;
-                }
-            },
-            false => None,
-        };
-        let mut kid = Kid {
-            component: c,
-            block,
-            block_bits,
-            restarts: 0,
-            caps: None,
-            service,
-        };
-        match start(&image, parent, &kid) {
-            Ok(caps) => {
-                kid.caps = Some(caps);
-                println!(
-                    "init: started {} (binary {}, {} MiB, {} caps, priority {}, cpu {})",
-                    c.name, c.binary, c.ram_mib, c.caps, c.priority, c.cpu
-                );
-                children.add_as(c.index + 1, c.name, is_server(&c), caps);
-            }
-            Err(e) => println!("init: cannot start {}: {e}", c.name),
-        }
-        kids.push(kid);
+        let place = (&image, parent, &mut pool);
+        launch(place, &mut kids, &mut children, c, c.index);
     }
 
     while children.waiting() > 0 {
+        sessions.accept_donation();
         let (badge, info, words) = match syscall::recv(own(parent.fault)) {
             Ok(message) => message,
             Err(e) => {
@@ -196,18 +199,31 @@ fn main(image_len: u64) -> i32 {
                 return init::EXIT_RECV_FAILED;
             }
         };
-        if badge & session::PARENT_SESSION != 0 {
-            let rom_service = RomService {
+        let served = serve_session_request(&mut sessions, &rom, &kids, (badge, info, &words));
+        sessions.drop_donation(info);
+        if served {
+            continue;
+        }
+        if badge & session::RECONFIG_SESSION != 0 {
+            let mut update = reconfig::Update {
                 image: &image,
-                res: &mut own_res,
+                parent,
+                pool: &mut pool,
+                kids: &mut kids,
+                children: &mut children,
+                sessions: &mut sessions,
+            };
+            update.serve(&mut rom, badge, info.label(), &words);
+            continue;
+        }
+        if badge & session::PARENT_SESSION != 0 {
+            let rom_service = rom::RomService {
+                image: &image,
+                res: &mut pool.res,
                 vspace: parent.vspace,
                 transit,
             };
             rom_service.serve(&kids, badge, info.label(), &words);
-            continue;
-        }
-        if info.label() == session::OPEN {
-            answer_open(&rom, &kids, badge, &words, (parent.fault, transit));
             continue;
         }
         let handled = children.handle(badge, info.label(), words);
@@ -216,7 +232,8 @@ fn main(image_len: u64) -> i32 {
             continue;
         }
         let index = badge as usize;
-        let Some(kid) = kids.iter_mut().find(|k| k.component.index + 1 == index) else {
+        sessions.finished(&kids, index.wrapping_sub(1));
+        let Some(kid) = kids.iter_mut().find(|k| k.id + 1 == index) else {
             continue;
         };
         release(kid);
@@ -254,6 +271,90 @@ fn main(image_len: u64) -> i32 {
     0
 }
 
+/// Init's untyped memory and slots, and the blocks of children a config
+/// update removed (slot, log2 of bytes), for the children it adds.
+struct Pool {
+    res: Resources,
+    free: Vec<(u32, u32)>,
+}
+
+impl Pool {
+    /// A block of 2^`bits` bytes: a free one of that size, else a new one.
+    fn block(&mut self, bits: u32) -> Result<u32, rt::resources::ResourceError> {
+        match self.free.iter().position(|&(_, b)| b == bits) {
+            Some(i) => Ok(self.free.swap_remove(i).0),
+            None => self.res.make(ObjectType::Untyped, bits),
+        }
+    }
+}
+
+/// Starts component `c` as child `id` from a block of init's `pool` and
+/// records it (`init: started ...` or `init: cannot start ...`).
+fn launch<'a>(
+    (image, parent, pool): (&BootImage<'_>, ParentCaps, &mut Pool),
+    kids: &mut Vec<Kid<'a>>,
+    children: &mut Supervisor<'a, ChildCaps>,
+    c: Component<'a>,
+    id: usize,
+) {
+    let block_bits = ucore::init::block_bits(c.ram_mib, c.caps);
+    let block = match pool.block(block_bits) {
+        Ok(slot) => slot,
+        Err(e) => {
+            println!(
+                "init: cannot start {}: no block of 2^{block_bits} bytes: {e}",
+                c.name
+            );
+            return;
+        }
+    };
+    let mut kid = Kid {
+        id,
+        component: c,
+        block,
+        block_bits,
+        restarts: 0,
+        caps: None,
+        service: None,
+    };
+    match start(image, parent, &mut kid) {
+        Ok(caps) => {
+            kid.caps = Some(caps);
+            println!(
+                "init: started {} (binary {}, {} MiB, {} caps, priority {}, cpu {})",
+                c.name, c.binary, c.ram_mib, c.caps, c.priority, c.cpu
+            );
+            children.add_as(id + 1, c.name, is_server(&c), caps);
+        }
+        Err(e) => println!("init: cannot start {}: {e}", c.name),
+    }
+    kids.push(kid);
+}
+
+/// The name of child `id`.
+fn name_of_id<'a>(kids: &[Kid<'a>], id: usize) -> Option<&'a str> {
+    kids.iter().find(|k| k.id == id).map(|k| k.component.name)
+}
+
+/// Answers a child's `OPEN` or `CLOSE` (`sessions`); whether the message
+/// `(badge, info, words)` was one.
+fn serve_session_request(
+    sessions: &mut sessions::Sessions,
+    rom: &Rom<'_>,
+    kids: &[Kid<'_>],
+    (badge, info, words): (u64, rt::abi::MsgInfo, &[u64; 4]),
+) -> bool {
+    if badge & session::PARENT_SESSION != 0 {
+        return false;
+    }
+    match info.label() {
+        session::OPEN => sessions.open(rom, kids, badge, info, words),
+        session::CLOSE => sessions.close(kids, badge, words),
+        _ => return false,
+    }
+    true
+}
+
 /// The boot image root copied for init (`abi::init`), parsed.
 fn boot_image(len: u64) -> Option<BootImage<'static>> {
     if len > BOOT_INFO_ADDR - BOOT_IMAGE_ADDR {
@@ -280,9 +381,9 @@ fn boot_image(len: u64) -> Option<BootImage<'static>> {
 fn start(
     image: &BootImage<'_>,
     parent: ParentCaps,
-    kid: &Kid<'_>,
+    kid: &mut Kid<'_>,
 ) -> Result<ChildCaps, SpawnError> {
-    let c = &kid.component;
+    let c = kid.component;
     match build(image, parent, kid, c.cpu.into()) {
         Err(SpawnError::Syscall {
             call: "ThreadSetSchedParams",
@@ -304,22 +405,30 @@ fn start(
 fn build(
     image: &BootImage<'_>,
     parent: ParentCaps,
-    kid: &Kid<'_>,
+    kid: &mut Kid<'_>,
     cpu: u32,
 ) -> Result<ChildCaps, SpawnError> {
-    let c = &kid.component;
-    let parent = ParentCaps {
-        service: kid.service.unwrap_or(parent.service),
-        ..parent
-    };
+    let component = kid.component;
+    let c = &component;
     let file = image.find(c.binary).ok_or(SpawnError::NotInImage)?.data;
-    let first = init::child_slots(c.index as u32);
+    let first = init::child_slots(kid.id as u32);
     let mut res = Resources::new(
         first,
         first + init::CHILD_SLOTS,
         kid.block,
         kid.block_bits as u8,
     )?;
+    // A provider's endpoint is made from its own block, so it dies with
+    // it: revoking the block wakes every client queued on it (and every
+    // session capability minted from it goes).
+    kid.service = match is_provider(c) {
+        true => Some(res.make(ObjectType::Endpoint, 0)?),
+        false => None,
+    };
+    let parent = ParentCaps {
+        service: kid.service.unwrap_or(parent.service),
+        ..parent
+    };
     let arg = c
         .config
         .get("arg")
@@ -327,7 +436,7 @@ fn build(
         .unwrap_or(0);
     let spec = ChildSpec {
         file,
-        badge: c.index as u64 + 1,
+        badge: kid.id as u64 + 1,
         arg: arg as u64,
         cspace_bits: ucore::init::cspace_bits(c.caps),
         pt_pool_bits: PT_POOL_BITS,
@@ -355,187 +464,6 @@ fn is_server(c: &Component<'_>) -> bool {
     is_provider(c) || child::is_server(c.binary)
 }
 
-/// Answers child `badge`'s request for a session of the type in `words`
-/// (`abi::session`, "Sessions and routing" in docs/architecture.md): by
-/// its routes, refused, or opened at the provider and passed on through
-/// init's slot `transit`.
-fn answer_open(
-    rom: &Rom<'_>,
-    kids: &[Kid<'_>],
-    badge: u64,
-    words: &[u64; 4],
-    (own_ep, transit): (u32, u32),
-) {
-    let (bytes, len) = session::unpack(words);
-    let service = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
-    let client = kids.iter().find(|k| k.component.index as u64 + 1 == badge);
-    let Some(client) = client else {
-        return reply(session::REFUSED_UNROUTED, [0; 4], None);
-    };
-    let name = client.component.name;
-    let target = match client.component.route(service) {
-        None => {
-            println!("init: {name} asks for a {service} session: not routed to it; refused");
-            return reply(session::REFUSED_UNROUTED, [0; 4], None);
-        }
-        Some(Target::Parent) => {
-            let offered = rom.parent_provides().any(|s| s == service);
-            if offered && service == RomSession::NAME {
-                return open_rom(name, own_ep, badge, transit);
-            }
-            println!(
-                "init: {name} asks for a {service} session: routed to the parent, which {}; \
-                 refused",
-                if offered {
-                    "does not serve it itself (only Rom)"
-                } else {
-                    "does not provide it"
-                }
-            );
-            return reply(session::REFUSED_PARENT, [0; 4], None);
-        }
-        Some(Target::Component(i)) => i,
-    };
-    let provider = kids.iter().find(|k| k.component.index == target);
-    let Some((provider, ep)) = provider
-        .and_then(|k| Some((k, k.service?)))
-        .filter(|(k, _)| k.caps.is_some())
-    else {
-        println!("init: {name} asks for a {service} session: its provider is not running; refused");
-        return reply(session::REFUSED_PROVIDER, [0; 4], None);
-    };
-    let info = MsgInfo::new(session::OPEN_SESSION, 4, 0).unwrap_or_default();
-    let pname = provider.component.name;
-    match transfer::call_for_cap(own(ep), info, session::pack(name), own(transit)) {
-        Ok((answer, _)) if answer.label() == session::OK && answer.caps() == 1 => {
-            println!("init: {name} -> {service} session at {pname}");
-            reply(session::OK, [0; 4], Some(transit));
-        }
-        Ok((answer, _)) => {
-            println!(
-                "init: {name} asks for a {service} session: {pname} refused it ({:#x})",
-                answer.label()
-            );
-            reply(session::REFUSED_PROVIDER, [answer.label(), 0, 0, 0], None);
-        }
-        Err(e) => {
-            println!("init: {name} asks for a {service} session: calling {pname} failed: {e}");
-            reply(session::REFUSED_PROVIDER, [0; 4], None);
-        }
-    }
-}
-
-/// Opens a ROM session for child `badge` (`name`): init's own endpoint
-/// `own_ep`, minted write-only with the child's badge and
-/// `session::PARENT_SESSION`, passed on through `transit`. Init answers it
-/// itself ([`RomService`]): no call out, so no client can block init.
-fn open_rom(name: &str, own_ep: u32, badge: u64, transit: u32) {
-    let session_badge = badge | session::PARENT_SESSION;
-    match syscall::cap_mint(own(own_ep), own(transit), Rights::WRITE, session_badge) {
-        Ok(()) => {
-            println!("init: {name} -> Rom session at init");
-            reply(session::OK, [0; 4], Some(transit));
-        }
-        Err(e) => {
-            println!("init: {name} asks for a Rom session: CapMint failed: {e}; refused");
-            reply(session::REFUSED_PARENT, [0; 4], None);
-        }
-    }
-}
-
-/// Init's ROM service (`rt::session::rom`): boot-image modules, each page
-/// copied into a fresh frame from init's own memory and handed over
-/// read-only.
-struct RomService<'r, 'a> {
-    image: &'r BootImage<'a>,
-    res: &'r mut Resources,
-    /// Init's address space, for the scratch page.
-    vspace: u32,
-    transit: u32,
-}
-
-impl RomService<'_, '_> {
-    /// Answers a request `label`, `words` on the ROM session of child
-    /// `badge` (without `session::PARENT_SESSION`).
-    fn serve(mut self, kids: &[Kid<'_>], badge: u64, label: u64, words: &[u64; 4]) {
-        let index = badge & !session::PARENT_SESSION;
-        let Some(client) = kids.iter().find(|k| k.component.index as u64 + 1 == index) else {
-            return reply(rom::NOT_FOUND, [0; 4], None);
-        };
-        let (component, client) = (&client.component, client.component.name);
-        let (bytes, len) = session::unpack(words);
-        let module = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
-        // `config` is the client's own config tree, not the scenario's ROM
-        // (which holds every component's config).
-        let data = match self.image.find(module) {
-            _ if module == "config" => component.config_tree(),
-            Some(entry) => entry.data,
-            None => {
-                println!("init: {client} asks for ROM {module:?}: no such module; refused");
-                return reply(rom::NOT_FOUND, [0; 4], None);
-            }
-        };
-        let page = PAGE_SIZE as usize;
-        let pages = data.len().div_ceil(page) as u64;
-        match label & ((1 << rom::INDEX_SHIFT) - 1) {
-            rom::INFO => {
-                println!(
-                    "init: {client} reads ROM {module:?} ({} bytes, {pages} pages)",
-                    data.len()
-                );
-                reply(rom::OK, [data.len() as u64, pages, 0, 0], None)
-            }
-            rom::PAGE => {
-                let i = label >> rom::INDEX_SHIFT;
-                if i >= pages {
-                    return reply(rom::OUT_OF_RANGE, [0; 4], None);
-                }
-                let start = i as usize * page;
-                let chunk = &data[start..data.len().min(start + page)];
-                match self.page(chunk) {
-                    Ok(()) => reply(rom::OK, [0; 4], Some(self.transit)),
-                    Err(why) => {
-                        println!("init: ROM {module:?} page {i} for {client}: {why}");
-                        reply(rom::NO_MEMORY, [0; 4], None)
-                    }
-                }
-            }
-            _ => reply(rom::UNKNOWN, [label, 0, 0, 0], None),
-        }
-    }
-
-    /// A fresh frame of init's (kept: see `rt::session::rom`, "Cost")
-    /// holding `chunk`, minted read-only into the transit slot.
-    fn page(&mut self, chunk: &[u8]) -> Result<(), &'static str> {
-        let frame = self
-            .res
-            .make(ObjectType::Frame4K, 0)
-            .map_err(|_| "no memory or slot left for a frame")?;
-        spawn::fill_frame(self.vspace, frame, 0, chunk, 0).map_err(|_| "copying failed")?;
-        syscall::cap_mint(own(frame), own(self.transit), Rights::READ, 0)
-            .map_err(|_| "CapMint (read-only) failed")
-    }
-}
-
-/// Replies to the child whose request init received last, with the
-/// capability in `cap` (which init then lets go of: the client's copy
-/// stays).
-fn reply(label: u64, words: [u64; 4], cap: Option<u32>) {
-    if let Some(slot) = cap {
-        transfer::set_send_cap(own(slot));
-    }
-    let info = MsgInfo::new(label, 4, cap.is_some() as usize).unwrap_or_default();
-    if let Err(e) = syscall::reply(info, words) {
-        println!("init: reply to a session request failed: {e}");
-    }
-    if let Some(slot) = cap {
-        // SAFETY: an endpoint capability; nothing is mapped through it.
-        if let Err(e) = unsafe { syscall::cap_delete(own(slot)) } {
-            println!("init: cannot empty its transit slot: {e}");
-        }
-    }
-}
-
 /// Revokes `kid`'s block: every object made from it goes.
 fn revoke_block(kid: &Kid<'_>) {
     // SAFETY: nothing of init's own is made from the block: revoking it
@@ -556,6 +484,8 @@ fn revoke_block(kid: &Kid<'_>) {
 /// way, so its block is whole again either way.
 fn release(kid: &mut Kid<'_>) {
     revoke_block(kid);
+    // A provider's endpoint was made from the block: gone with it.
+    kid.service = None;
     if let Some(caps) = kid.caps.take() {
         // SAFETY: an endpoint capability; nothing is mapped through it.
         if let Err(e) = unsafe { syscall::cap_delete(own(caps.fault)) } {

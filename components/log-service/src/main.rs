@@ -34,11 +34,11 @@ impl log::Server for Console {
 }
 
 fn main(arg: u64) -> i32 {
-    // One slot per session from FIRST_FREE; a component's table has at
+    // Two slots per session from FIRST_FREE; a component's table has at
     // least 16 slots (`ucore::config::MIN_CAPS`).
     let mut provider: Provider<Log, LineBuffer> = Provider::new(child::FIRST_FREE, 16);
     let mut console = Console;
-    let mut new = |_: &Label| LineBuffer::default();
+    let mut new = |_: &Label, _| Ok(LineBuffer::default());
     let mut dispatch = |client: &Label, state: &mut LineBuffer, label, words| {
         log::dispatch(&mut console, client, state, label, words)
     };

@@ -155,8 +155,11 @@ fn start_init(
 ) -> Result<(ChildCaps, u64), SpawnError> {
     let file = image.find("init").ok_or(SpawnError::NotInImage)?.data;
     let bytes = boot::image_bytes(info).map_err(|_| SpawnError::NotInImage)?;
+    let update = image
+        .find(init::UPDATE_ENTRY)
+        .and_then(|e| ucore::config::Rom::parse(e.data).ok());
     let pool_bits = match ucore::config::Rom::parse(config) {
-        Ok(rom) => ucore::init::pool_bits(&rom),
+        Ok(rom) => ucore::init::pool_bits_with_update(&rom, update.as_ref()),
         Err(_) => ucore::init::OWN_BITS,
     };
     let spec = ChildSpec {

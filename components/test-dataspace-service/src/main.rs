@@ -27,7 +27,7 @@ use rt::dataspace::{Attached, Dataspace, DsSize};
 use rt::println;
 use rt::proto::ds_test::{self, DsTest};
 use rt::server::answer;
-use rt::session::{Label, Provider, SessionTable};
+use rt::session::{Donated, Label, Provider, SessionTable};
 use rt::signal::{SignalContext, Signals};
 use rt::syscall::{self, Words};
 use rt::transfer;
@@ -36,12 +36,12 @@ rt::entry!(main);
 
 /// The server's notification (its signal contexts' bits).
 const NOTIFY: u32 = FIRST_FREE;
-/// Session capabilities the provider mints: slots from here.
+/// The provider's slots (two per session): from here.
 const FIRST_SESSION_SLOT: u32 = FIRST_FREE + 1;
 /// At most this many sessions.
 const MAX_SESSIONS: u32 = 8;
 /// Per session, slots from here: [`PER_SESSION`] each.
-const FIRST_OBJECT_SLOT: u32 = FIRST_SESSION_SLOT + MAX_SESSIONS;
+const FIRST_OBJECT_SLOT: u32 = FIRST_SESSION_SLOT + 2 * MAX_SESSIONS;
 /// Slots per session: dataspace, its writable and read-only shares, the
 /// context, the client's notification, its write and read copies.
 const PER_SESSION: u32 = 7;
@@ -50,6 +50,8 @@ const DS_VA: u64 = 0x40_0000_0000;
 
 /// One session.
 struct Session {
+    /// The open order (which context is whose).
+    id: u32,
     ds: Attached,
     /// Shares for the client: writable, read-only.
     shares: [Dataspace; 2],
@@ -72,20 +74,21 @@ fn main(_arg: u64) -> i32 {
         return 1;
     }
     let signals: RefCell<Signals<Table>> = RefCell::new(Signals::new(own(NOTIFY)));
+    // Two slots per session (`Provider`).
     let provider: Provider<DsTest, Option<Session>> =
-        Provider::new(FIRST_SESSION_SLOT, FIRST_SESSION_SLOT + MAX_SESSIONS);
+        Provider::new(FIRST_SESSION_SLOT, FIRST_SESSION_SLOT + 2 * MAX_SESSIONS);
     let mut opened = 0u32;
-    let new = |client: &Label| {
+    let new = |client: &Label, _no_quota: Option<Donated>| {
         let index = opened;
         opened += 1;
         match open(index, &signals) {
-            Ok(session) => Some(session),
+            Ok(session) => Ok(Some(session)),
             Err(why) => {
                 println!(
                     "test-dataspace-service: session for {}: {why}",
                     client.as_str()
                 );
-                None
+                Ok(None)
             }
         }
     };
@@ -142,16 +145,19 @@ fn open(index: u32, signals: &RefCell<Signals<Table>>) -> Result<Session, &'stat
     // SAFETY: session `index`'s page at DS_VA is used by nothing else.
     let ds = unsafe { ds.attach(own(OWN_VSPACE), DS_VA + u64::from(index) * 4096, true) }
         .map_err(|_| "Map failed")?;
-    let position = index as usize;
     let context = signals
         .borrow_mut()
         .register(slot(3), move |table: &mut Table| {
-            if let Some(Some(session)) = table.get_mut(position).map(|(_, s)| s) {
+            let mine = table
+                .iter_mut()
+                .find_map(|(_, s)| s.as_mut().filter(|s| s.id == index));
+            if let Some(session) = mine {
                 answer_request(session);
             }
         })
         .map_err(|_| "no signal context")?;
     Ok(Session {
+        id: index,
         ds,
         shares,
         context: Some(context),

@@ -515,6 +515,16 @@ impl<'a> Component<'a> {
             .map(|r| r.target)
     }
 
+    /// The name of the component `target` names in this component's ROM
+    /// (`None` for the parent): routes are followed by name, so a route
+    /// still finds its provider after a config update moved it.
+    pub fn target_name(&self, target: Target) -> Option<&'a str> {
+        match target {
+            Target::Parent => None,
+            Target::Component(i) => self.rom.component(i).map(|c| c.name),
+        }
+    }
+
     /// The owned form (route targets by name).
     pub fn to_spec(&self) -> ComponentSpec {
         let routes = self

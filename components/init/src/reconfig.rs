@@ -1,0 +1,139 @@
+//! Dynamic reconfiguration (docs/architecture.md, "Dynamic
+//! reconfiguration"; the client side is `rt::session::reconfig`): a
+//! component with a `Reconfig` session (routed to `parent`, listed in
+//! `parent_provides`) names a boot module holding a config update; init
+//! checks it exactly as it checked its first config ROM and applies the
+//! difference by component name:
+//!
+//! - only in the running config: stopped — its sessions closed at their
+//!   providers (and those it provided gone with its endpoint), its block
+//!   revoked and kept for a child the update adds;
+//! - in both with the same record (`Component::to_spec`: binary, quotas,
+//!   priority, CPU, restart policy, services, routes by name, config):
+//!   kept running, untouched — its sessions too; its record is the
+//!   update's from then on;
+//! - in both with a different record: stopped, then started with the new
+//!   record;
+//! - only in the update: started, at the lowest free `Kid::id`.
+//!
+//! A module that is missing or not a valid config ROM is refused with the
+//! reason in init's log and changes nothing. Not yet: a child that cannot
+//! be started for lack of memory is reported and left out (root sizes
+//! init's memory for the config and `config.update` together, so the
+//! scenario's own update always fits); an update that removes the
+//! component asking for it stops it before the answer, which then goes
+//! nowhere.
+
+use alloc::vec::Vec;
+
+use kcore::bootimage::BootImage;
+use rt::abi::session;
+use rt::println;
+use rt::session::reconfig;
+use rt::spawn::{ChildCaps, ParentCaps};
+use ucore::config::Rom;
+use ucore::supervise::Supervisor;
+
+use crate::sessions::{reply, Sessions};
+use crate::{launch, release, Kid, Pool};
+
+/// What a config update works on: init's state.
+pub struct Update<'r, 'a> {
+    pub image: &'r BootImage<'a>,
+    pub parent: ParentCaps,
+    pub pool: &'r mut Pool,
+    pub kids: &'r mut Vec<Kid<'a>>,
+    pub children: &'r mut Supervisor<'a, ChildCaps>,
+    pub sessions: &'r mut Sessions,
+}
+
+impl<'a> Update<'_, 'a> {
+    /// Answers request `label`, `words` on the Reconfig session with
+    /// badge `badge`; `rom` is the running config, replaced by the update
+    /// when it is applied.
+    pub fn serve(&mut self, rom: &mut Rom<'a>, badge: u64, label: u64, words: &[u64; 4]) {
+        let asker = badge & !(session::PARENT_SESSION | session::RECONFIG_SESSION);
+        let asker = crate::name_of_id(self.kids, asker.wrapping_sub(1) as usize).unwrap_or("?");
+        if label != reconfig::APPLY {
+            return reply(reconfig::UNKNOWN, [label, 0, 0, 0], None);
+        }
+        let (bytes, len) = session::unpack(words);
+        let module = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
+        let Some(entry) = self.image.find(module) else {
+            println!("init: {asker} asks for config update {module:?}: no such module; refused");
+            return reply(reconfig::NOT_FOUND, [0; 4], None);
+        };
+        let update = match Rom::parse(entry.data) {
+            Ok(update) => update,
+            Err(e) => {
+                println!(
+                    "init: config update {module:?} from {asker} refused: {e}; nothing changed"
+                );
+                return reply(reconfig::MALFORMED, [0; 4], None);
+            }
+        };
+        println!(
+            "init: {asker} asks for config update {module:?} ({} components)",
+            update.component_count()
+        );
+        let counts = self.apply(&update);
+        *rom = update;
+        println!(
+            "init: config update {module:?} applied: {} started, {} stopped, {} kept",
+            counts[0], counts[1], counts[2]
+        );
+        reply(reconfig::OK, [counts[0], counts[1], counts[2], 0], None);
+    }
+
+    /// Applies `update` (see the module doc); children started, stopped,
+    /// kept.
+    fn apply(&mut self, update: &Rom<'a>) -> [u64; 3] {
+        let (mut stopped, mut kept) = (0, 0);
+        let mut i = 0;
+        while let Some(kid) = self.kids.get_mut(i) {
+            let name = kid.component.name;
+            match update.find(name) {
+                Some(new) if new.to_spec() == kid.component.to_spec() => {
+                    kid.component = new;
+                    kept += 1;
+                    i += 1;
+                }
+                new => {
+                    let why = match new {
+                        Some(_) => "its record changed",
+                        None => "removed from the config",
+                    };
+                    self.stop(i);
+                    println!("init: stopped {name} ({why})");
+                    stopped += 1;
+                }
+            }
+        }
+        let mut started = 0;
+        for c in update.components() {
+            if self.kids.iter().any(|k| k.component.name == c.name) {
+                continue;
+            }
+            let id = (0..).find(|id| self.kids.iter().all(|k| k.id != *id));
+            let Some(id) = id.filter(|&id| id < ucore::config::MAX_COMPONENTS) else {
+                println!("init: cannot start {}: no free child slot range", c.name);
+                continue;
+            };
+            let place = (self.image, self.parent, &mut *self.pool);
+            launch(place, self.kids, self.children, c, id);
+            started += 1;
+        }
+        [started, stopped, kept]
+    }
+
+    /// Stops `kids[i]` for good: closes its sessions, returns its memory
+    /// (its block kept for a child to come) and forgets it.
+    fn stop(&mut self, i: usize) {
+        let id = self.kids[i].id;
+        self.sessions.finished(self.kids, id);
+        let mut kid = self.kids.remove(i);
+        release(&mut kid);
+        self.children.remove(id + 1);
+        self.pool.free.push((kid.block, kid.block_bits));
+    }
+}
