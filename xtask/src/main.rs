@@ -23,6 +23,7 @@ mod host;
 mod kernel;
 mod linux;
 mod matcher;
+mod profile;
 mod qemu;
 mod run;
 mod scenario;
@@ -59,6 +60,9 @@ enum Command {
     /// Run the Linux side of the benchmarks alone (boots Debian's cloud
     /// kernel with bench-linux) and print its BENCH lines.
     BenchLinux(linux::BenchLinuxArgs),
+    /// Count the instructions a run spends per kernel function (QEMU's
+    /// execution trace under icount), optionally against a baseline run.
+    Profile(profile::ProfileArgs),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
         Command::Test(args) => testcmd::run(args),
         Command::Bench(args) => bench::run(args),
         Command::BenchLinux(args) => linux::bench_linux_command(args),
+        Command::Profile(args) => profile::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
