@@ -39,23 +39,39 @@ use abi::ipc_buffer::{RECV_SLOT_OFFSET, SEND_CAP_OFFSET};
 use abi::{Error, MsgInfo, ObjectType, LABEL_NOTIFICATION, REGISTER_MESSAGE_WORDS};
 use kcore::cap;
 
-use crate::mm;
 use crate::object::{self, endpoint, notification, Access, EndpointState, KernelSlots};
 use crate::thread::{self, t, Queue, SendKind, State, Thread, ThreadRef};
+use crate::{mm, vspace};
 
 /// The start of a thread's IPC buffer in the kernel's direct map, if the
 /// thread has one that is mapped (writable, when `write`).
+///
+/// The translation is kept in the thread (`thread::IpcBufferCache`) and
+/// used again while the address space has unmapped nothing since.
 pub fn ipc_buffer_ptr(thread: &Thread, write: bool) -> Option<*mut u64> {
     if thread.ipc_buffer == 0 {
         return None;
     }
     let root = thread.page_table_root()?;
+    let unmaps = vspace::header(root).unmaps;
+    let kept = thread.ipc_buffer_cache.get();
+    if kept.root == root && kept.va == thread.ipc_buffer && kept.unmaps == unmaps {
+        return (kept.writable || !write).then_some(kept.kernel_ptr as *mut u64);
+    }
     let tr = mm::translate(root, thread.ipc_buffer)?;
-    if !tr.flags.user || (write && !tr.flags.writable) || !mm::is_direct_mapped(tr.phys) {
+    if !tr.flags.user || !mm::is_direct_mapped(tr.phys) {
         return None;
     }
     // The buffer is IPC_BUFFER_ALIGN-aligned, so it lies within this page.
-    Some(mm::phys_to_virt(tr.phys) as *mut u64)
+    let kernel_ptr = mm::phys_to_virt(tr.phys);
+    thread.ipc_buffer_cache.set(thread::IpcBufferCache {
+        va: thread.ipc_buffer,
+        root,
+        unmaps,
+        kernel_ptr,
+        writable: tr.flags.writable,
+    });
+    (tr.flags.writable || !write).then_some(kernel_ptr as *mut u64)
 }
 
 /// Whether `thread` can send a message of `info` (a long one needs a

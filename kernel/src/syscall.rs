@@ -680,6 +680,7 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
                 }
             }
             tt.ipc_buffer = ipc_buffer;
+            tt.ipc_buffer_cache.set(Default::default());
             Ok(after_ipc(caller))
         }
         Invocation::ThreadSetSchedParams { target, priority } => {

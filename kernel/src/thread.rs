@@ -139,6 +139,8 @@ pub struct Thread {
     pub bound_notification: u64,
     /// User address of the IPC buffer, 0 if none.
     pub ipc_buffer: u64,
+    /// The last translation of `ipc_buffer` (`ipc::ipc_buffer_ptr`).
+    pub ipc_buffer_cache: core::cell::Cell<IpcBufferCache>,
     /// The capability space, address space and fault endpoint the thread
     /// was configured with: copies of the caller's capabilities, so that
     /// revoking them reaches the thread too.
@@ -157,6 +159,29 @@ pub struct Thread {
 }
 
 const _: () = assert!(core::mem::size_of::<Thread>() <= 1 << abi::object::THREAD_BITS);
+
+/// A translation of a thread's IPC buffer address, kept so that a long
+/// message does not walk the page tables on both sides (four walks per
+/// call, half of a long message's cost before it was kept). Valid while
+/// the thread's buffer address and address space are the ones it was made
+/// for and that address space has unmapped nothing since
+/// (`vspace::Header::unmaps`): a mapping changes only by being unmapped
+/// (`Map` never replaces one), so an unchanged count means an unchanged
+/// translation. Only successful translations are kept. All-zero (a fresh
+/// thread's) is "nothing kept": `root` 0 names no address space.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct IpcBufferCache {
+    /// The buffer address translated.
+    pub va: u64,
+    /// The address space (its top-level table) it was translated in.
+    pub root: u64,
+    /// That address space's unmap count then.
+    pub unmaps: u64,
+    /// The buffer in the kernel's direct map.
+    pub kernel_ptr: u64,
+    /// Whether the mapping is writable.
+    pub writable: bool,
+}
 
 impl Thread {
     pub fn name(&self) -> &str {
@@ -291,6 +316,13 @@ pub unsafe fn init_at(ptr: *mut Thread) -> ThreadRef {
         reply_is_fault: false,
         bound_notification: 0,
         ipc_buffer: 0,
+        ipc_buffer_cache: core::cell::Cell::new(IpcBufferCache {
+            va: 0,
+            root: 0,
+            unmaps: 0,
+            kernel_ptr: 0,
+            writable: false,
+        }),
         cspace: Slot::default(),
         vspace: Slot::default(),
         fault_endpoint: Slot::default(),

@@ -45,7 +45,17 @@ pub struct Header {
     pub asid: u64,
     /// Physical address of the first free pool page, 0 if none.
     free_head: u64,
+    /// How many mappings were removed from this address space: a cached
+    /// translation (`thread::IpcBufferCache`) made at another count may be
+    /// stale.
+    pub unmaps: u64,
 }
+
+/// Where the next address space's unmap count starts (`Header::unmaps`):
+/// 2^32 apart, so counts of two spaces made at the same physical address
+/// do not meet.
+static NEXT_UNMAPS_BASE: core::sync::atomic::AtomicU64 =
+    core::sync::atomic::AtomicU64::new(1 << 32);
 
 /// Most address spaces that can exist at once.
 pub const MAX_ASIDS: usize = 16384;
@@ -115,6 +125,9 @@ pub fn init(space: u64, size_bits: u64) {
         refs: 1,
         asid,
         free_head,
+        // A fresh range per address space: a translation kept for an
+        // earlier space at this address never matches this one's count.
+        unmaps: NEXT_UNMAPS_BASE.fetch_add(1 << 32, core::sync::atomic::Ordering::Relaxed),
     };
 }
 
@@ -254,7 +267,10 @@ pub fn unmap_cap(frame: &Capability) {
         Some(t) if t.phys == frame.object && t.size == frame_size(frame.kind) => {}
         _ => return,
     }
-    if table.unmap(&mut pool, vaddr).is_ok() && cpu::read_cr3() == space {
-        cpu::invlpg(vaddr);
+    if table.unmap(&mut pool, vaddr).is_ok() {
+        header(space).unmaps += 1;
+        if cpu::read_cr3() == space {
+            cpu::invlpg(vaddr);
+        }
     }
 }

@@ -86,7 +86,7 @@ pub fn prepare(t: &mut Test) {
         for page in 0..STACK_PAGES {
             map_new_frame(t, stack_top(h) - (page + 1) * 4096);
         }
-        map_new_frame(t, ipc_buffer(h));
+        t.buffer_frames[h] = map_new_frame(t, ipc_buffer(h));
     }
 }
 

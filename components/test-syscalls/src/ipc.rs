@@ -180,6 +180,8 @@ fn calls(t: &mut Test, ep: CapSlot) {
         t.eq(Sys::Call, "sixty-four-words-reply-buffer", wrong as u64, 0);
     }
 
+    buffer_replaced(t, ep);
+
     let badged = t.mint(ep, Rights::WRITE, 0x55);
     let r = raw_call(badged, info(NOP, 0, 0), [0; 4]);
     t.ok(Sys::Call, "badged", &r);
@@ -206,6 +208,34 @@ fn calls(t: &mut Test, ep: CapSlot) {
 
 /// The label of the message the echo server got before the last one,
 /// after a `NOP` call made sure it has handled everything sent so far.
+/// The kernel keeps the translation of a thread's IPC buffer address
+/// until its address space unmaps something: after the echo server's
+/// buffer frame is unmapped and a fresh one mapped at the same address, a
+/// long message must arrive in the fresh frame (the server adds up what it
+/// finds there) and the reply come from it.
+fn buffer_replaced(t: &mut Test, ep: CapSlot) {
+    let old = t.buffer_frames[0];
+    t.setup("unmap", sys(Sys::Unmap, [old, 0, 0, 0, 0, 0]));
+    t.buffer_frames[0] = crate::helpers::map_new_frame(t, ipc_buffer(0));
+    let mut sent = 0u64;
+    for i in 4..MAX_MESSAGE_WORDS {
+        buf_write(MAIN_BUFFER, i, 5000 + i as u64);
+        sent += 5000 + i as u64;
+    }
+    let r = raw_call(ep, info(0x130, 64, 0), [1, 2, 3, 4]);
+    t.ok(Sys::Call, "long-after-buffer-replaced", &r);
+    t.eq(
+        Sys::Call,
+        "long-arrives-in-the-new-buffer",
+        rec(ECHO_BUFFER_SUM),
+        sent,
+    );
+    let wrong = (4..MAX_MESSAGE_WORDS)
+        .filter(|&i| buf_read(MAIN_BUFFER, i) != 5001 + i as u64)
+        .count();
+    t.eq(Sys::Call, "reply-from-the-new-buffer", wrong as u64, 0);
+}
+
 fn previous_label(ep: CapSlot) -> u64 {
     let _ = syscall::call(ep, info(NOP, 0, 0), [0; 4]);
     rec(ECHO_PREVIOUS_LABEL)

@@ -147,6 +147,8 @@ pub struct Test {
     pub fault_caps: [CapSlot; HELPERS],
     /// The endpoint the main thread receives helper faults and exits on.
     pub fault_ep: CapSlot,
+    /// The frame mapped as helper `h`'s IPC buffer.
+    pub buffer_frames: [CapSlot; HELPERS],
 }
 
 impl Test {
@@ -285,6 +287,7 @@ fn main(_arg: u64) -> i32 {
         next_slot: rt::abi::child::FIRST_FREE,
         fault_caps: [0; HELPERS],
         fault_ep: 0,
+        buffer_frames: [0; HELPERS],
     };
     helpers::prepare(&mut t);
     misc::run(&mut t);
