@@ -61,8 +61,13 @@
 //!    child's identity is its `Kid::id` (badge − 1, slot range), not its
 //!    position in a config, and routes are followed by provider name.
 //!
-//! Modules: [`sessions`] (`OPEN`, `CLOSE`, the session records), [`rom`]
-//! (the ROM service), [`reconfig`] (config updates).
+//! 10. Init never waits for a provider: its calls to providers are made
+//!    by proxy threads ([`proxy`]), the client's request waits as a saved
+//!    reply capability (docs/architecture.md, "Sessions and routing", 10).
+//!
+//! Modules: [`sessions`] (`OPEN`, `CLOSE`, the session records), [`proxy`]
+//! (the proxy threads that call providers), [`rom`] (the ROM service),
+//! [`reconfig`] (config updates).
 //!
 //! Not yet (the component-framework issue): other `parent` routes (init
 //! refuses them), quota and close of `Rom` sessions, a child's own config
