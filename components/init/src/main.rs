@@ -62,8 +62,8 @@
 //!    position in a config, and routes are followed by provider name.
 //!
 //! 10. Init never waits for a provider: its calls to providers are made
-//!    by proxy threads ([`proxy`]), the client's request waits as a saved
-//!    reply capability (docs/architecture.md, "Sessions and routing", 10).
+//!     by proxy threads ([`proxy`]), the client's request waits as a saved
+//!     reply capability (docs/architecture.md, "Sessions and routing", 10).
 //!
 //! Modules: [`sessions`] (`OPEN`, `CLOSE`, the session records), [`proxy`]
 //! (the proxy threads that call providers), [`rom`] (the ROM service),
