@@ -3,22 +3,26 @@
 //! error paths of both calls, and what happens to a saved reply when its
 //! capability is deleted unanswered, when its caller is suspended or
 //! destroyed meanwhile (the capability goes stale), when the thread that
-//! saved it is gone, and for a saved fault (a pager answering later).
+//! saved it is gone or the table holding it is destroyed, when a message
+//! names it as its capability (it is not transferred), and for a saved
+//! fault (a pager answering later).
 //!
 //! Helpers 1 and 2 are clients: each calls [`REPLY_EP`] once with its
 //! number as word 0 and records the answer (label, word 0 or the error) in
-//! `REC[h * 2 .. h * 2 + 2]`. Helper 3 is a server that saves one call and
+//! `REC[h * 2 .. h * 2 + 2]`, the answer's capability count in
+//! `REC[CAPS + h]`. Helper 3 is a server that saves one call and
 //! exits without answering.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use rt::abi::caddr::{in_table, split};
 use rt::abi::fault::LABEL_PAGE_FAULT;
 use rt::abi::{CapSlot, Error, MsgInfo, ObjectType, Rights, Sys};
 use rt::syscall;
 
 use crate::helpers::{
-    clear_rec, exit, map_new_frame, next_report, rec, set_rec, spawn, wait_exit, yields, Report,
-    Spawn,
+    buf_write, clear_rec, exit, ipc_buffer, map_new_frame, next_report, rec, set_rec, spawn,
+    wait_exit, yields, Report, Spawn, MAIN_BUFFER, RECV_SLOT, SEND_CAP,
 };
 use crate::{err_code, sys, sys2, Test, BAD_SLOT, TEST_BASE};
 
@@ -28,6 +32,8 @@ static REPLY_EP: AtomicU64 = AtomicU64::new(0);
 static SAVE_SLOT: AtomicU64 = AtomicU64::new(0);
 /// A page the fault check leaves unmapped until the helper touches it.
 const REPLY_VA: u64 = TEST_BASE + 0x1e_0000;
+/// Where client h records how many capabilities its answer carried.
+const CAPS: usize = 8;
 /// The label of a client's call and of the answers.
 const CALL: u64 = 0x700;
 const ANSWER: u64 = 0x701;
@@ -43,6 +49,7 @@ extern "C" fn client(h: u64) -> ! {
         Ok((answer, w)) => {
             set_rec(i, answer.label());
             set_rec(i + 1, w[0]);
+            set_rec(CAPS + h as usize, answer.caps() as u64);
         }
         Err(e) => set_rec(i, e.raw()),
     }
@@ -85,6 +92,8 @@ pub fn run(t: &mut Test) {
     errors(t, ep);
     out_of_order(t, ep);
     deleted_unanswered(t, ep);
+    table_destroyed(t, ep);
+    not_transferred(t, ep);
     stale(t, ep);
     saver_gone(t);
     saved_fault(t);
@@ -231,6 +240,74 @@ fn deleted_unanswered(t: &mut Test, ep: CapSlot) {
         rec(2),
         Some(Error::Aborted),
     );
+}
+
+/// The capability table holding a saved reply is destroyed (as when the
+/// component that saved it goes): the call is aborted.
+fn table_destroyed(t: &mut Test, ep: CapSlot) {
+    clear_rec();
+    let table = t.make(ObjectType::CapTable, 2);
+    spawn(t, 1, Spawn::new(client, 1));
+    receive(t, ep);
+    let (_, index) = split(table);
+    t.ok(
+        Sys::SaveReply,
+        "into-another-table",
+        &save(in_table(index, 1)),
+    );
+    t.ok(
+        Sys::CapDelete,
+        "table-with-reply",
+        &sys2(Sys::CapDelete, table, 0),
+    );
+    wait_exit(t, 1);
+    t.expect(
+        Sys::CapDelete,
+        "table-gone-caller-aborted",
+        rec(2),
+        Some(Error::Aborted),
+    );
+}
+
+/// A reply capability named in a message is not transferred (the
+/// message arrives without it) and stays where it is.
+fn not_transferred(t: &mut Test, ep: CapSlot) {
+    clear_rec();
+    let target = t.slot();
+    buf_write(ipc_buffer(2), RECV_SLOT, target);
+    spawn(t, 1, Spawn::new(client, 1));
+    spawn(t, 2, Spawn::new(client, 2));
+    let first = receive(t, ep);
+    let saved = t.slot();
+    t.setup("save", save(saved));
+    let second = receive(t, ep);
+    if (first, second) != (1, 2) {
+        t.holds(Sys::ReplyTo, "callers-in-order", false, "1 then 2", first);
+    }
+    buf_write(MAIN_BUFFER, SEND_CAP, saved);
+    let with_cap = MsgInfo::new(ANSWER, 1, 1).expect("valid message info");
+    t.ok(
+        Sys::Reply,
+        "naming-a-reply-capability",
+        &sys(Sys::Reply, [0, with_cap.0, 5, 0, 0, 0]),
+    );
+    wait_exit(t, 2);
+    t.eq(
+        Sys::Reply,
+        "reply-capability-not-transferred",
+        rec(CAPS + 2),
+        0,
+    );
+    let empty = sys2(Sys::CapDelete, target, 0);
+    t.err(Sys::CapDelete, "no-copy-arrived", &empty, Error::EmptySlot);
+    t.ok(
+        Sys::ReplyTo,
+        "still-answers-after",
+        &reply_to(saved, ANSWER, 6),
+    );
+    wait_exit(t, 1);
+    t.eq(Sys::ReplyTo, "kept-reply-answered", rec(3), 6);
+    buf_write(ipc_buffer(2), RECV_SLOT, 0);
 }
 
 /// A caller suspended or destroyed meanwhile: the capability is stale.
