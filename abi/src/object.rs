@@ -26,6 +26,10 @@ pub enum ObjectType {
     /// The right to access a range of I/O ports (root gets all at boot;
     /// not made by `Retype`).
     IoPorts = 9,
+    /// The right to answer one saved call or fault once (made by
+    /// `SaveReply`, used up by `ReplyTo`; not made by `Retype`, never
+    /// copied, minted or transferred).
+    Reply = 10,
 }
 
 /// Bytes of one capability slot in a capability table.
@@ -61,6 +65,7 @@ impl ObjectType {
             7 => ObjectType::Frame2M,
             8 => ObjectType::IrqHandler,
             9 => ObjectType::IoPorts,
+            10 => ObjectType::Reply,
             _ => return None,
         })
     }
@@ -113,9 +118,10 @@ mod tests {
         assert_eq!(ObjectType::Untyped.object_bits(11), None);
         assert_eq!(ObjectType::Untyped.object_bits(u64::MAX), None);
         assert_eq!(ObjectType::IrqHandler.object_bits(0), None);
-        for raw in 0..10 {
+        for raw in 0..11 {
             assert_eq!(ObjectType::from_raw(raw).unwrap() as u64, raw);
         }
-        assert_eq!(ObjectType::from_raw(10), None);
+        assert_eq!(ObjectType::from_raw(11), None);
+        assert_eq!(ObjectType::Reply.object_bits(0), None);
     }
 }

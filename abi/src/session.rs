@@ -100,7 +100,10 @@ pub const OK: u64 = 0;
 pub const REFUSED_UNROUTED: u64 = 0x5e55_0e01;
 /// Refused: routed to the parent, which does not serve it.
 pub const REFUSED_PARENT: u64 = 0x5e55_0e02;
-/// Refused: the provider is not there or refused.
+/// Refused: the provider is not there or refused. Word 0: the
+/// provider's own refusal label, [`RESTARTING`], or 0 — the provider is
+/// not running, also when it stopped while the open waited for its answer
+/// (its endpoint went, the parent's call to it ended with an error).
 pub const REFUSED_PROVIDER: u64 = 0x5e55_0e03;
 
 /// A provider's answer to a request on a badge that names no session of

@@ -106,6 +106,14 @@ syscalls! {
     /// Bind notification arg 1 to thread arg 0 (so `Recv` also returns
     /// notification signals).
     BindNotification = 30,
+    /// Move the caller's pending reply (the call or fault it received last
+    /// and has not answered) into empty slot arg 0 as a reply capability
+    /// (`ObjectType::Reply`); the caller is free to receive other calls.
+    SaveReply = 31,
+    /// Answer through reply capability arg 0 with the message in the
+    /// registers (as `Reply`: info arg 1, words in arg 2..); the capability
+    /// is used up (its slot is empty after).
+    ReplyTo = 32,
 }
 
 #[cfg(test)]

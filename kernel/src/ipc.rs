@@ -11,7 +11,9 @@
 //! `caller`/`reply_from`: the receiver's next `Reply` (or `ReplyRecv`)
 //! answers it. A thread has one such reply slot: receiving a new call while
 //! an older one is unanswered aborts the older one (its caller gets
-//! `Aborted`, or, for a fault, stays stopped).
+//! `Aborted`, or, for a fault, stays stopped). `SaveReply` moves the
+//! pending reply out of that slot into a reply capability, answered later
+//! with `ReplyTo` (`crate::reply`).
 //!
 //! # Transfer
 //!
@@ -151,7 +153,8 @@ fn transfer_cap(s: &Thread, r: &Thread, send_cap: u64, recv_slot: u64) -> Result
     }
     let src = object::resolve(s, send_cap, Access::Read)?;
     let c = object::slot(src).cap.ok_or(Error::EmptySlot)?;
-    if c.kind == ObjectType::Untyped {
+    // A reply capability is the one answer to its caller: never derived.
+    if matches!(c.kind, ObjectType::Untyped | ObjectType::Reply) {
         return Err(Error::InvalidArgument);
     }
     let dst = object::resolve(r, recv_slot, Access::Write)?;
@@ -269,16 +272,23 @@ pub fn recv(receiver: ThreadRef, ep_phys: u64, blocking: bool) -> Result<(), Err
 pub fn reply(server: ThreadRef) -> Result<(), Error> {
     let s = t!(server);
     let c = s.caller.take().ok_or(Error::NoCaller)?;
-    let ct = t!(c);
-    ct.reply_from = None;
+    t!(c).reply_from = None;
+    answer(server, c);
+    Ok(())
+}
+
+/// `server` answers `caller` (no longer linked to anybody: its reply was
+/// taken from `server`'s reply slot or from a reply capability) with the
+/// message in its registers, and `caller` runs again.
+pub fn answer(server: ThreadRef, caller: ThreadRef) {
+    let ct = t!(caller);
     if ct.reply_is_fault {
         // The reply resumes the faulting instruction; its content is unused.
         ct.reply_is_fault = false;
     } else {
-        transfer(s, ct, 0, true, SendKind::Send);
+        transfer(t!(server), ct, 0, true, SendKind::Send);
     }
-    thread::make_runnable(c);
-    Ok(())
+    thread::make_runnable(caller);
 }
 
 fn deliver_notification(r: &mut Thread, word: u64) {

@@ -22,6 +22,7 @@ mod mm;
 mod object;
 mod panic;
 mod pvh;
+mod reply;
 mod selftest;
 mod static_cell;
 mod syscall;

@@ -31,7 +31,9 @@
 //! only way memory is reused, which makes kernel memory accounting exact.
 //!
 //! Frames and untyped memory carry no count: deleting a frame capability
-//! unmaps that capability's mapping (one per capability).
+//! unmaps that capability's mapping (one per capability). A reply
+//! capability is the only one naming its caller's pending reply: removing
+//! it unanswered aborts that call (`crate::reply`).
 //!
 //! # Capability addresses
 //!
@@ -211,7 +213,8 @@ pub fn init_object(kind: ObjectType, phys: u64, size_bits: u64) {
         | ObjectType::Frame4K
         | ObjectType::Frame2M
         | ObjectType::IrqHandler
-        | ObjectType::IoPorts => {}
+        | ObjectType::IoPorts
+        | ObjectType::Reply => {}
     }
 }
 
@@ -315,12 +318,16 @@ enum PendingSlots {
 }
 
 /// The `on_removed` callback for every kcore::cap delete and revoke.
-pub fn on_cap_removed(_slot: SlotId, cap: &Capability) {
+pub fn on_cap_removed(slot: SlotId, cap: &Capability) {
     if cap.kind == ObjectType::Frame4K || cap.kind == ObjectType::Frame2M {
         crate::vspace::unmap_cap(cap);
         return;
     }
     if cap.kind == ObjectType::IrqHandler {
+        return;
+    }
+    if cap.kind == ObjectType::Reply {
+        crate::reply::removed(slot, cap);
         return;
     }
     let Some(refs) = refs_of(cap) else { return };
@@ -390,6 +397,7 @@ pub fn cancel_ipc(t: ThreadRef) {
     if let Some(server) = thread.reply_from.take() {
         t!(server).caller = None;
     }
+    crate::reply::caller_gone(thread);
 }
 
 /// The thread whose call (or fault) `server` received will get no reply
@@ -399,8 +407,14 @@ pub fn abandon_caller(server: ThreadRef) {
     let Some(c) = t!(server).caller.take() else {
         return;
     };
+    t!(c).reply_from = None;
+    no_reply(c);
+}
+
+/// `c`, no longer linked to a server or a reply capability, will get no
+/// reply: `Aborted`, or, for a fault, it stays stopped.
+pub fn no_reply(c: ThreadRef) {
     let caller = t!(c);
-    caller.reply_from = None;
     if caller.reply_is_fault {
         caller.reply_is_fault = false;
         thread::set_state(c, State::Inactive);

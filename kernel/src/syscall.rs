@@ -137,6 +137,11 @@ pub enum Invocation {
         target: ThreadRef,
         n: Option<u64>,
     },
+    SaveReply(SlotId),
+    ReplyTo {
+        slot: SlotId,
+        caller: ThreadRef,
+    },
 }
 
 /// What happens to the calling thread after the call.
@@ -255,7 +260,7 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
         Sys::CapCopy | Sys::CapMint => {
             let (src, cap) = full_slot(c, a0)?;
             let dst = empty_slot(c, a1)?;
-            if cap.kind == ObjectType::Untyped {
+            if matches!(cap.kind, ObjectType::Untyped | ObjectType::Reply) {
                 return Err(Error::InvalidArgument);
             }
             if sys == Sys::CapCopy {
@@ -281,6 +286,18 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
         Sys::CapDelete => Invocation::CapDelete(full_slot(c, a0)?.0),
         Sys::CapRevoke => Invocation::CapRevoke(full_slot(c, a0)?.0),
         Sys::Retype => decode_retype(c, a0, a1, a2, a3, a4)?,
+        Sys::SaveReply => {
+            let dst = empty_slot(c, a0)?;
+            crate::reply::check_save(c)?;
+            Invocation::SaveReply(dst)
+        }
+        Sys::ReplyTo => {
+            let (slot, cap) = lookup(c, a0, ObjectType::Reply, Rights::WRITE)?;
+            let info = MsgInfo(a1).validate()?;
+            ipc::check_sendable(c, info)?;
+            let caller = crate::reply::target(&cap)?;
+            Invocation::ReplyTo { slot, caller }
+        }
         Sys::Map => {
             let (_, space) = lookup(c, a0, ObjectType::AddressSpace, Rights::WRITE)?;
             let (frame, fcap) = full_slot(c, a1)?;
@@ -754,6 +771,14 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
                 }
             }
             Ok(Outcome::Resume)
+        }
+        Invocation::SaveReply(dst) => {
+            crate::reply::save(caller, dst)?;
+            Ok(Outcome::Resume)
+        }
+        Invocation::ReplyTo { slot, caller: to } => {
+            crate::reply::answer(caller, slot, to)?;
+            Ok(after_ipc(caller))
         }
     }
 }

@@ -25,7 +25,10 @@
 //!   fast path relies on it when it queues a thread); the head of a queue
 //!   has `prev` = `None`.
 //! - `caller`/`reply_from` are symmetric: `a.caller == Some(b)` iff `b` is
-//!   `BlockedReply` with `b.reply_from == Some(a)`.
+//!   `BlockedReply` with `b.reply_from == Some(a)`. A `BlockedReply` thread
+//!   whose reply was saved (`SaveReply`) has `reply_from == None` and
+//!   `reply_slot` naming the slot of its reply capability, which names it
+//!   back (`crate::reply`).
 //! - [`live_threads`] counts threads that are runnable, running or blocked;
 //!   every state change goes through [`set_state`] to keep it exact (but
 //!   the IPC fast path's, which are live to live). The machine powers off
@@ -135,6 +138,10 @@ pub struct Thread {
     pub reply_from: Option<ThreadRef>,
     /// Whether the pending reply resumes a fault (registers untouched).
     pub reply_is_fault: bool,
+    /// While `BlockedReply` with a saved reply (`SaveReply`): the slot
+    /// (kernel address, `SlotId`) holding the reply capability that answers
+    /// this thread; 0 if none (see `crate::reply`).
+    pub reply_slot: u64,
     /// Physical address of the bound notification, 0 if none.
     pub bound_notification: u64,
     /// User address of the IPC buffer, 0 if none.
@@ -314,6 +321,7 @@ pub unsafe fn init_at(ptr: *mut Thread) -> ThreadRef {
         caller: None,
         reply_from: None,
         reply_is_fault: false,
+        reply_slot: 0,
         bound_notification: 0,
         ipc_buffer: 0,
         ipc_buffer_cache: core::cell::Cell::new(IpcBufferCache {

@@ -341,6 +341,27 @@ pub fn reply_recv(
     received(ipc(Sys::ReplyRecv, slot, info, words))
 }
 
+/// Moves the reply to the call (or fault) this thread received last into
+/// the empty slot `slot` as a reply capability (docs/abi.md, "Reply
+/// capabilities"): the thread can receive other calls and answer this one
+/// later with [`reply_to`].
+#[inline]
+pub fn save_reply(slot: CapSlot) -> Result<(), Error> {
+    // SAFETY: fills an empty capability slot; changes no memory.
+    let (err, _) = unsafe { syscall1(Sys::SaveReply as u64, slot) };
+    result_from_raw(err)
+}
+
+/// Answers the call saved in reply capability `slot`, which is used up
+/// (the slot is empty after). `Aborted`: the caller stopped waiting
+/// meanwhile (destroyed or suspended); the stale capability stays until
+/// deleted.
+#[inline]
+pub fn reply_to(slot: CapSlot, info: MsgInfo, words: Words) -> Result<(), Error> {
+    let (err, _) = ipc(Sys::ReplyTo, slot, info, words);
+    result_from_raw(err)
+}
+
 /// Signals notification `slot` (ORs the capability's badge into its word).
 #[inline]
 pub fn signal(slot: CapSlot) -> Result<(), Error> {

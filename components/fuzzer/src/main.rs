@@ -17,7 +17,7 @@
 //!
 //! # What it calls
 //!
-//! Numbers: mostly the 31 system calls of `abi::Sys`, uniformly; one in 16
+//! Numbers: mostly the 33 system calls of `abi::Sys`, uniformly; one in 16
 //! calls an unknown number (just above the range, or any u64). Arguments:
 //! three calls in four get arguments shaped like the call's parameters
 //! (slots for slots — three times in five one where the set-up below put
@@ -43,7 +43,9 @@
 //! (code, data, stack), configures one thread in them with endpoint 8 as its
 //! fault handler and starts it (it executes the zeroed code page, faults,
 //! and its fault message waits on endpoint 8 for a random `NbRecv` and
-//! `Reply`), and binds a notification to the other thread. Random calls
+//! `Reply`; set-up itself receives it once and saves it as a reply
+//! capability in slot 22, for random `ReplyTo`s), and binds a notification
+//! to the other thread. Random calls
 //! then hit these objects, the empty slots around them and each other. It
 //! also writes random slot addresses into its IPC buffer's send-capability
 //! and receive-slot fields now and then.
@@ -153,6 +155,8 @@ const FRAME0: u32 = 16;
 const CHILD_UNTYPED: u32 = 20;
 /// Free for random retypes and copies; `CapDelete` of slots 1 and 2 goes here.
 const SPARE: u32 = 21;
+/// Where set-up saves the fault of thread 0 as a reply capability.
+const REPLY: u32 = 22;
 /// Small slot numbers are drawn below this.
 const SMALL_SLOTS: u64 = 24;
 /// log2 of the slots of the table made in set-up.
@@ -227,6 +231,8 @@ enum Obj {
     VSpace,
     Frame,
     Untyped,
+    /// The saved reply (empty after an answer: also a destination).
+    Reply,
     /// Slots that are usually empty: destinations.
     Free,
 }
@@ -263,6 +269,8 @@ fn shape(sys: Sys) -> [Kind; 6] {
         Sys::ThreadStart => [thread, VAddr, VAddr, Word, None, None],
         Sys::ThreadRegisters => [thread, Flag, None, None, None, None],
         Sys::IoPort => [any, Port, Flag, Count, Word, None],
+        Sys::SaveReply => [Slot(Obj::Reply), None, None, None, None, None],
+        Sys::ReplyTo => [Slot(Obj::Reply), Info, Word, Word, Word, Word],
     }
 }
 
@@ -328,6 +336,7 @@ impl Fuzzer {
                 _ => own(FRAME0 + r.below(4) as u32),
             },
             Obj::Untyped => own(if r.one_in(2) { UNTYPED } else { CHILD_UNTYPED }),
+            Obj::Reply => own(REPLY),
             Obj::Free | Obj::Any => match r.below(3) {
                 0 => table(r.below(1 << TABLE_BITS)),
                 _ => own(SPARE + r.below(SMALL_SLOTS - u64::from(SPARE)) as u32),
@@ -617,7 +626,9 @@ fn violation(number: u64, args: &[u64; 6], rax: u64) -> Option<&'static str> {
         Sys::DebugWrite if args[1] > syscall::DEBUG_WRITE_MAX as u64 => {
             Some("DebugWrite accepted a length above 4096")
         }
-        Sys::Send | Sys::NbSend | Sys::Call if MsgInfo(args[1]).validate().is_err() => {
+        Sys::Send | Sys::NbSend | Sys::Call | Sys::ReplyTo
+            if MsgInfo(args[1]).validate().is_err() =>
+        {
             Some("a malformed message info was accepted")
         }
         Sys::CapMint if Rights::from_raw(args[2]).is_none() => {
@@ -667,7 +678,7 @@ struct Stats {
     /// Index 0: success; 1..=15: `abi::Error` codes; 16: anything else.
     by_result: [u64; 17],
     /// Successes per system call.
-    ok_by_call: [u64; 31],
+    ok_by_call: [u64; Sys::ALL.len()],
     errors: u64,
     violations: u64,
 }
@@ -697,7 +708,7 @@ fn main(arg: u64) -> i32 {
     };
     let mut stats = Stats {
         by_result: [0; 17],
-        ok_by_call: [0; 31],
+        ok_by_call: [0; Sys::ALL.len()],
         errors: 0,
         violations: 0,
     };
@@ -836,7 +847,7 @@ fn set_up(rng: &mut Rng, stats: &mut Stats, index: u64) {
     for slot in EP0..SMALL_SLOTS as u32 {
         set_up_call(stats, index, Sys::CapDelete, [own(slot), 0, 0, 0, 0, 0]);
     }
-    let steps: [(Sys, [u64; 6]); 23] = [
+    let steps: [(Sys, [u64; 6]); 26] = [
         (Sys::CapRevoke, [untyped, 0, 0, 0, 0, 0]),
         (Sys::Retype, [untyped, ep, 0, own(EP0), 2, 0]),
         (Sys::Retype, [untyped, ntfn, 0, own(NTFN0), 2, 0]),
@@ -931,6 +942,13 @@ fn set_up(rng: &mut Rng, stats: &mut Stats, index: u64) {
             Sys::Retype,
             [own(CHILD_UNTYPED), ep, 0, caddr::in_table(TABLE, 4), 3, 0],
         ),
+        // Thread 0 runs, faults and waits on endpoint 8; its fault is
+        // received and saved, so random `ReplyTo`s, deletes and revokes
+        // meet a live reply capability (and a stale one once the thread is
+        // gone).
+        (Sys::Yield, [0; 6]),
+        (Sys::NbRecv, [own(EP0), 0, 0, 0, 0, 0]),
+        (Sys::SaveReply, [own(REPLY), 0, 0, 0, 0, 0]),
         (
             Sys::Retype,
             [

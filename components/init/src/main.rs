@@ -61,8 +61,13 @@
 //!    child's identity is its `Kid::id` (badge − 1, slot range), not its
 //!    position in a config, and routes are followed by provider name.
 //!
-//! Modules: [`sessions`] (`OPEN`, `CLOSE`, the session records), [`rom`]
-//! (the ROM service), [`reconfig`] (config updates).
+//! 10. Init never waits for a provider: its calls to providers are made
+//!     by proxy threads ([`proxy`]), the client's request waits as a saved
+//!     reply capability (docs/architecture.md, "Sessions and routing", 10).
+//!
+//! Modules: [`sessions`] (`OPEN`, `CLOSE`, the session records), [`proxy`]
+//! (the proxy threads that call providers), [`rom`] (the ROM service),
+//! [`reconfig`] (config updates).
 //!
 //! Not yet (the component-framework issue): other `parent` routes (init
 //! refuses them), quota and close of `Rom` sessions, a child's own config
@@ -78,6 +83,7 @@
 
 extern crate alloc;
 
+mod proxy;
 mod reconfig;
 mod rom;
 mod sessions;
@@ -199,7 +205,12 @@ fn main(image_len: u64) -> i32 {
                 return init::EXIT_RECV_FAILED;
             }
         };
-        let served = serve_session_request(&mut sessions, &rom, &kids, (badge, info, &words));
+        let served = serve_session_request(
+            (&mut sessions, &mut pool.res),
+            &rom,
+            &kids,
+            (badge, info, &words),
+        );
         sessions.drop_donation(info);
         if served {
             continue;
@@ -232,7 +243,7 @@ fn main(image_len: u64) -> i32 {
             continue;
         }
         let index = badge as usize;
-        sessions.finished(&kids, index.wrapping_sub(1));
+        sessions.finished(&kids, &mut pool.res, index.wrapping_sub(1));
         let Some(kid) = kids.iter_mut().find(|k| k.id + 1 == index) else {
             continue;
         };
@@ -336,20 +347,25 @@ fn name_of_id<'a>(kids: &[Kid<'a>], id: usize) -> Option<&'a str> {
     kids.iter().find(|k| k.id == id).map(|k| k.component.name)
 }
 
-/// Answers a child's `OPEN` or `CLOSE` (`sessions`); whether the message
-/// `(badge, info, words)` was one.
+/// Answers a child's `OPEN` or `CLOSE` (`sessions`), or takes a proxy
+/// thread's result (`proxy`); whether the message `(badge, info, words)`
+/// was one of these.
 fn serve_session_request(
-    sessions: &mut sessions::Sessions,
+    (sessions, res): (&mut sessions::Sessions, &mut Resources),
     rom: &Rom<'_>,
     kids: &[Kid<'_>],
     (badge, info, words): (u64, rt::abi::MsgInfo, &[u64; 4]),
 ) -> bool {
+    if badge & proxy::PROXY_BADGE != 0 {
+        sessions.proxy_message(kids, res, badge, info.label(), words);
+        return true;
+    }
     if badge & session::PARENT_SESSION != 0 {
         return false;
     }
     match info.label() {
-        session::OPEN => sessions.open(rom, kids, badge, info, words),
-        session::CLOSE => sessions.close(kids, badge, words),
+        session::OPEN => sessions.open((rom, res), kids, badge, info, words),
+        session::CLOSE => sessions.close(kids, res, badge, words),
         _ => return false,
     }
     true

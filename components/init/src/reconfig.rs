@@ -130,7 +130,7 @@ impl<'a> Update<'_, 'a> {
     /// (its block kept for a child to come) and forgets it.
     fn stop(&mut self, i: usize) {
         let id = self.kids[i].id;
-        self.sessions.finished(self.kids, id);
+        self.sessions.finished(self.kids, &mut self.pool.res, id);
         let mut kid = self.kids.remove(i);
         release(&mut kid);
         self.children.remove(id + 1);

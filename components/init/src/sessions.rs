@@ -6,12 +6,20 @@
 //! finished. Init keeps a record of every session it opened at a provider
 //! ([`Sessions`]); `Rom` sessions, which init serves itself, are not
 //! recorded and not closed (yet).
+//!
+//! Init never calls a provider itself: a request for a provider is saved
+//! (`SaveReply`: the client's reply capability, in a slot of init's) and
+//! becomes a [`Job`] for a proxy thread ([`crate::proxy`]); the client is
+//! answered through its saved reply when the proxy brings the provider's
+//! answer ([`Sessions::proxy_message`]). Meanwhile init serves everybody
+//! else (docs/architecture.md, "Sessions and routing", 10).
 
 use alloc::vec::Vec;
 
 use rt::abi::caddr::own;
-use rt::abi::{session, MsgInfo, Rights};
+use rt::abi::{session, Error, MsgInfo, Rights};
 use rt::println;
+use rt::resources::Resources;
 use rt::session::reconfig::Reconfig;
 use rt::session::rom::Rom as RomSession;
 use rt::session::Interface;
@@ -19,6 +27,7 @@ use rt::syscall;
 use rt::transfer;
 use ucore::config::{Rom, Target};
 
+use crate::proxy::{Arrival, Job, Proxies, Purpose};
 use crate::{name_of_id, Kid};
 
 /// A session init opened at a provider.
@@ -28,6 +37,8 @@ struct Record {
     /// The client's and the provider's `Kid::id`.
     client: usize,
     provider: usize,
+    /// The provider's restart count when it was opened.
+    restarts: u32,
     /// The provider's badge for it.
     badge: u64,
 }
@@ -42,6 +53,8 @@ pub struct Sessions {
     transit: u32,
     /// Where a client's donation arrives with its `OPEN`.
     donation: u32,
+    /// The proxy threads that call providers for init.
+    proxies: Proxies,
 }
 
 impl Sessions {
@@ -53,6 +66,7 @@ impl Sessions {
             own_ep,
             transit,
             donation,
+            proxies: Proxies::new(),
         }
     }
 
@@ -80,7 +94,7 @@ impl Sessions {
     /// transit slot.
     pub fn open(
         &mut self,
-        rom: &Rom<'_>,
+        (rom, res): (&Rom<'_>, &mut Resources),
         kids: &[Kid<'_>],
         badge: u64,
         info: MsgInfo,
@@ -125,10 +139,7 @@ impl Sessions {
             Some(target) => client.component.target_name(target).unwrap_or("?"),
         };
         let provider = kids.iter().find(|k| k.component.name == target);
-        let Some((provider, ep)) = provider
-            .and_then(|k| Some((k, k.service?)))
-            .filter(|(k, _)| k.caps.is_some())
-        else {
+        let Some(provider) = provider.filter(|k| k.service.is_some() && k.caps.is_some()) else {
             // Stopped, but with a restart to come (after its back-off): the
             // client may ask again (`Session::reopen` does).
             let restarting = provider.is_some_and(|k| {
@@ -141,43 +152,41 @@ impl Sessions {
             println!("init: {name} asks for a {service} session: its provider {why}; refused");
             return reply(session::REFUSED_PROVIDER, [word, 0, 0, 0], None);
         };
-        let donated = info.caps() > 0;
-        if donated {
-            transfer::set_send_cap(own(self.donation));
-        }
-        let info = MsgInfo::new(session::OPEN_SESSION, 4, donated as usize).unwrap_or_default();
-        let pname = provider.component.name;
-        let call = transfer::call_for_cap(own(ep), info, session::pack(name), own(self.transit));
-        match call {
-            Ok((answer, words)) if answer.label() == session::OK && answer.caps() == 1 => {
-                let id = self.next_id;
-                self.next_id += 1;
-                self.records.push(Record {
-                    id,
-                    client: client.id,
-                    provider: provider.id,
-                    badge: words[0],
-                });
-                let quota = if donated { " (quota donated)" } else { "" };
-                println!("init: {name} -> {service} session at {pname}{quota}");
-                reply(session::OK, [id, 0, 0, 0], Some(self.transit));
-            }
-            Ok((answer, _)) => {
-                println!(
-                    "init: {name} asks for a {service} session: {pname} refused it ({:#x})",
-                    answer.label()
-                );
-                reply(session::REFUSED_PROVIDER, [answer.label(), 0, 0, 0], None);
-            }
-            Err(e) => {
-                println!("init: {name} asks for a {service} session: calling {pname} failed: {e}");
-                reply(session::REFUSED_PROVIDER, [0; 4], None);
-            }
-        }
+        // The client waits for the provider's answer through its saved
+        // reply; its donation waits in a slot of the job's.
+        let Some(saved) = save_reply(res) else {
+            return reply(session::REFUSED_PROVIDER, [0; 4], None);
+        };
+        let donation = match info.caps() > 0 {
+            true => match copy_to_new_slot(res, self.donation) {
+                Some(slot) => Some(slot),
+                None => {
+                    let refused = session::REFUSED_PROVIDER;
+                    let _ = answer_saved(res, Some(saved), refused, [0; 4], None);
+                    return;
+                }
+            },
+            false => None,
+        };
+        self.proxies.push(Job {
+            purpose: Purpose::Open {
+                client: client.id,
+                service: *words,
+                donated: donation.is_some(),
+            },
+            label: session::OPEN_SESSION,
+            words: session::pack(name),
+            provider: provider.id,
+            restarts: provider.restarts,
+            reply: Some(saved),
+            donation,
+        });
+        self.pump(kids, res);
     }
 
-    /// Answers child `badge`'s `CLOSE` of its session `words[0]`.
-    pub fn close(&mut self, kids: &[Kid<'_>], badge: u64, words: &[u64; 4]) {
+    /// Answers child `badge`'s `CLOSE` of its session `words[0]` once its
+    /// provider closed it (a proxy's job).
+    pub fn close(&mut self, kids: &[Kid<'_>], res: &mut Resources, badge: u64, words: &[u64; 4]) {
         let id = words[0];
         let position = self
             .records
@@ -189,24 +198,24 @@ impl Sessions {
             return reply(session::UNKNOWN_SESSION, [id, 0, 0, 0], None);
         };
         let record = self.records.swap_remove(position);
-        close_at_provider(kids, &record);
-        let client = name_of_id(kids, record.client).unwrap_or("?");
-        let provider = name_of_id(kids, record.provider).unwrap_or("?");
-        println!("init: {client} closed its session at {provider}");
-        reply(session::OK, [0; 4], None);
+        let Some(saved) = save_reply(res) else {
+            return reply(session::OK, [0; 4], None);
+        };
+        self.close_at_provider(&record, Some(saved));
+        self.pump(kids, res);
     }
 
     /// Child `index` (its `Kid::id`) exited, faulted or was removed by a
-    /// config update: the sessions it opened
-    /// are closed at their providers, and those it provided are gone with
-    /// its endpoint (their clients' capabilities with it).
-    pub fn finished(&mut self, kids: &[Kid<'_>], index: usize) {
+    /// config update: the sessions it opened are closed at their
+    /// providers (proxies' jobs), and those it provided are gone with its
+    /// endpoint (their clients' capabilities with it).
+    pub fn finished(&mut self, kids: &[Kid<'_>], res: &mut Resources, index: usize) {
         let (mut closed, mut lost) = (0, 0);
         let mut i = 0;
         while let Some(record) = self.records.get(i) {
             if record.client == index {
                 let record = self.records.swap_remove(i);
-                close_at_provider(kids, &record);
+                self.close_at_provider(&record, None);
                 closed += 1;
             } else if record.provider == index {
                 self.records.swap_remove(i);
@@ -215,6 +224,7 @@ impl Sessions {
                 i += 1;
             }
         }
+        self.pump(kids, res);
         let Some(name) = name_of_id(kids, index) else {
             return;
         };
@@ -225,28 +235,254 @@ impl Sessions {
             println!("init: {lost} sessions provided by {name} closed with it");
         }
     }
+
+    /// A `CLOSE_SESSION` job for `record`'s provider; `reply`: the
+    /// client's saved reply, answered when it is done.
+    fn close_at_provider(&mut self, record: &Record, reply: Option<u32>) {
+        self.proxies.push(Job {
+            purpose: Purpose::Close {
+                client: record.client,
+                badge: record.badge,
+            },
+            label: session::CLOSE_SESSION,
+            words: [record.badge, 0, 0, 0],
+            provider: record.provider,
+            restarts: record.restarts,
+            reply,
+            donation: None,
+        });
+    }
+
+    /// Hands waiting jobs to idle proxies; a job whose provider stopped
+    /// meanwhile is finished as failed.
+    fn pump(&mut self, kids: &[Kid<'_>], res: &mut Resources) {
+        let running = |job: &Job| {
+            let k = kids.iter().find(|k| k.id == job.provider)?;
+            k.service
+                .filter(|_| k.caps.is_some() && k.restarts == job.restarts)
+        };
+        let stale = self.proxies.pump(res, self.own_ep, running);
+        for job in stale {
+            self.finish_job(kids, res, job, Err(Error::Aborted.raw()), None);
+        }
+    }
+
+    /// A proxy's message (`badge` has `proxy::PROXY_BADGE`): the result of
+    /// its job goes to whoever waits for it; then the proxy takes the
+    /// next job.
+    pub fn proxy_message(
+        &mut self,
+        kids: &[Kid<'_>],
+        res: &mut Resources,
+        badge: u64,
+        label: u64,
+        words: &[u64; 4],
+    ) {
+        match self.proxies.arrived(badge, label, words) {
+            Some(Arrival {
+                job: Some(job),
+                result,
+                transit,
+            }) => self.finish_job(kids, res, job, result, Some(transit)),
+            Some(_) => {}
+            None => println!("init: a message from unknown proxy {badge:#x}"),
+        }
+        self.pump(kids, res);
+    }
+
+    /// Ends `job` with the proxy's `result` (`Err`: its call failed, or
+    /// the job never ran); the answer's capability, if any, is in
+    /// `transit`, which is emptied.
+    fn finish_job(
+        &mut self,
+        kids: &[Kid<'_>],
+        res: &mut Resources,
+        job: Job,
+        result: Result<(u64, u64, u64), u64>,
+        transit: Option<u32>,
+    ) {
+        if let Some(d) = job.donation {
+            delete_and_free(res, d);
+        }
+        let pname = name_of_id(kids, job.provider).unwrap_or("?");
+        let with_cap = matches!(result, Ok((_, _, caps)) if caps > 0);
+        let cap = transit.filter(|_| with_cap);
+        match job.purpose {
+            Purpose::Open {
+                client,
+                service,
+                donated,
+            } => {
+                let record = Record {
+                    id: self.next_id,
+                    client,
+                    provider: job.provider,
+                    restarts: job.restarts,
+                    badge: 0,
+                };
+                let what = (&job, service, donated, record);
+                self.opened(kids, res, what, result, cap);
+            }
+            Purpose::Close { client, badge } => {
+                match result {
+                    Ok((session::OK, _, _)) => {}
+                    Ok((label, _, _)) => {
+                        println!("init: {pname} did not close session {badge} ({label:#x})")
+                    }
+                    // The provider stopped: the session went with it.
+                    Err(code) if code == Error::Aborted.raw() => {}
+                    Err(code) => println!(
+                        "init: closing a session at {pname} failed: {}",
+                        error_text(code)
+                    ),
+                }
+                if job.reply.is_some() {
+                    let cname = name_of_id(kids, client).unwrap_or("?");
+                    println!("init: {cname} closed its session at {pname}");
+                    let _ = answer_saved(res, job.reply, session::OK, [0; 4], None);
+                }
+            }
+        }
+        if let Some(t) = cap {
+            // SAFETY: an endpoint capability; nothing is mapped through it.
+            let _ = unsafe { syscall::cap_delete(own(t)) };
+        }
+    }
+
+    /// The end of an `OPEN_SESSION` job: the client gets the session (and
+    /// init records it) or the refusal; a session opened for a client
+    /// that is gone is closed again.
+    fn opened(
+        &mut self,
+        kids: &[Kid<'_>],
+        res: &mut Resources,
+        (job, service, donated, mut record): (&Job, [u64; 4], bool, Record),
+        result: Result<(u64, u64, u64), u64>,
+        cap: Option<u32>,
+    ) {
+        let (bytes, len) = session::unpack(&service);
+        let service = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
+        let name = name_of_id(kids, record.client).unwrap_or("?");
+        let pname = name_of_id(kids, job.provider).unwrap_or("?");
+        let live = kids
+            .iter()
+            .any(|k| k.id == job.provider && k.caps.is_some() && k.restarts == job.restarts);
+        let refused = |res: &mut Resources, words: [u64; 4]| {
+            let _ = answer_saved(res, job.reply, session::REFUSED_PROVIDER, words, None);
+        };
+        match result {
+            Ok((session::OK, provider_badge, 1)) if live => {
+                record.badge = provider_badge;
+                let words = [record.id, 0, 0, 0];
+                match answer_saved(res, job.reply, session::OK, words, cap) {
+                    Ok(()) => {
+                        let quota = if donated { " (quota donated)" } else { "" };
+                        println!("init: {name} -> {service} session at {pname}{quota}");
+                        self.next_id += 1;
+                        self.records.push(record);
+                    }
+                    Err(e) => {
+                        println!(
+                            "init: {name} asked for a {service} session but is gone ({e}); \
+                             closing it at {pname}"
+                        );
+                        self.close_at_provider(&record, None);
+                    }
+                }
+            }
+            Ok((session::OK, _, _)) if !live => {
+                println!(
+                    "init: {name} asks for a {service} session: {pname} stopped meanwhile; \
+                     refused"
+                );
+                refused(res, [0; 4]);
+            }
+            Ok((label, _, _)) => {
+                println!(
+                    "init: {name} asks for a {service} session: {pname} refused it ({label:#x})"
+                );
+                refused(res, [label, 0, 0, 0]);
+            }
+            Err(code) => {
+                println!(
+                    "init: {name} asks for a {service} session: calling {pname} failed: {}",
+                    error_text(code)
+                );
+                refused(res, [0; 4]);
+            }
+        }
+    }
 }
 
-/// Tells the provider of `record` that its session is closed (if the
-/// provider still runs: else the session went with it).
-fn close_at_provider(kids: &[Kid<'_>], record: &Record) {
-    let Some(provider) = kids.iter().find(|k| k.id == record.provider) else {
-        return;
+/// The text of an error code a proxy reported.
+fn error_text(code: u64) -> &'static str {
+    Error::from_raw(code).map_or("unknown error", Error::text)
+}
+
+/// Saves the reply to the request init received last in a fresh slot.
+fn save_reply(res: &mut Resources) -> Option<u32> {
+    let slot = match res.slot() {
+        Ok(slot) => slot,
+        Err(e) => {
+            println!("init: no slot to keep a request waiting: {e}; refused");
+            return None;
+        }
     };
-    let Some(ep) = provider.service.filter(|_| provider.caps.is_some()) else {
-        return;
-    };
-    let info = MsgInfo::new(session::CLOSE_SESSION, 4, 0).unwrap_or_default();
-    let pname = provider.component.name;
-    match syscall::call(own(ep), info, [record.badge, 0, 0, 0]) {
-        Ok((answer, _)) if answer.label() == session::OK => {}
-        Ok((answer, _)) => println!(
-            "init: {pname} did not close session {} ({:#x})",
-            record.badge,
-            answer.label()
-        ),
-        Err(e) => println!("init: closing a session at {pname} failed: {e}"),
+    match syscall::save_reply(own(slot)) {
+        Ok(()) => Some(slot),
+        Err(e) => {
+            println!("init: cannot save a request's reply: {e}; refused");
+            res.free_slot(slot);
+            None
+        }
     }
+}
+
+/// A copy of the capability in `src` in a fresh slot.
+fn copy_to_new_slot(res: &mut Resources, src: u32) -> Option<u32> {
+    let slot = res.slot().ok()?;
+    match syscall::cap_copy(own(src), own(slot)) {
+        Ok(()) => Some(slot),
+        Err(e) => {
+            println!("init: cannot keep a donation: {e}; refused");
+            res.free_slot(slot);
+            None
+        }
+    }
+}
+
+/// Deletes the capability in `slot` (a reply, a donation) and frees it.
+fn delete_and_free(res: &mut Resources, slot: u32) {
+    // SAFETY: a reply capability or a client's capability table: nothing
+    // is mapped through either.
+    let _ = unsafe { syscall::cap_delete(own(slot)) };
+    res.free_slot(slot);
+}
+
+/// Answers the request saved in `reply` (if any) with `label`, `words`
+/// and the capability in `cap`; `Aborted` if the client stopped waiting
+/// (its reply capability went stale: it died or was restarted). The slot
+/// is free after.
+fn answer_saved(
+    res: &mut Resources,
+    reply: Option<u32>,
+    label: u64,
+    words: [u64; 4],
+    cap: Option<u32>,
+) -> Result<(), Error> {
+    let Some(slot) = reply else {
+        return Ok(());
+    };
+    if let Some(c) = cap {
+        transfer::set_send_cap(own(c));
+    }
+    let info = MsgInfo::new(label, 4, cap.is_some() as usize).unwrap_or_default();
+    let r = syscall::reply_to(own(slot), info, words);
+    match r {
+        Ok(()) => res.free_slot(slot),
+        Err(_) => delete_and_free(res, slot),
+    }
+    r
 }
 
 /// Opens a session init serves itself (`Rom`, `Reconfig`) for child

@@ -6,7 +6,8 @@
 //! (0, 4 and 64 words, badges, a capability transfer, the non-blocking
 //! forms), notifications (badges ORed, a bound notification arriving
 //! through `Recv`), thread control (registers, suspend/resume, priorities)
-//! and a user-level pager.
+//! and a user-level pager; reply capabilities (a call saved and answered
+//! later, out of order; stale and deleted replies; a saved fault).
 //!
 //! Root starts it as a *test* component (`abi::child::is_test`): besides
 //! its untyped memory (1 MiB) it holds its own thread, capability space and
@@ -44,6 +45,7 @@ mod ipc;
 mod memory;
 mod misc;
 mod notify;
+mod reply;
 mod threads;
 
 use core::fmt;
@@ -295,6 +297,7 @@ fn main(_arg: u64) -> i32 {
     memory::run(&mut t);
     ipc::run(&mut t);
     notify::run(&mut t);
+    reply::run(&mut t);
     threads::run(&mut t);
     // Last: it lowers this thread's priority for good.
     threads::priorities(&mut t);

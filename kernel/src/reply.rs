@@ -1,0 +1,123 @@
+//! Reply capabilities: a server answers a call (or a fault) later, after
+//! receiving others.
+//!
+//! A thread has one reply slot (`Thread::caller`, see [`crate::ipc`]):
+//! receiving a new call aborts an unanswered older one. `SaveReply` moves
+//! that pending reply into an empty capability slot as a capability of
+//! type `Reply`; the thread's own reply slot is then free, and the caller
+//! stays `BlockedReply` until somebody answers through the capability with
+//! `ReplyTo`, which uses it up (the slot is empty after).
+//!
+//! # The capability
+//!
+//! `object` = the caller's `Thread` (physical address), `extra` = its
+//! thread id, rights `WRITE`. The caller links back to the slot
+//! (`Thread::reply_slot`). Invariant: a reply capability with
+//! `object != 0` names a live thread that is `BlockedReply` with
+//! `reply_slot` = the capability's slot; with `object == 0` it is *stale*.
+//!
+//! - The caller stops waiting (destroyed, suspended): [`caller_gone`],
+//!   called by `object::cancel_ipc`, marks the capability stale (it only
+//!   rewrites that capability's `object`/`extra`: a reply capability has no
+//!   derivation links, so no `kcore::cap` operation in progress holds it).
+//!   `ReplyTo` through a stale capability fails with `Aborted` and changes
+//!   nothing; the caller's memory is never read again, so it may already be
+//!   reused.
+//! - The capability goes unanswered (deleted, or its capability table
+//!   destroyed — e.g. with the holder's whole capability space):
+//!   [`removed`] (from `object::on_cap_removed`) ends the caller's wait as
+//!   if its server had died: `Aborted`, or, for a fault, the thread stays
+//!   stopped.
+//! - `CapRevoke` on a reply capability revokes its children, of which it has
+//!   none: it stays.
+//!
+//! Reply capabilities are never copied, minted or sent in a message
+//! (`CapCopy`/`CapMint` refuse them with `InvalidArgument`, a transfer
+//! leaves them behind): the one capability is the one answer, so "answered
+//! once" needs no counting and the back link always names the one slot.
+//! Threads that share a capability space (a server and its helper threads)
+//! can all answer through it, which is what delegation inside one component
+//! needs; handing a client's reply to another component is not a thing a
+//! server should be able to do behind its client's back.
+
+use abi::{Error, ObjectType, Rights};
+use kcore::cap::{self, Capability, SlotId};
+
+use crate::ipc;
+use crate::object::{self, KernelSlots};
+use crate::thread::{t, Thread, ThreadRef};
+
+/// `SaveReply`: whether `server` has a reply to save (decode's check).
+pub fn check_save(server: &Thread) -> Result<(), Error> {
+    if server.caller.is_none() {
+        return Err(Error::NoCaller);
+    }
+    Ok(())
+}
+
+/// `SaveReply`: moves `server`'s pending reply into the empty slot `dst`
+/// (decode checked both).
+pub fn save(server: ThreadRef, dst: SlotId) -> Result<(), Error> {
+    let s = t!(server);
+    let c = s.caller.ok_or(Error::NoCaller)?;
+    let ct = t!(c);
+    let mut cap = Capability::new(ObjectType::Reply, ct.object_phys(), Rights::WRITE);
+    cap.extra = ct.id;
+    cap::insert_root(&mut KernelSlots, dst, cap)?;
+    s.caller = None;
+    ct.reply_from = None;
+    ct.reply_slot = dst.0;
+    Ok(())
+}
+
+/// `ReplyTo`'s decode: the thread the reply capability `cap` answers;
+/// `Aborted` if it is stale.
+pub fn target(cap: &Capability) -> Result<ThreadRef, Error> {
+    if cap.object == 0 {
+        return Err(Error::Aborted);
+    }
+    Ok(object::thread_at(cap.object))
+}
+
+/// `ReplyTo`: `server` answers `caller` through the reply capability in
+/// `slot` (decode checked it is live), which is used up.
+pub fn answer(server: ThreadRef, slot: SlotId, caller: ThreadRef) -> Result<(), Error> {
+    t!(caller).reply_slot = 0;
+    // Stale now, so its removal below aborts nobody.
+    mark_stale(slot);
+    ipc::answer(server, caller);
+    object::delete_slot(slot)
+}
+
+fn mark_stale(slot: SlotId) {
+    if let Some(c) = object::slot(slot).cap.as_mut() {
+        if c.kind == ObjectType::Reply {
+            c.object = 0;
+            c.extra = 0;
+        }
+    }
+}
+
+/// `t` stops waiting for its reply other than by an answer (it is being
+/// destroyed or suspended): its reply capability, if saved, goes stale.
+pub fn caller_gone(t: &mut Thread) {
+    if t.reply_slot != 0 {
+        mark_stale(SlotId(core::mem::take(&mut t.reply_slot)));
+    }
+}
+
+/// A reply capability was removed from `slot` unanswered: its caller (if
+/// it still waits) gets no answer.
+pub fn removed(slot: SlotId, cap: &Capability) {
+    if cap.object == 0 {
+        return;
+    }
+    let c = object::thread_at(cap.object);
+    let ct = t!(c);
+    // Always true by the module invariant; checked because a wrong guess
+    // here would wake an unrelated thread.
+    if ct.id == cap.extra && ct.reply_slot == slot.0 {
+        ct.reply_slot = 0;
+        object::no_reply(c);
+    }
+}
