@@ -28,7 +28,7 @@
 //! trace of a run is large (about 1 GB for the benchmark scenario); it is
 //! read while QEMU writes it, through a pipe, and never stored.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -58,6 +58,10 @@ pub struct ProfileArgs {
     /// Lines of the table.
     #[arg(long, value_name = "N", default_value_t = 30)]
     pub top: usize,
+    /// Also print each instruction of this function (its demangled name as
+    /// the table shows it) with how often it ran.
+    #[arg(long, value_name = "FUNCTION")]
+    pub annotate: Option<String>,
 }
 
 /// The key of user-mode code.
@@ -87,21 +91,39 @@ pub fn run(args: &ProfileArgs) -> Result<bool> {
     machine.icount = true;
     machine.smp = scenario.machine.smp;
     machine.memory_mib = scenario.machine.memory_mib;
-    let counts = profile_run(&machine, &symbols)?;
-    let table = match &args.baseline {
-        None => counts.into_iter().map(|(k, v)| (k, v as i64)).collect(),
+    let annotate = args.annotate.as_deref();
+    let profile = profile_run(&machine, &symbols, annotate)?;
+    let (table, lines) = match &args.baseline {
+        None => (
+            profile
+                .functions
+                .into_iter()
+                .map(|(k, v)| (k, v as i64))
+                .collect(),
+            profile
+                .lines
+                .into_iter()
+                .map(|(pc, (n, text))| (pc, (n as i64, text)))
+                .collect(),
+        ),
         Some(baseline) => {
             machine.cmdline = baseline.clone();
-            let base = profile_run(&machine, &symbols)?;
-            difference(&counts, &base)
+            let base = profile_run(&machine, &symbols, annotate)?;
+            (
+                difference(&profile.functions, &base.functions),
+                line_difference(profile.lines, &base.lines),
+            )
         }
     };
+    if let Some(function) = annotate {
+        print_lines(function, &lines, args.per);
+    }
     print_table(&table, args.per, args.top);
     Ok(true)
 }
 
 /// Boots `machine` with the trace piped into the counter.
-fn profile_run(machine: &Machine, symbols: &Symbols) -> Result<Counts> {
+fn profile_run(machine: &Machine, symbols: &Symbols, annotate: Option<&str>) -> Result<Profile> {
     let out = workspace_root().join("target").join("profile");
     std::fs::create_dir_all(&out)?;
     let serial = out.join("serial.log");
@@ -125,7 +147,7 @@ fn profile_run(machine: &Machine, symbols: &Symbols) -> Result<Counts> {
         .spawn()
         .context("starting QEMU")?;
     let trace = child.stderr.take().context("QEMU's stderr")?;
-    let counts = count(BufReader::with_capacity(1 << 20, trace), symbols)?;
+    let profile = count(BufReader::with_capacity(1 << 20, trace), symbols, annotate)?;
     let status = child.wait()?;
     let exit = crate::qemu::GuestExit::from_status(status);
     if exit != crate::qemu::GuestExit::Success {
@@ -135,17 +157,29 @@ fn profile_run(machine: &Machine, symbols: &Symbols) -> Result<Counts> {
             serial.display()
         );
     }
-    Ok(counts)
+    Ok(profile)
 }
 
-/// Reads a trace (module doc) and adds up the instructions per function.
-pub fn count(trace: impl BufRead, symbols: &Symbols) -> Result<Counts> {
-    // A translated block's start and size, until its first execution.
-    let mut pending: Option<(u64, u64)> = None;
-    // Host address of a translation -> (guest PC, instructions).
-    let mut blocks: HashMap<u64, (u64, u64)> = HashMap::new();
-    let mut counts = Counts::new();
+/// What a trace says: instructions per function, and for the function
+/// [`ProfileArgs::annotate`] names, executions per instruction.
+#[derive(Debug, Default)]
+pub struct Profile {
+    pub functions: Counts,
+    /// Address -> (executions, the instruction as QEMU printed it).
+    pub lines: BTreeMap<u64, (u64, String)>,
+}
+
+/// Reads a trace (module doc) and adds up the instructions per function;
+/// with `annotate`, also counts each instruction of that function.
+pub fn count(trace: impl BufRead, symbols: &Symbols, annotate: Option<&str>) -> Result<Profile> {
+    // A translated block's start and its instructions (address and text,
+    // the text only when annotated), until its first execution.
+    let mut pending: Option<(u64, Vec<(u64, String)>)> = None;
+    // Host address of a translation -> (size, annotated instruction addresses).
+    let mut blocks: HashMap<u64, (u64, Vec<u64>)> = HashMap::new();
+    let mut profile = Profile::default();
     let mut by_pc: HashMap<u64, &str> = HashMap::new();
+    let annotated = |pc: u64| annotate.is_some_and(|f| symbols.name(pc) == f);
     for line in trace.split(b'\n') {
         let line = line?;
         if line.starts_with(b"IN:") {
@@ -154,26 +188,44 @@ pub fn count(trace: impl BufRead, symbols: &Symbols) -> Result<Counts> {
             let Some(pc) = hex_prefix(&line[2..]) else {
                 continue;
             };
-            match &mut pending {
-                Some((_, n)) => *n += 1,
-                None => pending = Some((pc, 1)),
-            }
+            let text = match annotate {
+                Some(_) if annotated(pc) => String::from_utf8_lossy(&line).trim_end().to_string(),
+                _ => String::new(),
+            };
+            pending
+                .get_or_insert_with(|| (pc, Vec::new()))
+                .1
+                .push((pc, text));
         } else if line.starts_with(b"Trace ") {
             let Some((host, pc)) = parse_exec(&line) else {
                 continue;
             };
-            let (_, size) = *blocks.entry(host).or_insert_with(|| match pending {
-                Some((start, n)) if start == pc => (pc, n),
-                _ => (pc, 0),
+            let (size, instructions) = blocks.entry(host).or_insert_with(|| match pending.take() {
+                Some((start, insns)) if start == pc => {
+                    let mut mine = Vec::new();
+                    for (at, text) in &insns {
+                        if !text.is_empty() {
+                            mine.push(*at);
+                            profile.lines.entry(*at).or_insert((0, text.clone()));
+                        }
+                    }
+                    (insns.len() as u64, mine)
+                }
+                other => {
+                    pending = other;
+                    (0, Vec::new())
+                }
             });
-            if pending.is_some_and(|(start, _)| start == pc) {
-                pending = None;
+            for at in instructions.iter() {
+                if let Some(entry) = profile.lines.get_mut(at) {
+                    entry.0 += 1;
+                }
             }
             let name = *by_pc.entry(pc).or_insert_with(|| symbols.name(pc));
-            *counts.entry(name.to_string()).or_default() += size;
+            *profile.functions.entry(name.to_string()).or_default() += *size;
         }
     }
-    Ok(counts)
+    Ok(profile)
 }
 
 /// The hexadecimal number at the start of `bytes`.
@@ -207,6 +259,40 @@ fn difference(a: &Counts, b: &Counts) -> HashMap<String, i64> {
     }
     d.retain(|_, v| *v != 0);
     d
+}
+
+/// Per instruction `a - b` (an instruction only `b` ran counts negative).
+fn line_difference(
+    a: BTreeMap<u64, (u64, String)>,
+    b: &BTreeMap<u64, (u64, String)>,
+) -> BTreeMap<u64, (i64, String)> {
+    let mut d: BTreeMap<u64, (i64, String)> = a
+        .into_iter()
+        .map(|(pc, (n, text))| (pc, (n as i64, text)))
+        .collect();
+    for (pc, (n, text)) in b {
+        d.entry(*pc).or_insert((0, text.clone())).0 -= *n as i64;
+    }
+    d
+}
+
+/// Prints `function`'s instructions with their counts divided by `per`.
+fn print_lines(function: &str, lines: &BTreeMap<u64, (i64, String)>, per: u64) {
+    if lines.is_empty() {
+        println!("\n{function}: no instruction of it ran (is the name as the table prints it?)");
+        return;
+    }
+    println!(
+        "\n{function}, executions per instruction{}:",
+        if per > 1 {
+            format!(" / {per}")
+        } else {
+            String::new()
+        }
+    );
+    for (n, text) in lines.values() {
+        println!("{:>10.1}  {text}", *n as f64 / per as f64);
+    }
 }
 
 /// Prints the `top` largest entries (by magnitude) divided by `per`.
@@ -386,13 +472,26 @@ IN:
 Trace 0: 0x7f0000000400 [00000000/ffffffff80001050/00000000/ff020000] 
 Trace 0: 0x7f0000000500 [00000000/ffffffff90000000/00000000/ff020000] 
 ";
-        let counts = count(trace.as_bytes(), &symbols()).unwrap();
+        let counts = count(trace.as_bytes(), &symbols(), None).unwrap().functions;
         assert_eq!(counts["kernel::a"], 6);
         // Two translations at the same user PC keep their own sizes.
         assert_eq!(counts[USER], 1 + 2 + 1);
         assert_eq!(counts["kernel::b"], 1);
         // An execution whose translation was never printed counts 0.
         assert_eq!(counts[UNKNOWN], 0);
+        let lines = count(trace.as_bytes(), &symbols(), Some("kernel::a"))
+            .unwrap()
+            .lines;
+        let got: Vec<(u64, u64)> = lines.iter().map(|(&pc, (n, _))| (pc, *n)).collect();
+        assert_eq!(
+            got,
+            [
+                (0xffff_ffff_8000_1000, 2),
+                (0xffff_ffff_8000_1003, 2),
+                (0xffff_ffff_8000_1007, 2)
+            ]
+        );
+        assert!(lines[&0xffff_ffff_8000_1003].1.ends_with("add rax, 1"));
     }
 
     #[test]
