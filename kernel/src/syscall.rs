@@ -265,7 +265,9 @@ fn decode_ipc(c: &Thread, sys: Sys) -> Result<IpcInvocation, Error> {
     })
 }
 
-/// Whether `sys` is decoded by [`decode_ipc`].
+/// Whether `sys` is decoded by [`decode_ipc`]. (The same list is an arm of
+/// [`decode`], whose match must stay exhaustive, so that a new call cannot
+/// be forgotten there.)
 #[inline(always)]
 fn is_ipc(sys: Sys) -> bool {
     matches!(
