@@ -266,7 +266,13 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
                     return Err(Error::MissingRights);
                 }
                 let badgeable = matches!(cap.kind, ObjectType::Endpoint | ObjectType::Notification);
-                if a3 != 0 && (!badgeable || cap.badge != 0) {
+                if cap.kind == ObjectType::IoPorts && a3 != 0 {
+                    // A sub-range (abi::object::io_ports_range) of the source's.
+                    let (first, last) = (a3 & 0xffff, (a3 >> 16) & 0xffff);
+                    if a3 >> 32 != 0 || first > last || first < cap.object || last > cap.extra {
+                        return Err(Error::InvalidArgument);
+                    }
+                } else if a3 != 0 && (!badgeable || cap.badge != 0) {
                     return Err(Error::InvalidArgument);
                 }
                 Invocation::CapMint {
