@@ -59,15 +59,16 @@ use alloc::vec::Vec;
 use kcore::bootimage::BootImage;
 use rt::abi::bootinfo::{BOOT_IMAGE_ADDR, BOOT_INFO_ADDR};
 use rt::abi::caddr::own;
+use rt::abi::object::io_ports_range;
 use rt::abi::{child, init, session, Error, MsgInfo, ObjectType, Rights};
 use rt::println;
 use rt::resources::Resources;
 use rt::session::rom::{self, Rom as RomSession};
 use rt::session::Interface;
-use rt::spawn::{self, ChildCaps, ChildSpec, ParentCaps, SpawnError, PT_POOL_BITS};
+use rt::spawn::{self, ChildCaps, ChildSpec, Grant, ParentCaps, SpawnError, PT_POOL_BITS};
 use rt::syscall;
 use rt::transfer;
-use ucore::config::{Component, Restart, Rom, Target};
+use ucore::config::{Component, Device, Restart, Rom, Target};
 use ucore::load::PAGE_SIZE;
 use ucore::supervise::Supervisor;
 
@@ -174,7 +175,7 @@ fn main(image_len: u64) -> i32 {
             caps: None,
             service,
         };
-        match start(&image, parent, &kid) {
+        match start(&image, parent, &kid, transit) {
             Ok(caps) => {
                 kid.caps = Some(caps);
                 println!(
@@ -236,7 +237,7 @@ fn main(image_len: u64) -> i32 {
             "init: restarting {name} (restart {} of {max}; back-off {delay} ms not waited: no Timer yet)",
             kid.restarts
         );
-        match start(&image, parent, kid) {
+        match start(&image, parent, kid, transit) {
             Ok(caps) => {
                 kid.caps = Some(caps);
                 if let Some(c) = children.child_mut(index) {
@@ -281,9 +282,10 @@ fn start(
     image: &BootImage<'_>,
     parent: ParentCaps,
     kid: &Kid<'_>,
+    transit: u32,
 ) -> Result<ChildCaps, SpawnError> {
     let c = &kid.component;
-    match build(image, parent, kid, c.cpu.into()) {
+    match build(image, parent, kid, c.cpu.into(), transit) {
         Err(SpawnError::Syscall {
             call: "ThreadSetSchedParams",
             error: Error::InvalidArgument,
@@ -294,7 +296,7 @@ fn start(
                 c.name, c.cpu
             );
             revoke_block(kid);
-            build(image, parent, kid, 0)
+            build(image, parent, kid, 0, transit)
         }
         result => result,
     }
@@ -306,6 +308,7 @@ fn build(
     parent: ParentCaps,
     kid: &Kid<'_>,
     cpu: u32,
+    transit: u32,
 ) -> Result<ChildCaps, SpawnError> {
     let c = &kid.component;
     let parent = ParentCaps {
@@ -338,8 +341,57 @@ fn build(
         parent_endpoint: true,
         own_caps: child::has_own_caps(c.binary),
         rom: None,
+        grants: &device_grants(c, transit)?,
+        notification: c.devices().any(|d| matches!(d, Device::Irq(_))),
     };
     spawn::spawn(&mut res, parent, &spec).map(|(caps, _)| caps)
+}
+
+/// The device capabilities `c`'s config names, at the slots `abi::child`
+/// gives them: each I/O-port range minted from init's all-ports capability,
+/// each ISA IRQ's handler copied. Each is minted once into init's slot
+/// `transit` and deleted again first, so a device init cannot give (no
+/// handler for that IRQ on this machine) is named and the component is not
+/// started.
+fn device_grants(c: &Component<'_>, transit: u32) -> Result<Vec<Grant>, SpawnError> {
+    let mut grants = Vec::new();
+    let mut ranges = 0;
+    let mut irqs = 0;
+    for device in c.devices() {
+        let grant = match device {
+            Device::IoPorts { first, last } => {
+                ranges += 1;
+                Grant {
+                    src: init::IO_PORTS,
+                    dst: child::io_ports_slot(ranges - 1),
+                    word: io_ports_range(first, last),
+                }
+            }
+            Device::Irq(irq) => {
+                irqs += 1;
+                Grant {
+                    src: init::isa_irq_slot(irq),
+                    dst: child::irq_slot(ranges, irqs - 1),
+                    word: 0,
+                }
+            }
+        };
+        let tried = syscall::cap_mint(own(grant.src), own(transit), Rights::ALL, grant.word);
+        // SAFETY: an I/O-port or IRQ capability; nothing is mapped through it.
+        let _ = unsafe { syscall::cap_delete(own(transit)) };
+        if let Err(error) = tried {
+            println!(
+                "init: {}: cannot give it {device:?}: init holds no such device ({error})",
+                c.name
+            );
+            return Err(SpawnError::Syscall {
+                call: "CapMint",
+                error,
+            });
+        }
+        grants.push(grant);
+    }
+    Ok(grants)
 }
 
 /// Whether `c` serves sessions through an endpoint of its own: it
