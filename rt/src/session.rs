@@ -14,7 +14,8 @@
 //! - its server side: a trait with one method per operation and a
 //!   `dispatch` function that decodes a request and calls it.
 //!
-//! [`log`] is the first: Genode's `log_session.h` pattern. A server is a
+//! [`log`] is the first: Genode's `log_session.h` pattern; [`rom`] and
+//! [`timer`] follow it. A server is a
 //! [`Provider`] loop with the interface's `dispatch`; a client is
 //! [`open`] and the stub.
 
@@ -31,6 +32,7 @@ use crate::transfer;
 
 pub mod log;
 pub mod rom;
+pub mod timer;
 
 /// A session interface (see the module doc).
 pub trait Interface {
@@ -46,6 +48,15 @@ pub struct Session<I: Interface> {
 }
 
 impl<I: Interface> Session<I> {
+    /// A session whose capability is already in `cap` (init opens its own
+    /// sessions at a provider, without asking a parent).
+    pub fn from_cap(cap: CapSlot) -> Self {
+        Session {
+            cap,
+            _interface: PhantomData,
+        }
+    }
+
     /// The session capability: a plain endpoint capability (for a
     /// benchmark's raw calls on it).
     pub fn cap(&self) -> CapSlot {

@@ -1,0 +1,259 @@
+//! timer: the Timer service — a driver for the PIT (8254) and the server
+//! of `Timer` sessions (`rt::session::timer`) in one component.
+//!
+//! Its scenario gives it the PIT's ports and interrupt (`io_ports = [{
+//! base = 0x40, count = 4 }]`, `irqs = [0]`, `scenarios/timer.toml`), which
+//! init hands over at `abi::child::io_ports_slot(0)` and
+//! `abi::child::irq_slot(1, 0)` with a notification bound to its thread at
+//! `abi::child::NOTIFICATION`. ISA IRQ 0 arrives at the GSI the MADT's
+//! interrupt source override names (GSI 2 on QEMU); init resolves that
+//! (`abi::init`), the kernel programs its polarity and trigger mode. The
+//! kernel itself uses the PIT only before root starts (channel 2, to
+//! calibrate the local-APIC timer, and the `ioapic-pit` self-test):
+//! channel 0 is this driver's alone.
+//!
+//! It programs channel 0 as a rate generator with a fixed period of 1193
+//! PIT cycles (1000.15 Hz) and never reprograms it; why, and how the time
+//! is computed from the tick count and the latched counter, is
+//! `ucore::timer`. One loop serves both: `Recv` on its service endpoint
+//! returns the bound notification's bits first (an interrupt: count the
+//! tick, `IrqAck`, fire what is due) and otherwise a session request
+//! (`Provider::handle` with `rt::session::timer::dispatch`).
+//!
+//! Slots: each session gets a provider slot from [`SESSION_CAPS`] and a
+//! block of [`PER_SESSION`] slots from [`SESSION_SLOTS`]: its notification
+//! (made from the timer's untyped memory when the client asks for it,
+//! `NOTIFIER`; timeouts of a session without one fire unseen), the
+//! read-only copy sent to the client, and one copy per timeout
+//! minted write-only with badge `1 << k`, which the tick signals. With
+//! `caps = 128` that is [`MAX_SESSIONS`] sessions; a further one is
+//! refused by the provider.
+#![no_std]
+#![no_main]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+extern crate alloc;
+
+use alloc::vec::Vec;
+use core::cell::RefCell;
+
+use rt::abi::caddr::own;
+use rt::abi::{child, CapSlot, ObjectType, Rights, LABEL_NOTIFICATION};
+use rt::println;
+use rt::session::timer::{self as timer, TimerService};
+use rt::session::{Label, Provider};
+use rt::syscall;
+use ucore::timer::{Clock, TimeoutError, Timeouts, MAX_TIMEOUTS, PIT_HZ, TICK_CYCLES};
+
+rt::entry!(main);
+
+const PORTS: CapSlot = own(child::io_ports_slot(0));
+const IRQ: CapSlot = own(child::irq_slot(1, 0));
+const IRQ_NOTIFICATION: CapSlot = own(child::NOTIFICATION);
+const PIT_CHANNEL0: u16 = 0x40;
+const PIT_COMMAND: u16 = 0x43;
+/// Channel 0, low then high byte, mode 2 (rate generator), binary.
+const MODE_RATE: u32 = 0x34;
+/// Channel 0, latch the counter.
+const LATCH: u32 = 0x00;
+
+/// The provider's session capabilities.
+const SESSION_CAPS: u32 = 16;
+/// Sessions served at once.
+const MAX_SESSIONS: u32 = 8;
+/// Each session's own slots.
+const SESSION_SLOTS: u32 = SESSION_CAPS + MAX_SESSIONS;
+const PER_SESSION: u32 = 2 + MAX_TIMEOUTS as u32;
+const _: () = assert!(SESSION_SLOTS + MAX_SESSIONS * PER_SESSION <= 128);
+
+/// One session's state.
+struct Session {
+    /// Its first slot ([`PER_SESSION`] of them), once its notification
+    /// exists.
+    slots: Option<u32>,
+    timeouts: Timeouts,
+}
+
+/// The driver: the clock, the sessions, the next deadline.
+struct Driver {
+    clock: Clock,
+    sessions: Vec<Session>,
+    /// The earliest deadline of all sessions, PIT cycles (`u64::MAX`: none).
+    next_due: u64,
+}
+
+fn main(_arg: u64) -> i32 {
+    if let Err(e) = syscall::irq_bind(IRQ, IRQ_NOTIFICATION) {
+        println!("timer: cannot bind the PIT's interrupt (ISA IRQ 0): {e}; is `irqs = [0]` in its config?");
+        return 1;
+    }
+    // SAFETY: the ports are the PIT's (the capability holds 0x40..=0x43
+    // only); channel 0 drives ISA IRQ 0 and nothing else uses it.
+    let started = unsafe {
+        syscall::io_port_write(PORTS, PIT_COMMAND, 1, MODE_RATE)
+            .and_then(|()| {
+                syscall::io_port_write(PORTS, PIT_CHANNEL0, 1, TICK_CYCLES as u32 & 0xff)
+            })
+            .and_then(|()| syscall::io_port_write(PORTS, PIT_CHANNEL0, 1, TICK_CYCLES as u32 >> 8))
+    };
+    if let Err(e) = started {
+        println!("timer: cannot program the PIT: {e}; is `io_ports = [{{ base = 0x40, count = 4 }}]` in its config?");
+        return 1;
+    }
+    println!(
+        "timer: PIT channel 0 at {} mHz (every {TICK_CYCLES} cycles of {PIT_HZ} Hz), ISA IRQ 0; serving Timer",
+        PIT_HZ * 1_000_000 / TICK_CYCLES / 1000
+    );
+
+    let driver = RefCell::new(Driver {
+        clock: Clock::default(),
+        sessions: Vec::new(),
+        next_due: u64::MAX,
+    });
+    let mut provider: Provider<TimerService, usize> =
+        Provider::new(SESSION_CAPS, SESSION_CAPS + MAX_SESSIONS);
+    let mut new = |_: &Label| {
+        let mut d = driver.borrow_mut();
+        d.sessions.push(Session {
+            slots: None,
+            timeouts: Timeouts::default(),
+        });
+        d.sessions.len() - 1
+    };
+    let mut dispatch = |_: &Label, session: &mut usize, label, words| {
+        let mut d = driver.borrow_mut();
+        let mut server = Server {
+            driver: &mut d,
+            session: *session,
+        };
+        timer::dispatch(&mut server, &mut (), label, words)
+    };
+    let mut reply = None;
+    loop {
+        let received = provider.next(reply.take());
+        if let Ok((_, info, _)) = received {
+            if info.label() == LABEL_NOTIFICATION {
+                driver.borrow_mut().tick();
+                continue;
+            }
+        }
+        reply = provider.handle(received, &mut new, &mut dispatch);
+    }
+}
+
+impl Driver {
+    /// One interrupt: count it, let the line interrupt again, fire what is
+    /// due.
+    fn tick(&mut self) {
+        self.clock.ticks += 1;
+        if let Err(e) = syscall::irq_ack(IRQ) {
+            println!("timer: IrqAck failed: {e}");
+        }
+        let now = self.clock.tick_cycles();
+        if now < self.next_due {
+            return;
+        }
+        for s in &mut self.sessions {
+            let bits = s.timeouts.expire(now);
+            let Some(first) = s.slots else { continue };
+            for k in 0..MAX_TIMEOUTS as u32 {
+                if bits & 1 << k != 0 {
+                    let _ = syscall::signal(own(first + 2 + k));
+                }
+            }
+        }
+        self.update_due();
+    }
+
+    fn update_due(&mut self) {
+        self.next_due = self
+            .sessions
+            .iter()
+            .filter_map(|s| s.timeouts.earliest())
+            .min()
+            .unwrap_or(u64::MAX);
+    }
+
+    /// PIT cycles since the start: the tick count plus the latched counter.
+    /// An interrupt already signalled but not handled yet is handled first,
+    /// so the counter's reload is never read without its tick.
+    fn now_cycles(&mut self) -> u64 {
+        if syscall::poll(IRQ_NOTIFICATION).is_ok_and(|bits| bits != 0) {
+            self.tick();
+        }
+        // SAFETY: latching channel 0's counter changes nothing it counts.
+        let latched = unsafe { syscall::io_port_write(PORTS, PIT_COMMAND, 1, LATCH) };
+        let low = syscall::io_port_read(PORTS, PIT_CHANNEL0, 1);
+        let high = syscall::io_port_read(PORTS, PIT_CHANNEL0, 1);
+        let counter = match (latched, low, high) {
+            (Ok(()), Ok(low), Ok(high)) => (high << 8 | low) as u16,
+            // Cannot happen with the PIT's ports; time at the last tick.
+            _ => TICK_CYCLES as u16,
+        };
+        self.clock.cycles(counter)
+    }
+
+    /// Session `i`'s slots, its notification made on first use.
+    fn slots(&mut self, i: usize) -> Option<u32> {
+        let s = self.sessions.get_mut(i)?;
+        if s.slots.is_none() {
+            let first = SESSION_SLOTS + u32::try_from(i).ok()? * PER_SESSION;
+            if i >= MAX_SESSIONS as usize {
+                return None;
+            }
+            syscall::retype(
+                own(child::UNTYPED),
+                ObjectType::Notification,
+                0,
+                own(first),
+                1,
+            )
+            .ok()?;
+            syscall::cap_mint(own(first), own(first + 1), Rights::READ, 0).ok()?;
+            for k in 0..MAX_TIMEOUTS as u32 {
+                syscall::cap_mint(own(first), own(first + 2 + k), Rights::WRITE, 1 << k).ok()?;
+            }
+            s.slots = Some(first);
+        }
+        s.slots
+    }
+}
+
+/// The Timer server for one request of session `session`.
+struct Server<'d> {
+    driver: &'d mut Driver,
+    session: usize,
+}
+
+impl timer::Server<()> for Server<'_> {
+    fn now_us(&mut self) -> u64 {
+        ucore::timer::cycles_to_us(self.driver.now_cycles())
+    }
+
+    fn notifier(&mut self, _: &mut ()) -> Option<CapSlot> {
+        self.driver.slots(self.session).map(|first| own(first + 1))
+    }
+
+    fn set(&mut self, _: &mut (), us: u64, periodic: bool) -> Result<usize, TimeoutError> {
+        let now = self.driver.now_cycles();
+        let s = self
+            .driver
+            .sessions
+            .get_mut(self.session)
+            .ok_or(TimeoutError::NotSet)?;
+        let k = s.timeouts.set(now, us, periodic)?;
+        self.driver.update_due();
+        Ok(k)
+    }
+
+    fn cancel(&mut self, _: &mut (), k: u64) -> Result<(), TimeoutError> {
+        let s = self
+            .driver
+            .sessions
+            .get_mut(self.session)
+            .ok_or(TimeoutError::NotSet)?;
+        s.timeouts.cancel(k)?;
+        self.driver.update_due();
+        Ok(())
+    }
+}
