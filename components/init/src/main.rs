@@ -21,8 +21,20 @@
 //!    returned at once: init revokes its block, which destroys its thread,
 //!    tables, address space, frames and whatever it made from its quota.
 //!    With policy `always` and restarts left it is rebuilt from the same
-//!    block (`init: restarting NAME (restart n of max)`); after the last
-//!    one `init: NAME stopped after max restarts`.
+//!    block after its back-off (`Restart::delay_ms`): when the scenario has
+//!    a component providing `Timer` that is running and is not the child
+//!    itself, init waits on a Timer session of its own at it ([`BackOff`]:
+//!    a one-shot timeout on the session's notification, bound to init's
+//!    thread, so init's `Recv` keeps serving the other children and returns
+//!    the timeout as a notification message) and then logs `init:
+//!    restarting NAME (restart n of max, after N ms back-off)` (children
+//!    still waiting when the Timer provider stops restart at once: `...;
+//!    back-off not waited: its Timer stopped`). Without a
+//!    Timer it restarts at once: `(restart n of max; back-off N ms not
+//!    waited: no Timer yet)` — a busy wait on `rdtsc` would need a TSC
+//!    calibration user space does not have and would burn the CPU its
+//!    siblings need. After the last restart: `init: NAME stopped after max
+//!    restarts`.
 //! 4. When no child that is not a server (by binary, `abi::child::is_server`)
 //!    runs, init prints `init: all children finished`, revokes every
 //!    block (the servers stop) and exits 0.
@@ -40,14 +52,15 @@
 //!    `config`, of the child's own config tree) copied into a fresh frame
 //!    and handed over read-only.
 //!
+//! 7. Devices: a component's `io_ports` and `irqs` are handed over at
+//!    `abi::child::DEVICES` before it starts ([`device_grants`], `abi::init`),
+//!    with a notification bound to its thread if it has IRQs; one whose
+//!    devices init cannot give is not started.
+//!
 //! Not yet (the component-framework issue): other `parent` routes (init
 //! refuses them), session quotas and close, a child's own config
 //! in any other way than its `config` ROM (and the integer `arg` of its
-//! config table, its argument word), the Timer service, dynamic reconfiguration. **Back-off**:
-//! without a Timer service init cannot sleep, so it restarts at once and
-//! logs the back-off the policy asks for (`Restart::delay_ms`) as not
-//! waited; a busy wait on `rdtsc` would need a TSC calibration user space
-//! does not have and would burn the CPU its siblings need.
+//! config table, its argument word), dynamic reconfiguration.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
@@ -60,11 +73,12 @@ use kcore::bootimage::BootImage;
 use rt::abi::bootinfo::{BOOT_IMAGE_ADDR, BOOT_INFO_ADDR};
 use rt::abi::caddr::own;
 use rt::abi::object::io_ports_range;
-use rt::abi::{child, init, session, Error, MsgInfo, ObjectType, Rights};
+use rt::abi::{child, init, session, Error, MsgInfo, ObjectType, Rights, LABEL_NOTIFICATION};
 use rt::println;
 use rt::resources::Resources;
 use rt::session::rom::{self, Rom as RomSession};
-use rt::session::Interface;
+use rt::session::timer::{Timeout, Timer, TimerService};
+use rt::session::{Interface, Session};
 use rt::spawn::{self, ChildCaps, ChildSpec, Grant, ParentCaps, SpawnError, PT_POOL_BITS};
 use rt::syscall;
 use rt::transfer;
@@ -189,7 +203,8 @@ fn main(image_len: u64) -> i32 {
         kids.push(kid);
     }
 
-    while children.waiting() > 0 {
+    let mut backoff = BackOff::new(&rom);
+    while children.waiting() > 0 || backoff.waiting() {
         let (badge, info, words) = match syscall::recv(own(parent.fault)) {
             Ok(message) => message,
             Err(e) => {
@@ -197,6 +212,30 @@ fn main(image_len: u64) -> i32 {
                 return init::EXIT_RECV_FAILED;
             }
         };
+        if info.label() == LABEL_NOTIFICATION {
+            // Back-offs that ended (init's Timer notification is bound to
+            // its thread).
+            for (position, waited_us) in backoff.fired(badge) {
+                let kid = &mut kids[position];
+                let delay = kid.component.restart.delay_ms(kid.restarts).unwrap_or(0);
+                let max = match kid.component.restart {
+                    Restart::Always { max, .. } => max,
+                    Restart::Never => 0,
+                };
+                if waited_us < u64::from(delay) * 1000 {
+                    println!(
+                        "init: back-off of {} ended early, after {waited_us} us",
+                        kid.component.name
+                    );
+                }
+                println!(
+                    "init: restarting {} (restart {} of {max}, after {delay} ms back-off)",
+                    kid.component.name, kid.restarts
+                );
+                restart(&image, parent, transit, kid, &mut children);
+            }
+            continue;
+        }
         if badge & session::PARENT_SESSION != 0 {
             let rom_service = RomService {
                 image: &image,
@@ -217,10 +256,22 @@ fn main(image_len: u64) -> i32 {
             continue;
         }
         let index = badge as usize;
-        let Some(kid) = kids.iter_mut().find(|k| k.component.index + 1 == index) else {
+        let Some(position) = kids.iter().position(|k| k.component.index + 1 == index) else {
             continue;
         };
-        release(kid);
+        release(&mut kids[position]);
+        if backoff.is_provider(&kids[position]) {
+            // Its sessions end with it: restart what waited on it now.
+            for (position, _) in backoff.timer_gone() {
+                let kid = &mut kids[position];
+                println!(
+                    "init: restarting {} (restart {}; back-off not waited: its Timer stopped)",
+                    kid.component.name, kid.restarts
+                );
+                restart(&image, parent, transit, kid, &mut children);
+            }
+        }
+        let kid = &mut kids[position];
         let name = kid.component.name;
         let Some(delay) = kid.component.restart.delay_ms(kid.restarts + 1) else {
             if let Restart::Always { max, .. } = kid.component.restart {
@@ -233,26 +284,203 @@ fn main(image_len: u64) -> i32 {
             Restart::Always { max, .. } => max,
             Restart::Never => 0,
         };
-        println!(
-            "init: restarting {name} (restart {} of {max}; back-off {delay} ms not waited: no Timer yet)",
-            kid.restarts
-        );
-        match start(&image, parent, kid, transit) {
-            Ok(caps) => {
-                kid.caps = Some(caps);
-                if let Some(c) = children.child_mut(index) {
-                    c.caps = caps;
-                    c.finished = false;
-                }
-            }
-            Err(e) => println!("init: cannot restart {name}: {e}"),
+        let waiting = delay != 0 && backoff.wait(&kids, &mut own_res, position, delay);
+        let kid = &mut kids[position];
+        match waiting {
+            true => continue,
+            false if delay == 0 => println!(
+                "init: restarting {name} (restart {} of {max}, after 0 ms back-off)",
+                kid.restarts
+            ),
+            false => println!(
+                "init: restarting {name} (restart {} of {max}; back-off {delay} ms not waited: no Timer yet)",
+                kid.restarts
+            ),
         }
+        restart(&image, parent, transit, kid, &mut children);
     }
     println!("init: all children finished");
     for kid in &mut kids {
         release(kid);
     }
     0
+}
+
+/// Rebuilds and starts `kid` (its block was revoked) and tells the
+/// supervisor it runs again.
+fn restart(
+    image: &BootImage<'_>,
+    parent: ParentCaps,
+    transit: u32,
+    kid: &mut Kid<'_>,
+    children: &mut Supervisor<'_, ChildCaps>,
+) {
+    match start(image, parent, kid, transit) {
+        Ok(caps) => {
+            kid.caps = Some(caps);
+            if let Some(c) = children.child_mut(kid.component.index + 1) {
+                c.caps = caps;
+                c.finished = false;
+            }
+        }
+        Err(e) => println!("init: cannot restart {}: {e}", kid.component.name),
+    }
+}
+
+/// Restart back-offs waited with a Timer session of init's own at the
+/// scenario's Timer provider: a one-shot timeout per waiting child on the
+/// session's notification, which is bound to init's thread, so init's
+/// `Recv` returns when one ends (label `LABEL_NOTIFICATION`, the bits as
+/// badge) while it goes on serving its other children. Without a Timer
+/// provider, while it is not running, or when it is the child restarting,
+/// init restarts at once as before.
+struct BackOff {
+    /// The component index of the first component providing `Timer`.
+    provider: Option<usize>,
+    timer: Option<Timer>,
+    /// Init's slots for the session and its notification, once taken.
+    slots: Option<(u32, u32)>,
+    /// Waiting children: position in `kids`, their timeout, when it was set (µs).
+    pending: Vec<(usize, Timeout, u64)>,
+}
+
+impl BackOff {
+    fn new(rom: &Rom<'_>) -> Self {
+        BackOff {
+            provider: rom
+                .components()
+                .find(|c| c.provides_service(TimerService::NAME))
+                .map(|c| c.index),
+            timer: None,
+            slots: None,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Whether a child waits for its restart.
+    fn waiting(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Whether `kid` is the Timer provider.
+    fn is_provider(&self, kid: &Kid<'_>) -> bool {
+        self.provider == Some(kid.component.index)
+    }
+
+    /// Starts the back-off of the child at `position` of `kids`: `true`
+    /// when init now waits for it, `false` when it must restart at once.
+    fn wait(
+        &mut self,
+        kids: &[Kid<'_>],
+        res: &mut Resources,
+        position: usize,
+        delay_ms: u32,
+    ) -> bool {
+        let Some(p) = self
+            .provider
+            .filter(|&p| p != kids[position].component.index)
+        else {
+            return false;
+        };
+        let Some((ep, pname)) = kids
+            .iter()
+            .find(|k| k.component.index == p && k.caps.is_some())
+            .and_then(|k| Some((k.service?, k.component.name)))
+        else {
+            return false;
+        };
+        if self.timer.is_none() {
+            match self.open(ep, res) {
+                Ok(timer) => {
+                    println!("init: own Timer session at {pname}, for restart back-offs");
+                    self.timer = Some(timer);
+                }
+                Err(why) => {
+                    println!("init: no Timer session of its own at {pname}: {why}");
+                    self.provider = None;
+                    return false;
+                }
+            }
+        }
+        let Some(timer) = &self.timer else {
+            return false;
+        };
+        let set = timer
+            .now()
+            .and_then(|now| Ok((now, timer.oneshot(u64::from(delay_ms) * 1000)?)));
+        match set {
+            Ok((now, t)) => {
+                self.pending.push((position, t, now));
+                true
+            }
+            Err(e) => {
+                let name = kids[position].component.name;
+                println!("init: cannot wait the back-off of {name}: {e}");
+                false
+            }
+        }
+    }
+
+    /// Opens a Timer session at the provider's endpoint `ep` (as
+    /// `answer_open` does for a child, with init's own label) and binds its
+    /// notification to init's thread.
+    fn open(&mut self, ep: u32, res: &mut Resources) -> Result<Timer, &'static str> {
+        let (session, notification) = match self.slots {
+            Some(slots) => slots,
+            None => {
+                let slots = (
+                    res.slot().map_err(|_| "no slot")?,
+                    res.slot().map_err(|_| "no slot")?,
+                );
+                self.slots = Some(slots);
+                slots
+            }
+        };
+        let info = MsgInfo::new(session::OPEN_SESSION, 4, 0).unwrap_or_default();
+        let opened = transfer::call_for_cap(own(ep), info, session::pack("init"), own(session));
+        match opened {
+            Ok((answer, _)) if answer.label() == session::OK && answer.caps() == 1 => {}
+            _ => return Err("the provider refused"),
+        }
+        let timer = Timer::with_session(Session::from_cap(own(session)), notification)
+            .map_err(|_| "no notification from the provider")?;
+        syscall::bind_notification(own(child::OWN_THREAD), own(notification))
+            .map_err(|_| "BindNotification failed")?;
+        Ok(timer)
+    }
+
+    /// The children whose back-off ended with the notification bits
+    /// `bits`: their positions and how long they waited (µs).
+    fn fired(&mut self, bits: u64) -> Vec<(usize, u64)> {
+        let now = self.timer.as_ref().and_then(|t| t.now().ok()).unwrap_or(0);
+        let mut done = Vec::new();
+        self.pending.retain(|&(position, t, set)| {
+            let fired = bits & t.bit() != 0;
+            if fired {
+                done.push((position, now.saturating_sub(set)));
+            }
+            !fired
+        });
+        done
+    }
+
+    /// The Timer provider stopped: its sessions are gone. Init lets go of
+    /// its own (unbinds and deletes the notification and the session
+    /// capability, so a restarted provider can be asked again) and hands
+    /// back every child that was waiting.
+    fn timer_gone(&mut self) -> Vec<(usize, u64)> {
+        if self.timer.take().is_some() {
+            let _ = syscall::bind_notification(own(child::OWN_THREAD), own(0));
+        }
+        if let Some((session, notification)) = self.slots {
+            for slot in [session, notification] {
+                // SAFETY: endpoint and notification capabilities; nothing
+                // is mapped through them.
+                let _ = unsafe { syscall::cap_delete(own(slot)) };
+            }
+        }
+        self.pending.drain(..).map(|(p, _, _)| (p, 0)).collect()
+    }
 }
 
 /// The boot image root copied for init (`abi::init`), parsed.

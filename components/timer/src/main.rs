@@ -100,6 +100,14 @@ fn main(_arg: u64) -> i32 {
         println!("timer: cannot program the PIT: {e}; is `io_ports = [{{ base = 0x40, count = 4 }}]` in its config?");
         return 1;
     }
+    // Init narrowed the capability to the config's range: the ports next
+    // to it are refused (the scenario test checks this line).
+    let outside = [0x3f, 0x44].map(|port| syscall::io_port_read(PORTS, port, 1).is_err());
+    if outside == [true, true] {
+        println!("timer: its I/O ports are 0x40..=0x43 only (0x3f and 0x44 refused)");
+    } else {
+        println!("timer: its I/O-port capability reaches beyond 0x40..=0x43");
+    }
     println!(
         "timer: PIT channel 0 at {} mHz (every {TICK_CYCLES} cycles of {PIT_HZ} Hz), ISA IRQ 0; serving Timer",
         PIT_HZ * 1_000_000 / TICK_CYCLES / 1000
