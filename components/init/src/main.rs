@@ -218,10 +218,7 @@ fn main(image_len: u64) -> i32 {
             for (position, waited_us) in backoff.fired(badge) {
                 let kid = &mut kids[position];
                 let delay = kid.component.restart.delay_ms(kid.restarts).unwrap_or(0);
-                let max = match kid.component.restart {
-                    Restart::Always { max, .. } => max,
-                    Restart::Never => 0,
-                };
+                let max = max_restarts(&kid.component);
                 if waited_us < u64::from(delay) * 1000 {
                     println!(
                         "init: back-off of {} ended early, after {waited_us} us",
@@ -265,8 +262,10 @@ fn main(image_len: u64) -> i32 {
             for (position, _) in backoff.timer_gone() {
                 let kid = &mut kids[position];
                 println!(
-                    "init: restarting {} (restart {}; back-off not waited: its Timer stopped)",
-                    kid.component.name, kid.restarts
+                    "init: restarting {} (restart {} of {}; back-off not waited: its Timer stopped)",
+                    kid.component.name,
+                    kid.restarts,
+                    max_restarts(&kid.component)
                 );
                 restart(&image, parent, transit, kid, &mut children);
             }
@@ -280,10 +279,7 @@ fn main(image_len: u64) -> i32 {
             continue;
         };
         kid.restarts += 1;
-        let max = match kid.component.restart {
-            Restart::Always { max, .. } => max,
-            Restart::Never => 0,
-        };
+        let max = max_restarts(&kid.component);
         let waiting = delay != 0 && backoff.wait(&kids, &mut own_res, position, delay);
         let kid = &mut kids[position];
         match waiting {
@@ -304,6 +300,14 @@ fn main(image_len: u64) -> i32 {
         release(kid);
     }
     0
+}
+
+/// The restarts `c`'s policy allows.
+fn max_restarts(c: &Component<'_>) -> u32 {
+    match c.restart {
+        Restart::Always { max, .. } => max,
+        Restart::Never => 0,
+    }
 }
 
 /// Rebuilds and starts `kid` (its block was revoked) and tells the

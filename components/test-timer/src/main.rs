@@ -6,7 +6,7 @@
 //! | `arg` | what it checks |
 //! |-------|----------------|
 //! | [`BASIC`] | a 1000 µs periodic timeout fires exactly 50 times while `now()` advances 50 ms; `sleep(us)` returns after at least `us` and at most two ticks more; then the cost of a tick: a spinning loop counts the time-stamp-counter gaps the interrupts cut into it |
-//! | [`REFUSED`] | 0 µs, a period below a tick, more than an hour, a ninth timeout, cancelling what is not set, an unknown opcode: each refused with its label, and the server still answers |
+//! | [`REFUSED`] | 0 µs, a period below a tick, more than an hour, a ninth timeout, cancelling what is not set, an unknown opcode: each refused with its label; more sessions until the provider refuses one (full); and the server still answers |
 //! | ≥ 1000 | a periodic timeout of `arg` µs, [`SPAN_US`] long, plus a one-shot of half the span in the same session: the count and the elapsed time match the period, and no bit but its own two arrives (several of these run at once in one scenario) |
 #![no_std]
 #![no_main]
@@ -14,7 +14,8 @@
 
 use rt::abi::child;
 use rt::println;
-use rt::session::timer::{self, Timer, TimerError};
+use rt::session::timer::{self, Timer, TimerError, TimerService};
+use rt::session::{open, OpenError, REFUSED_FULL};
 use rt::syscall;
 use ucore::timer::{MAX_TIMEOUTS, MAX_US, MIN_PERIOD_US};
 
@@ -159,6 +160,26 @@ fn refused(t: &Timer, c: &mut Checks) -> Result<(), TimerError> {
     c.expect(
         "unknown opcode",
         unknown.0.label() == timer::UNKNOWN && unknown.1[0] == 99,
+    );
+    // Sessions until the provider is full (its slots; `caps = 32` here
+    // leaves room to get there).
+    let mut more = 0;
+    let full = loop {
+        if more == 20 {
+            break None;
+        }
+        match open::<TimerService>(child::FIRST_FREE + 2 + more) {
+            Ok(_) => more += 1,
+            Err(e) => break Some(e),
+        }
+    };
+    match full {
+        Some(e) => println!("test-timer: {more} more sessions opened, then {e}"),
+        None => println!("test-timer: {more} more sessions opened, none refused"),
+    }
+    c.expect(
+        "a full provider refuses",
+        full == Some(OpenError::Provider(REFUSED_FULL)),
     );
     // Still serving.
     let before = t.now()?;

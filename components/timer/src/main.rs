@@ -28,6 +28,10 @@
 //! minted write-only with badge `1 << k`, which the tick signals. With
 //! `caps = 128` that is [`MAX_SESSIONS`] sessions; a further one is
 //! refused by the provider.
+//!
+//! `arg` (the integer `arg` of its config): 0 serves for ever; N > 0 exits
+//! after N ticks — for tests of what happens to init's back-off waits when
+//! the Timer provider stops (`scenarios/init-restart-timer-gone.toml`).
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
@@ -82,7 +86,7 @@ struct Driver {
     next_due: u64,
 }
 
-fn main(_arg: u64) -> i32 {
+fn main(arg: u64) -> i32 {
     if let Err(e) = syscall::irq_bind(IRQ, IRQ_NOTIFICATION) {
         println!("timer: cannot bind the PIT's interrupt (ISA IRQ 0): {e}; is `irqs = [0]` in its config?");
         return 1;
@@ -136,12 +140,20 @@ fn main(_arg: u64) -> i32 {
         };
         timer::dispatch(&mut server, &mut (), label, words)
     };
+    if arg != 0 {
+        println!("timer: stopping after {arg} ticks (arg, for tests of a provider's restart)");
+    }
     let mut reply = None;
     loop {
         let received = provider.next(reply.take());
         if let Ok((_, info, _)) = received {
             if info.label() == LABEL_NOTIFICATION {
-                driver.borrow_mut().tick();
+                let mut d = driver.borrow_mut();
+                d.tick();
+                if d.clock.ticks == arg {
+                    println!("timer: stopping after {arg} ticks");
+                    return 0;
+                }
                 continue;
             }
         }
@@ -183,21 +195,16 @@ impl Driver {
     }
 
     /// PIT cycles since the start: the tick count plus the latched counter.
-    /// An interrupt already signalled but not handled yet is handled first,
-    /// so the counter's reload is never read without its tick.
+    /// A reload before the latch has raised its interrupt by the time the
+    /// counter is read (the line is unmasked between ticks), so an
+    /// interrupt pending after the read is handled and the counter read
+    /// again: the reload is never counted without its tick.
     fn now_cycles(&mut self) -> u64 {
+        let mut counter = read_counter();
         if syscall::poll(IRQ_NOTIFICATION).is_ok_and(|bits| bits != 0) {
             self.tick();
+            counter = read_counter();
         }
-        // SAFETY: latching channel 0's counter changes nothing it counts.
-        let latched = unsafe { syscall::io_port_write(PORTS, PIT_COMMAND, 1, LATCH) };
-        let low = syscall::io_port_read(PORTS, PIT_CHANNEL0, 1);
-        let high = syscall::io_port_read(PORTS, PIT_CHANNEL0, 1);
-        let counter = match (latched, low, high) {
-            (Ok(()), Ok(low), Ok(high)) => (high << 8 | low) as u16,
-            // Cannot happen with the PIT's ports; time at the last tick.
-            _ => TICK_CYCLES as u16,
-        };
         self.clock.cycles(counter)
     }
 
@@ -224,6 +231,19 @@ impl Driver {
             s.slots = Some(first);
         }
         s.slots
+    }
+}
+
+/// Channel 0's counter, latched (1..=TICK_CYCLES).
+fn read_counter() -> u16 {
+    // SAFETY: latching channel 0's counter changes nothing it counts.
+    let latched = unsafe { syscall::io_port_write(PORTS, PIT_COMMAND, 1, LATCH) };
+    let low = syscall::io_port_read(PORTS, PIT_CHANNEL0, 1);
+    let high = syscall::io_port_read(PORTS, PIT_CHANNEL0, 1);
+    match (latched, low, high) {
+        (Ok(()), Ok(low), Ok(high)) => (high << 8 | low) as u16,
+        // Cannot happen with the PIT's ports; time at the last tick.
+        _ => TICK_CYCLES as u16,
     }
 }
 
