@@ -272,6 +272,15 @@ pub fn copy<S: SlotStore + ?Sized>(
     insert_child(store, src, dst, cap)
 }
 
+/// The ports `first..=last` that the `CapMint` word `word`
+/// (`abi::object::io_ports_range`) asks for from the I/O-port capability
+/// `cap` (ports `cap.object..=cap.extra`), if they lie inside its range.
+pub fn io_ports_sub_range(cap: &Capability, word: u64) -> Option<(u64, u64)> {
+    let (first, last) = (word & 0xffff, (word >> 16) & 0xffff);
+    let inside = word >> 32 == 0 && first <= last && first >= cap.object && last <= cap.extra;
+    inside.then_some((first, last))
+}
+
 /// Derives a capability from `src` into the empty slot `dst`, as a child of
 /// `src`, with `rights` (which must be a subset of `src`'s, else
 /// [`CapError::MissingRights`]) and `badge`. A non-zero `badge` may only be
@@ -297,10 +306,7 @@ pub fn mint<S: SlotStore + ?Sized>(
         return Err(CapError::MissingRights);
     }
     if src_cap.kind == ObjectType::IoPorts && badge != 0 {
-        let (first, last) = (badge & 0xffff, (badge >> 16) & 0xffff);
-        if badge >> 32 != 0 || first > last || first < src_cap.object || last > src_cap.extra {
-            return Err(CapError::InvalidArgument);
-        }
+        let (first, last) = io_ports_sub_range(&src_cap, badge).ok_or(CapError::InvalidArgument)?;
         let cap = Capability {
             rights,
             object: first,

@@ -268,10 +268,7 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
                 let badgeable = matches!(cap.kind, ObjectType::Endpoint | ObjectType::Notification);
                 if cap.kind == ObjectType::IoPorts && a3 != 0 {
                     // A sub-range (abi::object::io_ports_range) of the source's.
-                    let (first, last) = (a3 & 0xffff, (a3 >> 16) & 0xffff);
-                    if a3 >> 32 != 0 || first > last || first < cap.object || last > cap.extra {
-                        return Err(Error::InvalidArgument);
-                    }
+                    kcore::cap::io_ports_sub_range(&cap, a3).ok_or(Error::InvalidArgument)?;
                 } else if a3 != 0 && (!badgeable || cap.badge != 0) {
                     return Err(Error::InvalidArgument);
                 }
