@@ -259,7 +259,7 @@ fn main(image_len: u64) -> i32 {
         release(&mut kids[position]);
         if backoff.is_provider(&kids[position]) {
             // Its sessions end with it: restart what waited on it now.
-            for (position, _) in backoff.timer_gone() {
+            for position in backoff.timer_gone() {
                 let kid = &mut kids[position];
                 println!(
                     "init: restarting {} (restart {} of {}; back-off not waited: its Timer stopped)",
@@ -472,7 +472,7 @@ impl BackOff {
     /// its own (unbinds and deletes the notification and the session
     /// capability, so a restarted provider can be asked again) and hands
     /// back every child that was waiting.
-    fn timer_gone(&mut self) -> Vec<(usize, u64)> {
+    fn timer_gone(&mut self) -> Vec<usize> {
         if self.timer.take().is_some() {
             let _ = syscall::bind_notification(own(child::OWN_THREAD), own(0));
         }
@@ -483,7 +483,7 @@ impl BackOff {
                 let _ = unsafe { syscall::cap_delete(own(slot)) };
             }
         }
-        self.pending.drain(..).map(|(p, _, _)| (p, 0)).collect()
+        self.pending.drain(..).map(|(p, _, _)| p).collect()
     }
 }
 
