@@ -76,13 +76,30 @@ pub struct BootInfo {
     /// The kernel command line (UTF-8, not terminated).
     pub cmdline: [u8; MAX_CMDLINE],
     pub untyped: [UntypedInfo; MAX_UNTYPED],
+    /// Where each ISA IRQ `0..16` arrives: its GSI (the IRQ handler at
+    /// `slot::IRQ_FIRST + gsi`), after the MADT's interrupt source
+    /// overrides — on QEMU the PIT's IRQ 0 arrives at GSI 2. [`NO_GSI`]
+    /// when the line has no GSI below `irq_count`.
+    pub isa_irq_gsi: [u8; ISA_IRQS],
 }
+
+/// ISA IRQ lines described in [`BootInfo::isa_irq_gsi`].
+pub const ISA_IRQS: usize = 16;
+/// [`BootInfo::isa_irq_gsi`] of an ISA IRQ that arrives nowhere root has
+/// a handler for.
+pub const NO_GSI: u8 = 0xff;
 
 impl BootInfo {
     /// The command line as text (empty if not UTF-8).
     pub fn cmdline(&self) -> &str {
         let len = (self.cmdline_len as usize).min(MAX_CMDLINE);
         core::str::from_utf8(&self.cmdline[..len]).unwrap_or("")
+    }
+
+    /// The GSI ISA IRQ `irq` arrives at, if root has its handler.
+    pub fn isa_gsi(&self, irq: u8) -> Option<u32> {
+        let gsi = *self.isa_irq_gsi.get(usize::from(irq))?;
+        (gsi != NO_GSI && u64::from(gsi) < self.irq_count).then_some(u32::from(gsi))
     }
 
     /// The untyped descriptions that are in use.

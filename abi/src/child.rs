@@ -23,7 +23,15 @@
 //! | [`SERVICE_ENDPOINT`] | an endpoint shared by all children root starts: a *server* (see below) gets all rights and receives on it; every other child gets it write-only, badged with its index, and calls it |
 //! | [`PARENT`] | only for init's children: init's endpoint, minted with `WRITE` and `GRANT` (a request may carry a capability) and the child's badge: where it asks for sessions (`crate::session`) |
 //! | [`OWN_THREAD`], [`OWN_CSPACE`], [`OWN_VSPACE`] | only for components that [`has_own_caps`]: *test* components (name starts with `test-`) and *benchmark* components (name starts with `bench`): the child's own thread, capability space and address space, so it can start threads and map memory in its own address space |
-//! | [`FIRST_FREE`].. | empty |
+//! | [`NOTIFICATION`] | only for init's children with IRQs (a driver): a notification (all rights) bound to its thread, so its `Recv` on its service endpoint also returns when the notification is signalled (label `LABEL_NOTIFICATION`, badge = the bits): bind the IRQs to it and serve requests and interrupts in one loop |
+//! | [`FIRST_FREE`].. | empty — but see [`DEVICES`] |
+//!
+//! A component of a scenario config that names devices (`io_ports`,
+//! `irqs`, `docs/scenarios.md`) finds them from [`DEVICES`] on, in the
+//! config's order: one I/O-port capability per range (exactly that range,
+//! [`io_ports_slot`]), then one IRQ handler capability per ISA IRQ (for
+//! the GSI where it arrives, [`irq_slot`]); its free slots start after the
+//! last of them. Components without devices have nothing there.
 //!
 //! Other children do not hold capabilities to their own thread, address
 //! space or capability space: they cannot undo their own set-up. Root is
@@ -47,7 +55,22 @@ pub const PARENT: u32 = 3;
 pub const OWN_THREAD: u32 = 4;
 pub const OWN_CSPACE: u32 = 5;
 pub const OWN_VSPACE: u32 = 6;
+/// Init's children with IRQs: a notification bound to their thread.
+pub const NOTIFICATION: u32 = 7;
 pub const FIRST_FREE: u32 = 8;
+/// The first device capability of a component with devices.
+pub const DEVICES: u32 = FIRST_FREE;
+
+/// The slot of a component's I/O-port range `index` (0-based, config order).
+pub const fn io_ports_slot(index: u32) -> u32 {
+    DEVICES + index
+}
+
+/// The slot of IRQ `index` (0-based, config order) of a component with
+/// `io_ranges` I/O-port ranges.
+pub const fn irq_slot(io_ranges: u32, index: u32) -> u32 {
+    DEVICES + io_ranges + index
+}
 
 pub const CSPACE_BITS: u32 = 10;
 /// log2 of a child's untyped memory when its entry has no `@MIB`.

@@ -13,6 +13,7 @@
 //! |------|-------|
 //! | priority | [`crate::child::INIT_PRIORITY`], CPU 0 |
 //! | capability table | 2^[`CSPACE_BITS`] slots: `child::UNTYPED`, `child::SERVICE_ENDPOINT` (root's, unused yet) and `child::OWN_THREAD`, `OWN_CSPACE`, `OWN_VSPACE`, as `test-` components get them |
+//! | devices | at [`IO_PORTS`] all I/O ports (root's own capability, copied); at [`isa_irq_slot`]`(i)` the IRQ handler of the GSI where ISA IRQ `i` arrives (`bootinfo::BootInfo::isa_gsi`, the MADT's overrides applied — on QEMU IRQ 0 at GSI 2), for each `i < 16` that arrives at a line root has; empty otherwise |
 //! | untyped memory | at `child::UNTYPED`: 2^`ucore::init::pool_bits_with_update(rom, update)` bytes — every child's block (its RAM quota and what its existence costs) of the config and of its update ([`UPDATE_ENTRY`], if any) plus init's own, rounded up to a power of two |
 //! | page-table pool | 2^[`PT_POOL_BITS`] bytes |
 //! | the boot image | a read-only copy at `bootinfo::BOOT_IMAGE_ADDR` (fresh frames root fills, as it fills a child's segments), so init finds the ROM and the children's ELF files by name exactly as root does |
@@ -37,6 +38,16 @@
 //! block empties the range, and it is reused by the restarted child.
 //!
 //! # Init → its children
+//!
+//! Devices: init hands a component exactly the devices its config names
+//! (`ucore::config::Device`) at `child::DEVICES..` — an I/O-port
+//! capability narrowed to each range (`CapMint` with
+//! `abi::object::io_ports_range`) and a copy of the IRQ handler of each
+//! ISA IRQ — before its thread starts. A component whose devices init
+//! cannot give (an ISA IRQ without a handler, a refused mint) is not
+//! started: `init: cannot start NAME: ...`. The config ROM's rules
+//! (checked by xtask, again by init's parser) keep each port and IRQ with
+//! one component.
 //!
 //! Each child gets what a child of root gets (`crate::child`: the same
 //! slots, stack and IPC buffer) with the values of its config record: a
@@ -86,4 +97,14 @@ pub const EXIT_NO_RESOURCES: i32 = 4;
 /// Init's exit code when receiving on its endpoint fails.
 pub const EXIT_RECV_FAILED: i32 = 5;
 
-const _: () = assert!(child_slots(64) <= 1 << CSPACE_BITS);
+/// Root's I/O-port capability (all ports), past the 64 children's ranges.
+pub const IO_PORTS: u32 = child_slots(64);
+/// The first of the 16 ISA IRQ handler slots.
+pub const ISA_IRQ_FIRST: u32 = IO_PORTS + 1;
+
+/// Init's slot of the IRQ handler for ISA IRQ `irq` (0..16).
+pub const fn isa_irq_slot(irq: u8) -> u32 {
+    ISA_IRQ_FIRST + irq as u32
+}
+
+const _: () = assert!(isa_irq_slot(15) < 1 << CSPACE_BITS);

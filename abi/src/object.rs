@@ -24,12 +24,22 @@ pub enum ObjectType {
     /// boot; not made by `Retype`).
     IrqHandler = 8,
     /// The right to access a range of I/O ports (root gets all at boot;
-    /// not made by `Retype`).
+    /// not made by `Retype`). `CapMint` with a non-zero badge word
+    /// ([`io_ports_range`]) narrows a copy to a sub-range.
     IoPorts = 9,
     /// The right to answer one saved call or fault once (made by
     /// `SaveReply`, used up by `ReplyTo`; not made by `Retype`, never
     /// copied, minted or transferred).
     Reply = 10,
+}
+
+/// The badge word of a `CapMint` that narrows an [`ObjectType::IoPorts`]
+/// capability to ports `first..=last`: `first | last << 16`. The range
+/// must lie inside the source capability's (else `InvalidArgument`); the
+/// result carries no badge. Badge 0 keeps the source's range, as for any
+/// other kind.
+pub const fn io_ports_range(first: u16, last: u16) -> u64 {
+    first as u64 | (last as u64) << 16
 }
 
 /// Bytes of one capability slot in a capability table.

@@ -272,12 +272,27 @@ pub fn copy<S: SlotStore + ?Sized>(
     insert_child(store, src, dst, cap)
 }
 
+/// The ports `first..=last` that the `CapMint` word `word`
+/// (`abi::object::io_ports_range`) asks for from the I/O-port capability
+/// `cap` (ports `cap.object..=cap.extra`), if they lie inside its range.
+pub fn io_ports_sub_range(cap: &Capability, word: u64) -> Option<(u64, u64)> {
+    let (first, last) = (word & 0xffff, (word >> 16) & 0xffff);
+    let inside = word >> 32 == 0 && first <= last && first >= cap.object && last <= cap.extra;
+    inside.then_some((first, last))
+}
+
 /// Derives a capability from `src` into the empty slot `dst`, as a child of
 /// `src`, with `rights` (which must be a subset of `src`'s, else
 /// [`CapError::MissingRights`]) and `badge`. A non-zero `badge` may only be
 /// set on an unbadged endpoint or notification capability (else
 /// [`CapError::InvalidArgument`]): a badge identifies a sender, so letting a
 /// holder re-badge would let it impersonate another. Badge 0 keeps `src`'s.
+///
+/// On an I/O-port capability (ports `object..=extra`) a non-zero `badge`
+/// is instead a sub-range, `abi::object::io_ports_range(first, last)`:
+/// the copy covers `first..=last`, which must lie inside the source's
+/// range (else [`CapError::InvalidArgument`]) — how a driver gets exactly
+/// its device's ports and nothing else.
 pub fn mint<S: SlotStore + ?Sized>(
     store: &mut S,
     src: SlotId,
@@ -289,6 +304,16 @@ pub fn mint<S: SlotStore + ?Sized>(
     vacant(store, dst)?;
     if !src_cap.rights.contains(rights) {
         return Err(CapError::MissingRights);
+    }
+    if src_cap.kind == ObjectType::IoPorts && badge != 0 {
+        let (first, last) = io_ports_sub_range(&src_cap, badge).ok_or(CapError::InvalidArgument)?;
+        let cap = Capability {
+            rights,
+            object: first,
+            extra: last,
+            ..src_cap
+        };
+        return insert_child(store, src, dst, cap);
     }
     let badge = if badge == 0 {
         src_cap.badge
@@ -974,6 +999,34 @@ mod tests {
             Err(CapError::InvalidArgument)
         );
         assert_eq!(s, before);
+
+        // An I/O-port capability narrows to a sub-range of its own, never
+        // beyond it.
+        let mut ports = Capability::new(ObjectType::IoPorts, 0, Rights::ALL);
+        ports.extra = 0xffff;
+        insert_root(&mut s, id(7), ports).unwrap();
+        let narrow = |first: u64, last: u64| first | last << 16;
+        mint(&mut s, id(7), id(5), Rights::ALL, narrow(0x40, 0x43)).unwrap();
+        let pit = lookup(&s, id(5)).unwrap();
+        assert_eq!((pit.object, pit.extra, pit.badge), (0x40, 0x43, 0));
+        let before = s.clone();
+        for bad in [
+            narrow(0x3f, 0x43),
+            narrow(0x40, 0x44),
+            narrow(0x43, 0x40),
+            1 << 32,
+        ] {
+            assert_eq!(
+                mint(&mut s, id(5), id(6), Rights::ALL, bad),
+                Err(CapError::InvalidArgument),
+                "{bad:#x}"
+            );
+        }
+        assert_eq!(s, before);
+        mint(&mut s, id(5), id(6), Rights::ALL, narrow(0x41, 0x41)).unwrap();
+        assert_eq!(lookup(&s, id(6)).unwrap().object, 0x41);
+        delete(&mut s, id(6), |_, _| {}).unwrap();
+        delete(&mut s, id(5), |_, _| {}).unwrap();
 
         // Badge 0 keeps the source's badge (and works on any kind).
         mint(&mut s, id(3), id(5), Rights::READ, 0).unwrap();

@@ -243,6 +243,12 @@ pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError
     info.cspace_bits = ROOT_CSPACE_BITS;
     info.boot_image_len = image_range.len();
     info.irq_count = irq_count;
+    for (irq, gsi) in info.isa_irq_gsi.iter_mut().enumerate() {
+        *gsi = match crate::arch::ioapic::isa_irq_to_gsi(irq as u8) {
+            Ok(line) if u64::from(line.gsi) < irq_count => line.gsi as u8,
+            _ => bootinfo::NO_GSI,
+        };
+    }
     let cmdline = boot.cmdline().as_bytes();
     let n = cmdline.len().min(bootinfo::MAX_CMDLINE);
     info.cmdline[..n].copy_from_slice(&cmdline[..n]);

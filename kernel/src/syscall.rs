@@ -323,7 +323,10 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
                     return Err(Error::MissingRights);
                 }
                 let badgeable = matches!(cap.kind, ObjectType::Endpoint | ObjectType::Notification);
-                if a3 != 0 && (!badgeable || cap.badge != 0) {
+                if cap.kind == ObjectType::IoPorts && a3 != 0 {
+                    // A sub-range (abi::object::io_ports_range) of the source's.
+                    kcore::cap::io_ports_sub_range(&cap, a3).ok_or(Error::InvalidArgument)?;
+                } else if a3 != 0 && (!badgeable || cap.badge != 0) {
                     return Err(Error::InvalidArgument);
                 }
                 Invocation::CapMint {

@@ -14,7 +14,8 @@
 //! - its server side: a trait with one method per operation and a
 //!   `dispatch` function that decodes a request and calls it.
 //!
-//! [`log`] is the first: Genode's `log_session.h` pattern. A server is a
+//! [`log`] is the first: Genode's `log_session.h` pattern; [`rom`] and
+//! [`timer`] follow it. A server is a
 //! [`Provider`] loop with the interface's `dispatch`; a client is
 //! [`open`] and the stub. A session whose provider stopped fails with an
 //! error (never a hang); [`Session::reopen`] opens it again at the
@@ -41,6 +42,7 @@ pub mod log;
 mod provider;
 pub mod reconfig;
 pub mod rom;
+pub mod timer;
 
 pub use donor::Donor;
 pub use provider::{Donated, Provider, SessionTable, REFUSED_FULL};
@@ -81,6 +83,20 @@ pub struct Session<I: Interface> {
 pub const REOPEN_TRIES: u32 = 64;
 
 impl<I: Interface> Session<I> {
+    /// A session whose capability is already in `cap`, an own slot (init
+    /// opens its own sessions at a provider, without asking a parent; no
+    /// parent tracks it and nothing was donated, so [`Session::close`]
+    /// only empties the slot after the parent refuses id 0).
+    pub fn from_cap(cap: CapSlot) -> Self {
+        Session {
+            cap,
+            slot: abi::caddr::split(cap).1,
+            id: 0,
+            donor: None,
+            _interface: PhantomData,
+        }
+    }
+
     /// The session capability: a plain endpoint capability (for a
     /// benchmark's raw calls on it).
     pub fn cap(&self) -> CapSlot {

@@ -17,7 +17,9 @@
 //!    with `WRITE` and `GRANT` and the child's badge: a session request
 //!    may carry a capability, `abi::session`) and, with
 //!    `own_caps`, copies of its own thread, table and address space
-//!    capabilities (`child::OWN_THREAD`, ...).
+//!    capabilities (`child::OWN_THREAD`, ...), and the `grants` (device
+//!    capabilities, minted from the parent's). With `notification`, a
+//!    notification bound to the thread at `child::NOTIFICATION`.
 //! 4. Every page of every segment is a fresh `Frame4K`. Pages with file
 //!    bytes are mapped writable at [`SCRATCH`] in the parent's own address
 //!    space (`scratch_vspace`), checked to be zero (a fresh frame is; a
@@ -89,6 +91,26 @@ pub struct ChildSpec<'a> {
     /// Bytes to copy into fresh read-only pages at a page-aligned address
     /// of the child (root hands init the boot image this way).
     pub rom: Option<(u64, &'a [u8])>,
+    /// Capabilities of the parent's to put into the child's table before
+    /// it starts (devices: `abi::init`, `abi::child::DEVICES`).
+    pub grants: &'a [Grant],
+    /// Whether it gets a notification bound to its thread at
+    /// `child::NOTIFICATION` (a driver, to wait for interrupts and
+    /// requests at once).
+    pub notification: bool,
+}
+
+/// One capability [`spawn`] gives a child: the parent's slot `src` minted
+/// with all its rights and `word` (0: an exact copy; for I/O ports a
+/// sub-range, `abi::object::io_ports_range`) into the child's slot `dst`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// The parent's slot.
+    pub src: u32,
+    /// The slot in the child's table.
+    pub dst: u32,
+    /// The `CapMint` badge word.
+    pub word: u64,
 }
 
 /// The parent's own capabilities that [`spawn`] uses.
@@ -232,6 +254,10 @@ pub fn spawn(
         )
         .map_err(failed("CapMint"))?;
     }
+    for g in spec.grants {
+        syscall::cap_mint(own(g.src), in_table(cspace, g.dst), Rights::ALL, g.word)
+            .map_err(failed("CapMint"))?;
+    }
     if spec.own_caps {
         for (src, dst) in [
             (thread, child::OWN_THREAD),
@@ -283,6 +309,12 @@ pub fn spawn(
     // nothing behind but objects made from `res`.
     syscall::thread_set_sched_params(own(thread), spec.priority, spec.cpu)
         .map_err(failed("ThreadSetSchedParams"))?;
+    if spec.notification {
+        let n = res.make(ObjectType::Notification, 0)?;
+        syscall::cap_copy(own(n), in_table(cspace, child::NOTIFICATION))
+            .map_err(failed("CapCopy"))?;
+        syscall::bind_notification(own(thread), own(n)).map_err(failed("BindNotification"))?;
+    }
     let fault = res.slot()?;
     syscall::cap_mint(own(parent.fault), own(fault), Rights::WRITE, badge)
         .map_err(failed("CapMint"))?;

@@ -16,6 +16,8 @@
 //!   xtask) and bounds-checked decoder.
 //! - [`init`]: what each of init's children costs (its quota and the
 //!   block it is paid from) and how much memory root hands init.
+//! - [`timer`]: the Timer service's clock (PIT ticks plus counter) and
+//!   each session's one-shot and periodic timeouts.
 //! - [`packet_stream`]: the bulk-data channel between components (shared
 //!   buffer, submit and acknowledgement rings, notifications only when
 //!   needed), its buffer allocator and its test traffic.
@@ -46,4 +48,5 @@ pub mod signal;
 pub mod slots;
 pub mod start;
 pub mod supervise;
+pub mod timer;
 pub mod untyped;

@@ -16,8 +16,8 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 use ucore::config::{
-    self as rom, valid_caps, valid_name, valid_service, ComponentSpec, Restart, RouteSpec, Spec,
-    ValueBuf,
+    self as rom, valid_caps, valid_name, valid_service, ComponentSpec, Device, Restart, RouteSpec,
+    Spec, ValueBuf,
 };
 
 use crate::components::ROOT;
@@ -48,6 +48,18 @@ pub struct RawComponent {
     #[serde(default)]
     routes: BTreeMap<Spanned<String>, Spanned<String>>,
     config: Option<Spanned<RawValue>>,
+    #[serde(default)]
+    io_ports: Vec<Spanned<RawPorts>>,
+    #[serde(default)]
+    irqs: Vec<Spanned<u32>>,
+}
+
+/// An entry of `io_ports`: `{ base = 0x40, count = 4 }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPorts {
+    base: Spanned<u32>,
+    count: Spanned<u32>,
 }
 
 /// `restart` as written: `"never"` or a table.
@@ -401,10 +413,12 @@ pub fn check(
             restart,
             provides,
             routes: Vec::new(),
+            devices: Vec::new(),
             config,
         });
     }
 
+    check_devices(text, components, &mut diags, &mut specs);
     check_routes(components, &parent, &by_name, &mut diags, &mut specs);
     check_cycles(components, &by_name, &mut diags);
     check_service_count(parent_provides, components, &mut diags);
@@ -418,6 +432,153 @@ pub fn check(
     }
     diags.sort_by_key(|d| d.span.start);
     Err(diags)
+}
+
+/// A device as written: the device, the place of its entry, its key
+/// (`io_ports[0]`, `irqs[1]`) and how it reads in a message.
+struct Written {
+    device: Device,
+    span: Range<usize>,
+    key: String,
+    text: String,
+}
+
+/// The devices of each component (`io_ports`, `irqs`): each entry valid
+/// and within the per-component limits, none in the kernel's ports, and
+/// no port or IRQ given twice — to two components or twice to one (a
+/// device has one driver). The valid ones go into `specs`.
+fn check_devices(
+    text: &str,
+    components: &[Spanned<RawComponent>],
+    diags: &mut Diags,
+    specs: &mut [ComponentSpec],
+) {
+    let line = |span: &Range<usize>| crate::tomlfile::line_column(text, span.start).0;
+    // (component index, device) of every valid device so far.
+    let mut given: Vec<(usize, Written)> = Vec::new();
+    for (index, spanned) in components.iter().enumerate() {
+        let c = spanned.get_ref();
+        let who = who(c);
+        let mut mine = Vec::new();
+        for (key, max, list) in [
+            (
+                "io_ports",
+                rom::MAX_IO_RANGES,
+                c.io_ports.iter().map(|p| p.span()).collect::<Vec<_>>(),
+            ),
+            (
+                "irqs",
+                rom::MAX_IRQS,
+                c.irqs.iter().map(|i| i.span()).collect(),
+            ),
+        ] {
+            if let Some(extra) = list.get(max) {
+                diags.push(
+                    extra.clone(),
+                    format!("{who}{key}: {} entries, at most {max}", list.len()),
+                );
+            }
+        }
+        for (i, entry) in c.io_ports.iter().enumerate() {
+            let key = format!("io_ports[{i}]");
+            let (base, count) = (
+                *entry.get_ref().base.get_ref(),
+                *entry.get_ref().count.get_ref(),
+            );
+            let last = u64::from(base) + u64::from(count) - u64::from(count > 0);
+            if count == 0 {
+                diags.push(
+                    entry.get_ref().count.span(),
+                    format!("{who}{key}: count must be at least 1"),
+                );
+            } else if last > 0xffff {
+                diags.push(
+                    entry.span(),
+                    format!(
+                        "{who}{key}: {base:#x} + {count} ports go past 0xffff, the last I/O port"
+                    ),
+                );
+            } else {
+                let device = Device::IoPorts {
+                    first: base as u16,
+                    last: last as u16,
+                };
+                let text = format!("ports {base:#x}..={last:#x}");
+                if let Some(k) = device.kernel_conflict() {
+                    let (first, last, what) = rom::KERNEL_PORTS[k];
+                    diags.push(
+                        entry.span(),
+                        format!(
+                            "{who}{key}: {text} reach {first:#x}..={last:#x}, {what}: no \
+                             component may have them"
+                        ),
+                    );
+                } else {
+                    mine.push(Written {
+                        device,
+                        span: entry.span(),
+                        key,
+                        text,
+                    });
+                }
+            }
+        }
+        for (i, irq) in c.irqs.iter().enumerate() {
+            let key = format!("irqs[{i}]");
+            let n = *irq.get_ref();
+            if n >= u32::from(rom::ISA_IRQS) {
+                diags.push(
+                    irq.span(),
+                    format!(
+                        "{who}{key}: {n} is not an ISA IRQ (0 to {})",
+                        rom::ISA_IRQS - 1
+                    ),
+                );
+            } else if n == u32::from(rom::CASCADE_IRQ) {
+                diags.push(
+                    irq.span(),
+                    format!("{who}{key}: 2 is the 8259 cascade, which no device raises"),
+                );
+            } else {
+                mine.push(Written {
+                    device: Device::Irq(n as u8),
+                    span: irq.span(),
+                    key,
+                    text: format!("IRQ {n}"),
+                });
+            }
+        }
+        for w in mine {
+            let clash = given.iter().find(|(_, g)| g.device.overlaps(&w.device));
+            if let Some((other, g)) = clash {
+                let whom = if *other == index {
+                    "this component".to_string()
+                } else {
+                    format!(
+                        "component \"{}\"",
+                        components[*other].get_ref().name.get_ref()
+                    )
+                };
+                diags.push(
+                    w.span.clone(),
+                    format!(
+                        "{who}{}: {}: already given to {whom} ({} = {}, line {}): a device has \
+                         one driver",
+                        w.key,
+                        w.text,
+                        g.key,
+                        g.text,
+                        line(&g.span)
+                    ),
+                );
+            } else {
+                given.push((index, w));
+            }
+        }
+    }
+    for (index, w) in given {
+        specs[index].devices.push(w.device);
+    }
 }
 
 fn bad_service(s: &str) -> String {

@@ -167,8 +167,14 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
             system.kernel.clone(),
             Some(image),
             spec.full_cmdline(&scenario),
-            choice.accel,
+            // -icount needs TCG, whatever the other tests run on.
+            if spec.icount {
+                Accel::Tcg
+            } else {
+                choice.accel
+            },
         );
+        machine.icount = spec.icount;
         let size = spec.machine(&scenario);
         machine.smp = size.smp;
         machine.memory_mib = size.memory_mib;

@@ -7,6 +7,7 @@
 //! cmdline = "pecan.selftest=timer"    # optional: appended to the scenario's cmdline
 //! smp = 1                             # optional (default: the scenario's)
 //! memory_mib = 256                    # optional (default: the scenario's)
+//! icount = true                       # optional (false): deterministic instruction counting
 //! timeout_secs = 30                   # required
 //! expect = ["regex one", "regex two"] # required: in this order in the serial output;
 //!                                     # an array in the list, ["a", "b"], matches in any order
@@ -60,6 +61,8 @@ struct Raw {
     cmdline: Option<String>,
     smp: Option<Spanned<u32>>,
     memory_mib: Option<Spanned<u32>>,
+    #[serde(default)]
+    icount: bool,
     timeout_secs: Spanned<u64>,
     expect: Vec<Spanned<RawStep>>,
     #[serde(default)]
@@ -125,6 +128,9 @@ pub struct TestSpec {
     /// scenario's, see [`TestSpec::machine`]).
     pub smp: Option<u32>,
     pub memory_mib: Option<u32>,
+    /// Boot under `-icount` (TCG, virtual time follows executed
+    /// instructions: `qemu::Machine::icount`), so timings repeat exactly.
+    pub icount: bool,
     pub timeout: Duration,
     pub expect: Vec<Step>,
     pub forbid: Vec<Pattern>,
@@ -240,6 +246,7 @@ pub fn parse(path: &Path, text: &str) -> Result<TestSpec> {
         cmdline: raw.cmdline.unwrap_or_default(),
         smp,
         memory_mib,
+        icount: raw.icount,
         timeout: Duration::from_secs(raw.timeout_secs.into_inner()),
         expect: steps(raw.expect)?,
         forbid: compile(raw.forbid)?,
@@ -332,6 +339,7 @@ scenario = "demo"
 cmdline = "pecan.selftest=timer"
 smp = 2
 memory_mib = 128
+icount = true
 timeout_secs = 30
 expect = ["regex one", "regex (two)"]
 forbid = ["(?i)panic"]
@@ -350,6 +358,7 @@ exit = "failure"
         assert_eq!(spec.scenario, "demo");
         assert_eq!(spec.cmdline, "pecan.selftest=timer");
         assert_eq!((spec.smp, spec.memory_mib), (Some(2), Some(128)));
+        assert!(spec.icount);
         assert_eq!(spec.timeout, Duration::from_secs(30));
         let sources: Vec<Vec<_>> = spec
             .expect

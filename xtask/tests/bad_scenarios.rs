@@ -44,7 +44,8 @@ const CASES: &[(&str, &str, &str)] = &[
         "unknown-key",
         "7:1",
         "component \"hello\": unknown field `colour`, expected one of `name`, `binary`, \
-         `ram_mib`, `caps`, `priority`, `cpu`, `provides`, `restart`, `routes`, `config`",
+         `ram_mib`, `caps`, `priority`, `cpu`, `provides`, `restart`, `routes`, `config`, \
+         `io_ports`, `irqs`",
     ),
     (
         "wrong-type",
@@ -162,6 +163,33 @@ const CASES: &[(&str, &str, &str)] = &[
         "update: no scenario file xtask/tests/fixtures/scenarios/no-such-update.toml (the \
          update is a scenario of the same directory, named without .toml)",
     ),
+    (
+        "bad-io-ports",
+        "7:13",
+        "component \"hello\": io_ports[0]: 0xfff0 + 32 ports go past 0xffff, the last I/O port",
+    ),
+    (
+        "kernel-ports",
+        "7:13",
+        "component \"hello\": io_ports[0]: ports 0x3f8..=0x3ff reach 0x3f8..=0x3ff, COM1, the \
+         kernel's serial console: no component may have them",
+    ),
+    (
+        "bad-irq",
+        "7:9",
+        "component \"hello\": irqs[0]: 24 is not an ISA IRQ (0 to 15)",
+    ),
+    (
+        "device-shared",
+        "15:9",
+        "component \"other\": irqs[0]: IRQ 0: already given to component \"hello\" (irqs[0] = \
+         IRQ 0, line 8): a device has one driver",
+    ),
+    (
+        "too-many-devices",
+        "12:5",
+        "component \"hello\": io_ports: 5 entries, at most 4",
+    ),
 ];
 
 macro_rules! fixture_tests {
@@ -222,4 +250,9 @@ fixture_tests! {
     bad_restart_policy: "bad-restart-policy",
     config_datetime: "config-datetime",
     bad_machine: "bad-machine",
+    bad_io_ports: "bad-io-ports",
+    kernel_ports: "kernel-ports",
+    bad_irq: "bad-irq",
+    device_shared: "device-shared",
+    too_many_devices: "too-many-devices",
 }

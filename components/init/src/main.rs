@@ -21,8 +21,19 @@
 //!    returned at once: init revokes its block, which destroys its thread,
 //!    tables, address space, frames and whatever it made from its quota.
 //!    With policy `always` and restarts left it is rebuilt from the same
-//!    block (`init: restarting NAME (restart n of max)`); after the last
-//!    one `init: NAME stopped after max restarts`.
+//!    block after its back-off (`Restart::delay_ms`): when the scenario has
+//!    a component providing `Timer` that is running and is not the child
+//!    itself, init waits on a Timer session of its own at it ([`backoff`]:
+//!    a one-shot timeout on the session's notification, bound to init's
+//!    thread, so init's `Recv` keeps serving the other children and returns
+//!    the timeout as a notification message) and then logs `init:
+//!    restarting NAME (restart n of max, after N ms back-off)` (children
+//!    still waiting when the Timer provider stops restart at once: `...;
+//!    back-off not waited: its Timer stopped`). Without a Timer it
+//!    restarts at once: `(restart n of max; back-off N ms not waited: no
+//!    Timer yet)` — a busy wait on `rdtsc` would need a TSC calibration
+//!    user space does not have and would burn the CPU its siblings need.
+//!    After the last restart: `init: NAME stopped after max restarts`.
 //! 4. When no child that is not a server (by binary, `abi::child::is_server`)
 //!    runs, init prints `init: all children finished`, revokes every
 //!    block (the servers stop) and exits 0.
@@ -65,24 +76,30 @@
 //!     by proxy threads ([`proxy`]), the client's request waits as a saved
 //!     reply capability (docs/architecture.md, "Sessions and routing", 10).
 //!
+//! 11. Devices: a component's `io_ports` and `irqs` are handed over at
+//!     `abi::child::DEVICES` before it starts ([`devices`], `abi::init`),
+//!     with a notification bound to its thread if it has IRQs; one whose
+//!     devices init cannot give is not started.
+//!
 //! Modules: [`sessions`] (`OPEN`, `CLOSE`, the session records), [`proxy`]
 //! (the proxy threads that call providers), [`rom`] (the ROM service),
-//! [`reconfig`] (config updates).
+//! [`reconfig`] (config updates), [`backoff`] (restart back-offs on a
+//! Timer session), [`devices`] (device capabilities for a component).
 //!
 //! Not yet (the component-framework issue): other `parent` routes (init
 //! refuses them), quota and close of `Rom` sessions, a child's own config
 //! in any other way than its `config` ROM (and the integer `arg` of its
-//! config table, its argument word), the Timer service. **Back-off**:
-//! without a Timer service init cannot sleep, so it restarts at once and
-//! logs the back-off the policy asks for (`Restart::delay_ms`) as not
-//! waited; a busy wait on `rdtsc` would need a TSC calibration user space
-//! does not have and would burn the CPU its siblings need.
+//! config table, its argument word). Init opens its own Timer session
+//! (for back-offs) with a direct call to the Timer provider, not through a
+//! proxy: a Timer provider that does not answer stops init.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 extern crate alloc;
 
+mod backoff;
+mod devices;
 mod proxy;
 mod reconfig;
 mod rom;
@@ -93,12 +110,14 @@ use alloc::vec::Vec;
 use kcore::bootimage::BootImage;
 use rt::abi::bootinfo::{BOOT_IMAGE_ADDR, BOOT_INFO_ADDR};
 use rt::abi::caddr::own;
-use rt::abi::{child, init, session, Error, ObjectType};
+use rt::abi::{child, init, session, Error, ObjectType, LABEL_NOTIFICATION};
 use rt::println;
 use rt::resources::Resources;
 use rt::spawn::{self, ChildCaps, ChildSpec, ParentCaps, SpawnError, PT_POOL_BITS};
 use rt::syscall;
-use ucore::config::{Component, Restart, Rom};
+use ucore::config::{Component, Device, Restart, Rom};
+
+use backoff::BackOff;
 use ucore::supervise::Supervisor;
 
 rt::entry!(main);
@@ -156,6 +175,7 @@ fn main(image_len: u64) -> i32 {
         Ok(res) => Pool {
             res,
             free: Vec::new(),
+            scratch: 0,
         },
         Err(e) => {
             println!("init: cannot take over its memory: {e}");
@@ -188,6 +208,14 @@ fn main(image_len: u64) -> i32 {
             return init::EXIT_NO_RESOURCES;
         }
     };
+    // Where init tries each device capability before a child gets it.
+    pool.scratch = match pool.res.slot() {
+        Ok(slot) => slot,
+        Err(e) => {
+            println!("init: cannot reserve its scratch slot: {e}");
+            return init::EXIT_NO_RESOURCES;
+        }
+    };
     let mut sessions = sessions::Sessions::new(parent.fault, transit, donation);
     let mut kids: Vec<Kid<'_>> = Vec::new();
     let mut children: Supervisor<'_, ChildCaps> = Supervisor::new();
@@ -196,7 +224,8 @@ fn main(image_len: u64) -> i32 {
         launch(place, &mut kids, &mut children, c, c.index);
     }
 
-    while children.waiting() > 0 {
+    let mut backoff = BackOff::new(&rom);
+    while children.waiting() > 0 || backoff.waiting() {
         sessions.accept_donation();
         let (badge, info, words) = match syscall::recv(own(parent.fault)) {
             Ok(message) => message,
@@ -205,6 +234,29 @@ fn main(image_len: u64) -> i32 {
                 return init::EXIT_RECV_FAILED;
             }
         };
+        if info.label() == LABEL_NOTIFICATION {
+            // Back-offs that ended (init's Timer notification is bound to
+            // its thread).
+            for (id, waited_us) in backoff.fired(badge) {
+                let Some(kid) = kids.iter_mut().find(|k| k.id == id) else {
+                    continue;
+                };
+                let delay = kid.component.restart.delay_ms(kid.restarts).unwrap_or(0);
+                let max = max_restarts(&kid.component);
+                if waited_us < u64::from(delay) * 1000 {
+                    println!(
+                        "init: back-off of {} ended early, after {waited_us} us",
+                        kid.component.name
+                    );
+                }
+                println!(
+                    "init: restarting {} (restart {} of {max}, after {delay} ms back-off)",
+                    kid.component.name, kid.restarts
+                );
+                restart(&image, parent, pool.scratch, kid, &mut children);
+            }
+            continue;
+        }
         let served = serve_session_request(
             (&mut sessions, &mut pool.res),
             &rom,
@@ -244,10 +296,26 @@ fn main(image_len: u64) -> i32 {
         }
         let index = badge as usize;
         sessions.finished(&kids, &mut pool.res, index.wrapping_sub(1));
-        let Some(kid) = kids.iter_mut().find(|k| k.id + 1 == index) else {
+        let Some(position) = kids.iter().position(|k| k.id + 1 == index) else {
             continue;
         };
-        release(kid);
+        release(&mut kids[position]);
+        if backoff.is_provider(&kids[position]) {
+            // Its sessions end with it: restart what waited on it now.
+            for id in backoff.timer_gone() {
+                let Some(kid) = kids.iter_mut().find(|k| k.id == id) else {
+                    continue;
+                };
+                println!(
+                    "init: restarting {} (restart {} of {}; back-off not waited: its Timer stopped)",
+                    kid.component.name,
+                    kid.restarts,
+                    max_restarts(&kid.component)
+                );
+                restart(&image, parent, pool.scratch, kid, &mut children);
+            }
+        }
+        let kid = &mut kids[position];
         let name = kid.component.name;
         let Some(delay) = kid.component.restart.delay_ms(kid.restarts + 1) else {
             if let Restart::Always { max, .. } = kid.component.restart {
@@ -256,24 +324,22 @@ fn main(image_len: u64) -> i32 {
             continue;
         };
         kid.restarts += 1;
-        let max = match kid.component.restart {
-            Restart::Always { max, .. } => max,
-            Restart::Never => 0,
-        };
-        println!(
-            "init: restarting {name} (restart {} of {max}; back-off {delay} ms not waited: no Timer yet)",
-            kid.restarts
-        );
-        match start(&image, parent, kid) {
-            Ok(caps) => {
-                kid.caps = Some(caps);
-                if let Some(c) = children.child_mut(index) {
-                    c.caps = caps;
-                    c.finished = false;
-                }
-            }
-            Err(e) => println!("init: cannot restart {name}: {e}"),
+        let max = max_restarts(&kid.component);
+        let id = kid.id;
+        let waiting = delay != 0 && backoff.wait(&kids, &mut pool.res, id, delay);
+        let kid = &mut kids[position];
+        match waiting {
+            true => continue,
+            false if delay == 0 => println!(
+                "init: restarting {name} (restart {} of {max}, after 0 ms back-off)",
+                kid.restarts
+            ),
+            false => println!(
+                "init: restarting {name} (restart {} of {max}; back-off {delay} ms not waited: no Timer yet)",
+                kid.restarts
+            ),
         }
+        restart(&image, parent, pool.scratch, kid, &mut children);
     }
     println!("init: all children finished");
     for kid in &mut kids {
@@ -282,11 +348,14 @@ fn main(image_len: u64) -> i32 {
     0
 }
 
-/// Init's untyped memory and slots, and the blocks of children a config
-/// update removed (slot, log2 of bytes), for the children it adds.
+/// Init's untyped memory and slots, the blocks of children a config
+/// update removed (slot, log2 of bytes), for the children it adds, and a
+/// scratch slot (where a device capability is tried before a child gets
+/// it, `devices`).
 struct Pool {
     res: Resources,
     free: Vec<(u32, u32)>,
+    scratch: u32,
 }
 
 impl Pool {
@@ -328,7 +397,7 @@ fn launch<'a>(
         caps: None,
         service: None,
     };
-    match start(image, parent, &mut kid) {
+    match start(image, parent, &mut kid, pool.scratch) {
         Ok(caps) => {
             kid.caps = Some(caps);
             println!(
@@ -340,6 +409,35 @@ fn launch<'a>(
         Err(e) => println!("init: cannot start {}: {e}", c.name),
     }
     kids.push(kid);
+}
+
+/// The restarts `c`'s policy allows.
+fn max_restarts(c: &Component<'_>) -> u32 {
+    match c.restart {
+        Restart::Always { max, .. } => max,
+        Restart::Never => 0,
+    }
+}
+
+/// Rebuilds and starts `kid` (its block was revoked) and tells the
+/// supervisor it runs again.
+fn restart(
+    image: &BootImage<'_>,
+    parent: ParentCaps,
+    scratch: u32,
+    kid: &mut Kid<'_>,
+    children: &mut Supervisor<'_, ChildCaps>,
+) {
+    match start(image, parent, kid, scratch) {
+        Ok(caps) => {
+            kid.caps = Some(caps);
+            if let Some(c) = children.child_mut(kid.id + 1) {
+                c.caps = caps;
+                c.finished = false;
+            }
+        }
+        Err(e) => println!("init: cannot restart {}: {e}", kid.component.name),
+    }
 }
 
 /// The name of child `id`.
@@ -398,9 +496,10 @@ fn start(
     image: &BootImage<'_>,
     parent: ParentCaps,
     kid: &mut Kid<'_>,
+    scratch: u32,
 ) -> Result<ChildCaps, SpawnError> {
     let c = kid.component;
-    match build(image, parent, kid, c.cpu.into()) {
+    match build(image, parent, kid, c.cpu.into(), scratch) {
         Err(SpawnError::Syscall {
             call: "ThreadSetSchedParams",
             error: Error::InvalidArgument,
@@ -411,7 +510,7 @@ fn start(
                 c.name, c.cpu
             );
             revoke_block(kid);
-            build(image, parent, kid, 0)
+            build(image, parent, kid, 0, scratch)
         }
         result => result,
     }
@@ -423,6 +522,7 @@ fn build(
     parent: ParentCaps,
     kid: &mut Kid<'_>,
     cpu: u32,
+    scratch: u32,
 ) -> Result<ChildCaps, SpawnError> {
     let component = kid.component;
     let c = &component;
@@ -463,6 +563,8 @@ fn build(
         parent_endpoint: true,
         own_caps: child::has_own_caps(c.binary),
         rom: None,
+        grants: &devices::grants(c, scratch)?,
+        notification: c.devices().any(|d| matches!(d, Device::Irq(_))),
     };
     spawn::spawn(&mut res, parent, &spec).map(|(caps, _)| caps)
 }

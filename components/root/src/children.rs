@@ -3,12 +3,12 @@
 //! child that is not a server has finished (`abi::child`).
 
 use kcore::bootimage::BootImage;
-use rt::abi::bootinfo::{slot, BootInfo, BOOT_IMAGE_ADDR};
+use rt::abi::bootinfo::{self, slot, BootInfo, BOOT_IMAGE_ADDR};
 use rt::abi::caddr::{in_table, own};
 use rt::abi::{child, init};
 use rt::println;
 use rt::resources::Resources;
-use rt::spawn::{self, ChildCaps, ChildSpec, ParentCaps, SpawnError, PT_POOL_BITS};
+use rt::spawn::{self, ChildCaps, ChildSpec, Grant, ParentCaps, SpawnError, PT_POOL_BITS};
 use rt::syscall;
 use ucore::start::{self, StartEntry};
 use ucore::supervise::Supervisor;
@@ -138,6 +138,8 @@ fn start_entry(
         parent_endpoint: false,
         own_caps: child::has_own_caps(name),
         rom: None,
+        grants: &[],
+        notification: false,
     };
     spawn::spawn(res, parent, &spec)
 }
@@ -162,6 +164,19 @@ fn start_init(
         Ok(rom) => ucore::init::pool_bits_with_update(&rom, update.as_ref()),
         Err(_) => ucore::init::OWN_BITS,
     };
+    // Init's devices (abi::init): all I/O ports and the ISA IRQs' handlers.
+    let mut grants = alloc::vec![Grant {
+        src: bootinfo::slot::IO_PORTS,
+        dst: init::IO_PORTS,
+        word: 0,
+    }];
+    grants.extend((0..bootinfo::ISA_IRQS as u8).filter_map(|irq| {
+        Some(Grant {
+            src: bootinfo::slot::IRQ_FIRST + info.isa_gsi(irq)?,
+            dst: init::isa_irq_slot(irq),
+            word: 0,
+        })
+    }));
     let spec = ChildSpec {
         file,
         badge: 1,
@@ -175,6 +190,8 @@ fn start_init(
         parent_endpoint: false,
         own_caps: true,
         rom: Some((BOOT_IMAGE_ADDR, bytes)),
+        grants: &grants,
+        notification: false,
     };
     spawn::spawn(res, parent, &spec)
 }

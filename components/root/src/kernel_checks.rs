@@ -17,6 +17,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use rt::abi::bootinfo::{slot, BootInfo};
 use rt::abi::map::{Cache, MapAttr};
+use rt::abi::object::io_ports_range;
 use rt::abi::{Error, MsgInfo, ObjectType, Rights};
 use rt::println;
 use rt::syscall::{self, rdtsc};
@@ -536,6 +537,7 @@ fn irq_check(c: &mut Checks, info: &BootInfo) {
         syscall::io_port_read(ports, 0x40, 3),
         Err(Error::InvalidArgument),
     );
+    io_ports_narrow_check(c, ports);
     let mut badges = 0;
     for _ in 0..IRQ_ROUNDS {
         match syscall::wait(IRQ_NOTIFICATION) {
@@ -561,7 +563,67 @@ fn irq_check(c: &mut Checks, info: &BootInfo) {
         badges != 0,
         format_args!("no interrupt badge seen"),
     );
+    c.expect(
+        "bootinfo-isa-irq-0-gsi",
+        info.isa_gsi(0) == Some(gsi),
+        format_args!(
+            "boot info says {:?}, the PIT interrupted on GSI {gsi}",
+            info.isa_gsi(0)
+        ),
+    );
     println!("root: irq: {IRQ_ROUNDS} PIT interrupts received on GSI {gsi} through a notification");
+}
+
+const NARROW_PORTS: u64 = FIRST + 27;
+const NARROWER_PORTS: u64 = FIRST + 28;
+
+/// `CapMint` narrows an I/O-port capability to a sub-range
+/// (`abi::object::io_ports_range`): ports outside it, a range beyond the
+/// source's, a reversed range and stray high bits are refused.
+fn io_ports_narrow_check(c: &mut Checks, ports: u64) {
+    let mint = |src, word| syscall::cap_mint(src, NARROWER_PORTS, Rights::ALL, word);
+    c.check(
+        "io-ports-narrow",
+        syscall::cap_mint(ports, NARROW_PORTS, Rights::ALL, io_ports_range(0x40, 0x43)),
+        Ok(()),
+    );
+    // Channel 1's counter (unused: reading it only flips its byte order).
+    c.check(
+        "io-ports-narrow-inside",
+        syscall::io_port_read(NARROW_PORTS, 0x41, 1).map(|_| ()),
+        Ok(()),
+    );
+    for (name, port, width) in [
+        ("io-ports-narrow-below", 0x3f, 1),
+        ("io-ports-narrow-above", 0x44, 1),
+        ("io-ports-narrow-straddles", 0x42, 4),
+    ] {
+        c.check(
+            name,
+            syscall::io_port_read(NARROW_PORTS, port, width).map(|_| ()),
+            Err(Error::InvalidArgument),
+        );
+    }
+    for (name, src, word) in [
+        (
+            "io-ports-mint-beyond",
+            NARROW_PORTS,
+            io_ports_range(0x40, 0x44),
+        ),
+        ("io-ports-mint-reversed", ports, io_ports_range(0x43, 0x40)),
+        ("io-ports-mint-high-bits", ports, 1 << 32),
+    ] {
+        c.check(name, mint(src, word), Err(Error::InvalidArgument));
+    }
+    c.check(
+        "io-ports-narrow-again",
+        mint(NARROW_PORTS, io_ports_range(0x41, 0x41)),
+        Ok(()),
+    );
+    for slot in [NARROWER_PORTS, NARROW_PORTS] {
+        // SAFETY: I/O-port capabilities; nothing is mapped through them.
+        let _ = unsafe { syscall::cap_delete(slot) };
+    }
 }
 
 /// QEMU q35's PCI configuration window (ECAM), bus 0 device 0 function 0

@@ -10,7 +10,7 @@
 //! rule below before it hands anything out, turns a broken ROM into a
 //! [`RomError`] and never panics, whatever the bytes.
 //!
-//! # Format, version 1
+//! # Format, version 2
 //!
 //! All integers are little-endian; nothing is aligned (readers read byte
 //! by byte), so the ROM can sit anywhere in the boot image.
@@ -18,14 +18,14 @@
 //! ```text
 //! offset 0: header, 32 bytes
 //!   magic       [u8; 8] = b"PECANCFG"
-//!   version     u32     = 1
+//!   version     u32     = 2 (version 2 added the device table)
 //!   size        u32     bytes of the whole ROM
 //!   components  u16     C, at most 64
 //!   services    u16     S, at most 256: the distinct session types
 //!   parent      u16     P: entries of the parent-provides list
 //!   provides    u16     V: entries of the provides list, all components
 //!   routes      u16     R: route records, all components
-//!   reserved    u16     = 0
+//!   devices     u16     D: device records, all components
 //!   config_len  u32     bytes of the config area
 //! then, each right after the one before:
 //!   component table  C × 64 bytes (below)
@@ -34,6 +34,9 @@
 //!   provides list    V × u16: service index
 //!   route table      R × 4 bytes: service index u16, target u16
 //!                    (0xffff = the parent, else a component index)
+//!   device table     D × 6 bytes: kind u8, reserved u8 = 0, a u16, b u16
+//!                    kind 1 = I/O ports a..=b (a <= b);
+//!                    kind 2 = ISA IRQ a (0..=15, not 2), b = 0
 //!   config area      config_len bytes: the components' config trees
 //!   string pool      the rest of `size`: names, UTF-8, not terminated
 //! ```
@@ -56,7 +59,9 @@
 //! 38  routes_count    u16     [first, first + count)
 //! 40  config_offset   u32   its config tree in the config area:
 //! 44  config_len      u32     [offset, offset + len), at most MAX_CONFIG_BYTES
-//! 48  reserved        [u8; 16] = 0
+//! 48  devices_first   u16   its records of the device table:
+//! 50  devices_count   u16     [first, first + count); I/O ports first
+//! 52  reserved        [u8; 12] = 0
 //! ```
 //!
 //! A config tree is one value, always a table at the top; a value is a
@@ -95,6 +100,12 @@
 //!   routes between components, which the format can express, are refused
 //!   by xtask's checker; they would block a start, they cannot break a
 //!   reader.)
+//! - A component's device records are at most [`MAX_IO_RANGES`] I/O-port
+//!   ranges followed by at most [`MAX_IRQS`] ISA IRQs. No two records of
+//!   the ROM share a port or an IRQ (a device has one driver), and no
+//!   range touches the ports the kernel drives itself ([`KERNEL_PORTS`]).
+//!   ISA IRQ 2 is the 8259 cascade: no device raises it, and on most
+//!   machines IRQ 0 arrives at its GSI.
 //! - Each config tree is exactly one table of exactly `config_len` bytes,
 //!   follows the value rules above and nests at most [`MAX_DEPTH`] deep.
 
@@ -104,14 +115,14 @@ mod write;
 
 use core::fmt;
 
-pub use read::{Component, Components, Route, Routes, Services, Target};
+pub use read::{Component, Components, Devices, Route, Routes, Services, Target};
 pub use value::{parse_tree, Array, Table, Value, ValueBuf};
 pub use write::{encode, encoded_config_len, ComponentSpec, EncodeError, RouteSpec, Spec};
 
 /// The first eight bytes of every config ROM.
 pub const MAGIC: [u8; 8] = *b"PECANCFG";
 /// The format version this module reads and writes.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Size of the header.
 pub const HEADER_SIZE: usize = 32;
 /// Size of a component record.
@@ -120,6 +131,83 @@ pub const COMPONENT_SIZE: usize = 64;
 pub const SERVICE_SIZE: usize = 6;
 /// Size of a route record.
 pub const ROUTE_SIZE: usize = 4;
+/// Size of a device record.
+pub const DEVICE_SIZE: usize = 6;
+/// Most I/O-port ranges one component may be given.
+pub const MAX_IO_RANGES: usize = 4;
+/// Most IRQs one component may be given.
+pub const MAX_IRQS: usize = 4;
+/// ISA IRQs are numbered below this.
+pub const ISA_IRQS: u8 = 16;
+/// The 8259 cascade line: no device raises ISA IRQ 2.
+pub const CASCADE_IRQ: u8 = 2;
+/// The I/O ports the kernel drives itself after boot, which no component
+/// may be given: (first, last, what).
+pub const KERNEL_PORTS: [(u16, u16, &str); 4] = [
+    (
+        0x20,
+        0x21,
+        "the master 8259 PIC, which the kernel keeps masked",
+    ),
+    (
+        0xa0,
+        0xa1,
+        "the slave 8259 PIC, which the kernel keeps masked",
+    ),
+    (
+        0xf4,
+        0xf7,
+        "the debug-exit port the kernel ends the run with",
+    ),
+    (0x3f8, 0x3ff, "COM1, the kernel's serial console"),
+];
+
+/// A device a component is given: what the kernel hands a driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Device {
+    /// The I/O ports `first..=last`.
+    IoPorts { first: u16, last: u16 },
+    /// An ISA IRQ (init hands over the handler of the GSI it arrives at).
+    Irq(u8),
+}
+
+impl Device {
+    /// Whether `self` and `other` share a port or an IRQ.
+    pub fn overlaps(&self, other: &Device) -> bool {
+        match (*self, *other) {
+            (Device::IoPorts { first, last }, Device::IoPorts { first: f, last: l }) => {
+                first <= l && f <= last
+            }
+            (Device::Irq(a), Device::Irq(b)) => a == b,
+            _ => false,
+        }
+    }
+
+    /// The kernel's port range this one overlaps, if any (its index in
+    /// [`KERNEL_PORTS`]).
+    pub fn kernel_conflict(&self) -> Option<usize> {
+        KERNEL_PORTS
+            .iter()
+            .position(|&(first, last, _)| self.overlaps(&Device::IoPorts { first, last }))
+    }
+
+    fn to_raw(self) -> (u8, u16, u16) {
+        match self {
+            Device::IoPorts { first, last } => (1, first, last),
+            Device::Irq(irq) => (2, u16::from(irq), 0),
+        }
+    }
+
+    fn from_raw(kind: u8, a: u16, b: u16) -> Option<Device> {
+        match kind {
+            1 if a <= b => Some(Device::IoPorts { first: a, last: b }),
+            2 if a < u16::from(ISA_IRQS) && a != u16::from(CASCADE_IRQ) && b == 0 => {
+                Some(Device::Irq(a as u8))
+            }
+            _ => None,
+        }
+    }
+}
 /// A route target meaning the parent.
 pub const PARENT: u16 = 0xffff;
 
@@ -263,6 +351,7 @@ pub enum List {
     Provides,
     Routes,
     Config,
+    Devices,
 }
 
 /// What is wrong with a value of a config tree.
@@ -348,6 +437,16 @@ pub enum Fault {
     NotProvided { service: u16, target: u16 },
     /// A config tree breaks the value rules at byte `at` of the tree.
     BadValue { at: usize, fault: ValueFault },
+    /// Device record `n` (of the device table) has an unknown kind, an
+    /// empty port range, an IRQ out of range or a reserved byte set.
+    BadDevice(usize),
+    /// More I/O-port ranges or IRQs than allowed, or an I/O-port range
+    /// after an IRQ.
+    TooManyDevices,
+    /// Device record `n` shares a port or an IRQ with an earlier record.
+    DeviceShared(usize),
+    /// Device record `n` reaches into [`KERNEL_PORTS`].
+    KernelPorts(usize),
 }
 
 /// A broken ROM: where and what.
@@ -408,6 +507,17 @@ impl fmt::Display for RomError {
                 "routes service {service} to component {target}, which does not provide it"
             ),
             Fault::BadValue { at, fault } => write!(f, "config byte {at}: {fault}"),
+            Fault::BadDevice(n) => write!(f, "device record {n} is malformed"),
+            Fault::TooManyDevices => write!(
+                f,
+                "more than {MAX_IO_RANGES} I/O-port ranges or {MAX_IRQS} IRQs, or ports after IRQs"
+            ),
+            Fault::DeviceShared(n) => {
+                write!(f, "device record {n} shares a port or IRQ with another")
+            }
+            Fault::KernelPorts(n) => {
+                write!(f, "device record {n} reaches ports the kernel drives")
+            }
         }
     }
 }

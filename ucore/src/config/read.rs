@@ -9,9 +9,10 @@ use kcore::bytes::{read_u16 as u16_at, read_u32 as u32_at, read_u8 as u8_at};
 use super::value::{self, Table};
 use super::write::{ComponentSpec, RouteSpec, Spec};
 use super::{
-    valid_caps, valid_name, valid_service, Fault, Field, List, Place, Restart, Rom, RomError,
-    COMPONENT_SIZE, HEADER_SIZE, MAGIC, MAX_COMPONENTS, MAX_CONFIG_BYTES, MAX_CPUS, MAX_PRIORITY,
-    MAX_RAM_MIB, MAX_SERVICES, MAX_TOTAL_CAPS, PARENT, ROUTE_SIZE, SERVICE_SIZE, VERSION,
+    valid_caps, valid_name, valid_service, Device, Fault, Field, List, Place, Restart, Rom,
+    RomError, COMPONENT_SIZE, DEVICE_SIZE, HEADER_SIZE, MAGIC, MAX_COMPONENTS, MAX_CONFIG_BYTES,
+    MAX_CPUS, MAX_IO_RANGES, MAX_IRQS, MAX_PRIORITY, MAX_RAM_MIB, MAX_SERVICES, MAX_TOTAL_CAPS,
+    PARENT, ROUTE_SIZE, SERVICE_SIZE, VERSION,
 };
 
 /// Where the parts of a ROM are, from its header's counts.
@@ -22,6 +23,7 @@ pub(super) struct Layout {
     pub(super) parent: usize,
     pub(super) provides: usize,
     pub(super) routes: usize,
+    pub(super) devices: usize,
     pub(super) config_len: usize,
 }
 
@@ -46,8 +48,12 @@ impl Layout {
         self.provides_list() + self.provides * 2
     }
 
-    pub(super) fn config_area(&self) -> usize {
+    pub(super) fn device_table(&self) -> usize {
         self.route_table() + self.routes * ROUTE_SIZE
+    }
+
+    pub(super) fn config_area(&self) -> usize {
+        self.device_table() + self.devices * DEVICE_SIZE
     }
 
     /// Where the string pool starts (the config area's end); `None` on
@@ -71,6 +77,7 @@ struct Record {
     provides: (u16, u16),
     routes: (u16, u16),
     config: (u32, u32),
+    devices: (u16, u16),
     reserved_zero: bool,
 }
 
@@ -90,7 +97,8 @@ fn record(rom: &[u8], layout: &Layout, index: usize) -> Option<Record> {
         provides: (u16_at(r, 32)?, u16_at(r, 34)?),
         routes: (u16_at(r, 36)?, u16_at(r, 38)?),
         config: (u32_at(r, 40)?, u32_at(r, 44)?),
-        reserved_zero: r.get(48..64)?.iter().all(|&b| b == 0),
+        devices: (u16_at(r, 48)?, u16_at(r, 50)?),
+        reserved_zero: r.get(52..64)?.iter().all(|&b| b == 0),
     })
 }
 
@@ -110,6 +118,16 @@ fn list_entry(rom: &[u8], list: usize, index: usize) -> Option<u16> {
 fn route_record(rom: &[u8], layout: &Layout, index: usize) -> Option<(u16, u16)> {
     let at = layout.route_table() + index.checked_mul(ROUTE_SIZE)?;
     Some((u16_at(rom, at)?, u16_at(rom, at + 2)?))
+}
+
+/// Device record `index`, decoded; `None` when it breaks the rules of
+/// its kind.
+fn device_record(rom: &[u8], layout: &Layout, index: usize) -> Option<Device> {
+    let at = layout.device_table() + index.checked_mul(DEVICE_SIZE)?;
+    if u8_at(rom, at + 1)? != 0 {
+        return None;
+    }
+    Device::from_raw(u8_at(rom, at)?, u16_at(rom, at + 2)?, u16_at(rom, at + 4)?)
 }
 
 /// The config tree at (offset, length) of the config area.
@@ -154,13 +172,11 @@ impl<'a> Rom<'a> {
             parent: field16(20),
             provides: field16(22),
             routes: field16(24),
+            devices: field16(26),
             config_len: u32_at(header, 28).unwrap_or(0) as usize,
         };
         if version != VERSION {
             return Err(header_fault(Fault::UnsupportedVersion(version)));
-        }
-        if field16(26) != 0 {
-            return Err(header_fault(Fault::ReservedNotZero));
         }
         if layout.components > MAX_COMPONENTS {
             return Err(header_fault(Fault::TooMany(layout.components)));
@@ -193,6 +209,7 @@ impl<'a> Rom<'a> {
         check_parent_list(rom, &layout)?;
         check_components(rom, &layout)?;
         check_routes(rom, &layout)?;
+        check_devices(rom, &layout)?;
         Ok(Rom { bytes: rom, layout })
     }
 
@@ -244,6 +261,7 @@ impl<'a> Rom<'a> {
             restart: Restart::from_raw(r.restart, r.restart_max, r.backoff_ms)?,
             provides: r.provides,
             routes: r.routes,
+            devices: r.devices,
             config,
             tree,
         })
@@ -437,6 +455,51 @@ fn check_routes(rom: &[u8], layout: &Layout) -> Result<(), RomError> {
     Ok(())
 }
 
+/// The device table, component by component: the components' ranges tile
+/// the table in order (so each record has exactly one owner), each record
+/// is well formed, I/O ports come before IRQs within the per-component
+/// limits, and no record shares a port or IRQ with an earlier one or
+/// reaches the kernel's ports.
+fn check_devices(rom: &[u8], layout: &Layout) -> Result<(), RomError> {
+    let mut next = 0usize;
+    for index in 0..layout.components {
+        let fault = |fault| RomError {
+            place: Place::Component(index),
+            fault,
+        };
+        let r = record(rom, layout, index).ok_or(fault(Fault::BadRange(List::Devices)))?;
+        if usize::from(r.devices.0) != next || !range_fits(r.devices, layout.devices) {
+            return Err(fault(Fault::BadRange(List::Devices)));
+        }
+        next += usize::from(r.devices.1);
+        let (mut ports, mut irqs) = (0, 0);
+        for i in usize::from(r.devices.0)..next {
+            let device = device_record(rom, layout, i).ok_or(fault(Fault::BadDevice(i)))?;
+            match device {
+                Device::IoPorts { .. } if irqs == 0 => ports += 1,
+                Device::IoPorts { .. } => return Err(fault(Fault::TooManyDevices)),
+                Device::Irq(_) => irqs += 1,
+            }
+            if ports > MAX_IO_RANGES || irqs > MAX_IRQS {
+                return Err(fault(Fault::TooManyDevices));
+            }
+            if device.kernel_conflict().is_some() {
+                return Err(fault(Fault::KernelPorts(i)));
+            }
+            if (0..i).any(|o| device_record(rom, layout, o).is_some_and(|d| d.overlaps(&device))) {
+                return Err(fault(Fault::DeviceShared(i)));
+            }
+        }
+    }
+    if next != layout.devices {
+        return Err(RomError {
+            place: Place::Header,
+            fault: Fault::BadRange(List::Devices),
+        });
+    }
+    Ok(())
+}
+
 /// Who serves a routed session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -469,6 +532,7 @@ pub struct Component<'a> {
     pub restart: Restart,
     provides: (u16, u16),
     routes: (u16, u16),
+    devices: (u16, u16),
     /// Its own configuration (empty when the scenario gives none).
     pub config: Table<'a>,
     /// The bytes of `config`'s tree (none without a config).
@@ -496,6 +560,16 @@ impl<'a> Component<'a> {
     /// Whether it provides `service`.
     pub fn provides_service(&self, service: &str) -> bool {
         self.provides().any(|s| s == service)
+    }
+
+    /// The devices it is given, in the order of the ROM: its I/O-port
+    /// ranges, then its IRQs.
+    pub fn devices(&self) -> Devices<'a> {
+        Devices {
+            rom: self.rom,
+            next: usize::from(self.devices.0),
+            end: usize::from(self.devices.0) + usize::from(self.devices.1),
+        }
     }
 
     /// Its routes, in the order of the ROM.
@@ -551,6 +625,7 @@ impl<'a> Component<'a> {
             restart: self.restart,
             provides: self.provides().map(String::from).collect(),
             routes,
+            devices: self.devices().collect(),
             config: self.config.to_entries(),
         }
     }
@@ -594,6 +669,27 @@ impl<'a> Iterator for Services<'a> {
             .service(list_entry(self.rom.bytes, self.list, self.next)?)?;
         self.next += 1;
         Some(service)
+    }
+}
+
+/// Iterator over a component's devices.
+#[derive(Clone, Debug)]
+pub struct Devices<'a> {
+    rom: Rom<'a>,
+    next: usize,
+    end: usize,
+}
+
+impl Iterator for Devices<'_> {
+    type Item = Device;
+
+    fn next(&mut self) -> Option<Device> {
+        if self.next >= self.end {
+            return None;
+        }
+        let device = device_record(self.rom.bytes, &self.rom.layout, self.next)?;
+        self.next += 1;
+        Some(device)
     }
 }
 

@@ -19,6 +19,7 @@ fn component(name: &str) -> ComponentSpec {
         restart: Restart::Never,
         provides: vec![],
         routes: vec![],
+        devices: vec![],
         config: vec![],
     }
 }
@@ -33,6 +34,13 @@ fn sample() -> Spec {
         max: 3,
         backoff_ms: 100,
     };
+    timer.devices = vec![
+        Device::IoPorts {
+            first: 0x40,
+            last: 0x43,
+        },
+        Device::Irq(0),
+    ];
     let mut sd = component("sd");
     sd.binary = s("sd-driver");
     sd.provides = vec![s("Block"), s("Sd_stats")];
@@ -41,6 +49,13 @@ fn sample() -> Spec {
         (s("Timer"), RouteSpec::Component(s("timer"))),
     ];
     sd.cpu = 1;
+    sd.devices = vec![
+        Device::IoPorts {
+            first: 0x1f0,
+            last: 0x1f7,
+        },
+        Device::Irq(14),
+    ];
     sd.priority = MAX_PRIORITY;
     let mut fs = component("fs");
     fs.ram_mib = 64;
@@ -409,11 +424,12 @@ fn header_faults() {
     assert_eq!(Rom::parse(b"PECANIMG"), header(Fault::BadMagic));
 
     let mut b = good.clone();
-    set_u32(&mut b, 8, 2);
-    assert_eq!(Rom::parse(&b), header(Fault::UnsupportedVersion(2)));
+    set_u32(&mut b, 8, 1);
+    assert_eq!(Rom::parse(&b), header(Fault::UnsupportedVersion(1)));
+    // One device record more than the components claim.
     let mut b = good.clone();
-    set_u16(&mut b, 26, 1);
-    assert_eq!(Rom::parse(&b), header(Fault::ReservedNotZero));
+    set_u16(&mut b, 26, 5);
+    assert!(Rom::parse(&b).is_err());
     let mut b = good.clone();
     set_u16(&mut b, 16, 65);
     assert_eq!(Rom::parse(&b), header(Fault::TooMany(65)));
@@ -459,7 +475,7 @@ fn record_faults() {
     set_u32(&mut b, record(0), u32::MAX - 2);
     assert_eq!(Rom::parse(&b), Err(at(c(0), Fault::BadString)));
     let mut b = good.clone();
-    b[record(1) + 48] = 1;
+    b[record(1) + 52] = 1;
     assert_eq!(
         Rom::parse(&b),
         Err(at(c(1), Fault::BadField(Field::Reserved)))
@@ -754,5 +770,84 @@ fn errors_read_well() {
     assert_eq!(
         EncodeError::Invalid(at(Place::Header, Fault::BadMagic)).to_string(),
         "config ROM: does not start with the magic \"PECANCFG\""
+    );
+}
+
+#[test]
+fn devices_round_trip_and_are_never_shared() {
+    let spec = sample();
+    let rom_bytes = encode(&spec).unwrap();
+    let rom = Rom::parse(&rom_bytes).unwrap();
+    let timer = rom.component(0).unwrap();
+    assert_eq!(
+        timer.devices().collect::<Vec<_>>(),
+        [
+            Device::IoPorts {
+                first: 0x40,
+                last: 0x43
+            },
+            Device::Irq(0)
+        ]
+    );
+    assert_eq!(rom.component(2).unwrap().devices().count(), 0);
+    assert_eq!(rom.to_spec(), spec);
+
+    let c = Place::Component;
+    // Another component asking for a port of the PIT, or for its IRQ.
+    let mut spec = sample();
+    spec.components[2].devices = vec![Device::IoPorts {
+        first: 0x43,
+        last: 0x43,
+    }];
+    assert_eq!(invalid(&spec), at(c(2), Fault::DeviceShared(4)));
+    let mut spec = sample();
+    spec.components[1].devices.push(Device::Irq(0));
+    assert_eq!(invalid(&spec), at(c(1), Fault::DeviceShared(4)));
+    // The same IRQ twice in one component.
+    let mut spec = sample();
+    spec.components[0].devices.push(Device::Irq(0));
+    assert_eq!(invalid(&spec), at(c(0), Fault::DeviceShared(2)));
+    // The kernel's serial console, the cascade, an IRQ past 15, an empty
+    // range, too many ranges, ports after IRQs.
+    let mut spec = sample();
+    spec.components[2].devices = vec![Device::IoPorts {
+        first: 0x3f0,
+        last: 0x3f8,
+    }];
+    assert_eq!(invalid(&spec), at(c(2), Fault::KernelPorts(4)));
+    for bad in [
+        Device::Irq(2),
+        Device::Irq(16),
+        Device::IoPorts { first: 9, last: 8 },
+    ] {
+        let mut spec = sample();
+        spec.components[2].devices = vec![bad];
+        assert_eq!(invalid(&spec), at(c(2), Fault::BadDevice(4)), "{bad:?}");
+    }
+    let mut spec = sample();
+    spec.components[2].devices = (0..5)
+        .map(|i| Device::IoPorts {
+            first: 0x100 + i,
+            last: 0x100 + i,
+        })
+        .collect();
+    assert_eq!(invalid(&spec), at(c(2), Fault::TooManyDevices));
+    let mut spec = sample();
+    spec.components[2].devices = vec![
+        Device::Irq(5),
+        Device::IoPorts {
+            first: 0x60,
+            last: 0x60,
+        },
+    ];
+    assert_eq!(invalid(&spec), at(c(2), Fault::TooManyDevices));
+
+    // Records that do not tile the table: the timer's range moved onto
+    // the driver's.
+    let mut b = rom_bytes.clone();
+    set_u16(&mut b, HEADER_SIZE + 48, 2);
+    assert_eq!(
+        Rom::parse(&b),
+        Err(at(c(0), Fault::BadRange(List::Devices)))
     );
 }

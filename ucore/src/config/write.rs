@@ -8,8 +8,8 @@ use core::fmt;
 
 use super::value::{self, ValueBuf};
 use super::{
-    Restart, Rom, RomError, COMPONENT_SIZE, HEADER_SIZE, MAGIC, MAX_COMPONENTS, MAX_SERVICES,
-    PARENT, VERSION,
+    Device, Restart, Rom, RomError, COMPONENT_SIZE, DEVICE_SIZE, HEADER_SIZE, MAGIC,
+    MAX_COMPONENTS, MAX_SERVICES, PARENT, VERSION,
 };
 
 /// A whole config, owned: what xtask's checker produces and [`encode`]
@@ -35,6 +35,9 @@ pub struct ComponentSpec {
     pub provides: Vec<String>,
     /// (session type, provider), in the order to store.
     pub routes: Vec<(String, RouteSpec)>,
+    /// Its devices: I/O-port ranges first, then IRQs (the order of its
+    /// capability slots, `abi::child::DEVICES`).
+    pub devices: Vec<Device>,
     /// The entries of its config table (stored sorted by key).
     pub config: Vec<(String, ValueBuf)>,
 }
@@ -150,6 +153,7 @@ pub fn encode(spec: &Spec) -> Result<Vec<u8>, EncodeError> {
     let mut table = Vec::with_capacity(spec.components.len() * COMPONENT_SIZE);
     let mut provides = Vec::new();
     let mut routes = Vec::new();
+    let mut devices = Vec::new();
     let mut config = Vec::new();
     for (index, c) in spec.components.iter().enumerate() {
         let mut record = [0u8; COMPONENT_SIZE];
@@ -189,6 +193,15 @@ pub fn encode(spec: &Spec) -> Result<Vec<u8>, EncodeError> {
             routes.extend_from_slice(&target.to_le_bytes());
         }
 
+        record[48..50].copy_from_slice(&u16_of(devices.len() / DEVICE_SIZE)?.to_le_bytes());
+        record[50..52].copy_from_slice(&u16_of(c.devices.len())?.to_le_bytes());
+        for device in &c.devices {
+            let (kind, a, b) = device.to_raw();
+            devices.extend_from_slice(&[kind, 0]);
+            devices.extend_from_slice(&a.to_le_bytes());
+            devices.extend_from_slice(&b.to_le_bytes());
+        }
+
         // A component without config stores none (length 0).
         let config_start = config.len();
         if !c.config.is_empty() {
@@ -213,6 +226,7 @@ pub fn encode(spec: &Spec) -> Result<Vec<u8>, EncodeError> {
         + parent.len()
         + provides.len()
         + routes.len()
+        + devices.len()
         + config.len()
         + pool.0.len();
     let mut rom = Vec::with_capacity(size);
@@ -225,7 +239,7 @@ pub fn encode(spec: &Spec) -> Result<Vec<u8>, EncodeError> {
         parent.len() / 2,
         provides.len() / 2,
         routes.len() / 4,
-        0,
+        devices.len() / DEVICE_SIZE,
     ] {
         rom.extend_from_slice(&u16_of(count)?.to_le_bytes());
     }
@@ -236,6 +250,7 @@ pub fn encode(spec: &Spec) -> Result<Vec<u8>, EncodeError> {
         &parent,
         &provides,
         &routes,
+        &devices,
         &config,
         &pool.0,
     ] {

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use ucore::config::{Restart, RouteSpec, ValueBuf};
+use ucore::config::{Device, Restart, RouteSpec, ValueBuf};
 
 use crate::scenario::{self, Scenario};
 
@@ -181,7 +181,7 @@ fn unknown_keys() {
         "colour = 120",
         "scenarios/t.toml:30:1: component \"fs\": unknown field `colour`, expected one of \
          `name`, `binary`, `ram_mib`, `caps`, `priority`, `cpu`, `provides`, `restart`, \
-         `routes`, `config`",
+         `routes`, `config`, `io_ports`, `irqs`",
     );
     refused(
         2,
@@ -601,6 +601,96 @@ fn too_many_session_types() {
         format!("scenarios/t.toml:2:{column}: S256: a scenario names at most 256 session types")
     );
     assert!(parse(&text.replace(", 'S256'", "")).is_ok());
+}
+
+#[test]
+fn devices() {
+    // Line 10 is the timer's `provides`; the driver "sd" has line 20.
+    let text = edit(
+        10,
+        "provides = [\"Timer\"]\nio_ports = [{ base = 0x40, count = 4 }]\nirqs = [0]",
+    );
+    let spec = parse(&text).unwrap().config.unwrap();
+    assert_eq!(
+        spec.components[0].devices,
+        [
+            Device::IoPorts {
+                first: 0x40,
+                last: 0x43
+            },
+            Device::Irq(0)
+        ]
+    );
+    assert!(spec.components[1].devices.is_empty());
+    let both = |sd: &str| {
+        edit(
+            10,
+            "provides = [\"Timer\"]\nio_ports = [{ base = 0x40, count = 4 }]\nirqs = [0, 8]",
+        )
+        .replacen(
+            "provides = [\"Block\"]",
+            &format!("provides = [\"Block\"]\n{sd}"),
+            1,
+        )
+    };
+    // Bad port ranges.
+    refused(
+        20,
+        "provides = [\"Block\"]\nio_ports = [{ base = 0x1f0, count = 0 }]",
+        "scenarios/t.toml:21:37: component \"sd\": io_ports[0]: count must be at least 1",
+    );
+    refused(
+        20,
+        "provides = [\"Block\"]\nio_ports = [{ base = 0xfffe, count = 4 }]",
+        "scenarios/t.toml:21:13: component \"sd\": io_ports[0]: 0xfffe + 4 ports go past \
+         0xffff, the last I/O port",
+    );
+    // The kernel's ports.
+    refused(
+        20,
+        "provides = [\"Block\"]\nio_ports = [{ base = 0x3f0, count = 9 }]",
+        "scenarios/t.toml:21:13: component \"sd\": io_ports[0]: ports 0x3f0..=0x3f8 reach \
+         0x3f8..=0x3ff, COM1, the kernel's serial console: no component may have them",
+    );
+    // Bad IRQs.
+    refused(
+        20,
+        "provides = [\"Block\"]\nirqs = [16]",
+        "scenarios/t.toml:21:9: component \"sd\": irqs[0]: 16 is not an ISA IRQ (0 to 15)",
+    );
+    refused(
+        20,
+        "provides = [\"Block\"]\nirqs = [1, 2]",
+        "scenarios/t.toml:21:12: component \"sd\": irqs[1]: 2 is the 8259 cascade, which no \
+         device raises",
+    );
+    // Shared with another component, or twice in one.
+    assert_eq!(
+        error(&both("io_ports = [{ base = 0x43, count = 1 }]\nirqs = [8]")),
+        "scenarios/t.toml:23:13: component \"sd\": io_ports[0]: ports 0x43..=0x43: already \
+         given to component \"timer\" (io_ports[0] = ports 0x40..=0x43, line 11): a device has \
+         one driver\n\
+         scenarios/t.toml:24:9: component \"sd\": irqs[0]: IRQ 8: already given to component \
+         \"timer\" (irqs[1] = IRQ 8, line 12): a device has one driver"
+    );
+    refused(
+        20,
+        "provides = [\"Block\"]\nirqs = [5, 5]",
+        "scenarios/t.toml:21:12: component \"sd\": irqs[1]: IRQ 5: already given to this \
+         component (irqs[0] = IRQ 5, line 21): a device has one driver",
+    );
+    // Too many.
+    refused(
+        20,
+        "provides = [\"Block\"]\nirqs = [1, 3, 4, 5, 6]",
+        "scenarios/t.toml:21:21: component \"sd\": irqs: 5 entries, at most 4",
+    );
+    refused(
+        20,
+        "provides = [\"Block\"]\nio_ports = [{ base = 0x1f0, count = 9, bus = 1 }]",
+        "scenarios/t.toml:21:40: component \"sd\": io_ports: unknown field `bus`, expected \
+         `base` or `count`",
+    );
 }
 
 #[test]
