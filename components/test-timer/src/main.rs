@@ -12,7 +12,12 @@
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
-use rt::abi::child;
+extern crate alloc;
+
+use alloc::vec::Vec;
+
+use rt::abi::caddr::own;
+use rt::abi::{child, Error};
 use rt::println;
 use rt::session::timer::{self, Timer, TimerError, TimerService};
 use rt::session::{open, OpenError, REFUSED_FULL};
@@ -164,12 +169,16 @@ fn refused(t: &Timer, c: &mut Checks) -> Result<(), TimerError> {
     // Sessions until the provider is full (its slots; `caps = 32` here
     // leaves room to get there).
     let mut more = 0;
+    let mut extra = Vec::new();
     let full = loop {
         if more == 20 {
             break None;
         }
         match open::<TimerService>(child::FIRST_FREE + 2 + more) {
-            Ok(_) => more += 1,
+            Ok(s) => {
+                extra.push(s);
+                more += 1
+            }
             Err(e) => break Some(e),
         }
     };
@@ -180,6 +189,35 @@ fn refused(t: &Timer, c: &mut Checks) -> Result<(), TimerError> {
     c.expect(
         "a full provider refuses",
         full == Some(OpenError::Provider(REFUSED_FULL)),
+    );
+    // Closing gives the provider's entry back: a session with a running
+    // periodic timeout, closed, loses its notification (the provider
+    // revokes it) and the next open succeeds.
+    if let Some(last) = extra.pop() {
+        c.expect("close", last.close().is_ok());
+    }
+    let (session_slot, notification_slot) = (child::FIRST_FREE + 18, child::FIRST_FREE + 19);
+    let closed = match Timer::open(session_slot, notification_slot) {
+        Ok(t2) => {
+            let set = t2.periodic(MIN_PERIOD_US).is_ok();
+            let closed = t2.close().is_ok();
+            let polled = syscall::poll(own(notification_slot));
+            let gone = polled == Err(Error::EmptySlot);
+            if !(set && closed && gone) {
+                println!(
+                    "test-timer: periodic set {set}, closed {closed}, poll after close {polled:?}"
+                );
+            }
+            set && closed && gone
+        }
+        Err(_) => false,
+    };
+    c.expect("a closed session's notification is revoked", closed);
+    let reopened = open::<TimerService>(session_slot).is_ok();
+    c.expect("open after a close", reopened);
+    println!(
+        "test-timer: a closed session's entry serves the next one: {}",
+        if closed && reopened { "yes" } else { "NO" }
     );
     // Still serving.
     let before = t.now()?;

@@ -142,6 +142,13 @@ impl Timer {
         }
     }
 
+    /// Closes the session (`Session::close`): the provider cancels its
+    /// timeouts and revokes its notification, so the copy in this
+    /// component's slot goes too (a later `Wait` on it fails).
+    pub fn close(self) -> Result<(), Error> {
+        self.session.close().map(drop)
+    }
+
     /// The session's notification (read-only).
     pub fn notification(&self) -> CapSlot {
         self.notification
