@@ -247,8 +247,9 @@ fn ioapic_pit() -> ! {
     }
 
     check("mask", ioapic::mask(gsi));
-    // An interrupt the local APIC accepted before the mask may still land.
-    wait_10ms_steps(1, || false);
+    // An interrupt the local APIC accepted before the mask may still land
+    // (late on a loaded host: see the level test below).
+    wait_10ms_steps(5, || false);
     let masked_at = ioapic::interrupt_count(gsi);
     wait_10ms_steps(10, || false);
     let masked_more = ioapic::interrupt_count(gsi) - masked_at;
@@ -258,7 +259,6 @@ fn ioapic_pit() -> ! {
         ));
     }
 
-    pit::channel0_one_shot(PIT_TICKS_10MS);
     let level = ioapic::Line {
         gsi,
         polarity: ioapic::Polarity::ActiveHigh,
@@ -266,11 +266,22 @@ fn ioapic_pit() -> ! {
     };
     check("route as level", ioapic::route(level, vector));
     check("unmask", ioapic::unmask(gsi));
-    wait_10ms_steps(3, || false);
-    let first = ioapic::interrupt_count(gsi);
+    // The one-shot only now, so that its rising edge finds the line routed
+    // as level-triggered whatever the host's delays.
+    pit::channel0_one_shot(PIT_TICKS_10MS);
+    // Waits poll for the interrupt for up to a second: without icount,
+    // QEMU raises the PIT's line from its main loop, which a loaded host
+    // can delay well past the 10 ms that channel 2 (read directly) counts.
+    // A second interrupt without an unmask would come within the 20 ms
+    // after the first.
+    let level_count = || ioapic::interrupt_count(gsi);
+    wait_10ms_steps(100, || level_count() >= 1);
+    wait_10ms_steps(2, || false);
+    let first = level_count();
     check("unmask again", ioapic::unmask(gsi));
+    wait_10ms_steps(100, || level_count() >= 2);
     wait_10ms_steps(1, || false);
-    let second = ioapic::interrupt_count(gsi);
+    let second = level_count();
     cpu::disable_interrupts();
     if (first, second) != (1, 2) {
         fail(format_args!(
