@@ -45,6 +45,12 @@ pub struct Header {
     pub asid: u64,
     /// Physical address of the first free pool page, 0 if none.
     free_head: u64,
+    /// The CPUs (bit per index) that may have loaded this space: those of
+    /// every thread configured with it, marked when a thread gets it
+    /// ([`note_cpu`]) or moves to another CPU; never cleared. TLB
+    /// shootdown asks only these (`smp::shootdown`). A superset of the
+    /// CPUs that ran it, kept off the switch paths on purpose.
+    pub cpus: u64,
 }
 
 /// Most address spaces that can exist at once.
@@ -115,6 +121,7 @@ pub fn init(space: u64, size_bits: u64) {
         refs: 1,
         asid,
         free_head,
+        cpus: 0,
     };
 }
 
@@ -131,6 +138,7 @@ pub fn destroy(space: u64) {
         }
     }
     h.asid = 0;
+    crate::smp::drop_space(space, h.cpus);
     if cpu::read_cr3() == space {
         // SAFETY: the kernel's page table maps the kernel like every space.
         unsafe { cpu::write_cr3(mm::kernel_page_table()) };
@@ -254,7 +262,15 @@ pub fn unmap_cap(frame: &Capability) {
         Some(t) if t.phys == frame.object && t.size == frame_size(frame.kind) => {}
         _ => return,
     }
-    if table.unmap(&mut pool, vaddr).is_ok() && cpu::read_cr3() == space {
-        cpu::invlpg(vaddr);
+    if table.unmap(&mut pool, vaddr).is_ok() {
+        if cpu::read_cr3() == space {
+            cpu::invlpg(vaddr);
+        }
+        crate::smp::shootdown(space, header(space).cpus, vaddr);
     }
+}
+
+/// A thread on CPU `cpu` may load address space `space` from now on.
+pub fn note_cpu(space: u64, cpu: u32) {
+    header(space).cpus |= 1 << (cpu & 63);
 }

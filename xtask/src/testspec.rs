@@ -7,6 +7,8 @@
 //! cmdline = "pecan.selftest=timer"    # optional: appended to the scenario's cmdline
 //! smp = 1                             # optional (default: the scenario's)
 //! memory_mib = 256                    # optional (default: the scenario's)
+//! icount = true                       # optional (default false): TCG with -icount, so the
+//!                                     # TSC counts instructions (latency bounds in ticks)
 //! timeout_secs = 30                   # required
 //! expect = ["regex one", "regex two"] # required: in this order in the serial output;
 //!                                     # an array in the list, ["a", "b"], matches in any order
@@ -56,6 +58,8 @@ struct Raw {
     cmdline: Option<String>,
     smp: Option<Spanned<u32>>,
     memory_mib: Option<Spanned<u32>>,
+    #[serde(default)]
+    icount: bool,
     timeout_secs: Spanned<u64>,
     expect: Vec<Spanned<RawStep>>,
     #[serde(default)]
@@ -121,6 +125,8 @@ pub struct TestSpec {
     /// scenario's, see [`TestSpec::machine`]).
     pub smp: Option<u32>,
     pub memory_mib: Option<u32>,
+    /// Boot with `-icount` (the TSC counts instructions).
+    pub icount: bool,
     pub timeout: Duration,
     pub expect: Vec<Step>,
     pub forbid: Vec<Pattern>,
@@ -236,6 +242,7 @@ pub fn parse(path: &Path, text: &str) -> Result<TestSpec> {
         cmdline: raw.cmdline.unwrap_or_default(),
         smp,
         memory_mib,
+        icount: raw.icount,
         timeout: Duration::from_secs(raw.timeout_secs.into_inner()),
         expect: steps(raw.expect)?,
         forbid: compile(raw.forbid)?,
