@@ -72,6 +72,7 @@ pub struct BigLock {
 }
 
 impl BigLock {
+    pub const OFFSET_NEXT: usize = core::mem::offset_of!(BigLock, next);
     pub const OFFSET_SERVING: usize = core::mem::offset_of!(BigLock, serving);
 }
 
@@ -137,23 +138,18 @@ fn unlock_now() {
     BKL.serving.fetch_add(1, Ordering::Release);
 }
 
-/// Called by `syscall_entry_locked` before the ordinary entry: takes the
-/// lock, then says whether the caller may go on (0). While it waited,
-/// another CPU may have destroyed it (1: `PerCpu::current` is null, the
-/// registers go nowhere) or stopped it, or taken its address space (2: the
-/// entry stores a complete frame that restarts the `syscall` instruction
-/// when it runs again, and calls [`smp_syscall_stopped`]).
+/// Called by `syscall_entry_locked` when its ticket is not served yet:
+/// waits for it, serving requests meanwhile.
 #[unsafe(no_mangle)]
-extern "C" fn smp_lock_from_syscall() -> u64 {
-    lock();
-    match crate::thread::current() {
-        None => 1,
-        Some(t) if crate::thread::can_return_directly(t) => 0,
-        Some(_) => 2,
+extern "C" fn smp_wait_ticket(ticket: u32) {
+    while BKL.serving.load(Ordering::Acquire) != ticket {
+        serve_requests_now();
+        core::hint::spin_loop();
     }
 }
 
-/// The end of a system call that never started (see above).
+/// The end of a system call whose caller another CPU destroyed or
+/// stopped while it entered (`syscall_entry_locked`); the lock is held.
 #[unsafe(no_mangle)]
 extern "C" fn smp_syscall_stopped() -> ! {
     match crate::thread::current() {

@@ -28,6 +28,8 @@ pub struct PerCpu {
     /// leaves it here and stores it into the thread's frame only when the
     /// thread stops running (see `syscall_entry.s`).
     pub scratch: u64,
+    /// A second word for the locked syscall entry (`syscall_entry.s`).
+    pub scratch2: u64,
     /// This block's own address, so Rust code can find it without reading
     /// the GS_BASE MSR.
     self_ptr: *mut PerCpu,
@@ -54,6 +56,7 @@ pub struct PerCpu {
 /// Offsets of the fields the assembly entry paths reach through GS.
 pub const OFFSET_KERNEL_STACK_TOP: usize = core::mem::offset_of!(PerCpu, kernel_stack_top);
 pub const OFFSET_SCRATCH: usize = core::mem::offset_of!(PerCpu, scratch);
+pub const OFFSET_SCRATCH2: usize = core::mem::offset_of!(PerCpu, scratch2);
 pub const OFFSET_CURRENT: usize = core::mem::offset_of!(PerCpu, current);
 pub const OFFSET_TABLES: usize = core::mem::offset_of!(PerCpu, tables);
 pub const OFFSET_FPU_LIVE: usize = core::mem::offset_of!(PerCpu, fpu_live);
@@ -79,6 +82,7 @@ pub static CPUS: [StaticCell<PerCpu>; MAX_CPUS] = [const {
     StaticCell::new(PerCpu {
         kernel_stack_top: 0,
         scratch: 0,
+        scratch2: 0,
         self_ptr: core::ptr::null_mut(),
         own_run_queue: core::ptr::null_mut(),
         current: core::ptr::null_mut(),

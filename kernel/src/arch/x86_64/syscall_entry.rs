@@ -28,8 +28,8 @@
 //! `syscall_entry` for a machine with one CPU online, and
 //! `syscall_entry_locked_body`, which releases the big kernel lock
 //! (`smp.rs`) before each `sysretq`, behind `syscall_entry_locked`, which
-//! takes it first (and handles a caller that another CPU destroyed or
-//! stopped while it waited). The boot picks one for `LSTAR`, so one CPU
+//! takes it first in a few instructions (and handles a caller that
+//! another CPU destroyed or stopped while it entered). The boot picks one for `LSTAR`, so one CPU
 //! pays nothing. The fast path's run-queue check reads this CPU's queue
 //! GS-relative (`PerCpu::run_queue`).
 //!
@@ -274,6 +274,8 @@ core::arch::global_asm!(
     pc_run_queue = const percpu::OFFSET_RUN_QUEUE,
     bkl = sym crate::smp::BKL,
     bkl_serving = const crate::smp::BigLock::OFFSET_SERVING,
+    bkl_next = const crate::smp::BigLock::OFFSET_NEXT,
+    pc_scratch2 = const percpu::OFFSET_SCRATCH2,
     rq_summary = const thread::RUN_QUEUE_SUMMARY,
     rq_nonempty = const thread::RUN_QUEUE_NONEMPTY,
     pc_kernel_stack_top = const percpu::OFFSET_KERNEL_STACK_TOP,

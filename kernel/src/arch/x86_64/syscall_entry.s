@@ -195,6 +195,7 @@
 .p2align 4
 syscall_entry\sfx:
     swapgs
+syscall_entry\sfx\()_gs:
     cmp ${sys_call}, %rax
     je syscall_fast_call\sfx
     cmp ${sys_reply_recv}, %rax
@@ -375,19 +376,44 @@ SE_BODY , 0
 SE_BODY _locked_body, 1
 
 # The syscall entry while several CPUs are online: take the big kernel lock
-# (smp_lock_from_syscall, on this CPU's kernel stack, with the argument
-# registers and rcx/r11 kept there), then the ordinary entry with every
-# register as the CPU left it. While this CPU waited for the lock another
-# one may have destroyed the caller (result 1: nothing to store) or stopped
-# it (2): then its frame is completed so that it restarts the `syscall`
-# instruction (rip - 2) when it runs again, and smp_syscall_stopped
-# schedules.
+# (a ticket: `lock xadd`, then compare with `serving`), then the ordinary
+# entry (after its swapgs) with every register as the CPU left it. rax and
+# rdx wait in PerCpu::scratch / scratch2 meanwhile (the general path puts
+# the user rsp into scratch only later). A ticket not served yet waits in
+# smp_wait_ticket (out of line, on the kernel stack, serving the holder's
+# requests). With the lock, the caller must still be this CPU's running
+# thread in the loaded address space: while it entered, another CPU may
+# have destroyed it (current null: its registers go nowhere) or stopped it
+# or taken its address space: then its frame is completed so that it
+# restarts the `syscall` instruction (rip - 2) when it runs again, and
+# smp_syscall_stopped schedules.
 .p2align 4
 syscall_entry_locked:
     swapgs
-    mov %rsp, %gs:{pc_scratch}
+    mov %rax, %gs:{pc_scratch}
+    mov $1, %eax
+    lock xadd %eax, {bkl}+{bkl_next}(%rip)
+    cmp %eax, {bkl}+{bkl_serving}(%rip)
+    jne .Lse_locked_wait
+.Lse_locked_have:
+    mov %rdx, %gs:{pc_scratch2}
+    mov %gs:{pc_current}, %rdx
+    test %rdx, %rdx
+    jz .Lse_locked_check
+    cmpb ${st_running}, {t_state}(%rdx)
+    jne .Lse_locked_check
+    cmpq ${obj_address_space}, {t_vspace_kind}(%rdx)
+    jne .Lse_locked_check
+    mov %cr3, %rax
+    cmp {t_vspace_object}(%rdx), %rax
+    jne .Lse_locked_check
+    mov %gs:{pc_scratch2}, %rdx
+    mov %gs:{pc_scratch}, %rax
+    jmp syscall_entry_locked_body_gs
+
+.Lse_locked_wait:
+    mov %rsp, %gs:{pc_scratch2}
     mov %gs:{pc_kernel_stack_top}, %rsp
-    push %rax
     push %rdi
     push %rsi
     push %rdx
@@ -396,11 +422,8 @@ syscall_entry_locked:
     push %r9
     push %rcx
     push %r11
-    sub $8, %rsp                            # 16-byte alignment for the call
-    call smp_lock_from_syscall
-    add $8, %rsp
-    test %rax, %rax
-    jnz .Lse_locked_stopped
+    mov %eax, %edi
+    call smp_wait_ticket                    # 8 pushes: rsp stays 16-aligned
     pop %r11
     pop %rcx
     pop %r9
@@ -409,38 +432,29 @@ syscall_entry_locked:
     pop %rdx
     pop %rsi
     pop %rdi
-    pop %rax
-    mov %gs:{pc_scratch}, %rsp
-    swapgs
-    jmp syscall_entry_locked_body
-.Lse_locked_stopped:
-    cmp $1, %rax
-    je .Lse_locked_gone
+    mov %gs:{pc_scratch2}, %rsp
+    jmp .Lse_locked_have
+
+.Lse_locked_check:
+    mov %gs:{pc_scratch2}, %rdx
     mov %gs:{pc_current}, %rax
-    mov 0(%rsp), %rcx
-    mov %rcx, {f_rflags}(%rax)
-    mov %rcx, {f_r11}(%rax)
-    mov 8(%rsp), %rcx
+    test %rax, %rax
+    jz .Lse_locked_gone
     mov %rcx, {f_rcx}(%rax)
     sub $2, %rcx                            # back to the syscall instruction
     mov %rcx, {f_rip}(%rax)
-    mov 16(%rsp), %rcx
-    mov %rcx, {f_r9}(%rax)
-    mov 24(%rsp), %rcx
-    mov %rcx, {f_r8}(%rax)
-    mov 32(%rsp), %rcx
-    mov %rcx, {f_r10}(%rax)
-    mov 40(%rsp), %rcx
-    mov %rcx, {f_rdx}(%rax)
-    mov 48(%rsp), %rcx
-    mov %rcx, {f_rsi}(%rax)
-    mov 56(%rsp), %rcx
-    mov %rcx, {f_rdi}(%rax)
-    mov 64(%rsp), %rcx
+    mov %r11, {f_r11}(%rax)
+    mov %r11, {f_rflags}(%rax)
+    mov %rdi, {f_rdi}(%rax)
+    mov %rsi, {f_rsi}(%rax)
+    mov %rdx, {f_rdx}(%rax)
+    mov %r10, {f_r10}(%rax)
+    mov %r8, {f_r8}(%rax)
+    mov %r9, {f_r9}(%rax)
+    mov %rsp, {f_rsp}(%rax)
+    mov %gs:{pc_scratch}, %rcx
     mov %rcx, {f_rax}(%rax)
     SE_SAVE_CALLEE_SAVED %rax
-    mov %gs:{pc_scratch}, %rcx
-    mov %rcx, {f_rsp}(%rax)
     movq $0, {f_vector}(%rax)               # resumed with iretq
 .Lse_locked_gone:
     mov %gs:{pc_kernel_stack_top}, %rsp
