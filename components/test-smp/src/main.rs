@@ -7,6 +7,9 @@
 //! | `pingpong-per-cpu` | a client and a server thread on each CPU, all pairs started at once, [`ROUNDS`] calls each; every client finishes (its exit code: CPU and ticks per round trip, printed) |
 //! | `cross-cpu-call` | the main thread on CPU 0 calls a server on CPU 1 [`ROUNDS`] times; every answer is right, and the one-way time (half a round trip, printed) is far below a timer period: the remote CPU is woken by an IPI, not by its next tick |
 //! | `unmap-reaches-other-cpu` | a thread on CPU 1 writes a page in a loop; the main thread unmaps it; the writer's next write faults (a stale TLB entry on CPU 1 would let it write on and the fault would never come) |
+//! | `move-running` | a thread spinning on CPU 1 (counting) is moved to CPU 0 and back while it runs, suspended (the count stands still), resumed (it counts again); each step is printed (`test-smp: spinner STEP: Ok(true)`) |
+//! | `destroy-running` | the spinning thread is destroyed while it runs on CPU 1: the count stands still, the kernel carries on |
+//! | `fpu-moves-with-thread` | a thread keeps a value in `xmm0`, checks it 20 000 times, moves itself to the other CPU (its state live on the one it leaves), 20 times between CPU 1 and CPU 0, where the main thread waits with another value in its own `xmm0`: neither ever sees a foreign value |
 //!
 //! The argument is the number of CPUs the machine has; with one, the
 //! cross-CPU checks are reported as skipped. Ticks are TSC ticks: under
@@ -15,6 +18,8 @@
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
+
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use rt::abi::caddr::own;
 use rt::abi::child;
@@ -39,12 +44,16 @@ const ONE_WAY_BOUND: u64 = 1_000_000;
 /// stacks, the shared page.
 const FAULT_EP: u64 = child::FIRST_FREE as u64;
 const EPS: u64 = FAULT_EP + 1; // MAX_CPUS + 1
-const THREADS: u64 = EPS + MAX_CPUS + 1; // 2 * MAX_CPUS + 2
-const PROBE: u64 = THREADS + 2 * MAX_CPUS + 2;
+const THREADS: u64 = EPS + MAX_CPUS + 1; // THREAD_COUNT
+const PROBE: u64 = THREADS + THREAD_COUNT;
 const STACKS: u64 = PROBE + 1; // one per thread
-const PAGE: u64 = STACKS + 2 * MAX_CPUS + 2;
+const PAGE: u64 = STACKS + THREAD_COUNT;
 const PAGE_COPY: u64 = PAGE + 1;
-const THREAD_COUNT: u64 = 2 * MAX_CPUS + 2;
+/// A pair per CPU, the cross-CPU server, the writer, the spinner, the
+/// FPU keeper.
+const THREAD_COUNT: u64 = 2 * MAX_CPUS + 4;
+const SPINNER: u64 = 2 * MAX_CPUS + 2;
+const KEEPER: u64 = 2 * MAX_CPUS + 3;
 
 const STACK_PAGES: u64 = 1;
 const STACK_VA: u64 = 0x0000_5300_0000_0000;
@@ -74,6 +83,8 @@ fn main(machine_cpus: u64) -> i32 {
     } else {
         cross_cpu_call(&mut t);
         unmap_reaches_other_cpu(&mut t);
+        move_and_destroy_running(&mut t);
+        fpu_moves_with_thread(&mut t);
     }
     // The servers wait for calls forever: stop them (the machine powers
     // off when no thread is left waiting).
@@ -273,7 +284,141 @@ fn unmap_reaches_other_cpu(t: &mut Checks) {
         "unmap-reaches-other-cpu",
         ok,
         format_args!(
-            "unmap {unmapped:?}, report {fault:?}, value {after_unmap} after unmap, {at_fault} at the fault"
+            "unmap {unmapped:?}, report {fault:?}, value {after_unmap} after unmap, {at_fault} at \
+             the fault"
+        ),
+    );
+}
+
+/// Counted by the spinner.
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn spinner(_: u64) -> ! {
+    // The only writer: a plain load and store (a `lock`ed add in a tight
+    // loop is very slow under QEMU's TCG with several vCPUs).
+    loop {
+        COUNTER.store(COUNTER.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+}
+
+/// Lets the other threads run for a while: a call to the cross-CPU server
+/// on CPU 1 blocks this thread (its CPU may run others or idle) until that
+/// server gets its CPU. (Not a spin: under QEMU's round-robin TCG a vCPU
+/// that spins keeps the host thread for its whole time slice.)
+fn let_others_run() {
+    let _ = syscall::call(EPS + MAX_CPUS, MsgInfo(1), [0; 4]);
+}
+
+/// Whether the spinner counts (within 20 waits).
+fn counting() -> bool {
+    let before = COUNTER.load(Ordering::Relaxed);
+    (0..20).any(|_| {
+        let_others_run();
+        COUNTER.load(Ordering::Relaxed) != before
+    })
+}
+
+/// Whether the count stands still over a while (after the spinner was
+/// stopped: the IPI that stops it has long arrived after the first wait).
+fn standing_still() -> bool {
+    let_others_run();
+    let before = COUNTER.load(Ordering::Relaxed);
+    for _ in 0..5 {
+        let_others_run();
+    }
+    COUNTER.load(Ordering::Relaxed) == before
+}
+
+fn move_and_destroy_running(t: &mut Checks) {
+    let thread = THREADS + SPINNER;
+    let set = |cpu: u32| syscall::thread_set_sched_params(thread, child::PRIORITY, cpu);
+    type Step<'a> = (&'a str, &'a dyn Fn() -> Result<bool, Error>);
+    let plan: [Step; 6] = [
+        ("started on CPU 1", &|| {
+            start(SPINNER, 1, spinner, 0).map(|()| counting())
+        }),
+        ("moved to CPU 0", &|| set(0).map(|()| counting())),
+        ("moved back to CPU 1", &|| set(1).map(|()| counting())),
+        ("suspended", &|| {
+            syscall::thread_suspend(thread).map(|()| standing_still())
+        }),
+        ("resumed", &|| {
+            syscall::thread_resume(thread).map(|()| counting())
+        }),
+        ("destroyed", &|| {
+            // SAFETY: the slot holds the spinner's thread, which nothing
+            // else uses.
+            unsafe { syscall::cap_delete(own(thread as u32)) }.map(|()| standing_still())
+        }),
+    ];
+    let steps = plan.map(|(name, step)| {
+        let result = step();
+        println!("test-smp: spinner {name}: {result:?}");
+        (name, result)
+    });
+    let failed = steps.iter().find(|(_, r)| *r != Ok(true));
+    let (moved, destroyed) = (&steps[..5], &steps[5]);
+    let moved_failed = moved.iter().find(|(_, r)| *r != Ok(true));
+    t.expect(
+        "move-running",
+        moved_failed.is_none(),
+        format_args!("{:?}", moved_failed),
+    );
+    t.expect(
+        "destroy-running",
+        destroyed.1 == Ok(true),
+        format_args!("{:?} (first failure: {failed:?})", destroyed.1),
+    );
+}
+
+/// Keeps `pattern` in xmm0 and checks it [`KEEPER_ROUNDS`] times per
+/// CPU, moving itself between CPU 1 and CPU 0 [`KEEPER_MOVES`] times (its
+/// state is live on the CPU it leaves); exits with 1 if xmm0 never
+/// changed, 2 if it did, 3 if a move failed.
+extern "C" fn keeper(pattern: u64) -> ! {
+    // SAFETY: writes xmm0 only, which nothing else in this thread uses
+    // (the components are soft-float).
+    unsafe { core::arch::asm!("movq xmm0, {}", in(reg) pattern, options(nomem, nostack)) };
+    for step in 0..KEEPER_MOVES {
+        for _ in 0..KEEPER_ROUNDS {
+            let now: u64;
+            // SAFETY: reads xmm0 only.
+            unsafe { core::arch::asm!("movq {}, xmm0", out(reg) now, options(nomem, nostack)) };
+            if now != pattern {
+                syscall::thread_exit(2);
+            }
+        }
+        let cpu = (step % 2) as u32; // 0, 1, 0, ...: it starts on 1
+        if syscall::thread_set_sched_params(THREADS + KEEPER, child::PRIORITY, cpu).is_err() {
+            syscall::thread_exit(3);
+        }
+    }
+    syscall::thread_exit(1)
+}
+
+const KEEPER_ROUNDS: u64 = 20_000;
+const KEEPER_MOVES: u64 = 20;
+
+fn fpu_moves_with_thread(t: &mut Checks) {
+    let mine = 0x5a5a_1234_8765_a5a5u64;
+    // SAFETY: this thread's own xmm0, which nothing else here uses.
+    unsafe { core::arch::asm!("movq xmm0, {}", in(reg) mine, options(nomem, nostack)) };
+    if let Err(e) = start(KEEPER, 1, keeper, 0x0123_4567_89ab_cdef) {
+        t.expect("fpu-moves-with-thread", false, format_args!("start: {e:?}"));
+        return;
+    }
+    // Half of its turns the keeper shares CPU 0 with this thread, which
+    // waits here with its own value live (or saved) meanwhile.
+    let result = report().map(|(label, words)| (label, words[0] & 0xffff_ffff));
+    let kept: u64;
+    // SAFETY: reads this thread's own xmm0.
+    unsafe { core::arch::asm!("movq {}, xmm0", out(reg) kept, options(nomem, nostack)) };
+    println!("test-smp: FPU keeper moved {KEEPER_MOVES} times while it checked xmm0");
+    t.expect(
+        "fpu-moves-with-thread",
+        result == Ok((LABEL_EXIT, 1)) && kept == mine,
+        format_args!(
+            "report {result:?} (1: kept, 2: changed, 3: a move failed), main's xmm0 {kept:#x}"
         ),
     );
 }
