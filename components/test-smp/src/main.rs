@@ -12,12 +12,23 @@
 //! | `fpu-moves-with-thread` | a thread keeps a value in `xmm0`, checks it 20 000 times, moves itself to the other CPU (its state live on the one it leaves), 20 times between CPU 1 and CPU 0, where the main thread waits with another value in its own `xmm0`: neither ever sees a foreign value |
 //!
 //! The argument is the number of CPUs the machine has; with one, the
-//! cross-CPU checks are reported as skipped. Ticks are TSC ticks: under
+//! cross-CPU checks are reported as skipped.
+//!
+//! For the benchmark lab (`scenarios/smp-bench-N.toml`, `bench` catalog) it
+//! prints `BENCH` lines: `smp-pingpong-Ncpu` (each client's ticks per
+//! round trip, averaged over each 100 calls: [`PINGPONG_SAMPLES`] samples
+//! per CPU) and, with two CPUs or more, `ipc-cross-cpu-0w` (half of each
+//! cross-CPU round trip after a warm-up). Ticks are TSC ticks: under
 //! `-icount` (the tests that bound latency use it) instructions, and a
 //! timer period (10 ms) is 10 000 000 of them.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
+
+extern crate alloc;
+
+use alloc::format;
+use alloc::string::String;
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -36,6 +47,15 @@ rt::entry!(main);
 const MAX_CPUS: u64 = 8;
 /// Calls per client.
 const ROUNDS: u64 = 2000;
+/// Ping-pong samples per client: one per 100 calls.
+const PINGPONG_SAMPLES: usize = (ROUNDS / 100) as usize;
+/// Each client's samples (ticks per round trip over 100 calls), by CPU.
+static PINGPONG: [[AtomicU64; PINGPONG_SAMPLES]; MAX_CPUS as usize] =
+    [const { [const { AtomicU64::new(0) }; PINGPONG_SAMPLES] }; MAX_CPUS as usize];
+
+/// Cross-CPU samples reported (the first calls after the warm-up one).
+const CROSS_SAMPLES: usize = 64;
+
 /// One-way cross-CPU bound: a tenth of a timer period under icount.
 const ONE_WAY_BOUND: u64 = 1_000_000;
 
@@ -187,6 +207,40 @@ fn pingpong_per_cpu(t: &mut Checks, cpus: u64) {
         finished == cpus,
         format_args!("{finished} of {cpus} clients finished"),
     );
+    let mut samples = [0u64; PINGPONG_SAMPLES * MAX_CPUS as usize];
+    for (i, s) in samples
+        .iter_mut()
+        .enumerate()
+        .take(PINGPONG_SAMPLES * cpus as usize)
+    {
+        *s = PINGPONG[i / PINGPONG_SAMPLES][i % PINGPONG_SAMPLES].load(Ordering::Relaxed);
+    }
+    let name = format!("smp-pingpong-{cpus}cpu");
+    let what = format!(
+        "ping-pong round trip (Call + ReplyRecv) of a client and a server thread on each of \
+         {cpus} CPUs, all pairs started together, {ROUNDS} calls each; ticks per round trip \
+         over each 100 calls, per CPU"
+    );
+    bench_line(&name, &what, &samples[..PINGPONG_SAMPLES * cpus as usize]);
+}
+
+/// Prints one `BENCH` line (ticks).
+fn bench_line(name: &str, what: &str, samples: &[u64]) {
+    let mut line = String::new();
+    let mut scratch = [0u64; PINGPONG_SAMPLES * MAX_CPUS as usize];
+    let n = samples.len().min(scratch.len());
+    if bench::report(
+        &mut line,
+        name,
+        what,
+        bench::Unit::Ticks,
+        &samples[..n],
+        &mut scratch,
+    )
+    .is_ok()
+    {
+        let _ = syscall::debug_write(line.as_bytes());
+    }
 }
 
 /// Answers every call on endpoint `ep` with its word 0 + 1.
@@ -204,10 +258,17 @@ extern "C" fn server(ep: u64) -> ! {
 extern "C" fn client(arg: u64) -> ! {
     let (ep, cpu) = (arg & 0xff, arg >> 8);
     let start = syscall::rdtsc();
+    let mut last = start;
     for i in 0..ROUNDS {
         match syscall::call(ep, MsgInfo(1), [i, 0, 0, 0]) {
             Ok((_, words)) if words[0] == i + 1 => {}
             _ => syscall::thread_exit(-1),
+        }
+        if i % 100 == 99 {
+            let now = syscall::rdtsc();
+            PINGPONG[cpu as usize % MAX_CPUS as usize][(i / 100) as usize % PINGPONG_SAMPLES]
+                .store((now - last) / 100, Ordering::Relaxed);
+            last = now;
         }
     }
     let per = ((syscall::rdtsc() - start) / ROUNDS).min(0xff_ffff);
@@ -225,12 +286,25 @@ fn cross_cpu_call(t: &mut Checks) {
     let _ = syscall::call(ep, MsgInfo(1), [0, 0, 0, 0]);
     let start = syscall::rdtsc();
     let mut right = 0;
+    let mut samples = [0u64; CROSS_SAMPLES];
     for i in 0..ROUNDS {
+        let t0 = syscall::rdtsc();
         if let Ok((_, words)) = syscall::call(ep, MsgInfo(1), [i, 0, 0, 0]) {
             right += u64::from(words[0] == i + 1);
         }
+        let t1 = syscall::rdtsc();
+        if let Some(s) = samples.get_mut(i as usize) {
+            *s = (t1 - t0) / 2;
+        }
     }
     let one_way = (syscall::rdtsc() - start) / ROUNDS / 2;
+    bench_line(
+        "ipc-cross-cpu-0w",
+        "IPC Call from CPU 0 to a thread on CPU 1 blocked in ReplyRecv (its CPU idle between \
+         calls: woken by IPI), 0 words; half of each round trip (the two directions cost the \
+         same path)",
+        &samples,
+    );
     println!("test-smp: cross-cpu call/reply: {ROUNDS} round trips, one-way {one_way} ticks");
     t.expect(
         "cross-cpu-call",

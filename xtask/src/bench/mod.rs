@@ -139,14 +139,15 @@ pub fn run_pecan(
     accel: Accel,
     log: &Path,
 ) -> Result<Vec<BenchResult>> {
-    run_pecan_cmdline(system, &pecan_cmdline(names), names, accel, log)
+    run_pecan_cmdline(system, &pecan_cmdline(names), 1, names, accel, log)
 }
 
-/// Boots Pecan once with kernel command line `cmdline` and collects the
-/// results of `names`.
+/// Boots Pecan once with kernel command line `cmdline` on `smp` vCPUs and
+/// collects the results of `names`.
 fn run_pecan_cmdline(
     system: &System,
     cmdline: &str,
+    smp: u32,
     names: &[&str],
     accel: Accel,
     log: &Path,
@@ -159,6 +160,7 @@ fn run_pecan_cmdline(
     );
     machine.icount = accel == Accel::Tcg;
     machine.memory_mib = MEMORY_MIB;
+    machine.smp = smp;
     let captured = qemu::capture(&machine, PECAN_TIMEOUT)
         .with_context(|| format!("starting {}", qemu::QEMU))?;
     std::fs::create_dir_all(log.parent().unwrap_or(Path::new(".")))?;
@@ -229,7 +231,7 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
     let mut scenarios = Vec::new();
     for (name, names) in &selection.scenarios {
         let scenario = crate::scenario::load(&root, name)?;
-        scenarios.push((*name, scenario.cmdline, names.clone()));
+        scenarios.push((*name, scenario.cmdline, scenario.machine.smp, names.clone()));
     }
 
     let mut pecan = Side {
@@ -255,7 +257,7 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
             let log = out_dir.join(format!("pecan-serial-{}.log", run + 1));
             results.extend(run_pecan(&system, pecan_names, args.accel, &log)?);
         }
-        for (name, cmdline, names) in &scenarios {
+        for (name, cmdline, smp, names) in &scenarios {
             println!(
                 "==> Pecan scenario {name}, run {} of {}: {cmdline}",
                 run + 1,
@@ -263,7 +265,7 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
             );
             let log = out_dir.join(format!("pecan-{name}-serial-{}.log", run + 1));
             results.extend(run_pecan_cmdline(
-                &system, cmdline, names, args.accel, &log,
+                &system, cmdline, *smp, names, args.accel, &log,
             )?);
         }
         pecan.runs.push(results);
