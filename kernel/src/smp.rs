@@ -14,8 +14,10 @@
 //! APIC and LAPIC timer (with the boot CPU's calibration), says it is online
 //! and waits for the boot CPU's go. A CPU that is not online within
 //! [`START_TIMEOUT_TICKS`] is reported and left out (its claim on the
-//! trampoline is withdrawn, so a late start halts); the indices of online
-//! CPUs are always 0..n.
+//! trampoline is withdrawn, so a late start halts; one that ran the
+//! start-up code but never said it is online is abandoned the same way,
+//! and no further CPU is started after it); the indices of online CPUs are
+//! always 0..n.
 //!
 //! # The big kernel lock
 //!
@@ -23,17 +25,28 @@
 //! ([`BKL`]): it protects every kernel object, capability table, run queue,
 //! the per-thread state and the `PerCpu::current`/run-queue fields other
 //! CPUs read. It is taken on every kernel entry — the `syscall` entry
-//! (`syscall_entry_locked`, before anything else, so the assembly IPC fast
-//! path runs under it too), interrupts and exceptions from user mode
-//! (`trap_from_user`), interrupts in the idle loop (`trap_dispatch`) — and
-//! released on every way out to user mode (before `sysretq` in the syscall
-//! paths, in `thread::restore` for the rest) and before the idle loop
-//! halts. The kernel is not preemptible, so it is never held across a
+//! (`syscall_entry_locked`, inline in assembly before anything else, so
+//! the IPC fast path runs under it too), interrupts and exceptions from
+//! user mode (`trap_from_user`), device interrupts in the idle loop
+//! (`trap_dispatch`; a timer tick or an IPI there touches only the CPU's
+//! own state) — and released on every way out to user mode (the last
+//! instruction before `sysretq` in the syscall paths and in
+//! `return_to_user`: an unconditional `incl serving`) and before the idle
+//! loop halts. An idle CPU woken by an interrupt that queued nothing for it
+//! halts again without taking the lock. The kernel is not preemptible, so it is never held across a
 //! switch. The global tables behind `spin::Mutex`es (frame allocator, ASID
 //! table, IRQ lines, console) are taken inside it, never the other way
 //! round. With one CPU online the lock does not exist: the boot decides
 //! ([`active`]), the `syscall` MSR points at the entry without it (the
-//! entry code is assembled twice), and every other use tests the flag.
+//! entry code is assembled twice), the Rust side tests the flag, and the
+//! release on the way out is an increment nobody waits for.
+//!
+//! After taking the lock, an entry must check that its thread is still
+//! this CPU's running thread: while it waited, the holder may have
+//! destroyed it (`PerCpu::current` is then null: [`evict`]), stopped it or
+//! taken its address space. A system call in that case is restarted when
+//! the thread runs again (`syscall_entry.s`); an interrupted thread's frame
+//! is complete anyway.
 //!
 //! What is missing: the issue asks for no global lock on the IPC path
 //! between threads on the same CPU. Today the fast path runs under the
@@ -50,6 +63,8 @@
 //!
 //! `thread::make_runnable` of a thread whose CPU is another calls [`kick`]:
 //! a reschedule IPI when that CPU idles or runs a lower priority.
+//! Suspending or moving a thread that runs on another CPU sends it one too
+//! ([`reschedule_running`]): that CPU stops or requeues it.
 //! [`shootdown`] invalidates a user mapping on every other CPU that may
 //! have the address space loaded (`vspace::Header::cpus`) and waits for
 //! each to acknowledge.
@@ -391,7 +406,13 @@ static AP_TABLES: [StaticCell<gdt::CpuTables>; MAX_CPUS - 1] =
 /// Each CPU's kernel stack top, for [`ap_entry`].
 static STACK_TOPS: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 /// Set by a CPU when it is online.
-static STARTED: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+/// Per CPU index: [`WAITING`] while the boot CPU waits for it, then
+/// [`ONLINE_NOW`] (set by the CPU) or [`ABANDONED`] (set by the boot CPU
+/// that gave up): whoever changes it first decides.
+static STARTED: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
+const WAITING: u32 = 1;
+const ONLINE_NOW: u32 = 2;
+const ABANDONED: u32 = 3;
 
 /// Starts every enabled CPU of the MADT but the boot CPU; returns the
 /// number of CPUs online. With more than one, the big kernel lock is in
@@ -419,10 +440,16 @@ pub fn start_application_processors(madt: Option<&kcore::acpi::MadtInfo>) -> u64
             }
             match start_one(page, online, c.apic_id) {
                 Ok(()) => {
+                    ONLINE.fetch_or(1 << online, Ordering::AcqRel);
                     kprintln!("cpu {online}: online (APIC id {})", c.apic_id);
                     online += 1;
                 }
-                Err(why) => kprintln!("cpu: APIC id {} did not start: {why}; left out", c.apic_id),
+                Err(why) => {
+                    kprintln!("cpu: APIC id {} did not start: {why}; left out", c.apic_id);
+                    if matches!(why, StartError::Stuck) {
+                        break;
+                    }
+                }
             }
         }
     } else if madt.is_some_and(|m| m.cpus().iter().filter(|c| c.enabled).count() > 1) {
@@ -485,10 +512,11 @@ fn prepare_trampoline(page: u64) {
 }
 
 /// Starts CPU `index` (APIC id `apic_id`) and waits until it is online.
-fn start_one(page: u64, index: usize, apic_id: u32) -> Result<(), &'static str> {
+fn start_one(page: u64, index: usize, apic_id: u32) -> Result<(), StartError> {
     let Some(stack) = mm::alloc_kernel_frames(AP_STACK_PAGES) else {
-        return Err("no memory for its kernel stack");
+        return Err(StartError::NoStack);
     };
+    STARTED[index].store(WAITING, Ordering::Release);
     let stack_top = mm::phys_to_virt(stack) + AP_STACK_PAGES * 4096;
     STACK_TOPS[index].store(stack_top, Ordering::Relaxed);
     APIC_IDS[index].store(apic_id, Ordering::Relaxed);
@@ -510,7 +538,7 @@ fn start_one(page: u64, index: usize, apic_id: u32) -> Result<(), &'static str> 
     if !wait_ticks(1, || claim.load(Ordering::Acquire) == 2) {
         lapic::send_startup(apic_id, vector);
     }
-    let online = || STARTED[index].load(Ordering::Acquire);
+    let online = || STARTED[index].load(Ordering::Acquire) == ONLINE_NOW;
     if wait_ticks(START_TIMEOUT_TICKS, online) {
         return Ok(());
     }
@@ -518,13 +546,38 @@ fn start_one(page: u64, index: usize, apic_id: u32) -> Result<(), &'static str> 
         .compare_exchange(1, 0, Ordering::AcqRel, Ordering::Acquire)
         .is_ok()
     {
-        return Err("no response to INIT-SIPI-SIPI");
+        return Err(StartError::NoResponse);
     }
-    // It claimed the page: it runs kernel code and will be online soon.
+    // It claimed the page: it runs kernel code and should be online soon.
     if wait_ticks(10 * START_TIMEOUT_TICKS, online) {
-        Ok(())
-    } else {
-        panic!("cpu {index} (APIC id {apic_id}) started but never came online");
+        return Ok(());
+    }
+    match STARTED[index].compare_exchange(WAITING, ABANDONED, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => Err(StartError::Stuck),
+        Err(_) => Ok(()), // online after all, just now
+    }
+}
+
+/// Why a CPU was left out.
+#[derive(Debug)]
+enum StartError {
+    /// No memory for its kernel stack.
+    NoStack,
+    /// It never ran the start-up code.
+    NoResponse,
+    /// It ran the start-up code but never reported online: it may still
+    /// use its index (it halts if it ever gets further), so no further CPU
+    /// is started.
+    Stuck,
+}
+
+impl core::fmt::Display for StartError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            StartError::NoStack => "no memory for its kernel stack",
+            StartError::NoResponse => "no response to INIT-SIPI-SIPI",
+            StartError::Stuck => "it started but did not come online; no further CPU is started",
+        })
     }
 }
 
@@ -559,8 +612,13 @@ extern "C" fn ap_entry(index: u64) -> ! {
     fpu::init();
     lapic::enable_on_this_cpu();
     lapic::start_periodic_timer(time::HZ);
-    ONLINE.fetch_or(1 << index, Ordering::AcqRel);
-    STARTED[index].store(true, Ordering::Release);
+    // Too late (the boot CPU gave up on this CPU): stop for good.
+    if STARTED[index]
+        .compare_exchange(WAITING, ONLINE_NOW, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        cpu::halt_forever();
+    }
     while !GO.load(Ordering::Acquire) {
         core::hint::spin_loop();
     }

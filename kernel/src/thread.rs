@@ -466,7 +466,7 @@ pub fn set_state(t: ThreadRef, state: State) {
 }
 
 /// Makes a thread runnable and puts it at the end of its priority's queue
-/// (its CPU's). With several CPUs online, [`queued_on_cpu`] follows.
+/// (its CPU's); when that CPU is another, [`queued_on_other_cpu`] follows.
 #[inline(always)]
 pub fn make_runnable(t: ThreadRef) {
     set_state(t, State::Runnable);

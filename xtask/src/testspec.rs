@@ -353,6 +353,13 @@ exit = "failure"
         assert_eq!(spec.scenario, "demo");
         assert_eq!(spec.cmdline, "pecan.selftest=timer");
         assert_eq!((spec.smp, spec.memory_mib), (Some(2), Some(128)));
+        assert!(!spec.icount, "icount is off unless asked for");
+        let with_icount = GOOD.replace("timeout_secs", "icount = true\ntimeout_secs");
+        assert!(
+            parse(Path::new("tests/timer.toml"), &with_icount)
+                .unwrap()
+                .icount
+        );
         assert_eq!(spec.timeout, Duration::from_secs(30));
         let sources: Vec<Vec<_>> = spec
             .expect
