@@ -59,7 +59,8 @@ pub struct UntypedInfo {
 pub struct BootInfo {
     /// [`BOOT_INFO_MAGIC`].
     pub magic: u64,
-    /// Number of CPUs the kernel runs on.
+    /// Number of CPUs online (indices 0 ..< count, the `cpu` argument of
+    /// `ThreadSetSchedParams`).
     pub cpu_count: u64,
     /// log2 of root's capability-space size.
     pub cspace_bits: u64,

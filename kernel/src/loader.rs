@@ -141,6 +141,7 @@ pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError
     // The three objects.
     let space = alloc_frames((1 << (ROOT_PT_POOL_BITS + 1)) / PAGE_SIZE)?;
     vspace::init(space, ROOT_PT_POOL_BITS);
+    vspace::note_cpu(space, 0);
     let table =
         alloc_frames((1 << (ROOT_CSPACE_BITS + abi::object::SLOT_BYTES_BITS as u64)) / PAGE_SIZE)?;
     object::init_object(ObjectType::CapTable, table, ROOT_CSPACE_BITS);

@@ -2,7 +2,8 @@
 //!
 //! Boot order matters: descriptor tables first (so every later fault is
 //! reported, not a triple fault), then the boot information (copied before
-//! the allocator can reuse its memory), memory, ACPI, and finally interrupts.
+//! the allocator can reuse its memory), memory, ACPI, interrupts, and
+//! finally the other CPUs (`smp.rs`).
 //! The kernel never panics on bad input from user space or boot modules;
 //! a panic means a kernel bug and stops the machine with a report.
 #![no_std]
@@ -24,6 +25,7 @@ mod panic;
 mod pvh;
 mod reply;
 mod selftest;
+mod smp;
 mod static_cell;
 mod syscall;
 mod thread;
@@ -95,10 +97,13 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
     );
 
     run_self_checks(&boot);
+    let online = smp::start_application_processors(platform.and_then(|p| p.madt.as_ref()));
+    arch::set_cpu_count(online);
 
     match loader::load_root(&boot, arch::cpu_count()) {
         Ok(root) => {
             kprintln!("kernel: starting root");
+            cpu::disable_interrupts();
             thread::make_runnable(root);
             thread::schedule()
         }

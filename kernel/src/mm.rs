@@ -24,6 +24,25 @@ use spin::Mutex;
 use crate::arch::cpu;
 use crate::pvh::BootInfo;
 
+/// Pages below 1 MiB kept for the application processors' start-up code
+/// and its page tables (`smp.rs`), and where they are (0: none found).
+pub const AP_TRAMPOLINE_PAGES: u64 = 4;
+static AP_TRAMPOLINE: AtomicU64 = AtomicU64::new(0);
+
+/// The physical address of the start-up pages below 1 MiB, if there are any.
+pub fn ap_trampoline() -> Option<u64> {
+    match AP_TRAMPOLINE.load(Ordering::Relaxed) {
+        0 => None,
+        phys => Some(phys),
+    }
+}
+
+/// Takes `pages` contiguous frames from the kernel's reserve for the
+/// kernel's own use (application processors' stacks); never returned.
+pub fn alloc_kernel_frames(pages: u64) -> Option<u64> {
+    FRAMES.lock().as_mut()?.alloc(pages, 1).ok()
+}
+
 pub const DIRECT_MAP_BASE: u64 = 0xffff_8000_0000_0000;
 pub const MMIO_BASE: u64 = 0xffff_a000_0000_0000;
 pub const KERNEL_VMA: u64 = 0xffff_ffff_8000_0000;
@@ -190,6 +209,12 @@ pub fn init(boot: &BootInfo) -> Result<(), MmInitError> {
     }
     let mut frames =
         FrameAllocator::new(&boot.memory_map, &reserved[..count]).map_err(MmInitError::Frames)?;
+    // The application processors start in real mode on a page below 1 MiB
+    // (`smp.rs`): taken first, before anything else can use low memory.
+    let trampoline = frames
+        .alloc_below(AP_TRAMPOLINE_PAGES, 1, 1 << 20)
+        .unwrap_or(0);
+    AP_TRAMPOLINE.store(trampoline, Ordering::Relaxed);
 
     let mut memory = KernelTableMemory {
         frames: &mut frames,

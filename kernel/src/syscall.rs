@@ -116,6 +116,8 @@ pub enum Invocation {
     ThreadSetSchedParams {
         target: ThreadRef,
         priority: u8,
+        /// Below the CPU count (at most `percpu::MAX_CPUS`).
+        cpu: u8,
     },
     ThreadStart {
         target: ThreadRef,
@@ -421,6 +423,7 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
             Invocation::ThreadSetSchedParams {
                 target,
                 priority: a1 as u8,
+                cpu: a2 as u8,
             }
         }
         Sys::ThreadStart => {
@@ -760,21 +763,18 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
                     }
                 }
             }
+            if let Some(root) = tt.page_table_root() {
+                vspace::note_cpu(root, tt.cpu);
+            }
             tt.ipc_buffer = ipc_buffer;
             tt.ipc_buffer_cache.set(Default::default());
             Ok(after_ipc(caller))
         }
-        Invocation::ThreadSetSchedParams { target, priority } => {
-            let tt = t!(target);
-            if tt.state == State::Runnable {
-                thread::remove_from_run_queue(target);
-                tt.priority = priority;
-                thread::make_runnable(target);
-            } else {
-                tt.priority = priority;
-            }
-            Ok(after_ipc(caller))
-        }
+        Invocation::ThreadSetSchedParams {
+            target,
+            priority,
+            cpu,
+        } => Ok(set_sched_params(caller, target, priority, u32::from(cpu))),
         Invocation::ThreadStart {
             target,
             rip,
@@ -800,6 +800,11 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
             write,
             buffer,
         } => {
+            // A thread running on another CPU: its frame is incomplete
+            // too (see above), and that CPU may write it at any moment.
+            if t!(target).state == State::Running {
+                return Err(Error::InvalidState);
+            }
             thread_registers(target, write, buffer);
             Ok(Outcome::Resume)
         }
@@ -845,6 +850,38 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
             Ok(after_ipc(caller))
         }
     }
+}
+
+/// `ThreadSetSchedParams`, out of line (rare; keeps the dispatcher lean).
+#[inline(never)]
+fn set_sched_params(caller: ThreadRef, target: ThreadRef, priority: u8, cpu: u32) -> Outcome {
+    let tt = t!(target);
+    let queued = tt.state == State::Runnable;
+    if queued {
+        thread::remove_from_run_queue(target);
+    }
+    if tt.cpu != cpu {
+        // Its FPU state is saved where it is live, before it can run on
+        // the new CPU; the address space may be loaded there from now on.
+        crate::arch::fpu::before_moving(target.as_ptr(), cpu);
+        thread::set_cpu(target, cpu);
+        if let Some(root) = tt.page_table_root() {
+            vspace::note_cpu(root, cpu);
+        }
+        // Running on another CPU: that CPU lets it go at once.
+        if tt.state == State::Running && target != caller {
+            crate::smp::reschedule_running(target.as_ptr());
+        }
+    }
+    tt.priority = priority;
+    if queued {
+        thread::make_runnable(target);
+    }
+    // The caller moved itself: it continues on its new CPU.
+    if target == caller && tt.cpu != crate::arch::percpu::this_cpu_index() {
+        return Outcome::Yield;
+    }
+    after_ipc(caller)
 }
 
 /// After a call that may have woken or stopped threads: the caller goes on
@@ -906,7 +943,12 @@ pub fn suspend(target: ThreadRef) {
         }
         State::Runnable => thread::remove_from_run_queue(target),
         // Suspending oneself: the call succeeded when the thread resumes.
-        State::Running => tt.frame().rax = 0,
+        // (A thread running on another CPU: that CPU stops it at once and
+        // its frame is completed there.)
+        State::Running => {
+            tt.frame().rax = 0;
+            crate::smp::reschedule_running(target.as_ptr());
+        }
     }
     thread::set_state(target, State::Suspended);
 }
@@ -997,13 +1039,16 @@ fn general_path(caller: ThreadRef) -> u64 {
     match outcome {
         Outcome::Resume if thread::can_return_directly(caller) => c.context.0.rax,
         Outcome::Resume => switch_later((c.state == State::Running).then_some(caller)),
+        // The next thread is chosen here, as `thread::schedule` would (the
+        // caller is queued or stopped): `syscall_continue` switches to it
+        // straight away, or schedules (and idles) when there is none.
         Outcome::Yield => {
             if c.state == State::Running {
                 thread::make_runnable(caller);
             }
-            switch_later(None)
+            switch_later(thread::pop_highest_here())
         }
-        Outcome::Schedule => switch_later(None),
+        Outcome::Schedule => switch_later(thread::pop_highest_here()),
     }
 }
 

@@ -13,7 +13,10 @@
 //! Scheduling: fixed priorities (0..=255, higher runs first), round-robin
 //! within a priority, preemption on every timer tick. Each CPU has its own
 //! run queue (intrusive lists through the threads' `next`/`prev` links plus
-//! a bitmap of non-empty priorities); with one CPU online there is one.
+//! a bitmap of non-empty priorities), in its `PerCpu`; a thread runs on its
+//! `cpu` (`Thread::run_queue` points at that CPU's queue). Waking a thread
+//! of another CPU sends that CPU a reschedule IPI when it should run at
+//! once (`smp::kick`).
 //!
 //! # Invariants
 //!
@@ -33,8 +36,9 @@
 //!   every state change goes through [`set_state`] to keep it exact (but
 //!   the IPC fast path's, which are live to live). The machine powers off
 //!   when it reaches zero.
-//! - The kernel runs with interrupts disabled and (until the SMP issue) on
-//!   one CPU, so these structures need no locks; every `unsafe` access to a
+//! - The kernel runs with interrupts disabled and, with several CPUs
+//!   online, under the big kernel lock (`smp.rs`), so these structures
+//!   need no locks of their own; every `unsafe` access to a
 //!   `Thread` relies on that.
 
 use core::ptr::NonNull;
@@ -44,7 +48,6 @@ use kcore::cap::Slot;
 use crate::arch::percpu;
 use crate::arch::trap::TrapFrame;
 use crate::arch::{cpu, fpu, gdt};
-use crate::static_cell::StaticCell;
 
 /// A thread's state. The encoding is fixed (`repr(u8)`, explicit values)
 /// because the IPC fast path (`arch::x86_64::syscall_entry`) reads and
@@ -117,6 +120,9 @@ pub struct Thread {
     /// (`fpu.rs`). Right after `cpu`: the IPC fast path compares both as
     /// one word, so that a live thread fails its "same CPU" check.
     pub fpu_live: u32,
+    /// `cpu`'s run queue (kept with `cpu`: one load instead of an index
+    /// computation on every wake-up).
+    pub run_queue: *mut RunQueue,
     pub id: u64,
     /// Number of capabilities naming this thread.
     pub refs: u64,
@@ -236,7 +242,7 @@ impl Thread {
 pub struct ThreadRef(NonNull<Thread>);
 
 // SAFETY: a ThreadRef is only dereferenced with interrupts disabled by the
-// CPU that owns the thread (one CPU for now; SMP adds per-CPU ownership).
+// CPU that holds the big kernel lock (`smp.rs`; with one CPU: the CPU).
 unsafe impl Send for ThreadRef {}
 
 impl ThreadRef {
@@ -268,7 +274,8 @@ impl ThreadRef {
 /// Shorthand for the kernel-wide rule that makes thread access sound.
 macro_rules! t {
     ($r:expr) => {
-        // SAFETY: interrupts are disabled and one CPU runs the kernel, so
+        // SAFETY: interrupts are disabled and one CPU at a time runs the
+        // kernel (the big kernel lock, `smp.rs`), so
         // no other reference to the thread is in use; the ThreadRef came
         // from a queue, a link or a capability, all of which only name live
         // threads (see the module invariants).
@@ -309,6 +316,7 @@ pub unsafe fn init_at(ptr: *mut Thread) -> ThreadRef {
         priority: 0,
         cpu: 0,
         fpu_live: 0,
+        run_queue: percpu::run_queue_of(0),
         id: NEXT_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
         refs: 1,
         next: None,
@@ -412,7 +420,7 @@ impl ThreadQueue {
 
 /// `repr(C)`: the IPC fast path reads `nonempty` and `summary`.
 #[repr(C)]
-pub(crate) struct RunQueue {
+pub struct RunQueue {
     queues: [ThreadQueue; 256],
     /// Bit p set iff queues[p] is non-empty: finding the highest priority
     /// is four word scans, not 256 queue checks.
@@ -422,7 +430,7 @@ pub(crate) struct RunQueue {
 }
 
 impl RunQueue {
-    const fn new() -> Self {
+    pub const fn new() -> Self {
         Self {
             queues: [ThreadQueue::EMPTY; 256],
             nonempty: [0; 4],
@@ -466,20 +474,17 @@ impl RunQueue {
     }
 }
 
-/// The run queues, one per CPU. The IPC fast path reads the summary and
-/// the bitmap of entry 0 (see `arch::x86_64::syscall_entry`).
-pub(crate) static RUN_QUEUES: [StaticCell<RunQueue>; 1] = [StaticCell::new(RunQueue::new())];
-
-/// Offsets of the run-queue bitmaps, for the IPC fast path.
+/// Offsets of the run-queue bitmaps, for the IPC fast path (which reads
+/// its own CPU's through GS: the run queue is part of `PerCpu`).
 pub(crate) const RUN_QUEUE_NONEMPTY: usize = core::mem::offset_of!(RunQueue, nonempty);
 pub(crate) const RUN_QUEUE_SUMMARY: usize = core::mem::offset_of!(RunQueue, summary);
 static LIVE_THREADS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
-fn run_queue(_cpu: u32) -> &'static mut RunQueue {
-    // SAFETY: one CPU, interrupts disabled in the kernel: this is the only
-    // reference in use (see the module invariants). SMP gives each CPU its
-    // own entry.
-    unsafe { &mut *RUN_QUEUES[0].get() }
+/// Moves thread `t` (in no run queue) to CPU `cpu`.
+pub fn set_cpu(t: ThreadRef, cpu: u32) {
+    let thread = t!(t);
+    thread.cpu = cpu;
+    thread.run_queue = percpu::run_queue_of(cpu as usize);
 }
 
 pub fn live_threads() -> u64 {
@@ -500,11 +505,34 @@ pub fn set_state(t: ThreadRef, state: State) {
     }
 }
 
-/// Makes a thread runnable and puts it at the end of its priority's queue.
+/// Makes a thread runnable and puts it at the end of its priority's queue
+/// (its CPU's); when that CPU is another, [`queued_on_other_cpu`] follows.
+#[inline(always)]
 pub fn make_runnable(t: ThreadRef) {
     set_state(t, State::Runnable);
     let thread = t!(t);
-    run_queue(thread.cpu).push(t, thread.priority);
+    let rq = thread.run_queue;
+    // SAFETY: see `run_queue`.
+    unsafe { (*rq).push(t, thread.priority) };
+    if !percpu::is_own_run_queue(rq) {
+        queued_on_other_cpu(t);
+    }
+}
+
+/// `t` was just queued on another CPU's run queue: if its FPU state is
+/// live here (it ran here and moves), save it; then tell that CPU
+/// (`smp::kick`). The big kernel lock is held, so nobody takes `t` off
+/// the queue meanwhile. (A thread's state is live only on its own CPU or
+/// while it runs: `ThreadSetSchedParams` saves it on the old CPU, and a
+/// CPU saves it before it idles.)
+#[cold]
+#[inline(never)]
+fn queued_on_other_cpu(t: ThreadRef) {
+    let thread = t!(t);
+    if thread.fpu_live != 0 {
+        fpu::before_moving(t.as_ptr(), thread.cpu);
+    }
+    crate::smp::kick(thread.cpu, thread.priority);
 }
 
 /// Takes a thread out of whatever run queue it is in (it must be
@@ -512,16 +540,33 @@ pub fn make_runnable(t: ThreadRef) {
 pub fn remove_from_run_queue(t: ThreadRef) {
     let thread = t!(t);
     if thread.queue == Queue::Run {
-        run_queue(thread.cpu).remove(t, thread.priority);
+        // SAFETY: interrupts are disabled in the kernel and the kernel
+        // runs under the big kernel lock when more than one CPU is online
+        // (`smp.rs`), so this is the only reference in use (see the module
+        // invariants).
+        unsafe { (*thread.run_queue).remove(t, thread.priority) };
     }
 }
 
 /// Whether a runnable thread of higher priority than `priority` waits.
 #[inline(always)]
 pub fn higher_priority_waiting(priority: u8) -> bool {
-    run_queue(0)
-        .highest_priority()
-        .is_some_and(|p| p > priority)
+    // This CPU's run queue's bitmaps, read GS-relative like the IPC fast
+    // path does (one load each, as from a static).
+    let summary = percpu::run_queue_summary();
+    if summary == 0 {
+        return false;
+    }
+    let word = 63 - summary.leading_zeros() as usize;
+    let bits = percpu::run_queue_nonempty(word);
+    (word * 64 + 63 - bits.leading_zeros() as usize) as u8 > priority
+}
+
+/// Takes the highest-priority runnable thread of this CPU's run queue.
+#[inline(always)]
+pub fn pop_highest_here() -> Option<ThreadRef> {
+    // SAFETY: this CPU's own run queue (see `run_queue`).
+    unsafe { &mut (*percpu::this_cpu()).run_queue }.pop_highest()
 }
 
 /// The thread that entered the kernel on this CPU.
@@ -630,11 +675,37 @@ pub fn preempt(t: ThreadRef) -> ! {
     schedule()
 }
 
+/// Waits for an interrupt with nothing to run: no thread's FPU state
+/// stays live here (it may move to another CPU meanwhile), and the big
+/// kernel lock is released meanwhile (interrupts in here take it
+/// themselves when they need it). With several CPUs, a wake-up that
+/// queued nothing here (a timer tick) goes back to sleep without the
+/// lock: an idle CPU does not compete for it 100 times a second. (A
+/// thread queued here comes with a reschedule IPI, sent after the queue
+/// was written.)
+#[inline(never)]
+fn idle() {
+    let smp = crate::smp::active();
+    if smp {
+        fpu::release_live();
+    }
+    crate::smp::unlock();
+    loop {
+        cpu::enable_interrupts_and_halt();
+        cpu::disable_interrupts();
+        if !smp || percpu::run_queue_summary() != 0 || live_threads() == 0 {
+            break;
+        }
+    }
+    crate::smp::lock();
+}
+
 /// Picks the next thread and runs it; halts while there is none. When no
 /// live thread is left, the machine is powered off.
 pub fn schedule() -> ! {
+    // Interrupts are masked on every way here (the kernel runs with them
+    // masked; the idle loop masks them again after its halt).
     loop {
-        cpu::disable_interrupts();
         if let Some(cur) = current() {
             // A thread that was running and is still marked so (e.g. it
             // yielded without being requeued) would be lost: requeue it.
@@ -644,13 +715,13 @@ pub fn schedule() -> ! {
         }
         // SAFETY: this CPU's PerCpu, interrupts disabled: nothing runs now.
         unsafe { (*percpu::this_cpu()).current = core::ptr::null_mut() };
-        if let Some(next) = run_queue(0).pop_highest() {
+        if let Some(next) = pop_highest_here() {
             switch_to(next);
         }
         if live_threads() == 0 {
             crate::kprintln!("kernel: no user threads left: powering off");
             crate::exit::exit(crate::exit::ExitCode::Success);
         }
-        cpu::enable_interrupts_and_halt();
+        idle();
     }
 }

@@ -7,8 +7,12 @@ pub const HZ: u64 = 100;
 
 static TICKS: AtomicU64 = AtomicU64::new(0);
 
+/// A LAPIC timer interrupt on this CPU: the boot CPU's count the time
+/// (every CPU's timer preempts its own threads).
 pub fn on_timer_tick() {
-    TICKS.fetch_add(1, Ordering::Relaxed);
+    if crate::arch::percpu::this_cpu_index() == 0 {
+        TICKS.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Timer ticks since the timer was started.

@@ -49,6 +49,12 @@ pub struct Header {
     /// translation (`thread::IpcBufferCache`) made at another count may be
     /// stale.
     pub unmaps: u64,
+    /// The CPUs (bit per index) that may have loaded this space: those of
+    /// every thread configured with it, marked when a thread gets it
+    /// ([`note_cpu`]) or moves to another CPU; never cleared. TLB
+    /// shootdown asks only these (`smp::shootdown`). A superset of the
+    /// CPUs that ran it, kept off the switch paths on purpose.
+    pub cpus: u64,
 }
 
 /// Where the next address space's unmap count starts (`Header::unmaps`):
@@ -128,6 +134,7 @@ pub fn init(space: u64, size_bits: u64) {
         // A fresh range per address space: a translation kept for an
         // earlier space at this address never matches this one's count.
         unmaps: NEXT_UNMAPS_BASE.fetch_add(1 << 32, core::sync::atomic::Ordering::Relaxed),
+        cpus: 0,
     };
 }
 
@@ -144,6 +151,7 @@ pub fn destroy(space: u64) {
         }
     }
     h.asid = 0;
+    crate::smp::drop_space(space, h.cpus);
     if cpu::read_cr3() == space {
         // SAFETY: the kernel's page table maps the kernel like every space.
         unsafe { cpu::write_cr3(mm::kernel_page_table()) };
@@ -272,5 +280,11 @@ pub fn unmap_cap(frame: &Capability) {
         if cpu::read_cr3() == space {
             cpu::invlpg(vaddr);
         }
+        crate::smp::shootdown(space, header(space).cpus, vaddr);
     }
+}
+
+/// A thread on CPU `cpu` may load address space `space` from now on.
+pub fn note_cpu(space: u64, cpu: u32) {
+    header(space).cpus |= 1 << (cpu & 63);
 }

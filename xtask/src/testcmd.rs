@@ -178,6 +178,7 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
         let size = spec.machine(&scenario);
         machine.smp = size.smp;
         machine.memory_mib = size.memory_mib;
+        machine.icount = spec.icount && choice.accel == crate::accel::Accel::Tcg;
         tests.push(BootTest { spec, machine });
     }
     let jobs = args.jobs.map_or_else(default_jobs, |j| j as usize);

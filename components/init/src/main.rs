@@ -505,8 +505,8 @@ fn start(
             error: Error::InvalidArgument,
         }) if c.cpu != 0 => {
             println!(
-                "init: {}: the kernel refuses CPU {} (user threads run on CPU 0 until SMP \
-                 scheduling exists); running it on CPU 0",
+                "init: {}: the kernel refuses CPU {} (the machine has fewer CPUs); \
+                 running it on CPU 0",
                 c.name, c.cpu
             );
             revoke_block(kid);

@@ -143,18 +143,20 @@ pub fn run_pecan(
         system,
         &system.boot_image,
         &pecan_cmdline(names),
+        1,
         names,
         accel,
         log,
     )
 }
 
-/// Boots Pecan once with kernel command line `cmdline` and collects the
-/// results of `names`.
+/// Boots Pecan once with kernel command line `cmdline` on `smp` vCPUs and
+/// collects the results of `names`.
 fn run_pecan_cmdline(
     system: &System,
     image: &Path,
     cmdline: &str,
+    smp: u32,
     names: &[&str],
     accel: Accel,
     log: &Path,
@@ -167,6 +169,7 @@ fn run_pecan_cmdline(
     );
     machine.icount = accel == Accel::Tcg;
     machine.memory_mib = MEMORY_MIB;
+    machine.smp = smp;
     let captured = qemu::capture(&machine, PECAN_TIMEOUT)
         .with_context(|| format!("starting {}", qemu::QEMU))?;
     std::fs::create_dir_all(log.parent().unwrap_or(Path::new(".")))?;
@@ -239,7 +242,8 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
         let scenario = crate::scenario::load(&root, name)?;
         // A scenario with components boots init with its config ROM.
         let image = system::scenario_image(&system, &scenario)?;
-        scenarios.push((*name, scenario.cmdline, image, names.clone()));
+        let smp = scenario.machine.smp;
+        scenarios.push((*name, scenario.cmdline, image, smp, names.clone()));
     }
 
     let mut pecan = Side {
@@ -265,7 +269,7 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
             let log = out_dir.join(format!("pecan-serial-{}.log", run + 1));
             results.extend(run_pecan(&system, pecan_names, args.accel, &log)?);
         }
-        for (name, cmdline, image, names) in &scenarios {
+        for (name, cmdline, image, smp, names) in &scenarios {
             println!(
                 "==> Pecan scenario {name}, run {} of {}: {cmdline}",
                 run + 1,
@@ -273,7 +277,7 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
             );
             let log = out_dir.join(format!("pecan-{name}-serial-{}.log", run + 1));
             results.extend(run_pecan_cmdline(
-                &system, image, cmdline, names, args.accel, &log,
+                &system, image, cmdline, *smp, names, args.accel, &log,
             )?);
         }
         pecan.runs.push(results);

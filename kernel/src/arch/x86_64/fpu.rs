@@ -28,7 +28,10 @@
 //! `ThreadStart` starts it afresh. Per CPU, `PerCpu::fpu_live` names the
 //! thread whose state is *live*: in the registers, with CR0.TS clear, so
 //! that it runs its vector code without traps. The thread's own
-//! `Thread::fpu_live` is 1 exactly while it is that thread. Invariants:
+//! `Thread::fpu_live` is nonzero (that CPU's index + 1) exactly while it
+//! is that thread. With several CPUs a thread is live only on its own CPU
+//! or while it runs; moving it saves the state where it is live first
+//! ([`before_moving`], `smp.rs`). Invariants:
 //!
 //! - While a thread runs in user mode, the registers hold either its own
 //!   state (it is live, TS clear) or the clean state (TS set): **never
@@ -318,7 +321,8 @@ fn release_unless(pc: *mut percpu::PerCpu, next: *mut Thread) {
 fn release(pc: *mut percpu::PerCpu, live: *mut Thread) {
     // SAFETY: `live` is this CPU's live thread, alive (destroying a thread
     // calls `forget` first), and no other reference to it is in use
-    // (interrupts disabled, one CPU per thread).
+    // (interrupts disabled; the big kernel lock held, or this CPU serving
+    // the request of the holder, which waits).
     let thread = unsafe { &mut *live };
     save(&mut thread.fpu);
     restore(&CLEAN);
@@ -349,20 +353,28 @@ pub fn device_not_available(t: *mut Thread) -> bool {
     // is in use (interrupts disabled).
     let thread = unsafe { &mut *t };
     restore(&thread.fpu);
-    thread.fpu_live = 1;
+    // The CPU index + 1: nonzero, and says where (`smp.rs` asks that CPU
+    // to save or drop it).
+    thread.fpu_live = percpu::this_cpu_index() + 1;
     // SAFETY: this CPU's PerCpu, interrupts disabled.
     unsafe { (*pc).fpu_live = t };
     true
 }
 
-/// `t` is being destroyed or started afresh: if its state is live, drop it
-/// (registers to the clean state, TS set) without saving. Afterwards no
-/// per-CPU state refers to `t`.
-pub fn forget(t: *mut Thread) {
+/// `t` is being destroyed or started afresh: if its state is live, here
+/// or on another CPU, drop it (registers to the clean state, TS set)
+/// without saving; a destroyed thread that runs on another CPU is left by
+/// that CPU (`smp::evict`). Afterwards no per-CPU state refers to `t`.
+pub fn forget(t: *mut Thread, restart: bool) {
+    crate::smp::evict(t, restart);
+    forget_here(t);
+}
+
+/// [`forget`] on this CPU only (also serves another CPU's request).
+pub fn forget_here(t: *mut Thread) {
     let pc = percpu::this_cpu();
-    // SAFETY: this CPU's PerCpu, interrupts disabled. (One CPU runs
-    // threads; with SMP a thread is live only on its own CPU, which the
-    // caller will have to ask.)
+    // SAFETY: this CPU's PerCpu, interrupts disabled; `t` is alive (the
+    // caller, or the CPU that asked us, destroys it only afterwards).
     unsafe {
         if (*pc).fpu_live == t {
             restore(&CLEAN);
@@ -373,10 +385,46 @@ pub fn forget(t: *mut Thread) {
     }
 }
 
+/// Saves whatever thread's state is live on this CPU (before it idles).
+pub fn release_live() {
+    let pc = percpu::this_cpu();
+    // SAFETY: this CPU's PerCpu, interrupts disabled.
+    let live = unsafe { (*pc).fpu_live };
+    if !live.is_null() {
+        release(pc, live);
+    }
+}
+
+/// If `t`'s state is live on this CPU, saves it (`t` moves to another
+/// CPU; serves that request from the CPU that moves it).
+pub fn release_here(t: *mut Thread) {
+    let pc = percpu::this_cpu();
+    // SAFETY: this CPU's PerCpu, interrupts disabled.
+    if unsafe { (*pc).fpu_live } == t {
+        release(pc, t);
+    }
+}
+
+/// `t` is about to run on CPU `cpu` (it was queued there): if its state
+/// is live on another CPU, that CPU saves it first, so that `t` never
+/// finds stale registers. Called with the big kernel lock held.
+pub fn before_moving(t: *mut Thread, cpu: u32) {
+    // SAFETY: `t` is a live thread; under the big kernel lock.
+    let live = unsafe { (*t).fpu_live };
+    if live == 0 || live == cpu + 1 {
+        return;
+    }
+    if live - 1 == percpu::this_cpu_index() {
+        release_here(t);
+    } else {
+        crate::smp::save_fpu_on(live - 1, t);
+    }
+}
+
 /// `t` starts afresh (`ThreadStart`): its state becomes the clean state,
 /// like its general registers.
 pub fn reset(t: *mut Thread) {
-    forget(t);
+    forget(t, true);
     // SAFETY: `t` is a live Thread, not live in the FPU any more (above);
     // no other reference to it is in use (interrupts disabled).
     unsafe { (*t).fpu = FpuState::CLEAN };

@@ -12,6 +12,8 @@ const REG_ID: usize = 0x20;
 const REG_EOI: usize = 0xb0;
 const REG_SPURIOUS: usize = 0xf0;
 const REG_TPR: usize = 0x80;
+const REG_ICR_LOW: usize = 0x300;
+const REG_ICR_HIGH: usize = 0x310;
 const REG_LVT_TIMER: usize = 0x320;
 const REG_TIMER_INITIAL: usize = 0x380;
 const REG_TIMER_CURRENT: usize = 0x390;
@@ -51,7 +53,9 @@ pub fn init() -> Result<(), mm::MapMmioError> {
     Ok(())
 }
 
-fn enable_on_this_cpu() {
+/// Enables this CPU's local APIC (the boot CPU: from [`init`]; the others
+/// when they start).
+pub fn enable_on_this_cpu() {
     write(REG_TPR, 0);
     write(REG_SPURIOUS, SPURIOUS_ENABLE | trap::VECTOR_SPURIOUS as u32);
 }
@@ -91,4 +95,37 @@ pub fn start_periodic_timer(hz: u64) {
     write(REG_TIMER_DIVIDE, DIVIDE_BY_16);
     write(REG_LVT_TIMER, TIMER_PERIODIC | trap::VECTOR_TIMER as u32);
     write(REG_TIMER_INITIAL, count);
+}
+
+/// ICR delivery modes and flags.
+const ICR_FIXED: u32 = 0 << 8;
+const ICR_INIT: u32 = 5 << 8;
+const ICR_STARTUP: u32 = 6 << 8;
+const ICR_ASSERT: u32 = 1 << 14;
+const ICR_PENDING: u32 = 1 << 12;
+
+/// Sends an inter-processor interrupt (`low`: vector and delivery mode) to
+/// the CPU with APIC id `apic_id`, after the previous one left the ICR.
+/// Interrupts must be masked (the two ICR writes belong together).
+fn send(apic_id: u32, low: u32) {
+    while read(REG_ICR_LOW) & ICR_PENDING != 0 {
+        core::hint::spin_loop();
+    }
+    write(REG_ICR_HIGH, apic_id << 24);
+    write(REG_ICR_LOW, low);
+}
+
+/// Sends fixed interrupt `vector` to the CPU with APIC id `apic_id`.
+pub fn send_ipi(apic_id: u32, vector: u8) {
+    send(apic_id, ICR_FIXED | ICR_ASSERT | u32::from(vector));
+}
+
+/// INIT: resets the CPU into wait-for-SIPI.
+pub fn send_init(apic_id: u32) {
+    send(apic_id, ICR_INIT | ICR_ASSERT);
+}
+
+/// Start-up IPI: the CPU starts in real mode at `page << 12`.
+pub fn send_startup(apic_id: u32, page: u8) {
+    send(apic_id, ICR_STARTUP | ICR_ASSERT | u32::from(page));
 }

@@ -15,11 +15,17 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::static_cell::StaticCell;
 
-/// CPUs the kernel schedules on (1 until the SMP issue starts the others).
+/// CPUs the kernel schedules on: those online after `smp.rs` started them
+/// (indices 0..count).
 static CPU_COUNT: AtomicU64 = AtomicU64::new(1);
 
 pub fn cpu_count() -> u64 {
     CPU_COUNT.load(Ordering::Relaxed)
+}
+
+/// Records how many CPUs came online (once, at boot).
+pub fn set_cpu_count(count: u64) {
+    CPU_COUNT.store(count, Ordering::Relaxed);
 }
 
 core::arch::global_asm!(include_str!("boot.s"), options(att_syntax));
@@ -31,6 +37,8 @@ core::arch::global_asm!(
     f_rip = const core::mem::offset_of!(trap::TrapFrame, rip),
     f_rflags = const core::mem::offset_of!(trap::TrapFrame, rflags),
     f_rsp = const core::mem::offset_of!(trap::TrapFrame, rsp),
+    bkl = sym crate::smp::BKL,
+    bkl_serving = const crate::smp::BigLock::OFFSET_SERVING,
     options(att_syntax)
 );
 

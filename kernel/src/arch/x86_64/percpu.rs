@@ -1,11 +1,23 @@
 //! Per-CPU kernel data, reached through the GS segment base while in the
 //! kernel (user GS is swapped in with `swapgs` on the way out).
 //!
-//! The assembly entry paths read fields through GS at the `OFFSET_*`
-//! constants here (passed to `global_asm!` as operands).
+//! One [`PerCpu`] per CPU index (0 = the boot CPU, then the application
+//! processors in MADT order, `smp.rs`), in the static [`CPUS`] array. The
+//! assembly entry paths read fields through GS at the `OFFSET_*` constants
+//! here (passed to `global_asm!` as operands). A CPU's run queue lives in
+//! its `PerCpu` so that the IPC fast path reaches its own with one
+//! GS-relative load, as from a static.
+//!
+//! Invariant: only the owning CPU touches its `PerCpu` and TSS, with
+//! interrupts masked — except the run queue, which other CPUs change while
+//! they hold the big kernel lock (`smp.rs`), as does its owner.
 
 use super::{cpu, gdt};
 use crate::static_cell::StaticCell;
+use crate::thread::RunQueue;
+
+/// Most CPUs the kernel starts (the static per-CPU tables are sized by it).
+pub const MAX_CPUS: usize = 8;
 
 #[repr(C)]
 pub struct PerCpu {
@@ -16,9 +28,14 @@ pub struct PerCpu {
     /// leaves it here and stores it into the thread's frame only when the
     /// thread stops running (see `syscall_entry.s`).
     pub scratch: u64,
+    /// A second word for the locked syscall entry (`syscall_entry.s`).
+    pub scratch2: u64,
     /// This block's own address, so Rust code can find it without reading
     /// the GS_BASE MSR.
     self_ptr: *mut PerCpu,
+    /// The address of `run_queue` below, so that `thread::make_runnable`
+    /// can tell "this CPU's queue" with one GS-relative compare.
+    pub own_run_queue: *mut RunQueue,
     /// The thread running (or last run) on this CPU; null when idle. The
     /// syscall entry saves registers into its frame; interrupts do so
     /// through `TSS.rsp0`, which [`set_context_top`] keeps at the end of
@@ -32,14 +49,18 @@ pub struct PerCpu {
     /// The thread whose x87/SSE/AVX state is in this CPU's registers with
     /// CR0.TS clear, or null (see `fpu.rs`).
     pub fpu_live: *mut crate::thread::Thread,
+    /// This CPU's run queue (`thread.rs`).
+    pub run_queue: RunQueue,
 }
 
 /// Offsets of the fields the assembly entry paths reach through GS.
 pub const OFFSET_KERNEL_STACK_TOP: usize = core::mem::offset_of!(PerCpu, kernel_stack_top);
 pub const OFFSET_SCRATCH: usize = core::mem::offset_of!(PerCpu, scratch);
+pub const OFFSET_SCRATCH2: usize = core::mem::offset_of!(PerCpu, scratch2);
 pub const OFFSET_CURRENT: usize = core::mem::offset_of!(PerCpu, current);
 pub const OFFSET_TABLES: usize = core::mem::offset_of!(PerCpu, tables);
 pub const OFFSET_FPU_LIVE: usize = core::mem::offset_of!(PerCpu, fpu_live);
+pub const OFFSET_RUN_QUEUE: usize = core::mem::offset_of!(PerCpu, run_queue);
 
 const MSR_STAR: u32 = 0xc000_0081;
 const MSR_LSTAR: u32 = 0xc000_0082;
@@ -52,32 +73,49 @@ const SFMASK: u64 = (1 << 8) | (1 << 9) | (1 << 10) | (1 << 18) | (1 << 14);
 
 unsafe extern "C" {
     fn syscall_entry();
+    fn syscall_entry_locked();
     static boot_kernel_stack_top: u8;
 }
 
-static BOOT_CPU: StaticCell<PerCpu> = StaticCell::new(PerCpu {
-    kernel_stack_top: 0,
-    scratch: 0,
-    self_ptr: core::ptr::null_mut(),
-    current: core::ptr::null_mut(),
-    next: core::ptr::null_mut(),
-    cpu_id: 0,
-    tables: core::ptr::null_mut(),
-    fpu_live: core::ptr::null_mut(),
-});
+/// Every CPU's block, indexed by CPU index.
+pub static CPUS: [StaticCell<PerCpu>; MAX_CPUS] = [const {
+    StaticCell::new(PerCpu {
+        kernel_stack_top: 0,
+        scratch: 0,
+        scratch2: 0,
+        self_ptr: core::ptr::null_mut(),
+        own_run_queue: core::ptr::null_mut(),
+        current: core::ptr::null_mut(),
+        next: core::ptr::null_mut(),
+        cpu_id: 0,
+        tables: core::ptr::null_mut(),
+        fpu_live: core::ptr::null_mut(),
+        run_queue: RunQueue::new(),
+    })
+}; MAX_CPUS];
 
 /// Sets up the boot CPU's per-CPU block, GS base and the syscall MSRs.
 pub fn init_boot_cpu(tables: *mut gdt::CpuTables) {
-    let percpu = BOOT_CPU.get();
-    // SAFETY: single-threaded boot; nothing else references BOOT_CPU yet.
+    init_cpu(0, tables, &raw const boot_kernel_stack_top as u64);
+}
+
+/// Sets up CPU `index`'s per-CPU block (kernel stack top `stack_top`,
+/// descriptor tables `tables`), this CPU's GS base and syscall MSRs. Runs
+/// on that CPU, before it enters the kernel from user mode.
+pub fn init_cpu(index: usize, tables: *mut gdt::CpuTables, stack_top: u64) {
+    let percpu = CPUS[index].get();
+    // SAFETY: this CPU is being set up: nothing else references its block.
     unsafe {
-        (*percpu).kernel_stack_top = &raw const boot_kernel_stack_top as u64;
+        (*percpu).kernel_stack_top = stack_top;
         (*percpu).tables = tables;
         (*percpu).self_ptr = percpu;
+        (*percpu).own_run_queue = &raw mut (*percpu).run_queue;
+        (*percpu).cpu_id = index as u32;
     }
     // SAFETY: GS_BASE points at a 'static PerCpu; KERNEL_GS_BASE (the user
     // value swapped in on exit) starts as 0. STAR/LSTAR/SFMASK set up the
-    // syscall entry with the selectors of gdt.rs; EFER.SCE was set in boot.s.
+    // syscall entry with the selectors of gdt.rs; EFER.SCE was set in boot.s
+    // (application processors: in the trampoline).
     unsafe {
         cpu::wrmsr(MSR_GS_BASE, percpu as u64);
         cpu::wrmsr(MSR_KERNEL_GS_BASE, 0);
@@ -88,21 +126,100 @@ pub fn init_boot_cpu(tables: *mut gdt::CpuTables) {
     }
 }
 
+/// Points this CPU's `syscall` at the entry that takes the big kernel
+/// lock first (`smp.rs`): done on every CPU when more than one is online.
+pub fn use_locked_syscall_entry() {
+    // SAFETY: the locked entry takes the lock and continues at
+    // `syscall_entry` with every register as the CPU left it.
+    unsafe { cpu::wrmsr(MSR_LSTAR, syscall_entry_locked as *const () as u64) };
+}
+
+/// CPU `index`'s block (for other CPUs: only its run queue, under the big
+/// kernel lock).
+pub fn cpu_block(index: usize) -> *mut PerCpu {
+    CPUS[index].get()
+}
+
 /// This CPU's per-CPU block.
 pub fn this_cpu() -> *mut PerCpu {
     let address: u64;
     // SAFETY: in the kernel GS_BASE always holds this CPU's PerCpu address
     // (set at boot, swapped only on the user boundary), with its own
-    // address in `self_ptr`.
+    // address in `self_ptr`. `pure, nomem`: the value never changes for
+    // this CPU once set, so the compiler may reuse one load.
     unsafe {
         core::arch::asm!(
             "mov {}, gs:[{offset}]",
             out(reg) address,
             offset = const core::mem::offset_of!(PerCpu, self_ptr),
-            options(readonly, nostack, preserves_flags)
+            options(pure, nomem, nostack, preserves_flags)
         )
     };
     address as *mut PerCpu
+}
+
+/// This CPU's run-queue summary word (`thread::RunQueue`), GS-relative:
+/// one load, like the IPC fast path's.
+#[inline(always)]
+pub fn run_queue_summary() -> u64 {
+    let value: u64;
+    // SAFETY: GS_BASE is this CPU's block in the kernel; the offset is
+    // that of its run queue's summary word.
+    unsafe {
+        core::arch::asm!(
+            "mov {}, gs:[{offset}]",
+            out(reg) value,
+            offset = const OFFSET_RUN_QUEUE + crate::thread::RUN_QUEUE_SUMMARY,
+            options(readonly, nostack, preserves_flags)
+        )
+    };
+    value
+}
+
+/// Whether `rq` is this CPU's run queue (one GS-relative compare).
+#[inline(always)]
+pub fn is_own_run_queue(rq: *mut RunQueue) -> bool {
+    let own: *mut RunQueue;
+    // SAFETY: GS_BASE is this CPU's block in the kernel.
+    unsafe {
+        core::arch::asm!(
+            "mov {}, gs:[{offset}]",
+            out(reg) own,
+            offset = const core::mem::offset_of!(PerCpu, own_run_queue),
+            // Constant for this CPU once set (see `this_cpu`).
+            options(pure, nomem, nostack, preserves_flags)
+        )
+    };
+    own == rq
+}
+
+/// CPU `index`'s run queue.
+pub fn run_queue_of(index: usize) -> *mut RunQueue {
+    // SAFETY: only the field's address is taken.
+    unsafe { &raw mut (*CPUS[index].get()).run_queue }
+}
+
+/// Word `index` (0..4) of this CPU's run-queue bitmap, GS-relative.
+#[inline(always)]
+pub fn run_queue_nonempty(index: usize) -> u64 {
+    let value: u64;
+    // SAFETY: as above; `index & 3` stays inside the four-word bitmap.
+    unsafe {
+        core::arch::asm!(
+            "mov {}, gs:[{}*8 + {offset}]",
+            out(reg) value,
+            in(reg) index & 3,
+            offset = const OFFSET_RUN_QUEUE + crate::thread::RUN_QUEUE_NONEMPTY,
+            options(readonly, nostack, preserves_flags)
+        )
+    };
+    value
+}
+
+/// This CPU's index.
+pub fn this_cpu_index() -> u32 {
+    // SAFETY: this CPU's own block; cpu_id is written once at set-up.
+    unsafe { (*this_cpu()).cpu_id }
 }
 
 /// Makes `top` (the end of the current thread's frame) the place where the

@@ -22,6 +22,17 @@
 //! with their vector), so a frame the syscall path completes is marked for
 //! `sysretq` without a store.
 //!
+//! # One CPU or several
+//!
+//! The entry and both fast paths are assembled twice (`SE_BODY`):
+//! `syscall_entry` for a machine with one CPU online, and
+//! `syscall_entry_locked_body`, which releases the big kernel lock
+//! (`smp.rs`) before each `sysretq`, behind `syscall_entry_locked`, which
+//! takes it first in a few instructions (and handles a caller that
+//! another CPU destroyed or stopped while it entered). The boot picks one for `LSTAR`, so one CPU
+//! pays nothing. The fast path's run-queue check reads this CPU's queue
+//! GS-relative (`PerCpu::run_queue`).
+//!
 //! # The fast path
 //!
 //! `Call` and `ReplyRecv` go to `syscall_fast_call` and
@@ -213,6 +224,8 @@ core::arch::global_asm!(
     f_rax = const frame!(rax),
     f_rbx = const frame!(rbx),
     f_rdx = const frame!(rdx),
+    f_rcx = const frame!(rcx),
+    f_r11 = const frame!(r11),
     f_rsi = const frame!(rsi),
     f_rdi = const frame!(rdi),
     f_rbp = const frame!(rbp),
@@ -258,7 +271,11 @@ core::arch::global_asm!(
     ep_tail = const offset_of!(Endpoint, queue) + offset_of!(thread::ThreadQueue, tail),
     ep_state = const offset_of!(Endpoint, state),
     n_word = const offset_of!(Notification, word),
-    run_queues = sym thread::RUN_QUEUES,
+    pc_run_queue = const percpu::OFFSET_RUN_QUEUE,
+    bkl = sym crate::smp::BKL,
+    bkl_serving = const crate::smp::BigLock::OFFSET_SERVING,
+    bkl_next = const crate::smp::BigLock::OFFSET_NEXT,
+    pc_scratch2 = const percpu::OFFSET_SCRATCH2,
     rq_summary = const thread::RUN_QUEUE_SUMMARY,
     rq_nonempty = const thread::RUN_QUEUE_NONEMPTY,
     pc_kernel_stack_top = const percpu::OFFSET_KERNEL_STACK_TOP,

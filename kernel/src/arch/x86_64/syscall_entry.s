@@ -92,13 +92,13 @@
     cmp %rax, {t_cpu}(%rbx)
     jne .Lse_cpu_or_fpu\@
 .Lse_fpu_released\@:
-    mov {run_queues}+{rq_summary}(%rip), %rax
+    mov %gs:{pc_run_queue}+{rq_summary}, %rax
     test %rax, %rax
     jz .Lse_priority_ok\@
     # Highest runnable priority = 64 * (top bit of summary) + top bit of
     # that bitmap word.
     bsr %rax, %rax
-    mov {run_queues}+{rq_nonempty}(,%rax,8), %rcx
+    mov %gs:{pc_run_queue}+{rq_nonempty}(,%rax,8), %rcx
     bsr %rcx, %rcx
     shl $6, %eax
     or %ecx, %eax
@@ -162,7 +162,10 @@
 # Resumes rbx in user mode with sysretq: its callee-saved registers, rip,
 # rflags and rsp come from its frame; rax, rdi, rsi, rdx, r10, r8 and r9 are
 # what the code before left in them (the message).
-.macro SE_SYSRET_TO_RBX
+.macro SE_SYSRET_TO_RBX locked
+    .if \locked
+    SE_UNLOCK
+    .endif
     mov {f_rbp}(%rbx), %rbp
     mov {f_r12}(%rbx), %r12
     mov {f_r13}(%rbx), %r13
@@ -176,24 +179,34 @@
     sysretq
 .endm
 
-.section .text.syscall_entry, "ax"
-.code64
+# Releases the big kernel lock (smp.rs) on the way out to user mode: the
+# next ticket. A plain increment is enough: only the holder writes
+# `serving` (x86 keeps stores in order).
+.macro SE_UNLOCK
+    incl {bkl}+{bkl_serving}(%rip)
+.endm
 
-.global syscall_entry
+# The entry and the paths, assembled twice: `syscall_entry` for a machine
+# with one CPU online (no lock at all), `syscall_entry_locked_body` for
+# several, which releases the big kernel lock before every sysretq (the
+# lock was taken by `syscall_entry_locked`, below).
+.macro SE_BODY sfx, locked
+
 .p2align 4
-syscall_entry:
+syscall_entry\sfx:
     swapgs
+syscall_entry\sfx\()_gs:
     cmp ${sys_call}, %rax
-    je syscall_fast_call
+    je syscall_fast_call\sfx
     cmp ${sys_reply_recv}, %rax
-    je syscall_fast_reply_recv
+    je syscall_fast_reply_recv\sfx
 
 # The general path: store rip, rflags and the argument registers into the
 # caller's frame, run the Rust dispatcher on this CPU's kernel stack. The
 # callee-saved registers stay in the CPU (the Rust code preserves them), the
 # user rsp stays in PerCpu::scratch. syscall_from_user returns the caller's
 # new rax, or SWITCH (-1) when the caller stops running.
-syscall_general:
+syscall_general\sfx:
     mov %rsp, %gs:{pc_scratch}
     mov %gs:{pc_current}, %rsp              # the caller's Thread
     mov %rcx, {f_rip}(%rsp)
@@ -210,7 +223,7 @@ syscall_general:
     call syscall_from_user                  # (DF is clear: SFMASK clears it)
     mov %gs:{pc_current}, %rcx              # still the caller
     cmp ${switch}, %rax
-    je .Lse_switch
+    je .Lse_switch\sfx
     # Back to the caller: rax is the result; the other result registers
     # come from its frame (where the call wrote them, or the arguments).
     mov {f_rdi}(%rcx), %rdi
@@ -221,13 +234,16 @@ syscall_general:
     mov {f_r9}(%rcx), %r9
     mov {f_rflags}(%rcx), %r11
     mov %gs:{pc_scratch}, %rsp
+    .if \locked
+    SE_UNLOCK
+    .endif
     mov {f_rip}(%rcx), %rcx
     swapgs
     sysretq
     # The caller stops running: complete its frame (the callee-saved
     # registers hold its values again), then syscall_continue switches to
     # PerCpu::next or schedules.
-.Lse_switch:
+.Lse_switch\sfx:
     SE_SAVE_CALLEE_SAVED %rcx
     mov %gs:{pc_scratch}, %rax
     mov %rax, {f_rsp}(%rcx)
@@ -246,27 +262,27 @@ syscall_general:
 # ---------------------------------------------------------------------------
 
 # Call when a receiver waits on the endpoint.
-syscall_fast_call:
-    SE_FAST_START syscall_slow_call
-    SE_LOOKUP_ENDPOINT {right_write}, syscall_slow_call
+syscall_fast_call\sfx:
+    SE_FAST_START syscall_slow_call\sfx
+    SE_LOOKUP_ENDPOINT {right_write}, syscall_slow_call\sfx
     # A receiver waits: the queue holds receivers; take the first. (A
     # queue in state Recv is not empty.)
     cmpb ${ep_recv}, {ep_state}(%r13)
-    jne syscall_slow_call
+    jne syscall_slow_call\sfx
     mov {ep_head}(%r13), %rbx
     # A receiver with an unanswered call: the slow path aborts that call.
     cmpq $0, {t_caller}(%rbx)
-    jne syscall_slow_call
-    SE_CHECK_PARTNER syscall_slow_call
+    jne syscall_slow_call\sfx
+    SE_CHECK_PARTNER syscall_slow_call\sfx
     # --- No way back from here. ---
     # Unlink the receiver, the queue's head (so its prev is already null).
     mov {t_next}(%rbx), %rax
     mov %rax, {ep_head}(%r13)
     test %rax, %rax
-    jnz .Lse_call_more_receivers
+    jnz .Lse_call_more_receivers\sfx
     movq $0, {ep_tail}(%r13)
     movb ${ep_idle}, {ep_state}(%r13)
-.Lse_call_unlinked:
+.Lse_call_unlinked\sfx:
     movq ${queue_none}, {t_queue}(%rbx)
     # Link caller and receiver; the caller waits for an ordinary reply
     # (live to live: the count of live threads is unchanged).
@@ -277,33 +293,33 @@ syscall_fast_call:
     mov {s_badge}(%rbp,%r12), %rdi          # the receiver gets the badge
     SE_ENTER
     xor %eax, %eax
-    SE_SYSRET_TO_RBX
-.Lse_call_more_receivers:
+    SE_SYSRET_TO_RBX \locked
+.Lse_call_more_receivers\sfx:
     movq $0, {t_prev}(%rax)
     movq $0, {t_next}(%rbx)
-    jmp .Lse_call_unlinked
+    jmp .Lse_call_unlinked\sfx
 
 # ReplyRecv when the caller waits for an ordinary reply and no sender is
 # queued: answer it, leave this thread receiving on the endpoint.
-syscall_fast_reply_recv:
-    SE_FAST_START syscall_slow_reply_recv
+syscall_fast_reply_recv\sfx:
+    SE_FAST_START syscall_slow_reply_recv\sfx
     # The thread to answer.
     mov {t_caller}(%rsp), %rbx
     test %rbx, %rbx
-    jz syscall_slow_reply_recv
-    SE_LOOKUP_ENDPOINT {right_read}, syscall_slow_reply_recv
+    jz syscall_slow_reply_recv\sfx
+    SE_LOOKUP_ENDPOINT {right_read}, syscall_slow_reply_recv\sfx
     # A queued sender would be received at once: slow path.
     cmpb ${ep_send}, {ep_state}(%r13)
-    je syscall_slow_reply_recv
+    je syscall_slow_reply_recv\sfx
     # A fault reply resumes the faulting instruction, without a message.
     cmpb $0, {t_reply_is_fault}(%rbx)
-    jne syscall_slow_reply_recv
+    jne syscall_slow_reply_recv\sfx
     # A bound notification with bits set is received first.
     mov {t_bound_notification}(%rsp), %rax
     test %rax, %rax
-    jnz .Lse_rr_notification
-.Lse_rr_no_notification:
-    SE_CHECK_PARTNER syscall_slow_reply_recv
+    jnz .Lse_rr_notification\sfx
+.Lse_rr_no_notification\sfx:
+    SE_CHECK_PARTNER syscall_slow_reply_recv\sfx
     # --- No way back from here. ---
     # Answer: unlink caller and server.
     movq $0, {t_caller}(%rsp)
@@ -317,34 +333,130 @@ syscall_fast_reply_recv:
     movq ${queue_object}, {t_queue}(%rsp)
     mov %r14, {t_queue}+{queue_payload}(%rsp)
     test %rax, %rax
-    jnz .Lse_rr_more_receivers
+    jnz .Lse_rr_more_receivers\sfx
     mov %rsp, {ep_head}(%r13)
-.Lse_rr_linked:
+.Lse_rr_linked\sfx:
     mov %rsp, {ep_tail}(%r13)
     movb ${ep_recv}, {ep_state}(%r13)
     SE_ENTER
     xor %edi, %edi                          # a reply carries no badge
     xor %eax, %eax
-    SE_SYSRET_TO_RBX
-.Lse_rr_more_receivers:
+    SE_SYSRET_TO_RBX \locked
+.Lse_rr_more_receivers\sfx:
     mov %rsp, {t_next}(%rax)
-    jmp .Lse_rr_linked
-.Lse_rr_notification:
+    jmp .Lse_rr_linked\sfx
+.Lse_rr_notification\sfx:
     cmpq $0, {n_word}(%rbp,%rax)
-    jne syscall_slow_reply_recv
-    jmp .Lse_rr_no_notification
+    jne syscall_slow_reply_recv\sfx
+    jmp .Lse_rr_no_notification\sfx
 
 # A check failed; nothing has changed but scratch registers. Restore the
 # call number, rcx, r11, the callee-saved registers and rsp (from the frame,
 # where the fast path put them) and take the general path.
-syscall_slow_call:
+syscall_slow_call\sfx:
     mov ${sys_call}, %eax
-    jmp syscall_slow
-syscall_slow_reply_recv:
+    jmp syscall_slow\sfx
+syscall_slow_reply_recv\sfx:
     mov ${sys_reply_recv}, %eax
-syscall_slow:
+syscall_slow\sfx:
     mov {f_rip}(%rsp), %rcx
     mov {f_rflags}(%rsp), %r11
     SE_LOAD_CALLEE_SAVED %rsp
     mov {f_rsp}(%rsp), %rsp
-    jmp syscall_general
+    jmp syscall_general\sfx
+.endm
+
+.section .text.syscall_entry, "ax"
+.code64
+.global syscall_entry
+.global syscall_entry_locked
+.p2align 4
+SE_BODY , 0
+.p2align 4
+SE_BODY _locked_body, 1
+
+# The syscall entry while several CPUs are online: take the big kernel lock
+# (a ticket: `lock xadd`, then compare with `serving`), then the ordinary
+# entry (after its swapgs) with every register as the CPU left it. rax and
+# rdx wait in PerCpu::scratch / scratch2 meanwhile (the general path puts
+# the user rsp into scratch only later). A ticket not served yet waits in
+# smp_wait_ticket (out of line, on the kernel stack, serving the holder's
+# requests). With the lock, the caller must still be this CPU's running
+# thread in the loaded address space: while it entered, another CPU may
+# have destroyed it (current null: its registers go nowhere) or stopped it
+# or taken its address space: then its frame is completed so that it
+# restarts the `syscall` instruction (rip - 2) when it runs again, and
+# smp_syscall_stopped schedules.
+.p2align 4
+syscall_entry_locked:
+    swapgs
+    mov %rax, %gs:{pc_scratch}
+    mov $1, %eax
+    lock xadd %eax, {bkl}+{bkl_next}(%rip)
+    cmp %eax, {bkl}+{bkl_serving}(%rip)
+    jne .Lse_locked_wait
+.Lse_locked_have:
+    mov %rdx, %gs:{pc_scratch2}
+    mov %gs:{pc_current}, %rdx
+    test %rdx, %rdx
+    jz .Lse_locked_check
+    cmpb ${st_running}, {t_state}(%rdx)
+    jne .Lse_locked_check
+    cmpq ${obj_address_space}, {t_vspace_kind}(%rdx)
+    jne .Lse_locked_check
+    mov %cr3, %rax
+    cmp {t_vspace_object}(%rdx), %rax
+    jne .Lse_locked_check
+    mov %gs:{pc_scratch2}, %rdx
+    mov %gs:{pc_scratch}, %rax
+    jmp syscall_entry_locked_body_gs
+
+.Lse_locked_wait:
+    mov %rsp, %gs:{pc_scratch2}
+    mov %gs:{pc_kernel_stack_top}, %rsp
+    push %rdi
+    push %rsi
+    push %rdx
+    push %r10
+    push %r8
+    push %r9
+    push %rcx
+    push %r11
+    mov %eax, %edi
+    call smp_wait_ticket                    # 8 pushes: rsp stays 16-aligned
+    pop %r11
+    pop %rcx
+    pop %r9
+    pop %r8
+    pop %r10
+    pop %rdx
+    pop %rsi
+    pop %rdi
+    mov %gs:{pc_scratch2}, %rsp
+    jmp .Lse_locked_have
+
+.Lse_locked_check:
+    mov %gs:{pc_scratch2}, %rdx
+    mov %gs:{pc_current}, %rax
+    test %rax, %rax
+    jz .Lse_locked_gone
+    mov %rcx, {f_rcx}(%rax)
+    sub $2, %rcx                            # back to the syscall instruction
+    mov %rcx, {f_rip}(%rax)
+    mov %r11, {f_r11}(%rax)
+    mov %r11, {f_rflags}(%rax)
+    mov %rdi, {f_rdi}(%rax)
+    mov %rsi, {f_rsi}(%rax)
+    mov %rdx, {f_rdx}(%rax)
+    mov %r10, {f_r10}(%rax)
+    mov %r8, {f_r8}(%rax)
+    mov %r9, {f_r9}(%rax)
+    mov %rsp, {f_rsp}(%rax)
+    mov %gs:{pc_scratch}, %rcx
+    mov %rcx, {f_rax}(%rax)
+    SE_SAVE_CALLEE_SAVED %rax
+    movq $0, {f_vector}(%rax)               # resumed with iretq
+.Lse_locked_gone:
+    mov %gs:{pc_kernel_stack_top}, %rsp
+    call smp_syscall_stopped                # never returns
+    ud2

@@ -87,14 +87,31 @@ const EXCEPTION_NAMES: [&str; 32] = [
 
 #[unsafe(no_mangle)]
 extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
+    if frame.vector < 32 {
+        exception(frame);
+    }
+    // Interrupts reach the kernel only in the idle loop, which does not
+    // hold the big kernel lock (or during boot, before it exists). Only a
+    // device interrupt touches kernel objects (a notification) and takes
+    // it; the rest is this CPU's business.
+    crate::smp::serve_requests();
     match frame.vector {
-        0..=31 => exception(frame),
         VECTOR_TIMER => {
             crate::time::on_timer_tick();
             lapic::end_of_interrupt();
         }
         VECTOR_SPURIOUS => {} // no EOI for spurious interrupts
-        v if ioapic::is_line_vector(v) => crate::irq::on_interrupt(v),
+        // The idle loop looks at its run queue when the handler returns.
+        v if v == u64::from(crate::smp::VECTOR_RESCHEDULE)
+            || v == u64::from(crate::smp::VECTOR_REQUEST) =>
+        {
+            lapic::end_of_interrupt()
+        }
+        v if ioapic::is_line_vector(v) => {
+            crate::smp::lock();
+            crate::irq::on_interrupt(v);
+            crate::smp::unlock();
+        }
         v if (VECTOR_PIC_BASE..VECTOR_PIC_BASE + 16).contains(&v) => {} // masked PIC noise
         v => {
             kprintln!("warning: unexpected interrupt vector {v}");
@@ -103,23 +120,36 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
     }
 }
 
-/// Entry from user mode (interrupt or exception), on this CPU's kernel
-/// stack. The interrupted context is saved in the current thread (read
-/// from there, not through the pointer the entry passes, so that no two
-/// references alias it).
+/// An interrupt or exception from user mode; the thread's frame is
+/// complete. With several CPUs the big kernel lock is taken first (after
+/// serving a request of its holder: see `smp.rs`); while this CPU waited
+/// for it, another one may have destroyed or stopped the thread.
 #[unsafe(no_mangle)]
-extern "C" fn trap_from_user(_frame: *mut TrapFrame) -> ! {
+extern "C" fn trap_from_user(frame: *mut TrapFrame) -> ! {
+    // Read now: once this CPU served a request, the thread may be gone.
+    // SAFETY: the entry just pushed this frame into the current thread.
+    let entry_vector = unsafe { (*frame).vector };
+    crate::smp::serve_requests();
+    crate::smp::lock();
     let Some(current) = crate::thread::current() else {
-        panic!("trap from user mode with no current thread");
+        // Destroyed by another CPU while this one entered the kernel.
+        acknowledge_interrupt_only(entry_vector);
+        crate::thread::schedule()
     };
-    // SAFETY: interrupts are disabled; current is this CPU's thread.
-    let vector = unsafe { current.get() }.context.0.vector;
+    // SAFETY: the current thread of this CPU; under the big kernel lock.
+    let thread = unsafe { current.get() };
+    let vector = thread.context.0.vector;
+    if thread.state != crate::thread::State::Running && vector >= 32 {
+        // Stopped by another CPU meanwhile: the interrupt is handled, the
+        // thread not resumed (the frame is complete).
+        acknowledge_interrupt_only(vector);
+        crate::thread::schedule()
+    }
     match vector {
-        // The first x87/SSE/AVX instruction of the thread's turn: load its
-        // state and retry (fpu.rs).
         VECTOR_DEVICE_NOT_AVAILABLE if super::fpu::device_not_available(current.as_ptr()) => {
             crate::thread::resume(current)
         }
+        0..=31 if thread.state != crate::thread::State::Running => crate::thread::schedule(),
         0..=31 => {
             user_fault(current);
             crate::thread::schedule()
@@ -127,13 +157,24 @@ extern "C" fn trap_from_user(_frame: *mut TrapFrame) -> ! {
         VECTOR_TIMER => {
             crate::time::on_timer_tick();
             lapic::end_of_interrupt();
-            // Round robin: every tick ends the running thread's timeslice.
             crate::thread::preempt(current)
         }
         VECTOR_SPURIOUS => crate::thread::resume(current),
         v if ioapic::is_line_vector(v) => {
             crate::irq::on_interrupt(v);
             if crate::thread::higher_priority_waiting(unsafe_priority(current)) {
+                crate::thread::preempt(current)
+            }
+            crate::thread::resume(current)
+        }
+        v if v == u64::from(crate::smp::VECTOR_RESCHEDULE)
+            || v == u64::from(crate::smp::VECTOR_REQUEST) =>
+        {
+            lapic::end_of_interrupt();
+            // A thread moved to another CPU leaves this one at once.
+            if thread.cpu != super::percpu::this_cpu_index()
+                || crate::thread::higher_priority_waiting(thread.priority)
+            {
                 crate::thread::preempt(current)
             }
             crate::thread::resume(current)
@@ -145,6 +186,20 @@ extern "C" fn trap_from_user(_frame: *mut TrapFrame) -> ! {
             }
             crate::thread::resume(current)
         }
+    }
+}
+
+/// The hardware side of an interrupt whose thread will not be resumed.
+fn acknowledge_interrupt_only(vector: u64) {
+    match vector {
+        0..=31 | VECTOR_SPURIOUS => {}
+        VECTOR_TIMER => {
+            crate::time::on_timer_tick();
+            lapic::end_of_interrupt();
+        }
+        v if ioapic::is_line_vector(v) => crate::irq::on_interrupt(v),
+        v if (VECTOR_PIC_BASE..VECTOR_PIC_BASE + 16).contains(&v) => {}
+        _ => lapic::end_of_interrupt(),
     }
 }
 

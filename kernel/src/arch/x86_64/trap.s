@@ -89,6 +89,13 @@ kernel_trap:
 # Restores a thread's user context. Frames saved by the syscall path
 # (vector VECTOR_SYSCALL) return with sysretq (rip and rflags from the
 # frame); all others with iretq. Braced names are operands (mod.rs).
+# Releases the big kernel lock (smp.rs: one increment, harmless with one
+# CPU online, where nobody takes it): the last thing before the way out,
+# when nothing but the frame's iret part is read.
+.macro RU_UNLOCK
+    incl {bkl}+{bkl_serving}(%rip)
+.endm
+
 .global return_to_user
 return_to_user:
     mov %rdi, %rsp
@@ -98,6 +105,7 @@ return_to_user:
     mov {f_rip}-{f_vector}(%rsp), %rcx
     mov {f_rflags}-{f_vector}(%rsp), %r11
     mov {f_rsp}-{f_vector}(%rsp), %rsp
+    RU_UNLOCK
     swapgs
     sysretq
     # Any other frame: after iretq the thread runs, and a running thread's
@@ -105,5 +113,6 @@ return_to_user:
     # syscall path need not store it.
 1:  movq ${vector_syscall}, (%rsp)
     add $16, %rsp
+    RU_UNLOCK
     swapgs
     iretq

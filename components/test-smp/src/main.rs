@@ -1,0 +1,498 @@
+//! test-smp: the kernel's SMP support, seen from a component with its own
+//! thread, capability space and address space (a `test-` component).
+//!
+//! | check | what |
+//! |-------|------|
+//! | `cpu-count` | the CPU count, learnt by asking `ThreadSetSchedParams` for each CPU (`InvalidArgument` above the last), is the argument's (the machine's) |
+//! | `pingpong-per-cpu` | a client and a server thread on each CPU, all pairs started at once, [`ROUNDS`] calls each; every client finishes (its exit code: CPU and ticks per round trip, printed) |
+//! | `cross-cpu-call` | the main thread on CPU 0 calls a server on CPU 1 [`ROUNDS`] times; every answer is right, and the one-way time (half a round trip, printed) is far below a timer period: the remote CPU is woken by an IPI, not by its next tick |
+//! | `unmap-reaches-other-cpu` | a thread on CPU 1 writes a page in a loop; the main thread unmaps it; the writer's next write faults (a stale TLB entry on CPU 1 would let it write on and the fault would never come) |
+//! | `move-running` | a thread spinning on CPU 1 (counting) is moved to CPU 0 and back while it runs, suspended (the count stands still), resumed (it counts again); each step is printed (`test-smp: spinner STEP: Ok(true)`) |
+//! | `destroy-running` | the spinning thread is destroyed while it runs on CPU 1: the count stands still, the kernel carries on |
+//! | `fpu-moves-with-thread` | a thread keeps a value in `xmm0`, checks it 20 000 times, moves itself to the other CPU (its state live on the one it leaves), 20 times between CPU 1 and CPU 0, where the main thread waits with another value in its own `xmm0`: neither ever sees a foreign value |
+//!
+//! The argument is the number of CPUs the machine has; with one, the
+//! cross-CPU checks are reported as skipped.
+//!
+//! For the benchmark lab (`scenarios/smp-bench-N.toml`, `bench` catalog) it
+//! prints `BENCH` lines: `smp-pingpong-Ncpu` (each client's ticks per
+//! round trip, averaged over each 100 calls: [`PINGPONG_SAMPLES`] samples
+//! per CPU) and, with two CPUs or more, `ipc-cross-cpu-0w` (half of each
+//! cross-CPU round trip after a warm-up). Ticks are TSC ticks: under
+//! `-icount` (the tests that bound latency use it) instructions, and a
+//! timer period (10 ms) is 10 000 000 of them.
+#![no_std]
+#![no_main]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+extern crate alloc;
+
+use alloc::format;
+use alloc::string::String;
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use rt::abi::caddr::own;
+use rt::abi::child;
+use rt::abi::fault::{LABEL_EXIT, LABEL_PAGE_FAULT};
+use rt::abi::map::{Cache, MapAttr};
+use rt::abi::{Error, MsgInfo, ObjectType};
+use rt::check::Checks;
+use rt::println;
+use rt::syscall;
+
+rt::entry!(main);
+
+/// Most CPUs tried (the kernel's limit).
+const MAX_CPUS: u64 = 8;
+/// Calls per client.
+const ROUNDS: u64 = 2000;
+/// Ping-pong samples per client: one per 100 calls.
+const PINGPONG_SAMPLES: usize = (ROUNDS / 100) as usize;
+/// Each client's samples (ticks per round trip over 100 calls), by CPU.
+static PINGPONG: [[AtomicU64; PINGPONG_SAMPLES]; MAX_CPUS as usize] =
+    [const { [const { AtomicU64::new(0) }; PINGPONG_SAMPLES] }; MAX_CPUS as usize];
+
+/// Cross-CPU samples reported (the first calls after the warm-up one).
+const CROSS_SAMPLES: usize = 64;
+
+/// One-way cross-CPU bound: a tenth of a timer period under icount.
+const ONE_WAY_BOUND: u64 = 1_000_000;
+
+/// Slots: the fault endpoint every helper reports to (exits, faults), an
+/// endpoint per pair and one for the cross-CPU server, the threads, their
+/// stacks, the shared page.
+const FAULT_EP: u64 = child::FIRST_FREE as u64;
+const EPS: u64 = FAULT_EP + 1; // MAX_CPUS + 1
+const THREADS: u64 = EPS + MAX_CPUS + 1; // THREAD_COUNT
+const PROBE: u64 = THREADS + THREAD_COUNT;
+const STACKS: u64 = PROBE + 1; // one per thread
+const PAGE: u64 = STACKS + THREAD_COUNT;
+const PAGE_COPY: u64 = PAGE + 1;
+/// A pair per CPU, the cross-CPU server, the writer, the spinner, the
+/// FPU keeper.
+const THREAD_COUNT: u64 = 2 * MAX_CPUS + 4;
+const SPINNER: u64 = 2 * MAX_CPUS + 2;
+const KEEPER: u64 = 2 * MAX_CPUS + 3;
+
+const STACK_PAGES: u64 = 1;
+const STACK_VA: u64 = 0x0000_5300_0000_0000;
+const PAGE_VA: u64 = 0x0000_5400_0000_0000;
+const PAGE_COPY_VA: u64 = 0x0000_5400_0010_0000;
+
+fn stack_top(thread: u64) -> u64 {
+    STACK_VA + (thread + 1) * 2 * STACK_PAGES * 4096 - 16
+}
+
+fn main(machine_cpus: u64) -> i32 {
+    let mut t = Checks::new(machine_cpus);
+    if let Err(e) = setup() {
+        println!("test-smp: setup FAILED ({e:?})");
+        return 1;
+    }
+    let cpus = cpu_count();
+    println!("test-smp: {cpus} CPUs usable");
+    t.expect(
+        "cpu-count",
+        cpus == machine_cpus,
+        format_args!("{cpus} CPUs, the machine has {machine_cpus}"),
+    );
+    pingpong_per_cpu(&mut t, cpus);
+    if cpus < 2 {
+        println!("test-smp: one CPU: cross-CPU checks skipped");
+    } else {
+        cross_cpu_call(&mut t);
+        unmap_reaches_other_cpu(&mut t);
+        move_and_destroy_running(&mut t);
+        fpu_moves_with_thread(&mut t);
+    }
+    // The servers wait for calls forever: stop them (the machine powers
+    // off when no thread is left waiting).
+    for i in 0..THREAD_COUNT {
+        let _ = syscall::thread_suspend(THREADS + i);
+    }
+    t.finish()
+}
+
+fn setup() -> Result<(), Error> {
+    let u = u64::from(child::UNTYPED);
+    let vspace = u64::from(child::OWN_VSPACE);
+    syscall::retype(u, ObjectType::Endpoint, 0, FAULT_EP, 1)?;
+    syscall::retype(u, ObjectType::Endpoint, 0, EPS, MAX_CPUS + 1)?;
+    syscall::retype(u, ObjectType::Thread, 0, THREADS, THREAD_COUNT)?;
+    syscall::retype(u, ObjectType::Thread, 0, PROBE, 1)?;
+    syscall::retype(u, ObjectType::Frame4K, 0, STACKS, THREAD_COUNT)?;
+    syscall::retype(u, ObjectType::Frame4K, 0, PAGE, 1)?;
+    syscall::cap_copy(own(PAGE as u32), own(PAGE_COPY as u32))?;
+    let rw = MapAttr {
+        writable: true,
+        executable: false,
+        cache: Cache::WriteBack,
+    };
+    for i in 0..THREAD_COUNT {
+        // SAFETY: STACK_VA.. is reserved for the helpers' stacks (one page
+        // each, with an unmapped page between them).
+        unsafe { syscall::map(vspace, STACKS + i, STACK_VA + i * 2 * 4096 + 4096, rw)? };
+        syscall::thread_configure(THREADS + i, child::OWN_CSPACE.into(), vspace, 0, FAULT_EP)?;
+    }
+    syscall::thread_configure(PROBE, child::OWN_CSPACE.into(), vspace, 0, FAULT_EP)?;
+    // SAFETY: PAGE_VA and PAGE_COPY_VA are reserved for the shared page.
+    unsafe {
+        syscall::map(vspace, PAGE, PAGE_VA, rw)?;
+        syscall::map(vspace, PAGE_COPY, PAGE_COPY_VA, rw)?;
+    }
+    Ok(())
+}
+
+/// How many CPUs threads may be placed on: the first CPU
+/// `ThreadSetSchedParams` refuses with `InvalidArgument` (docs/abi.md).
+fn cpu_count() -> u64 {
+    (1..MAX_CPUS)
+        .find(|&cpu| {
+            syscall::thread_set_sched_params(PROBE, child::PRIORITY, cpu as u32)
+                == Err(Error::InvalidArgument)
+        })
+        .unwrap_or(MAX_CPUS)
+}
+
+/// Starts helper `index` on `cpu` at `entry(arg)`.
+fn start(index: u64, cpu: u64, entry: extern "C" fn(u64) -> !, arg: u64) -> Result<(), Error> {
+    syscall::thread_set_sched_params(THREADS + index, child::PRIORITY, cpu as u32)?;
+    // SAFETY: the helper runs one of this file's helper bodies on its own
+    // stack page.
+    unsafe {
+        syscall::thread_start(
+            THREADS + index,
+            entry as *const () as u64,
+            stack_top(index),
+            arg,
+        )
+    }
+}
+
+/// Waits for the next report on the fault endpoint: (label, words).
+fn report() -> Result<(u64, [u64; 4]), Error> {
+    let (_, info, words) = syscall::recv(FAULT_EP)?;
+    Ok((info.label(), words))
+}
+
+fn pingpong_per_cpu(t: &mut Checks, cpus: u64) {
+    let mut started = Ok(());
+    for cpu in 0..cpus {
+        started = started
+            .and_then(|()| start(2 * cpu, cpu, server, EPS + cpu))
+            .and_then(|()| start(2 * cpu + 1, cpu, client, (cpu << 8) | (EPS + cpu)));
+    }
+    if let Err(e) = started {
+        t.expect("pingpong-per-cpu", false, format_args!("start: {e:?}"));
+        return;
+    }
+    let mut finished = 0;
+    for _ in 0..cpus {
+        match report() {
+            Ok((LABEL_EXIT, words)) if words[0] & 0xffff_ffff != 0xffff_ffff => {
+                let code = words[0] & 0xffff_ffff;
+                println!(
+                    "test-smp: cpu {}: {ROUNDS} round trips, {} ticks each",
+                    code >> 24,
+                    code & 0xff_ffff
+                );
+                finished += 1;
+            }
+            other => println!("test-smp: unexpected report {other:?}"),
+        }
+    }
+    t.expect(
+        "pingpong-per-cpu",
+        finished == cpus,
+        format_args!("{finished} of {cpus} clients finished"),
+    );
+    let mut samples = [0u64; PINGPONG_SAMPLES * MAX_CPUS as usize];
+    for (i, s) in samples
+        .iter_mut()
+        .enumerate()
+        .take(PINGPONG_SAMPLES * cpus as usize)
+    {
+        *s = PINGPONG[i / PINGPONG_SAMPLES][i % PINGPONG_SAMPLES].load(Ordering::Relaxed);
+    }
+    let name = format!("smp-pingpong-{cpus}cpu");
+    let what = format!(
+        "ping-pong round trip (Call + ReplyRecv) of a client and a server thread on each of \
+         {cpus} CPUs, all pairs started together, {ROUNDS} calls each; ticks per round trip \
+         over each 100 calls, per CPU"
+    );
+    bench_line(&name, &what, &samples[..PINGPONG_SAMPLES * cpus as usize]);
+}
+
+/// Prints one `BENCH` line (ticks).
+fn bench_line(name: &str, what: &str, samples: &[u64]) {
+    let mut line = String::new();
+    let mut scratch = [0u64; PINGPONG_SAMPLES * MAX_CPUS as usize];
+    let n = samples.len().min(scratch.len());
+    if bench::report(
+        &mut line,
+        name,
+        what,
+        bench::Unit::Ticks,
+        &samples[..n],
+        &mut scratch,
+    )
+    .is_ok()
+    {
+        let _ = syscall::debug_write(line.as_bytes());
+    }
+}
+
+/// Answers every call on endpoint `ep` with its word 0 + 1.
+extern "C" fn server(ep: u64) -> ! {
+    let mut got = syscall::recv(ep);
+    while let Ok((_, _, words)) = got {
+        got = syscall::reply_recv(ep, MsgInfo(1), [words[0] + 1, 0, 0, 0]);
+    }
+    syscall::thread_exit(-1)
+}
+
+/// Calls the server on endpoint `arg & 0xff` [`ROUNDS`] times and exits
+/// with (CPU `arg >> 8`) << 24 | ticks per round trip; -1 on a wrong
+/// answer.
+extern "C" fn client(arg: u64) -> ! {
+    let (ep, cpu) = (arg & 0xff, arg >> 8);
+    let start = syscall::rdtsc();
+    let mut last = start;
+    for i in 0..ROUNDS {
+        match syscall::call(ep, MsgInfo(1), [i, 0, 0, 0]) {
+            Ok((_, words)) if words[0] == i + 1 => {}
+            _ => syscall::thread_exit(-1),
+        }
+        if i % 100 == 99 {
+            let now = syscall::rdtsc();
+            PINGPONG[cpu as usize % MAX_CPUS as usize][(i / 100) as usize % PINGPONG_SAMPLES]
+                .store((now - last) / 100, Ordering::Relaxed);
+            last = now;
+        }
+    }
+    let per = ((syscall::rdtsc() - start) / ROUNDS).min(0xff_ffff);
+    syscall::thread_exit(((cpu << 24) | per) as i32)
+}
+
+fn cross_cpu_call(t: &mut Checks) {
+    let ep = EPS + MAX_CPUS;
+    let index = 2 * MAX_CPUS;
+    if let Err(e) = start(index, 1, server, ep) {
+        t.expect("cross-cpu-call", false, format_args!("start: {e:?}"));
+        return;
+    }
+    // The first call finds the server waiting (and its CPU idle).
+    let _ = syscall::call(ep, MsgInfo(1), [0, 0, 0, 0]);
+    let start = syscall::rdtsc();
+    let mut right = 0;
+    let mut samples = [0u64; CROSS_SAMPLES];
+    for i in 0..ROUNDS {
+        let t0 = syscall::rdtsc();
+        if let Ok((_, words)) = syscall::call(ep, MsgInfo(1), [i, 0, 0, 0]) {
+            right += u64::from(words[0] == i + 1);
+        }
+        let t1 = syscall::rdtsc();
+        if let Some(s) = samples.get_mut(i as usize) {
+            *s = (t1 - t0) / 2;
+        }
+    }
+    let one_way = (syscall::rdtsc() - start) / ROUNDS / 2;
+    bench_line(
+        "ipc-cross-cpu-0w",
+        "IPC Call from CPU 0 to a thread on CPU 1 blocked in ReplyRecv (its CPU idle between \
+         calls: woken by IPI), 0 words; half of each round trip (the two directions cost the \
+         same path)",
+        &samples,
+    );
+    println!("test-smp: cross-cpu call/reply: {ROUNDS} round trips, one-way {one_way} ticks");
+    t.expect(
+        "cross-cpu-call",
+        right == ROUNDS && one_way < ONE_WAY_BOUND,
+        format_args!(
+            "{right} of {ROUNDS} answers right, one-way {one_way} ticks (bound {ONE_WAY_BOUND})"
+        ),
+    );
+}
+
+/// Writes a counter to the shared page forever (until the write faults).
+extern "C" fn writer(_: u64) -> ! {
+    let mut i = 1u64;
+    loop {
+        // SAFETY: PAGE_VA is the shared page (while it is mapped; the
+        // write after the unmap faults, which is the point).
+        unsafe { core::ptr::write_volatile(PAGE_VA as *mut u64, i) };
+        i += 1;
+    }
+}
+
+fn unmap_reaches_other_cpu(t: &mut Checks) {
+    let index = 2 * MAX_CPUS + 1;
+    if let Err(e) = start(index, 1, writer, 0) {
+        t.expect(
+            "unmap-reaches-other-cpu",
+            false,
+            format_args!("start: {e:?}"),
+        );
+        return;
+    }
+    let copy = PAGE_COPY_VA as *const u64;
+    // The writer runs on CPU 1 and has the page in its TLB.
+    // SAFETY: the second mapping of the shared page, ours until the end.
+    while unsafe { core::ptr::read_volatile(copy) } < 1000 {
+        core::hint::spin_loop();
+    }
+    // SAFETY: only the writer uses PAGE_VA.
+    let unmapped = unsafe { syscall::unmap(PAGE) };
+    // SAFETY: as above.
+    let after_unmap = unsafe { core::ptr::read_volatile(copy) };
+    let fault = report();
+    // SAFETY: as above.
+    let at_fault = unsafe { core::ptr::read_volatile(copy) };
+    let ok = matches!(fault, Ok((LABEL_PAGE_FAULT, w)) if w[0] == PAGE_VA)
+        && unmapped.is_ok()
+        && at_fault == after_unmap;
+    println!("test-smp: writer reached {after_unmap} when the page was unmapped, then faulted");
+    let _ = syscall::thread_suspend(THREADS + index);
+    t.expect(
+        "unmap-reaches-other-cpu",
+        ok,
+        format_args!(
+            "unmap {unmapped:?}, report {fault:?}, value {after_unmap} after unmap, {at_fault} at \
+             the fault"
+        ),
+    );
+}
+
+/// Counted by the spinner.
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn spinner(_: u64) -> ! {
+    // The only writer: a plain load and store (a `lock`ed add in a tight
+    // loop is very slow under QEMU's TCG with several vCPUs).
+    loop {
+        COUNTER.store(COUNTER.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+}
+
+/// Lets the other threads run for a while: a call to the cross-CPU server
+/// on CPU 1 blocks this thread (its CPU may run others or idle) until that
+/// server gets its CPU. (Not a spin: under QEMU's round-robin TCG a vCPU
+/// that spins keeps the host thread for its whole time slice.)
+fn let_others_run() {
+    let _ = syscall::call(EPS + MAX_CPUS, MsgInfo(1), [0; 4]);
+}
+
+/// Whether the spinner counts (within 20 waits).
+fn counting() -> bool {
+    let before = COUNTER.load(Ordering::Relaxed);
+    (0..20).any(|_| {
+        let_others_run();
+        COUNTER.load(Ordering::Relaxed) != before
+    })
+}
+
+/// Whether the count stands still over a while (after the spinner was
+/// stopped: the IPI that stops it has long arrived after the first wait).
+fn standing_still() -> bool {
+    let_others_run();
+    let before = COUNTER.load(Ordering::Relaxed);
+    for _ in 0..5 {
+        let_others_run();
+    }
+    COUNTER.load(Ordering::Relaxed) == before
+}
+
+fn move_and_destroy_running(t: &mut Checks) {
+    let thread = THREADS + SPINNER;
+    let set = |cpu: u32| syscall::thread_set_sched_params(thread, child::PRIORITY, cpu);
+    type Step<'a> = (&'a str, &'a dyn Fn() -> Result<bool, Error>);
+    let plan: [Step; 6] = [
+        ("started on CPU 1", &|| {
+            start(SPINNER, 1, spinner, 0).map(|()| counting())
+        }),
+        ("moved to CPU 0", &|| set(0).map(|()| counting())),
+        ("moved back to CPU 1", &|| set(1).map(|()| counting())),
+        ("suspended", &|| {
+            syscall::thread_suspend(thread).map(|()| standing_still())
+        }),
+        ("resumed", &|| {
+            syscall::thread_resume(thread).map(|()| counting())
+        }),
+        ("destroyed", &|| {
+            // SAFETY: the slot holds the spinner's thread, which nothing
+            // else uses.
+            unsafe { syscall::cap_delete(own(thread as u32)) }.map(|()| standing_still())
+        }),
+    ];
+    let steps = plan.map(|(name, step)| {
+        let result = step();
+        println!("test-smp: spinner {name}: {result:?}");
+        (name, result)
+    });
+    let failed = steps.iter().find(|(_, r)| *r != Ok(true));
+    let (moved, destroyed) = (&steps[..5], &steps[5]);
+    let moved_failed = moved.iter().find(|(_, r)| *r != Ok(true));
+    t.expect(
+        "move-running",
+        moved_failed.is_none(),
+        format_args!("{:?}", moved_failed),
+    );
+    t.expect(
+        "destroy-running",
+        destroyed.1 == Ok(true),
+        format_args!("{:?} (first failure: {failed:?})", destroyed.1),
+    );
+}
+
+/// Keeps `pattern` in xmm0 and checks it [`KEEPER_ROUNDS`] times per
+/// CPU, moving itself between CPU 1 and CPU 0 [`KEEPER_MOVES`] times (its
+/// state is live on the CPU it leaves); exits with 1 if xmm0 never
+/// changed, 2 if it did, 3 if a move failed.
+extern "C" fn keeper(pattern: u64) -> ! {
+    // SAFETY: writes xmm0 only, which nothing else in this thread uses
+    // (the components are soft-float).
+    unsafe { core::arch::asm!("movq xmm0, {}", in(reg) pattern, options(nomem, nostack)) };
+    for step in 0..KEEPER_MOVES {
+        for _ in 0..KEEPER_ROUNDS {
+            let now: u64;
+            // SAFETY: reads xmm0 only.
+            unsafe { core::arch::asm!("movq {}, xmm0", out(reg) now, options(nomem, nostack)) };
+            if now != pattern {
+                syscall::thread_exit(2);
+            }
+        }
+        let cpu = (step % 2) as u32; // 0, 1, 0, ...: it starts on 1
+        if syscall::thread_set_sched_params(THREADS + KEEPER, child::PRIORITY, cpu).is_err() {
+            syscall::thread_exit(3);
+        }
+    }
+    syscall::thread_exit(1)
+}
+
+const KEEPER_ROUNDS: u64 = 20_000;
+const KEEPER_MOVES: u64 = 20;
+
+fn fpu_moves_with_thread(t: &mut Checks) {
+    let mine = 0x5a5a_1234_8765_a5a5u64;
+    // SAFETY: this thread's own xmm0, which nothing else here uses.
+    unsafe { core::arch::asm!("movq xmm0, {}", in(reg) mine, options(nomem, nostack)) };
+    if let Err(e) = start(KEEPER, 1, keeper, 0x0123_4567_89ab_cdef) {
+        t.expect("fpu-moves-with-thread", false, format_args!("start: {e:?}"));
+        return;
+    }
+    // Half of its turns the keeper shares CPU 0 with this thread, which
+    // waits here with its own value live (or saved) meanwhile.
+    let result = report().map(|(label, words)| (label, words[0] & 0xffff_ffff));
+    let kept: u64;
+    // SAFETY: reads this thread's own xmm0.
+    unsafe { core::arch::asm!("movq {}, xmm0", out(reg) kept, options(nomem, nostack)) };
+    println!("test-smp: FPU keeper moved {KEEPER_MOVES} times while it checked xmm0");
+    t.expect(
+        "fpu-moves-with-thread",
+        result == Ok((LABEL_EXIT, 1)) && kept == mine,
+        format_args!(
+            "report {result:?} (1: kept, 2: changed, 3: a move failed), main's xmm0 {kept:#x}"
+        ),
+    );
+}
