@@ -72,6 +72,7 @@ benches! {
     PecanScenario("smp-bench-2") "smp-pingpong-2cpu" => "ping-pong round trip of a pair on each CPU, 2 CPUs online (big kernel lock), per round trip and CPU",
     PecanScenario("smp-bench-4") "smp-pingpong-4cpu" => "ping-pong round trip of a pair on each CPU, 4 CPUs online (big kernel lock), per round trip and CPU",
     PecanScenario("smp-bench-2") "ipc-cross-cpu-0w" => "IPC call one-way to a thread on another CPU (idle between calls: IPI wake-up), 0 words",
+    PecanScenario("smp-bench-2") "ipc-cross-cpu-busy" => "IPC call one-way to a thread on another CPU that runs a lower-priority thread (the IPI preempts it), 0 words",
     Pecan "ipc-intra-0w-fpu" => "IPC call one-way, same address space, 0 words, caller used vector registers",
     Pecan "fpu-first-use" => "first vector instruction of a turn (#NM, state restored)",
     Linux "getppid" => "getppid system call, round trip",
@@ -142,6 +143,7 @@ pub const ROWS: &[(&str, Option<&str>)] = &[
     ("smp-pingpong-2cpu", None),
     ("smp-pingpong-4cpu", None),
     ("ipc-cross-cpu-0w", None),
+    ("ipc-cross-cpu-busy", None),
     ("ipc-intra-0w-fpu", None),
     ("fpu-first-use", None),
 ];

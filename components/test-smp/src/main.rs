@@ -6,6 +6,7 @@
 //! | `cpu-count` | the CPU count, learnt by asking `ThreadSetSchedParams` for each CPU (`InvalidArgument` above the last), is the argument's (the machine's) |
 //! | `pingpong-per-cpu` | a client and a server thread on each CPU, all pairs started at once, [`ROUNDS`] calls each; every client finishes (its exit code: CPU and ticks per round trip, printed) |
 //! | `cross-cpu-call` | the main thread on CPU 0 calls a server on CPU 1 [`ROUNDS`] times; every answer is right, and the one-way time (half a round trip, printed) is far below a timer period: the remote CPU is woken by an IPI, not by its next tick |
+//! | `cross-cpu-call-busy` | the same while a lower-priority thread spins on CPU 1: each call's IPI preempts it (median one-way printed, same bound) |
 //! | `unmap-reaches-other-cpu` | a thread on CPU 1 writes a page in a loop; the main thread unmaps it; the writer's next write faults (a stale TLB entry on CPU 1 would let it write on and the fault would never come) |
 //! | `move-running` | a thread spinning on CPU 1 (counting) is moved to CPU 0 and back while it runs, suspended (the count stands still), resumed (it counts again); each step is printed (`test-smp: spinner STEP: Ok(true)`) |
 //! | `destroy-running` | the spinning thread is destroyed while it runs on CPU 1: the count stands still, the kernel carries on |
@@ -18,7 +19,8 @@
 //! prints `BENCH` lines: `smp-pingpong-Ncpu` (each client's ticks per
 //! round trip, averaged over each 100 calls: [`PINGPONG_SAMPLES`] samples
 //! per CPU) and, with two CPUs or more, `ipc-cross-cpu-0w` (half of each
-//! cross-CPU round trip after a warm-up). Ticks are TSC ticks: under
+//! cross-CPU round trip after a warm-up) and `ipc-cross-cpu-busy` (the
+//! same with CPU 1 busy). Ticks are TSC ticks: under
 //! `-icount` (the tests that bound latency use it) instructions, and a
 //! timer period (10 ms) is 10 000 000 of them.
 #![no_std]
@@ -70,10 +72,11 @@ const STACKS: u64 = PROBE + 1; // one per thread
 const PAGE: u64 = STACKS + THREAD_COUNT;
 const PAGE_COPY: u64 = PAGE + 1;
 /// A pair per CPU, the cross-CPU server, the writer, the spinner, the
-/// FPU keeper.
-const THREAD_COUNT: u64 = 2 * MAX_CPUS + 4;
+/// FPU keeper, the busy loop of `ipc-cross-cpu-busy`.
+const THREAD_COUNT: u64 = 2 * MAX_CPUS + 5;
 const SPINNER: u64 = 2 * MAX_CPUS + 2;
 const KEEPER: u64 = 2 * MAX_CPUS + 3;
+const BUSY: u64 = 2 * MAX_CPUS + 4;
 
 const STACK_PAGES: u64 = 1;
 const STACK_VA: u64 = 0x0000_5300_0000_0000;
@@ -102,6 +105,7 @@ fn main(machine_cpus: u64) -> i32 {
         println!("test-smp: one CPU: cross-CPU checks skipped");
     } else {
         cross_cpu_call(&mut t);
+        cross_cpu_call_busy(&mut t);
         unmap_reaches_other_cpu(&mut t);
         move_and_destroy_running(&mut t);
         fpu_moves_with_thread(&mut t);
@@ -313,6 +317,64 @@ fn cross_cpu_call(t: &mut Checks) {
             "{right} of {ROUNDS} answers right, one-way {one_way} ticks (bound {ONE_WAY_BOUND})"
         ),
     );
+}
+
+/// `ipc-cross-cpu-busy`: the cross-CPU calls again while a thread of
+/// lower priority spins on CPU 1, so each call's IPI interrupts a running
+/// thread instead of waking an idle CPU. The server is the one
+/// [`cross_cpu_call`] started (still waiting on its endpoint).
+fn cross_cpu_call_busy(t: &mut Checks) {
+    let ep = EPS + MAX_CPUS;
+    let busy = syscall::thread_set_sched_params(THREADS + BUSY, child::PRIORITY - 1, 1)
+        // SAFETY: the busy thread runs `busy_loop` on its own stack page.
+        .and_then(|()| unsafe {
+            syscall::thread_start(
+                THREADS + BUSY,
+                busy_loop as *const () as u64,
+                stack_top(BUSY),
+                0,
+            )
+        });
+    if let Err(e) = busy {
+        t.expect("cross-cpu-call-busy", false, format_args!("start: {e:?}"));
+        return;
+    }
+    let _ = syscall::call(ep, MsgInfo(1), [0, 0, 0, 0]);
+    let mut right = 0;
+    let mut samples = [0u64; CROSS_SAMPLES];
+    for (i, s) in samples.iter_mut().enumerate() {
+        let i = i as u64;
+        let t0 = syscall::rdtsc();
+        if let Ok((_, words)) = syscall::call(ep, MsgInfo(1), [i, 0, 0, 0]) {
+            right += u64::from(words[0] == i + 1);
+        }
+        *s = (syscall::rdtsc() - t0) / 2;
+    }
+    let _ = syscall::thread_suspend(THREADS + BUSY);
+    bench_line(
+        "ipc-cross-cpu-busy",
+        "IPC Call from CPU 0 to a thread on CPU 1 blocked in ReplyRecv while a lower-priority \
+         thread spins on CPU 1 (the IPI preempts it), 0 words; half of each round trip",
+        &samples,
+    );
+    let mut sorted = samples;
+    sorted.sort_unstable();
+    let median = sorted[CROSS_SAMPLES / 2];
+    println!("test-smp: cross-cpu call/reply with CPU 1 busy: one-way median {median} ticks");
+    t.expect(
+        "cross-cpu-call-busy",
+        right == CROSS_SAMPLES as u64 && median < ONE_WAY_BOUND,
+        format_args!(
+            "{right} answers right, one-way median {median} ticks (bound {ONE_WAY_BOUND})"
+        ),
+    );
+}
+
+/// Spins (lower priority than the cross-CPU server on the same CPU).
+extern "C" fn busy_loop(_: u64) -> ! {
+    loop {
+        core::hint::spin_loop();
+    }
 }
 
 /// Writes a counter to the shared page forever (until the write faults).
