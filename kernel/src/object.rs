@@ -131,6 +131,11 @@ pub struct Endpoint {
     pub refs: u64,
     pub queue: ThreadQueue,
     pub state: EndpointState,
+    /// Held (1) by an IPC fast path that runs without the big kernel lock
+    /// while it reads or changes `queue` and `state` (`smp.rs`, "Same-CPU
+    /// IPC without the lock"); only the assembly touches it. 0 in a fresh
+    /// (zeroed) endpoint.
+    pub fast_lock: u8,
 }
 
 #[repr(C)]
@@ -183,6 +188,7 @@ pub fn init_object(kind: ObjectType, phys: u64, size_bits: u64) {
                 refs: 1,
                 queue: ThreadQueue::EMPTY,
                 state: EndpointState::Idle,
+                fast_lock: 0,
             };
         }
         ObjectType::Notification => {

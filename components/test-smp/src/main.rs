@@ -16,9 +16,13 @@
 //! cross-CPU checks are reported as skipped.
 //!
 //! For the benchmark lab (`scenarios/smp-bench-N.toml`, `bench` catalog) it
-//! prints `BENCH` lines: `smp-pingpong-Ncpu` (each client's ticks per
-//! round trip, averaged over each 100 calls: [`PINGPONG_SAMPLES`] samples
-//! per CPU) and, with two CPUs or more, `ipc-cross-cpu-0w` (half of each
+//! prints `BENCH` lines: `smp-pingpong-Ncpu` ([`PINGPONG_SAMPLES`] runs of
+//! all pairs; each sample is the span from the first client's start to the
+//! last one's end divided by pairs × [`ROUNDS`]: under icount QEMU runs the
+//! vCPUs in turns on one clock, so that is the instructions all CPUs spend
+//! per round trip — equal to the one-CPU figure when sharing the machine
+//! costs nothing, which on hardware, where the CPUs run at once, is
+//! N-fold throughput) and, with two CPUs or more, `ipc-cross-cpu-0w` (half of each
 //! cross-CPU round trip after a warm-up) and `ipc-cross-cpu-busy` (the
 //! same with CPU 1 busy). Ticks are TSC ticks: under
 //! `-icount` (the tests that bound latency use it) instructions, and a
@@ -49,11 +53,17 @@ rt::entry!(main);
 const MAX_CPUS: u64 = 8;
 /// Calls per client.
 const ROUNDS: u64 = 2000;
-/// Ping-pong samples per client: one per 100 calls.
-const PINGPONG_SAMPLES: usize = (ROUNDS / 100) as usize;
-/// Each client's samples (ticks per round trip over 100 calls), by CPU.
-static PINGPONG: [[AtomicU64; PINGPONG_SAMPLES]; MAX_CPUS as usize] =
-    [const { [const { AtomicU64::new(0) }; PINGPONG_SAMPLES] }; MAX_CPUS as usize];
+/// `arg` bit: only the stress check (`stress`), meant to run without
+/// icount, where the vCPUs do run at the same time.
+const STRESS: u64 = 0x100;
+/// Rounds of the stress check's writer (see `stress`).
+const STRESS_ROUNDS: u64 = 400;
+/// Ping-pong runs (samples of the figure): all pairs, [`ROUNDS`] calls
+/// each, per run.
+const PINGPONG_SAMPLES: usize = 5;
+/// Each client's first and last timestamp of the current run, by CPU.
+static STARTS: [AtomicU64; MAX_CPUS as usize] = [const { AtomicU64::new(0) }; MAX_CPUS as usize];
+static ENDS: [AtomicU64; MAX_CPUS as usize] = [const { AtomicU64::new(0) }; MAX_CPUS as usize];
 
 /// Cross-CPU samples reported (the first calls after the warm-up one).
 const CROSS_SAMPLES: usize = 64;
@@ -87,13 +97,21 @@ fn stack_top(thread: u64) -> u64 {
     STACK_VA + (thread + 1) * 2 * STACK_PAGES * 4096 - 16
 }
 
-fn main(machine_cpus: u64) -> i32 {
+fn main(arg: u64) -> i32 {
+    let machine_cpus = arg & 0xff;
     let mut t = Checks::new(machine_cpus);
     if let Err(e) = setup() {
         println!("test-smp: setup FAILED ({e:?})");
         return 1;
     }
     let cpus = cpu_count();
+    if arg & STRESS != 0 {
+        stress(&mut t, cpus);
+        for i in 0..THREAD_COUNT {
+            let _ = syscall::thread_suspend(THREADS + i);
+        }
+        return t.finish();
+    }
     println!("test-smp: {cpus} CPUs usable");
     t.expect(
         "cpu-count",
@@ -181,57 +199,163 @@ fn report() -> Result<(u64, [u64; 4]), Error> {
 }
 
 fn pingpong_per_cpu(t: &mut Checks, cpus: u64) {
-    let mut started = Ok(());
-    for cpu in 0..cpus {
-        started = started
-            .and_then(|()| start(2 * cpu, cpu, server, EPS + cpu))
-            .and_then(|()| start(2 * cpu + 1, cpu, client, (cpu << 8) | (EPS + cpu)));
-    }
+    let started = (0..cpus).try_for_each(|cpu| start(2 * cpu, cpu, server, EPS + cpu));
     if let Err(e) = started {
         t.expect("pingpong-per-cpu", false, format_args!("start: {e:?}"));
         return;
     }
-    let mut finished = 0;
+    let mut finished_all = true;
+    let mut samples = [0u64; PINGPONG_SAMPLES];
+    for (run, sample) in samples.iter_mut().enumerate() {
+        let started =
+            (0..cpus).try_for_each(|cpu| start(2 * cpu + 1, cpu, client, (cpu << 8) | (EPS + cpu)));
+        if let Err(e) = started {
+            t.expect("pingpong-per-cpu", false, format_args!("start: {e:?}"));
+            return;
+        }
+        let mut finished = 0;
+        for _ in 0..cpus {
+            match report() {
+                Ok((LABEL_EXIT, words)) if words[0] & 0xffff_ffff != 0xffff_ffff => {
+                    let code = words[0] & 0xffff_ffff;
+                    if run == 0 {
+                        println!(
+                            "test-smp: cpu {}: {ROUNDS} round trips, {} ticks each",
+                            code >> 24,
+                            code & 0xff_ffff
+                        );
+                    }
+                    finished += 1;
+                }
+                other => println!("test-smp: unexpected report {other:?}"),
+            }
+        }
+        finished_all &= finished == cpus;
+        // All pairs' work over all round trips: from the first client's
+        // start to the last one's end (see the module doc, "method").
+        let first = STARTS
+            .iter()
+            .take(cpus as usize)
+            .map(|a| a.load(Ordering::Relaxed))
+            .min();
+        let last = ENDS
+            .iter()
+            .take(cpus as usize)
+            .map(|a| a.load(Ordering::Relaxed))
+            .max();
+        let span = last.unwrap_or(0).saturating_sub(first.unwrap_or(0));
+        *sample = span / (cpus * ROUNDS);
+    }
+    println!(
+        "test-smp: {cpus} pairs together: {} ticks per round trip and CPU (span of all / ({cpus} x {ROUNDS}))",
+        samples[PINGPONG_SAMPLES / 2]
+    );
+    t.expect(
+        "pingpong-per-cpu",
+        finished_all,
+        format_args!("not every client finished every run"),
+    );
+    let name = format!("smp-pingpong-{cpus}cpu");
+    let what = format!(
+        "ping-pong round trips (Call + ReplyRecv) of a client and a server thread on each of \
+         {cpus} CPUs, all pairs started together, {ROUNDS} calls each: ticks from the first \
+         client's start to the last one's end, divided by {cpus} x {ROUNDS} (under icount the \
+         vCPUs take turns on one clock, so this is the instructions all CPUs spend per round \
+         trip; equal to the 1-CPU figure means no cost from sharing the machine)"
+    );
+    bench_line(&name, &what, &samples);
+}
+
+/// `ipc-under-writers` (arg bit [`STRESS`]): a ping-pong pair per CPU
+/// calls without end (the fast path, which runs without the big kernel
+/// lock when several CPUs are online), while this thread changes those
+/// very threads with the lock held: suspends and resumes each server and
+/// client, moves nothing (their CPUs stay), sets their priority again, and
+/// in between yields. Each client checks every answer (a wrong one ends it
+/// with -1) and stops after [`STRESS_ROUNDS`] rounds of the writer, when
+/// told. Every client must end with success and the kernel survive:
+/// the lock-free fast path and lock holders never see each other half
+/// done (smp.rs, "Same-CPU IPC without the lock").
+fn stress(t: &mut Checks, cpus: u64) {
+    STOP.store(0, Ordering::Relaxed);
+    let started = (0..cpus).try_for_each(|cpu| {
+        start(2 * cpu, cpu, sturdy_server, EPS + cpu)
+            .and_then(|()| start(2 * cpu + 1, cpu, endless_client, (cpu << 8) | (EPS + cpu)))
+    });
+    if let Err(e) = started {
+        t.expect("ipc-under-writers", false, format_args!("start: {e:?}"));
+        return;
+    }
+    let mut changes = 0u64;
+    for _ in 0..STRESS_ROUNDS {
+        for cpu in 0..cpus {
+            for thread in [2 * cpu, 2 * cpu + 1] {
+                let th = THREADS + thread;
+                let ok = syscall::thread_suspend(th).is_ok()
+                    && syscall::thread_resume(th).is_ok()
+                    && syscall::thread_set_sched_params(th, child::PRIORITY, cpu as u32).is_ok();
+                changes += u64::from(ok);
+            }
+        }
+        let _ = syscall::yield_now();
+    }
+    STOP.store(1, Ordering::Relaxed);
+    let mut ended = 0;
+    let mut calls = 0u64;
     for _ in 0..cpus {
         match report() {
             Ok((LABEL_EXIT, words)) if words[0] & 0xffff_ffff != 0xffff_ffff => {
-                let code = words[0] & 0xffff_ffff;
-                println!(
-                    "test-smp: cpu {}: {ROUNDS} round trips, {} ticks each",
-                    code >> 24,
-                    code & 0xff_ffff
-                );
-                finished += 1;
+                ended += 1;
+                calls += words[0] & 0xffff_ffff;
             }
             other => println!("test-smp: unexpected report {other:?}"),
         }
     }
+    println!(
+        "test-smp: {cpus} pairs made {calls} calls while {changes} suspend/resume/priority changes hit them"
+    );
     t.expect(
-        "pingpong-per-cpu",
-        finished == cpus,
-        format_args!("{finished} of {cpus} clients finished"),
+        "ipc-under-writers",
+        ended == cpus && changes == STRESS_ROUNDS * cpus * 2,
+        format_args!("{ended} of {cpus} clients ended right, {changes} changes"),
     );
-    let mut samples = [0u64; PINGPONG_SAMPLES * MAX_CPUS as usize];
-    for (i, s) in samples
-        .iter_mut()
-        .enumerate()
-        .take(PINGPONG_SAMPLES * cpus as usize)
-    {
-        *s = PINGPONG[i / PINGPONG_SAMPLES][i % PINGPONG_SAMPLES].load(Ordering::Relaxed);
+}
+
+/// Like [`server`], but a receive cut short (its thread suspended and
+/// resumed meanwhile) is tried again instead of ending the server.
+extern "C" fn sturdy_server(ep: u64) -> ! {
+    let mut got = syscall::recv(ep);
+    loop {
+        got = match got {
+            Ok((_, _, words)) => syscall::reply_recv(ep, MsgInfo(1), [words[0] + 1, 0, 0, 0]),
+            Err(_) => syscall::recv(ep),
+        };
     }
-    let name = format!("smp-pingpong-{cpus}cpu");
-    let what = format!(
-        "ping-pong round trip (Call + ReplyRecv) of a client and a server thread on each of \
-         {cpus} CPUs, all pairs started together, {ROUNDS} calls each; ticks per round trip \
-         over each 100 calls, per CPU"
-    );
-    bench_line(&name, &what, &samples[..PINGPONG_SAMPLES * cpus as usize]);
+}
+
+/// Tells the stress clients to stop.
+static STOP: AtomicU64 = AtomicU64::new(0);
+
+/// Calls the server on endpoint `arg & 0xff` until told to stop; exits
+/// with the number of calls (at most 2^31 - 1), or -1 on a wrong answer.
+extern "C" fn endless_client(arg: u64) -> ! {
+    let ep = arg & 0xff;
+    let mut i = 0u64;
+    while STOP.load(Ordering::Relaxed) == 0 {
+        match syscall::call(ep, MsgInfo(1), [i, 0, 0, 0]) {
+            Ok((_, words)) if words[0] == i + 1 => i += 1,
+            // A call cut short by a suspension of the server: try again.
+            Err(Error::Aborted) => {}
+            _ => syscall::thread_exit(-1),
+        }
+    }
+    syscall::thread_exit(i.min(0x7fff_ffff) as i32)
 }
 
 /// Prints one `BENCH` line (ticks).
 fn bench_line(name: &str, what: &str, samples: &[u64]) {
     let mut line = String::new();
-    let mut scratch = [0u64; PINGPONG_SAMPLES * MAX_CPUS as usize];
+    let mut scratch = [0u64; CROSS_SAMPLES];
     let n = samples.len().min(scratch.len());
     if bench::report(
         &mut line,
@@ -262,20 +386,16 @@ extern "C" fn server(ep: u64) -> ! {
 extern "C" fn client(arg: u64) -> ! {
     let (ep, cpu) = (arg & 0xff, arg >> 8);
     let start = syscall::rdtsc();
-    let mut last = start;
     for i in 0..ROUNDS {
         match syscall::call(ep, MsgInfo(1), [i, 0, 0, 0]) {
             Ok((_, words)) if words[0] == i + 1 => {}
             _ => syscall::thread_exit(-1),
         }
-        if i % 100 == 99 {
-            let now = syscall::rdtsc();
-            PINGPONG[cpu as usize % MAX_CPUS as usize][(i / 100) as usize % PINGPONG_SAMPLES]
-                .store((now - last) / 100, Ordering::Relaxed);
-            last = now;
-        }
     }
-    let per = ((syscall::rdtsc() - start) / ROUNDS).min(0xff_ffff);
+    let end = syscall::rdtsc();
+    STARTS[cpu as usize % MAX_CPUS as usize].store(start, Ordering::Relaxed);
+    ENDS[cpu as usize % MAX_CPUS as usize].store(end, Ordering::Relaxed);
+    let per = ((end - start) / ROUNDS).min(0xff_ffff);
     syscall::thread_exit(((cpu << 24) | per) as i32)
 }
 

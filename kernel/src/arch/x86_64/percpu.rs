@@ -45,6 +45,8 @@ pub struct PerCpu {
     /// (null: let the scheduler choose). Read by `syscall_continue`.
     pub next: *mut crate::thread::Thread,
     pub cpu_id: u32,
+    /// This CPU's flag in `smp::READERS` (for the lock-free IPC fast path).
+    pub reader_flag: *mut u64,
     tables: *mut gdt::CpuTables,
     /// The thread whose x87/SSE/AVX state is in this CPU's registers with
     /// CR0.TS clear, or null (see `fpu.rs`).
@@ -61,6 +63,7 @@ pub const OFFSET_CURRENT: usize = core::mem::offset_of!(PerCpu, current);
 pub const OFFSET_TABLES: usize = core::mem::offset_of!(PerCpu, tables);
 pub const OFFSET_FPU_LIVE: usize = core::mem::offset_of!(PerCpu, fpu_live);
 pub const OFFSET_RUN_QUEUE: usize = core::mem::offset_of!(PerCpu, run_queue);
+pub const OFFSET_READER_FLAG: usize = core::mem::offset_of!(PerCpu, reader_flag);
 
 const MSR_STAR: u32 = 0xc000_0081;
 const MSR_LSTAR: u32 = 0xc000_0082;
@@ -88,6 +91,7 @@ pub static CPUS: [StaticCell<PerCpu>; MAX_CPUS] = [const {
         current: core::ptr::null_mut(),
         next: core::ptr::null_mut(),
         cpu_id: 0,
+        reader_flag: core::ptr::null_mut(),
         tables: core::ptr::null_mut(),
         fpu_live: core::ptr::null_mut(),
         run_queue: RunQueue::new(),
@@ -111,6 +115,7 @@ pub fn init_cpu(index: usize, tables: *mut gdt::CpuTables, stack_top: u64) {
         (*percpu).self_ptr = percpu;
         (*percpu).own_run_queue = &raw mut (*percpu).run_queue;
         (*percpu).cpu_id = index as u32;
+        (*percpu).reader_flag = crate::smp::READERS[index].0.as_ptr();
     }
     // SAFETY: GS_BASE points at a 'static PerCpu; KERNEL_GS_BASE (the user
     // value swapped in on exit) starts as 0. STAR/LSTAR/SFMASK set up the

@@ -35,13 +35,16 @@
 # its wait); rsp = the caller's Thread from here on, the callee-saved
 # registers are scratch. Then the first check: a register-only message
 # without capabilities, info & 0xffff <= 4.
-.macro SE_FAST_START slow
+.macro SE_FAST_START slow, locked
     mov %gs:{pc_current}, %rax
     mov %rcx, {f_rip}(%rax)
     mov %r11, {f_rflags}(%rax)
     mov %rsp, {f_rsp}(%rax)
     mov %rax, %rsp
     SE_SAVE_CALLEE_SAVED %rsp
+    .if \locked == 2
+    xor %r13d, %r13d                        # no endpoint lock held yet
+    .endif
     cmpw ${short_max}, %si
     ja \slow
 .endm
@@ -50,7 +53,7 @@
 # or a jump to \slow. Out: rbp = DIRECT_MAP_BASE, r12 = the slot's physical
 # address, r14 = the endpoint's physical address, r13 = its kernel virtual
 # address.
-.macro SE_LOOKUP_ENDPOINT right, slow
+.macro SE_LOOKUP_ENDPOINT right, slow, locked
     # The capability space is a table (as ThreadConfigure and the loader
     # make it); its capability's extra is the number of slots.
     cmpq ${obj_cap_table}, {t_cspace_kind}(%rsp)
@@ -71,6 +74,21 @@
     jz \slow
     mov {s_object}(%rbp,%r12), %r14
     lea (%rbp,%r14), %r13
+    .if \locked == 2
+    # Without the big lock: the endpoint's own lock, held until the way
+    # out (SE_SYSRET_TO_RBX) or the way back (syscall_slow). Taken or
+    # given up at once, never waited for: another CPU's fast path holds it
+    # (a server with threads on two CPUs), and the slow path serializes
+    # the two under the big lock (a spinning vCPU would also burn whole
+    # time slices under QEMU's round-robin icount).
+    mov $1, %ecx
+    xchg %cl, {ep_lock}(%r13)
+    test %cl, %cl
+    jz .Lse_ep_locked\@
+    xor %r13d, %r13d                        # not ours to release
+    jmp \slow
+.Lse_ep_locked\@:
+    .endif
 .endm
 
 # The partner (rbx) can take over this CPU at once: it has an address
@@ -163,8 +181,15 @@
 # rflags and rsp come from its frame; rax, rdi, rsi, rdx, r10, r8 and r9 are
 # what the code before left in them (the message).
 .macro SE_SYSRET_TO_RBX locked
-    .if \locked
+    .if \locked == 1
     SE_UNLOCK
+    .endif
+    .if \locked == 2
+    # Leave as a reader: the endpoint's lock, then the flag (stores stay in
+    # order: a lock holder that sees the flag clear sees everything before).
+    movb $0, {ep_lock}(%r13)
+    mov %gs:{pc_reader_flag}, %r12
+    movq $0, (%r12)
     .endif
     mov {f_rbp}(%rbx), %rbp
     mov {f_r12}(%rbx), %r12
@@ -184,6 +209,43 @@
 # `serving` (x86 keeps stores in order).
 .macro SE_UNLOCK
     incl {bkl}+{bkl_serving}(%rip)
+.endm
+
+# Enters the fast path as a reader (smp.rs, "Same-CPU IPC without the
+# lock"): sets this CPU's reader flag with a locked instruction (a full
+# barrier), then needs the big lock free (nobody holding or waiting) and
+# the caller still this CPU's running thread in the loaded address space
+# (as syscall_entry_locked checks). Otherwise it clears the flag and
+# enters with the lock. rax is the call number \nr on entry and again on
+# the way to the lock; rdx is kept in PerCpu::scratch2 while it is used.
+.macro SE_READER_ENTER nr
+    mov %gs:{pc_reader_flag}, %rax
+    lock orq $1, (%rax)
+    mov {bkl}+{bkl_next}(%rip), %eax
+    cmp {bkl}+{bkl_serving}(%rip), %eax
+    jne .Lse_reader_give_up\@
+    mov %rdx, %gs:{pc_scratch2}
+    mov %gs:{pc_current}, %rax
+    test %rax, %rax
+    jz .Lse_reader_give_up_rdx\@
+    cmpb ${st_running}, {t_state}(%rax)
+    jne .Lse_reader_give_up_rdx\@
+    cmpq ${obj_address_space}, {t_vspace_kind}(%rax)
+    jne .Lse_reader_give_up_rdx\@
+    mov {t_vspace_object}(%rax), %rax
+    mov %cr3, %rdx
+    cmp %rax, %rdx
+    jne .Lse_reader_give_up_rdx\@
+    mov %gs:{pc_scratch2}, %rdx
+    jmp .Lse_reader_in\@
+.Lse_reader_give_up_rdx\@:
+    mov %gs:{pc_scratch2}, %rdx
+.Lse_reader_give_up\@:
+    mov %gs:{pc_reader_flag}, %rax
+    movq $0, (%rax)
+    mov $\nr, %eax
+    jmp syscall_entry_locked_gs
+.Lse_reader_in\@:
 .endm
 
 # The entry and the paths, assembled twice: `syscall_entry` for a machine
@@ -234,7 +296,7 @@ syscall_general\sfx:
     mov {f_r9}(%rcx), %r9
     mov {f_rflags}(%rcx), %r11
     mov %gs:{pc_scratch}, %rsp
-    .if \locked
+    .if \locked == 1
     SE_UNLOCK
     .endif
     mov {f_rip}(%rcx), %rcx
@@ -263,8 +325,11 @@ syscall_general\sfx:
 
 # Call when a receiver waits on the endpoint.
 syscall_fast_call\sfx:
-    SE_FAST_START syscall_slow_call\sfx
-    SE_LOOKUP_ENDPOINT {right_write}, syscall_slow_call\sfx
+    .if \locked == 2
+    SE_READER_ENTER {sys_call}
+    .endif
+    SE_FAST_START syscall_slow_call\sfx, \locked
+    SE_LOOKUP_ENDPOINT {right_write}, syscall_slow_call\sfx, \locked
     # A receiver waits: the queue holds receivers; take the first. (A
     # queue in state Recv is not empty.)
     cmpb ${ep_recv}, {ep_state}(%r13)
@@ -302,12 +367,15 @@ syscall_fast_call\sfx:
 # ReplyRecv when the caller waits for an ordinary reply and no sender is
 # queued: answer it, leave this thread receiving on the endpoint.
 syscall_fast_reply_recv\sfx:
-    SE_FAST_START syscall_slow_reply_recv\sfx
+    .if \locked == 2
+    SE_READER_ENTER {sys_reply_recv}
+    .endif
+    SE_FAST_START syscall_slow_reply_recv\sfx, \locked
     # The thread to answer.
     mov {t_caller}(%rsp), %rbx
     test %rbx, %rbx
     jz syscall_slow_reply_recv\sfx
-    SE_LOOKUP_ENDPOINT {right_read}, syscall_slow_reply_recv\sfx
+    SE_LOOKUP_ENDPOINT {right_read}, syscall_slow_reply_recv\sfx, \locked
     # A queued sender would be received at once: slow path.
     cmpb ${ep_send}, {ep_state}(%r13)
     je syscall_slow_reply_recv\sfx
@@ -359,12 +427,29 @@ syscall_slow_call\sfx:
 syscall_slow_reply_recv\sfx:
     mov ${sys_reply_recv}, %eax
 syscall_slow\sfx:
+    .if \locked == 2
+    # A reader gives up: release what it holds, then enter like any other
+    # system call, taking the big lock (the endpoint lock first: it was
+    # taken after the flag was set).
+    test %r13, %r13
+    jz .Lse_slow_no_endpoint\sfx
+    movb $0, {ep_lock}(%r13)
+.Lse_slow_no_endpoint\sfx:
+    mov %gs:{pc_reader_flag}, %rcx
+    movq $0, (%rcx)
+    .endif
     mov {f_rip}(%rsp), %rcx
     mov {f_rflags}(%rsp), %r11
     SE_LOAD_CALLEE_SAVED %rsp
     mov {f_rsp}(%rsp), %rsp
+    .if \locked == 2
+    jmp syscall_entry_locked_gs
+    .else
     jmp syscall_general\sfx
+    .endif
 .endm
+
+
 
 .section .text.syscall_entry, "ax"
 .code64
@@ -374,6 +459,8 @@ syscall_slow\sfx:
 SE_BODY , 0
 .p2align 4
 SE_BODY _locked_body, 1
+.p2align 4
+SE_BODY _reader, 2
 
 # The syscall entry while several CPUs are online: take the big kernel lock
 # (a ticket: `lock xadd`, then compare with `serving`), then the ordinary
@@ -390,13 +477,30 @@ SE_BODY _locked_body, 1
 .p2align 4
 syscall_entry_locked:
     swapgs
+    # Call and ReplyRecv try the fast path without the lock first.
+    cmp ${sys_call}, %rax
+    je syscall_fast_call_reader
+    cmp ${sys_reply_recv}, %rax
+    je syscall_fast_reply_recv_reader
+syscall_entry_locked_gs:
     mov %rax, %gs:{pc_scratch}
     mov $1, %eax
     lock xadd %eax, {bkl}+{bkl_next}(%rip)
     cmp %eax, {bkl}+{bkl_serving}(%rip)
     jne .Lse_locked_wait
 .Lse_locked_have:
+    # The lock is ours: wait until no CPU is in the fast path without it
+    # (smp::wait_for_readers; the lock xadd above was the barrier).
     mov %rdx, %gs:{pc_scratch2}
+    lea {readers}(%rip), %rdx
+    mov ${max_cpus}, %eax
+.Lse_readers:
+    cmpq $0, (%rdx)
+    jne .Lse_reader_busy
+.Lse_reader_next:
+    add ${reader_stride}, %rdx
+    dec %eax
+    jnz .Lse_readers
     mov %gs:{pc_current}, %rdx
     test %rdx, %rdx
     jz .Lse_locked_check
@@ -410,6 +514,12 @@ syscall_entry_locked:
     mov %gs:{pc_scratch2}, %rdx
     mov %gs:{pc_scratch}, %rax
     jmp syscall_entry_locked_body_gs
+
+.Lse_reader_busy:
+    pause
+    cmpq $0, (%rdx)
+    jne .Lse_reader_busy
+    jmp .Lse_reader_next
 
 .Lse_locked_wait:
     mov %rsp, %gs:{pc_scratch2}
