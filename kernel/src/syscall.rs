@@ -267,13 +267,12 @@ fn decode_ipc(c: &Thread, sys: Sys) -> Result<IpcInvocation, Error> {
     })
 }
 
-/// Whether `sys` is decoded by [`decode_ipc`]. (The same list is an arm of
-/// [`decode`], whose match must stay exhaustive, so that a new call cannot
-/// be forgotten there.)
-#[inline(always)]
-fn is_ipc(sys: Sys) -> bool {
-    matches!(
-        sys,
+/// The message-passing and notification calls, as a pattern: the calls
+/// [`decode_ipc`] decodes. One list for [`is_ipc`] and for the arm of
+/// [`decode`], whose match stays exhaustive (a new call cannot be
+/// forgotten there).
+macro_rules! ipc_calls {
+    () => {
         Sys::Send
             | Sys::NbSend
             | Sys::Call
@@ -284,7 +283,13 @@ fn is_ipc(sys: Sys) -> bool {
             | Sys::Signal
             | Sys::Wait
             | Sys::Poll
-    )
+    };
+}
+
+/// Whether `sys` is decoded by [`decode_ipc`].
+#[inline(always)]
+fn is_ipc(sys: Sys) -> bool {
+    matches!(sys, ipc_calls!())
 }
 
 pub fn decode(c: &Thread) -> Result<Invocation, Error> {
@@ -301,16 +306,7 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
         }
         Sys::Yield => Invocation::Yield,
         Sys::ThreadExit => Invocation::ThreadExit(a0),
-        Sys::Send
-        | Sys::NbSend
-        | Sys::Call
-        | Sys::Recv
-        | Sys::NbRecv
-        | Sys::Reply
-        | Sys::ReplyRecv
-        | Sys::Signal
-        | Sys::Wait
-        | Sys::Poll => Invocation::Ipc(decode_ipc(c, sys)?),
+        ipc_calls!() => Invocation::Ipc(decode_ipc(c, sys)?),
         Sys::CapCopy | Sys::CapMint => {
             let (src, cap) = full_slot(c, a0)?;
             let dst = empty_slot(c, a1)?;

@@ -392,9 +392,11 @@ fn pager_check(c: &mut Checks) {
     let ok = matches!(fault, Ok((badge, info, w))
         if badge == FAULT_BADGE && info.label() == rt::abi::fault::LABEL_PAGE_FAULT && w[0] == PAGED);
     c.expect("page-fault-message", ok, format_args!("{fault:?}"));
-    // SAFETY: PAGED is unused by root; mapped for the worker (same space).
     let r = syscall::retype(SCRATCH_UNTYPED, ObjectType::Frame4K, 0, PAGER_FRAME, 1)
+        // SAFETY: PAGED is unused by root; mapped for the worker (same space).
         .and_then(|()| unsafe { syscall::map(slot::VSPACE.into(), PAGER_FRAME, PAGED, rw()) })
+        // SAFETY: the frame was just mapped writable at PAGED (the map
+        // succeeded), and nothing else of root's uses that page.
         .map(|()| unsafe { core::ptr::write_volatile(PAGED as *mut u64, PAGED_VALUE) })
         .and_then(|()| syscall::reply(MsgInfo::default(), [0; 4]));
     c.check("pager-map-and-reply", r, Ok(()));
