@@ -265,6 +265,8 @@ pub fn recv(receiver: ThreadRef, ep_phys: u64, blocking: bool) -> Result<(), Err
     thread::set_state(receiver, State::BlockedRecv);
     ep.queue.push_back(receiver, Queue::Object(ep_phys));
     ep.state = EndpointState::Recv;
+    // The receiver's CPU serves this endpoint's calls on its fast path.
+    ep.fast_cpu = t!(receiver).cpu as u8;
     Ok(())
 }
 

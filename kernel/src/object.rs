@@ -131,11 +131,25 @@ pub struct Endpoint {
     pub refs: u64,
     pub queue: ThreadQueue,
     pub state: EndpointState,
-    /// Held (1) by an IPC fast path that runs without the big kernel lock
-    /// while it reads or changes `queue` and `state` (`smp.rs`, "Same-CPU
-    /// IPC without the lock"); only the assembly touches it. 0 in a fresh
-    /// (zeroed) endpoint.
-    pub fast_lock: u8,
+    /// The CPU whose IPC fast path may use this endpoint while running
+    /// without the big kernel lock (`smp.rs`, "Same-CPU IPC without the
+    /// lock"): fast paths of other CPUs leave it to the slow path, so two
+    /// never change `queue` at once. Only lock holders change it (`recv`
+    /// gives it to the CPU of the receiver it queues); any value is safe.
+    /// Right after `state`: the fast path compares both as one word
+    /// ([`fast_path_endpoint_word`]).
+    pub fast_cpu: u8,
+}
+
+const _: () = assert!(
+    core::mem::offset_of!(Endpoint, fast_cpu) == core::mem::offset_of!(Endpoint, state) + 1
+        && crate::arch::percpu::MAX_CPUS <= 256
+);
+
+/// An endpoint's `state` and `fast_cpu` as the 16-bit word the fast path
+/// compares (little endian: `state` is the low byte).
+pub const fn fast_path_endpoint_word(cpu: usize, state: EndpointState) -> u16 {
+    ((cpu as u16) << 8) | state as u16
 }
 
 #[repr(C)]
@@ -188,7 +202,7 @@ pub fn init_object(kind: ObjectType, phys: u64, size_bits: u64) {
                 refs: 1,
                 queue: ThreadQueue::EMPTY,
                 state: EndpointState::Idle,
-                fast_lock: 0,
+                fast_cpu: 0,
             };
         }
         ObjectType::Notification => {

@@ -52,16 +52,31 @@
 //!
 //! The IPC fast path (`Call` and `ReplyRecv` between two threads of the
 //! same CPU, `syscall_entry.s`) runs without the big kernel lock, as a
-//! *reader*: it sets its CPU's flag in [`READERS`] with a locked
-//! instruction (a full barrier), then reads the lock; if anybody holds or
-//! waits for it, it clears its flag and takes the lock like any other
-//! entry. Every new lock holder, after getting the lock (a locked
-//! instruction too), waits until every reader flag is clear
-//! ([`wait_for_readers`]). Dekker's argument: of a reader and a holder,
-//! at least one sees the other's write, so either the reader gives up or
-//! the holder waits for it to finish. So a lock holder is alone in the
-//! kernel's shared state, exactly as before; readers run only while
-//! nobody holds the lock, and only among themselves.
+//! *reader*, through its CPU's *gate* (`PerCpu::gate`, two bytes: `reader`,
+//! written by the CPU itself, and `closed`, written by lock holders). It
+//! enters with one 16-bit `lock xadd` of its (non-zero, below 256) call
+//! number into the gate: that sets `reader` and returns the old `closed`
+//! in the same atomic step; the sign of the sum is `closed`'s top bit
+//! ([`CLOSED`]), so `js` gives up. Leaving, it stores 0 into `reader`.
+//! A new lock holder, after getting the ticket, closes every online CPU's
+//! gate with a locked instruction and waits until that CPU's `reader` is 0
+//! ([`close_gates`]); releasing, it opens them ([`open_gates`]) before
+//! the ticket goes on. Both sides use locked instructions on the same
+//! word, which x86 orders totally: either the reader's comes first (the
+//! holder then sees `reader` set and waits) or the holder's (the reader
+//! sees the gate closed and takes the lock like any other entry). So a
+//! lock holder is alone in the kernel's shared state, exactly as before;
+//! readers run only while nobody holds the lock, and only among themselves.
+//!
+//! The reader does not check its own thread (a slow entry does, under the
+//! lock): a lock holder that changes a thread running on another CPU —
+//! destroys it ([`evict`]), stops or moves it ([`reschedule_running`]),
+//! reconfigures it ([`thread_changed`]), takes its address space
+//! ([`drop_space`]) — leaves that CPU's gate closed when it releases the
+//! lock (`PerCpu::recheck`), until that CPU has taken the lock itself (any
+//! entry: a system call, the IPI that holder sent, a tick), where the
+//! thread is checked before it returns to user mode
+//! (`syscall_entry_locked`, `thread::resume`).
 //!
 //! What readers touch, and why two readers on different CPUs cannot clash:
 //! their own CPU's `PerCpu` (current thread, run queue, FPU owner, TSS,
@@ -70,13 +85,13 @@
 //! the fast path takes only on this CPU (`cpu` is changed only by lock
 //! holders), either from an endpoint's queue or as the caller whose reply
 //! this thread holds (no other thread can reach it); and the endpoint's
-//! queue and state, which two readers can both reach (a server with
-//! threads on two CPUs) — so a reader holds the endpoint's own spinlock
-//! (`Endpoint::fast_lock`, a byte) from the capability lookup until it
-//! leaves, and releases it with its flag. A reader holds at most one
-//! endpoint lock and never waits for anything else: no deadlock. Lock
-//! holders never take endpoint locks: no reader runs while they hold the
-//! big lock.
+//! queue and state, which two readers could both reach (a server with
+//! threads on two CPUs) — so a reader uses an endpoint only if it belongs
+//! to its CPU (`Endpoint::fast_cpu`, given by lock holders only: the CPU of
+//! the receiver last queued there). The fast path compares that together
+//! with the endpoint's state, one 16-bit compare with a per-CPU word, and
+//! takes `ReplyRecv` only with no other receiver queued. Readers take no
+//! locks and wait for nothing: no deadlock.
 //!
 //! A CPU waiting for the lock serves requests of the holder (TLB
 //! shootdown, FPU state, leaving a destroyed thread) while it spins (with
@@ -93,7 +108,7 @@
 //! have the address space loaded (`vspace::Header::cpus`) and waits for
 //! each to acknowledge.
 
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use crate::arch::percpu::{self, MAX_CPUS};
 use crate::arch::{cpu, fpu, gdt, lapic};
@@ -121,26 +136,98 @@ pub static BKL: BigLock = BigLock {
     serving: AtomicU32::new(0),
 };
 
-/// A CPU's reader flag (module doc, "Same-CPU IPC without the lock"): 1
-/// while that CPU runs the IPC fast path without the big kernel lock. One
-/// cache line each, so that fast paths on different CPUs share nothing.
-#[repr(C, align(64))]
-pub struct ReaderFlag(pub AtomicU64);
+/// A CPU's gate for the lock-free IPC fast path (module doc, "Same-CPU IPC
+/// without the lock"), in its `PerCpu`.
+#[repr(C, align(2))]
+pub struct Gate {
+    /// The fast path's call number while it runs without the lock, else 0.
+    /// Written only by the CPU itself.
+    reader: AtomicU8,
+    /// [`CLOSED`] while a lock holder is in the kernel or the CPU's thread
+    /// needs checking under the lock, else 0. Written only by lock holders.
+    closed: AtomicU8,
+}
 
-/// The reader flags, by CPU index. A CPU sets only its own; a lock holder
-/// reads them all.
-pub static READERS: [ReaderFlag; MAX_CPUS] = [const { ReaderFlag(AtomicU64::new(0)) }; MAX_CPUS];
+impl Gate {
+    pub const OFFSET_CLOSED: usize = core::mem::offset_of!(Gate, closed);
 
-/// Waits until no CPU runs the IPC fast path without the lock: called by
-/// every new holder of the big kernel lock right after it got it (the
-/// assembly entry does the same inline). With the lock held, no fast path
-/// starts (it sees the lock taken and gives up), so afterwards the holder
-/// is alone in the kernel's shared state.
+    pub const fn new() -> Gate {
+        Gate {
+            reader: AtomicU8::new(0),
+            closed: AtomicU8::new(0),
+        }
+    }
+}
+
+/// A closed gate's `closed` byte: its top bit is the sign of the 16-bit
+/// sum the fast path's `lock xadd` computes.
+pub const CLOSED: u8 = 0x80;
+
+/// The number of CPUs online (their indices are 0..n): how many gates
+/// lock holders close and open. Set at boot before the lock is in use.
+pub static ONLINE_COUNT: AtomicU32 = AtomicU32::new(1);
+
+/// Closes every online CPU's gate and waits until no fast path runs
+/// there: called by every new holder of the big kernel lock right after
+/// it got its ticket (the assembly entry does the same inline). Afterwards
+/// the holder is alone in the kernel's shared state. It also clears this
+/// CPU's `recheck`: whatever runs next here is checked under the lock.
 #[inline(always)]
-pub fn wait_for_readers() {
-    for flag in &READERS {
-        while flag.0.load(Ordering::Acquire) != 0 {
+pub fn close_gates() {
+    for index in 0..ONLINE_COUNT.load(Ordering::Relaxed) as usize {
+        // SAFETY: the gate is atomic; other CPUs' blocks are 'static.
+        let gate = unsafe { &(*percpu::cpu_block(index)).gate };
+        // A locked instruction: ordered with the fast path's `lock xadd`.
+        gate.closed.fetch_or(CLOSED, Ordering::SeqCst);
+        while gate.reader.load(Ordering::Acquire) != 0 {
             core::hint::spin_loop();
+        }
+    }
+    // SAFETY: this CPU's own block.
+    unsafe { (*percpu::this_cpu()).recheck.store(0, Ordering::Relaxed) };
+}
+
+/// Opens every online CPU's gate again, but leaves it closed where a
+/// thread running there needs checking (`recheck`): called by the lock
+/// holder before it gives the lock on (the assembly does the same inline),
+/// after its last change to shared state.
+#[inline(always)]
+pub fn open_gates() {
+    for index in 0..ONLINE_COUNT.load(Ordering::Relaxed) as usize {
+        // SAFETY: the gate is atomic; `recheck` changes only under the lock,
+        // which we hold.
+        let block = unsafe { &*percpu::cpu_block(index) };
+        block
+            .gate
+            .closed
+            .store(block.recheck.load(Ordering::Relaxed), Ordering::Release);
+    }
+}
+
+/// CPU `index` runs a thread a lock holder just changed (stopped, moved,
+/// destroyed, reconfigured): its next system call takes the lock and is
+/// checked there (module doc). Called with the lock held.
+fn recheck(index: usize) {
+    // SAFETY: `recheck` is atomic; lock holders write it, under the lock.
+    unsafe {
+        (*percpu::cpu_block(index))
+            .recheck
+            .store(CLOSED, Ordering::Relaxed)
+    };
+}
+
+/// Thread `t` was changed by a lock holder (its address space, capability
+/// space): if it runs on another CPU, that CPU's fast path leaves it to
+/// the slow path until that CPU has taken the lock.
+pub fn thread_changed(t: *mut crate::thread::Thread) {
+    if !active() {
+        return;
+    }
+    let me = percpu::this_cpu_index() as usize;
+    for index in bits(ONLINE.load(Ordering::Acquire)) {
+        // SAFETY: under the big kernel lock (see `kick`).
+        if index != me && unsafe { (*percpu::cpu_block(index)).current } == t {
+            recheck(index);
         }
     }
 }
@@ -181,15 +268,12 @@ pub fn lock() {
 
 #[inline(never)]
 fn lock_now() {
-    // `fetch_add` is a locked instruction: a full barrier between taking
-    // the ticket and reading the reader flags (the fast path's `lock or`
-    // of its flag, then its read of the lock, is the other half).
     let ticket = BKL.next.fetch_add(1, Ordering::SeqCst);
     while BKL.serving.load(Ordering::Acquire) != ticket {
         serve_requests_now();
         core::hint::spin_loop();
     }
-    wait_for_readers();
+    close_gates();
 }
 
 /// Releases the big kernel lock (the assembly's `SE_UNLOCK` does the same).
@@ -202,6 +286,7 @@ pub fn unlock() {
 
 #[inline(never)]
 fn unlock_now() {
+    open_gates();
     BKL.serving.fetch_add(1, Ordering::Release);
 }
 
@@ -255,6 +340,7 @@ pub fn reschedule_running(t: *mut crate::thread::Thread) {
     for index in bits(ONLINE.load(Ordering::Acquire)) {
         // SAFETY: under the big kernel lock (see `kick`).
         if index as u32 != me && unsafe { (*percpu::cpu_block(index)).current } == t {
+            recheck(index);
             lapic::send_ipi(APIC_IDS[index].load(Ordering::Relaxed), VECTOR_RESCHEDULE);
         }
     }
@@ -374,6 +460,13 @@ pub fn shootdown(space: u64, cpus: u64, vaddr: u64) {
 /// Address space `space` is destroyed: every other CPU of `cpus` that has
 /// it loaded switches to the kernel's page tables.
 pub fn drop_space(space: u64, cpus: u64) {
+    if !active() {
+        return;
+    }
+    let me = percpu::this_cpu_index();
+    for index in bits(cpus & ONLINE.load(Ordering::Acquire) & !(1 << me)) {
+        recheck(index);
+    }
     ask(cpus, Ask::DropSpace, space, 0);
 }
 
@@ -398,9 +491,13 @@ pub fn evict(t: *mut crate::thread::Thread, restart: bool) {
         // and `fpu_live` only holding it (or, for `fpu_live`, serving our
         // request, which we wait for).
         unsafe {
-            if index as u32 != me && (*block).current == t && !restart {
-                (*block).current = core::ptr::null_mut();
-                cpus |= 1 << index;
+            if index as u32 != me && (*block).current == t {
+                // Restarted or not, it does not go on as it was.
+                recheck(index);
+                if !restart {
+                    (*block).current = core::ptr::null_mut();
+                    cpus |= 1 << index;
+                }
             }
             if (*block).fpu_live == t && index as u32 != me {
                 cpus |= 1 << index;
@@ -514,6 +611,7 @@ pub fn start_application_processors(madt: Option<&kcore::acpi::MadtInfo>) -> u64
     );
     if online > 1 {
         cpu::disable_interrupts();
+        ONLINE_COUNT.store(online as u32, Ordering::Release);
         ACTIVE.store(true, Ordering::Release);
         percpu::use_locked_syscall_entry();
         lock();

@@ -764,6 +764,8 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
             }
             tt.ipc_buffer = ipc_buffer;
             tt.ipc_buffer_cache.set(Default::default());
+            // Running on another CPU: its next system call there is checked.
+            crate::smp::thread_changed(target.as_ptr());
             Ok(after_ipc(caller))
         }
         Invocation::ThreadSetSchedParams {

@@ -650,6 +650,10 @@ pub fn resume(t: ThreadRef) -> ! {
     if thread.state != State::Running {
         schedule()
     }
+    // Moved to another CPU while it ran here (`smp.rs`): it goes there.
+    if thread.cpu != percpu::this_cpu_index() {
+        preempt(t)
+    }
     match thread.page_table_root() {
         Some(root) if root == cpu::read_cr3() => restore(thread),
         _ => switch_to(t),
@@ -659,6 +663,11 @@ pub fn resume(t: ThreadRef) -> ! {
 fn restore(thread: &Thread) -> ! {
     unsafe extern "C" {
         fn return_to_user(frame: *const TrapFrame) -> !;
+    }
+    // The lock-free IPC fast path may run again (only this thread's frame
+    // is read from here on; `return_to_user` then gives the lock on).
+    if crate::smp::active() {
+        crate::smp::open_gates();
     }
     // SAFETY: the frame is a complete user context (built by the entry
     // path, by initial_frame or by ThreadRegisters, which checks rip/rsp)

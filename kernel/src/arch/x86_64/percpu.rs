@@ -19,7 +19,10 @@ use crate::thread::RunQueue;
 /// Most CPUs the kernel starts (the static per-CPU tables are sized by it).
 pub const MAX_CPUS: usize = 8;
 
-#[repr(C)]
+/// One cache line at least (and a whole number of them), so that CPUs do
+/// not share lines of their blocks: the IPC fast path writes its own
+/// block's `gate` without the big kernel lock (`smp.rs`).
+#[repr(C, align(64))]
 pub struct PerCpu {
     /// Top of this CPU's kernel stack (the kernel is event-driven: every
     /// entry from user mode starts at this fresh stack).
@@ -45,8 +48,23 @@ pub struct PerCpu {
     /// (null: let the scheduler choose). Read by `syscall_continue`.
     pub next: *mut crate::thread::Thread,
     pub cpu_id: u32,
-    /// This CPU's flag in `smp::READERS` (for the lock-free IPC fast path).
-    pub reader_flag: *mut u64,
+    /// The IPC fast path's entry to the kernel without the big kernel lock
+    /// (`smp.rs`, "Same-CPU IPC without the lock"): this CPU's reader
+    /// byte, and the closed byte lock holders write. At an even offset:
+    /// the fast path reads and writes both with one 16-bit `lock xadd`.
+    pub gate: crate::smp::Gate,
+    /// What lock holders leave in `gate.closed` when they release the
+    /// lock: [`crate::smp::CLOSED`] after one changed the thread running
+    /// here (so that its next system call is checked under the lock), else
+    /// 0. Written by lock holders, cleared by this CPU when it takes the
+    /// lock.
+    pub recheck: core::sync::atomic::AtomicU8,
+    /// `state` and `fast_cpu` of an endpoint as one 16-bit word (little
+    /// endian), as the lock-free fast path needs them: owned by this CPU
+    /// and `Recv` (for `Call`), or owned by this CPU and `Idle` (for
+    /// `ReplyRecv`). Set once in `init_cpu`.
+    pub endpoint_recv_here: u16,
+    pub endpoint_idle_here: u16,
     tables: *mut gdt::CpuTables,
     /// The thread whose x87/SSE/AVX state is in this CPU's registers with
     /// CR0.TS clear, or null (see `fpu.rs`).
@@ -63,7 +81,16 @@ pub const OFFSET_CURRENT: usize = core::mem::offset_of!(PerCpu, current);
 pub const OFFSET_TABLES: usize = core::mem::offset_of!(PerCpu, tables);
 pub const OFFSET_FPU_LIVE: usize = core::mem::offset_of!(PerCpu, fpu_live);
 pub const OFFSET_RUN_QUEUE: usize = core::mem::offset_of!(PerCpu, run_queue);
-pub const OFFSET_READER_FLAG: usize = core::mem::offset_of!(PerCpu, reader_flag);
+pub const OFFSET_CPU_ID: usize = core::mem::offset_of!(PerCpu, cpu_id);
+pub const OFFSET_GATE: usize = core::mem::offset_of!(PerCpu, gate);
+pub const OFFSET_GATE_CLOSED: usize = OFFSET_GATE + crate::smp::Gate::OFFSET_CLOSED;
+pub const OFFSET_RECHECK: usize = core::mem::offset_of!(PerCpu, recheck);
+pub const OFFSET_ENDPOINT_RECV_HERE: usize = core::mem::offset_of!(PerCpu, endpoint_recv_here);
+pub const OFFSET_ENDPOINT_IDLE_HERE: usize = core::mem::offset_of!(PerCpu, endpoint_idle_here);
+/// The distance between two CPUs' blocks in [`CPUS`] (assembly loops over
+/// them).
+pub const STRIDE: usize = core::mem::size_of::<StaticCell<PerCpu>>();
+const _: () = assert!(OFFSET_GATE.is_multiple_of(2) && STRIDE.is_multiple_of(64));
 
 const MSR_STAR: u32 = 0xc000_0081;
 const MSR_LSTAR: u32 = 0xc000_0082;
@@ -91,7 +118,10 @@ pub static CPUS: [StaticCell<PerCpu>; MAX_CPUS] = [const {
         current: core::ptr::null_mut(),
         next: core::ptr::null_mut(),
         cpu_id: 0,
-        reader_flag: core::ptr::null_mut(),
+        gate: crate::smp::Gate::new(),
+        recheck: core::sync::atomic::AtomicU8::new(0),
+        endpoint_recv_here: 0,
+        endpoint_idle_here: 0,
         tables: core::ptr::null_mut(),
         fpu_live: core::ptr::null_mut(),
         run_queue: RunQueue::new(),
@@ -115,7 +145,10 @@ pub fn init_cpu(index: usize, tables: *mut gdt::CpuTables, stack_top: u64) {
         (*percpu).self_ptr = percpu;
         (*percpu).own_run_queue = &raw mut (*percpu).run_queue;
         (*percpu).cpu_id = index as u32;
-        (*percpu).reader_flag = crate::smp::READERS[index].0.as_ptr();
+        (*percpu).endpoint_recv_here =
+            crate::object::fast_path_endpoint_word(index, crate::object::EndpointState::Recv);
+        (*percpu).endpoint_idle_here =
+            crate::object::fast_path_endpoint_word(index, crate::object::EndpointState::Idle);
     }
     // SAFETY: GS_BASE points at a 'static PerCpu; KERNEL_GS_BASE (the user
     // value swapped in on exit) starts as 0. STAR/LSTAR/SFMASK set up the

@@ -24,14 +24,17 @@
 //!
 //! # One CPU or several
 //!
-//! The entry and both fast paths are assembled twice (`SE_BODY`):
-//! `syscall_entry` for a machine with one CPU online, and
-//! `syscall_entry_locked_body`, which releases the big kernel lock
-//! (`smp.rs`) before each `sysretq`, behind `syscall_entry_locked`, which
-//! takes it first in a few instructions (and handles a caller that
-//! another CPU destroyed or stopped while it entered). The boot picks one for `LSTAR`, so one CPU
-//! pays nothing. The fast path's run-queue check reads this CPU's queue
-//! GS-relative (`PerCpu::run_queue`).
+//! The entry and both fast paths are assembled three times (`SE_BODY`):
+//! `syscall_entry` for a machine with one CPU online; for several,
+//! `syscall_fast_*_reader`, the fast paths without the big kernel lock,
+//! entered through this CPU's gate (`smp.rs`, "Same-CPU IPC without the
+//! lock"), and `syscall_entry_locked_body`, which opens the gates and
+//! releases the lock before each `sysretq`, behind `syscall_entry_locked`,
+//! which tries the reader first for `Call` and `ReplyRecv`, else takes
+//! the lock in a few instructions (and handles a caller that another CPU
+//! destroyed, stopped or moved while it entered or ran). The boot picks
+//! one for `LSTAR`, so one CPU pays nothing. The fast path's run-queue
+//! check reads this CPU's queue GS-relative (`PerCpu::run_queue`).
 //!
 //! # The fast path
 //!
@@ -217,6 +220,14 @@ const TSS_RSP0: usize = offset_of!(CpuTables, tss) + offset_of!(Tss, rsp);
 /// no error code and not 0.
 pub const SWITCH: u64 = u64::MAX;
 const _: () = assert!(abi::Error::from_raw(SWITCH).is_none());
+// The reader entry adds the call number to the gate's `reader` byte
+// (smp.rs): it must be non-zero and fit the byte.
+const _: () = assert!(
+    Sys::Call as u64 > 0
+        && (Sys::Call as u64) < 256
+        && Sys::ReplyRecv as u64 > 0
+        && (Sys::ReplyRecv as u64) < 256
+);
 
 core::arch::global_asm!(
     include_str!("syscall_entry.s"),
@@ -270,16 +281,22 @@ core::arch::global_asm!(
     ep_head = const offset_of!(Endpoint, queue) + offset_of!(thread::ThreadQueue, head),
     ep_tail = const offset_of!(Endpoint, queue) + offset_of!(thread::ThreadQueue, tail),
     ep_state = const offset_of!(Endpoint, state),
+    ep_fast_cpu = const offset_of!(Endpoint, fast_cpu),
     n_word = const offset_of!(Notification, word),
     pc_run_queue = const percpu::OFFSET_RUN_QUEUE,
     bkl = sym crate::smp::BKL,
     bkl_serving = const crate::smp::BigLock::OFFSET_SERVING,
     bkl_next = const crate::smp::BigLock::OFFSET_NEXT,
-    readers = sym crate::smp::READERS,
-    reader_stride = const core::mem::size_of::<crate::smp::ReaderFlag>(),
-    max_cpus = const percpu::MAX_CPUS,
-    pc_reader_flag = const percpu::OFFSET_READER_FLAG,
-    ep_lock = const offset_of!(Endpoint, fast_lock),
+    cpus = sym percpu::CPUS,
+    percpu_stride = const percpu::STRIDE,
+    online_count = sym crate::smp::ONLINE_COUNT,
+    closed = const crate::smp::CLOSED,
+    pc_gate = const percpu::OFFSET_GATE,
+    pc_gate_closed = const percpu::OFFSET_GATE_CLOSED,
+    pc_recheck = const percpu::OFFSET_RECHECK,
+    pc_cpu_id = const percpu::OFFSET_CPU_ID,
+    pc_endpoint_recv_here = const percpu::OFFSET_ENDPOINT_RECV_HERE,
+    pc_endpoint_idle_here = const percpu::OFFSET_ENDPOINT_IDLE_HERE,
     pc_scratch2 = const percpu::OFFSET_SCRATCH2,
     rq_summary = const thread::RUN_QUEUE_SUMMARY,
     rq_nonempty = const thread::RUN_QUEUE_NONEMPTY,

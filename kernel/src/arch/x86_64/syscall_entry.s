@@ -35,16 +35,13 @@
 # its wait); rsp = the caller's Thread from here on, the callee-saved
 # registers are scratch. Then the first check: a register-only message
 # without capabilities, info & 0xffff <= 4.
-.macro SE_FAST_START slow, locked
+.macro SE_FAST_START slow
     mov %gs:{pc_current}, %rax
     mov %rcx, {f_rip}(%rax)
     mov %r11, {f_rflags}(%rax)
     mov %rsp, {f_rsp}(%rax)
     mov %rax, %rsp
     SE_SAVE_CALLEE_SAVED %rsp
-    .if \locked == 2
-    xor %r13d, %r13d                        # no endpoint lock held yet
-    .endif
     cmpw ${short_max}, %si
     ja \slow
 .endm
@@ -53,7 +50,7 @@
 # or a jump to \slow. Out: rbp = DIRECT_MAP_BASE, r12 = the slot's physical
 # address, r14 = the endpoint's physical address, r13 = its kernel virtual
 # address.
-.macro SE_LOOKUP_ENDPOINT right, slow, locked
+.macro SE_LOOKUP_ENDPOINT right, slow
     # The capability space is a table (as ThreadConfigure and the loader
     # make it); its capability's extra is the number of slots.
     cmpq ${obj_cap_table}, {t_cspace_kind}(%rsp)
@@ -74,21 +71,6 @@
     jz \slow
     mov {s_object}(%rbp,%r12), %r14
     lea (%rbp,%r14), %r13
-    .if \locked == 2
-    # Without the big lock: the endpoint's own lock, held until the way
-    # out (SE_SYSRET_TO_RBX) or the way back (syscall_slow). Taken or
-    # given up at once, never waited for: another CPU's fast path holds it
-    # (a server with threads on two CPUs), and the slow path serializes
-    # the two under the big lock (a spinning vCPU would also burn whole
-    # time slices under QEMU's round-robin icount).
-    mov $1, %ecx
-    xchg %cl, {ep_lock}(%r13)
-    test %cl, %cl
-    jz .Lse_ep_locked\@
-    xor %r13d, %r13d                        # not ours to release
-    jmp \slow
-.Lse_ep_locked\@:
-    .endif
 .endm
 
 # The partner (rbx) can take over this CPU at once: it has an address
@@ -182,14 +164,13 @@
 # what the code before left in them (the message).
 .macro SE_SYSRET_TO_RBX locked
     .if \locked == 1
+    SE_OPEN_GATES %rbp, %r12d, %r13b
     SE_UNLOCK
     .endif
     .if \locked == 2
-    # Leave as a reader: the endpoint's lock, then the flag (stores stay in
-    # order: a lock holder that sees the flag clear sees everything before).
-    movb $0, {ep_lock}(%r13)
-    mov %gs:{pc_reader_flag}, %r12
-    movq $0, (%r12)
+    # Leave as a reader (stores stay in order: a lock holder that sees
+    # `reader` clear sees everything before).
+    movb $0, %gs:{pc_gate}
     .endif
     mov {f_rbp}(%rbx), %rbp
     mov {f_r12}(%rbx), %r12
@@ -204,6 +185,21 @@
     sysretq
 .endm
 
+# Opens every online CPU's gate for the lock-free fast path again, or
+# leaves it closed where that CPU's thread needs checking (smp::open_gates:
+# the holder's last step before SE_UNLOCK). Clobbers \p, \n, \v (a byte
+# register).
+.macro SE_OPEN_GATES p, n, v
+    lea {cpus}(%rip), \p
+    mov {online_count}(%rip), \n
+.Lse_open\@:
+    movb {pc_recheck}(\p), \v
+    movb \v, {pc_gate_closed}(\p)
+    add ${percpu_stride}, \p
+    dec \n
+    jnz .Lse_open\@
+.endm
+
 # Releases the big kernel lock (smp.rs) on the way out to user mode: the
 # next ticket. A plain increment is enough: only the holder writes
 # `serving` (x86 keeps stores in order).
@@ -212,46 +208,28 @@
 .endm
 
 # Enters the fast path as a reader (smp.rs, "Same-CPU IPC without the
-# lock"): sets this CPU's reader flag with a locked instruction (a full
-# barrier), then needs the big lock free (nobody holding or waiting) and
-# the caller still this CPU's running thread in the loaded address space
-# (as syscall_entry_locked checks). Otherwise it clears the flag and
-# enters with the lock. rax is the call number \nr on entry and again on
-# the way to the lock; rdx is kept in PerCpu::scratch2 while it is used.
+# lock") through this CPU's gate: one `lock xadd` adds the call number \nr
+# (rax, below 256) to the gate's `reader` byte and returns the old gate;
+# the sum's sign is the `closed` byte's top bit. Closed: `reader` back to
+# 0 and the entry with the lock, with rax the call number again.
 .macro SE_READER_ENTER nr
-    mov %gs:{pc_reader_flag}, %rax
-    lock orq $1, (%rax)
-    mov {bkl}+{bkl_next}(%rip), %eax
-    cmp {bkl}+{bkl_serving}(%rip), %eax
-    jne .Lse_reader_give_up\@
-    mov %rdx, %gs:{pc_scratch2}
-    mov %gs:{pc_current}, %rax
-    test %rax, %rax
-    jz .Lse_reader_give_up_rdx\@
-    cmpb ${st_running}, {t_state}(%rax)
-    jne .Lse_reader_give_up_rdx\@
-    cmpq ${obj_address_space}, {t_vspace_kind}(%rax)
-    jne .Lse_reader_give_up_rdx\@
-    mov {t_vspace_object}(%rax), %rax
-    mov %cr3, %rdx
-    cmp %rax, %rdx
-    jne .Lse_reader_give_up_rdx\@
-    mov %gs:{pc_scratch2}, %rdx
-    jmp .Lse_reader_in\@
-.Lse_reader_give_up_rdx\@:
-    mov %gs:{pc_scratch2}, %rdx
-.Lse_reader_give_up\@:
-    mov %gs:{pc_reader_flag}, %rax
-    movq $0, (%rax)
+    lock xadd %ax, %gs:{pc_gate}
+    js .Lse_reader_closed\@
+    .pushsection .text.syscall_entry_cold, "ax"
+.Lse_reader_closed\@:
+    movb $0, %gs:{pc_gate}
     mov $\nr, %eax
     jmp syscall_entry_locked_gs
-.Lse_reader_in\@:
+    .popsection
 .endm
 
-# The entry and the paths, assembled twice: `syscall_entry` for a machine
-# with one CPU online (no lock at all), `syscall_entry_locked_body` for
-# several, which releases the big kernel lock before every sysretq (the
-# lock was taken by `syscall_entry_locked`, below).
+# The entry and the paths, assembled three times: `syscall_entry` for a
+# machine with one CPU online (no lock at all, locked = 0);
+# `syscall_entry_locked_body` for several (locked = 1), which opens the
+# gates and releases the big kernel lock before every sysretq (the lock was
+# taken by `syscall_entry_locked`, below); and the fast paths as readers
+# without the lock (locked = 2, `syscall_fast_*_reader`; its general path
+# is never entered).
 .macro SE_BODY sfx, locked
 
 .p2align 4
@@ -286,6 +264,10 @@ syscall_general\sfx:
     mov %gs:{pc_current}, %rcx              # still the caller
     cmp ${switch}, %rax
     je .Lse_switch\sfx
+    .if \locked == 1
+    # Only the caller's frame is read from here on.
+    SE_OPEN_GATES %rdi, %esi, %dl
+    .endif
     # Back to the caller: rax is the result; the other result registers
     # come from its frame (where the call wrote them, or the arguments).
     mov {f_rdi}(%rcx), %rdi
@@ -328,11 +310,17 @@ syscall_fast_call\sfx:
     .if \locked == 2
     SE_READER_ENTER {sys_call}
     .endif
-    SE_FAST_START syscall_slow_call\sfx, \locked
-    SE_LOOKUP_ENDPOINT {right_write}, syscall_slow_call\sfx, \locked
+    SE_FAST_START syscall_slow_call\sfx
+    SE_LOOKUP_ENDPOINT {right_write}, syscall_slow_call\sfx
     # A receiver waits: the queue holds receivers; take the first. (A
-    # queue in state Recv is not empty.)
+    # queue in state Recv is not empty.) Without the lock: and the
+    # endpoint is this CPU's (fast_cpu), both in one compare.
+    .if \locked == 2
+    mov %gs:{pc_endpoint_recv_here}, %cx
+    cmp %cx, {ep_state}(%r13)
+    .else
     cmpb ${ep_recv}, {ep_state}(%r13)
+    .endif
     jne syscall_slow_call\sfx
     mov {ep_head}(%r13), %rbx
     # A receiver with an unanswered call: the slow path aborts that call.
@@ -370,15 +358,23 @@ syscall_fast_reply_recv\sfx:
     .if \locked == 2
     SE_READER_ENTER {sys_reply_recv}
     .endif
-    SE_FAST_START syscall_slow_reply_recv\sfx, \locked
+    SE_FAST_START syscall_slow_reply_recv\sfx
     # The thread to answer.
     mov {t_caller}(%rsp), %rbx
     test %rbx, %rbx
     jz syscall_slow_reply_recv\sfx
-    SE_LOOKUP_ENDPOINT {right_read}, syscall_slow_reply_recv\sfx, \locked
-    # A queued sender would be received at once: slow path.
+    SE_LOOKUP_ENDPOINT {right_read}, syscall_slow_reply_recv\sfx
+    # A queued sender would be received at once: slow path. Without the
+    # lock: the endpoint is this CPU's (fast_cpu) and no thread is queued,
+    # both in one compare.
+    .if \locked == 2
+    mov %gs:{pc_endpoint_idle_here}, %cx
+    cmp %cx, {ep_state}(%r13)
+    jne syscall_slow_reply_recv\sfx
+    .else
     cmpb ${ep_send}, {ep_state}(%r13)
     je syscall_slow_reply_recv\sfx
+    .endif
     # A fault reply resumes the faulting instruction, without a message.
     cmpb $0, {t_reply_is_fault}(%rbx)
     jne syscall_slow_reply_recv\sfx
@@ -406,6 +402,12 @@ syscall_fast_reply_recv\sfx:
 .Lse_rr_linked\sfx:
     mov %rsp, {ep_tail}(%r13)
     movb ${ep_recv}, {ep_state}(%r13)
+    .if \locked == 1
+    # Under the lock, like ipc::recv: the endpoint is this CPU's now, so
+    # that its next calls can take the fast path without the lock.
+    mov %gs:{pc_cpu_id}, %eax
+    mov %al, {ep_fast_cpu}(%r13)
+    .endif
     SE_ENTER
     xor %edi, %edi                          # a reply carries no badge
     xor %eax, %eax
@@ -428,15 +430,9 @@ syscall_slow_reply_recv\sfx:
     mov ${sys_reply_recv}, %eax
 syscall_slow\sfx:
     .if \locked == 2
-    # A reader gives up: release what it holds, then enter like any other
-    # system call, taking the big lock (the endpoint lock first: it was
-    # taken after the flag was set).
-    test %r13, %r13
-    jz .Lse_slow_no_endpoint\sfx
-    movb $0, {ep_lock}(%r13)
-.Lse_slow_no_endpoint\sfx:
-    mov %gs:{pc_reader_flag}, %rcx
-    movq $0, (%rcx)
+    # A reader gives up: it leaves, then enters like any other system
+    # call, taking the big lock.
+    movb $0, %gs:{pc_gate}
     .endif
     mov {f_rip}(%rsp), %rcx
     mov {f_rflags}(%rsp), %r11
@@ -469,10 +465,11 @@ SE_BODY _reader, 2
 # the user rsp into scratch only later). A ticket not served yet waits in
 # smp_wait_ticket (out of line, on the kernel stack, serving the holder's
 # requests). With the lock, the caller must still be this CPU's running
-# thread in the loaded address space: while it entered, another CPU may
-# have destroyed it (current null: its registers go nowhere) or stopped it
-# or taken its address space: then its frame is completed so that it
-# restarts the `syscall` instruction (rip - 2) when it runs again, and
+# thread, placed on this CPU, in the loaded address space: while it
+# entered (or ran: smp.rs, "recheck"), another CPU may have destroyed it
+# (current null: its registers go nowhere), stopped it, moved it or taken
+# its address space: then its frame is completed so that it restarts the
+# `syscall` instruction (rip - 2) when it runs again, and
 # smp_syscall_stopped schedules.
 .p2align 4
 syscall_entry_locked:
@@ -489,22 +486,29 @@ syscall_entry_locked_gs:
     cmp %eax, {bkl}+{bkl_serving}(%rip)
     jne .Lse_locked_wait
 .Lse_locked_have:
-    # The lock is ours: wait until no CPU is in the fast path without it
-    # (smp::wait_for_readers; the lock xadd above was the barrier).
+    # The lock is ours: close every online CPU's gate and wait until no
+    # fast path runs there (smp::close_gates), then clear this CPU's
+    # recheck: the checks below are that check.
     mov %rdx, %gs:{pc_scratch2}
-    lea {readers}(%rip), %rdx
-    mov ${max_cpus}, %eax
-.Lse_readers:
-    cmpq $0, (%rdx)
+    lea {cpus}(%rip), %rdx
+    mov {online_count}(%rip), %eax
+.Lse_close_gate:
+    lock orb ${closed}, {pc_gate_closed}(%rdx)
+.Lse_drain_gate:
+    cmpb $0, {pc_gate}(%rdx)
     jne .Lse_reader_busy
-.Lse_reader_next:
-    add ${reader_stride}, %rdx
+    add ${percpu_stride}, %rdx
     dec %eax
-    jnz .Lse_readers
+    jnz .Lse_close_gate
+    movb $0, %gs:{pc_recheck}
     mov %gs:{pc_current}, %rdx
     test %rdx, %rdx
     jz .Lse_locked_check
     cmpb ${st_running}, {t_state}(%rdx)
+    jne .Lse_locked_check
+    # Moved to another CPU meanwhile: it goes there (thread::resume).
+    mov {t_cpu}(%rdx), %eax
+    cmp %gs:{pc_cpu_id}, %eax
     jne .Lse_locked_check
     cmpq ${obj_address_space}, {t_vspace_kind}(%rdx)
     jne .Lse_locked_check
@@ -517,9 +521,7 @@ syscall_entry_locked_gs:
 
 .Lse_reader_busy:
     pause
-    cmpq $0, (%rdx)
-    jne .Lse_reader_busy
-    jmp .Lse_reader_next
+    jmp .Lse_drain_gate
 
 .Lse_locked_wait:
     mov %rsp, %gs:{pc_scratch2}
