@@ -25,6 +25,7 @@
 pub mod bootinfo;
 pub mod caddr;
 pub mod child;
+pub mod cpu;
 pub mod error;
 pub mod fault;
 pub mod init;

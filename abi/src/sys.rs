@@ -83,7 +83,8 @@ syscalls! {
     /// Configure thread arg 0: cspace arg 1, vspace arg 2, IPC buffer
     /// address arg 3, fault endpoint arg 4.
     ThreadConfigure = 21,
-    /// Set thread arg 0's priority (arg 1) and CPU (arg 2).
+    /// Set thread arg 0's priority (arg 1), CPU (arg 2) and CPU set (arg 3,
+    /// a [`crate::cpu::CpuSet`]; 0: the caller's own).
     ThreadSetSchedParams = 22,
     /// Start configured, inactive (new, suspended or exited) thread arg 0
     /// at instruction pointer arg 1 with stack pointer arg 2 and `rdi` =
@@ -114,6 +115,9 @@ syscalls! {
     /// registers (as `Reply`: info arg 1, words in arg 2..); the capability
     /// is used up (its slot is empty after).
     ReplyTo = 32,
+    /// The caller's CPU set ([`crate::cpu::CpuSet`]) in result 0: the CPUs
+    /// it may place threads on. No arguments.
+    CpuSet = 33,
 }
 
 #[cfg(test)]

@@ -223,6 +223,12 @@ pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError
     let t = thread::t!(thread);
     t.set_name("root");
     t.priority = abi::child::ROOT_PRIORITY;
+    // Root may use every CPU online (indices 0 ..< cpu_count).
+    t.cpus = if cpu_count >= 64 {
+        u64::MAX
+    } else {
+        (1 << cpu_count) - 1
+    };
     t.ipc_buffer = abi::MAIN_IPC_BUFFER_ADDR;
     *t.frame() = thread::initial_frame(plan.entry(), abi::MAIN_STACK_TOP, bootinfo::BOOT_INFO_ADDR);
     for (own, src) in [

@@ -118,7 +118,10 @@ pub enum Invocation {
         priority: u8,
         /// Below the CPU count (at most `percpu::MAX_CPUS`).
         cpu: u8,
+        /// A subset of the caller's CPU set, holding `cpu`.
+        cpus: u64,
     },
+    CpuSet,
     ThreadStart {
         target: ThreadRef,
         rip: u64,
@@ -413,15 +416,25 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
         }
         Sys::ThreadSetSchedParams => {
             let target = thread_cap(c, a0, Rights::WRITE)?;
-            if a1 > u64::from(c.priority) || a2 >= crate::arch::cpu_count() {
+            // The new set: the caller's (0), or a subset of it; it holds
+            // the CPU, which is online (the caller's set holds only online
+            // CPUs).
+            let cpus = if a3 == 0 { c.cpus } else { a3 };
+            if a1 > u64::from(c.priority)
+                || a2 >= crate::arch::cpu_count()
+                || cpus & !c.cpus != 0
+                || cpus & (1 << a2) == 0
+            {
                 return Err(Error::InvalidArgument);
             }
             Invocation::ThreadSetSchedParams {
                 target,
                 priority: a1 as u8,
                 cpu: a2 as u8,
+                cpus,
             }
         }
+        Sys::CpuSet => Invocation::CpuSet,
         Sys::ThreadStart => {
             let target = thread_cap(c, a0, Rights::WRITE)?;
             let (rip, rsp) = (user_address(a1)?, user_address(a2)?);
@@ -702,6 +715,10 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
                     };
                 }
                 object::init_object(kind, phys, size_bits);
+                if kind == ObjectType::Thread {
+                    // A new thread may use the CPUs of the thread that made it.
+                    t!(object::thread_at(phys)).cpus = t!(caller).cpus;
+                }
                 let mut new = object::new_cap(kind, phys, size_bits);
                 if kind == ObjectType::Untyped {
                     new.badge = object::untyped_badge(object_bits, device);
@@ -772,7 +789,15 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
             target,
             priority,
             cpu,
-        } => Ok(set_sched_params(caller, target, priority, u32::from(cpu))),
+            cpus,
+        } => {
+            t!(target).cpus = cpus;
+            Ok(set_sched_params(caller, target, priority, u32::from(cpu)))
+        }
+        Invocation::CpuSet => {
+            c.frame().rdi = c.cpus;
+            Ok(Outcome::Resume)
+        }
         Invocation::ThreadStart {
             target,
             rip,

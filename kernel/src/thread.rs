@@ -123,6 +123,10 @@ pub struct Thread {
     /// `cpu`'s run queue (kept with `cpu`: one load instead of an index
     /// computation on every wake-up).
     pub run_queue: *mut RunQueue,
+    /// The CPUs this thread may place threads on (`abi::cpu`): given by
+    /// `ThreadSetSchedParams` (a subset of the caller's, holding `cpu`),
+    /// else the set of the thread that made it (`Retype`).
+    pub cpus: u64,
     pub id: u64,
     /// Number of capabilities naming this thread.
     pub refs: u64,
@@ -303,7 +307,7 @@ pub fn initial_frame(rip: u64, rsp: u64, arg: u64) -> TrapFrame {
 }
 
 /// Initialises a thread control block in the zeroed memory at `ptr`:
-/// inactive, priority 0, CPU 0, no spaces, one reference, the clean FPU
+/// inactive, priority 0, CPU 0 (its CPU set: CPU 0), no spaces, one reference, the clean FPU
 /// state.
 ///
 /// # Safety
@@ -317,6 +321,7 @@ pub unsafe fn init_at(ptr: *mut Thread) -> ThreadRef {
         cpu: 0,
         fpu_live: 0,
         run_queue: percpu::run_queue_of(0),
+        cpus: 1,
         id: NEXT_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
         refs: 1,
         next: None,

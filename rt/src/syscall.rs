@@ -33,6 +33,7 @@
 
 use core::arch::asm;
 
+use abi::cpu::CpuSet;
 use abi::error::result_from_raw;
 use abi::{CapSlot, Error, MsgInfo, Sys, REGISTER_MESSAGE_WORDS};
 
@@ -509,16 +510,36 @@ pub fn thread_configure(
 
 /// `ThreadSetSchedParams`: priority (at most the caller's own) and CPU.
 pub fn thread_set_sched_params(thread: CapSlot, priority: u8, cpu: u32) -> Result<(), Error> {
+    thread_place(thread, priority, cpu, CpuSet::EMPTY)
+}
+
+/// `ThreadSetSchedParams` with a CPU set for the thread: the CPUs it may
+/// in turn place threads on (a subset of the caller's that holds `cpu`;
+/// [`CpuSet::EMPTY`]: the caller's own set).
+pub fn thread_place(thread: CapSlot, priority: u8, cpu: u32, cpus: CpuSet) -> Result<(), Error> {
     // SAFETY: changes no memory.
     let (err, _) = unsafe {
-        syscall3(
+        syscall4(
             Sys::ThreadSetSchedParams as u64,
             thread,
             u64::from(priority),
             u64::from(cpu),
+            cpus.bits(),
         )
     };
     result_from_raw(err)
+}
+
+/// `CpuSet`: the CPUs the calling thread may place threads on.
+pub fn cpu_set() -> CpuSet {
+    // SAFETY: changes no memory.
+    let (err, r) = unsafe { syscall0(Sys::CpuSet as u64) };
+    // It cannot fail (the empty set says so if it ever did).
+    if err == 0 {
+        CpuSet(r[0])
+    } else {
+        CpuSet::EMPTY
+    }
 }
 
 /// `ThreadStart`: starts a configured, inactive thread at `rip` with `rsp`

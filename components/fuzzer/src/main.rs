@@ -109,7 +109,7 @@
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
-use core::sync::atomic::AtomicU64;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use rt::abi::child::{self, SERVICE_ENDPOINT, UNTYPED};
 use rt::abi::ipc_buffer::{RECV_SLOT_OFFSET, SEND_CAP_OFFSET};
@@ -216,6 +216,8 @@ enum Kind {
     Attr,
     Prio,
     Cpu,
+    /// A CPU set (`abi::cpu`): 0 (the caller's), small sets, junk.
+    CpuSet,
     Flag,
     Port,
 }
@@ -249,7 +251,7 @@ fn shape(sys: Sys) -> [Kind; 6] {
     let free = Slot(Obj::Free);
     let ipc = [ep, Info, Word, Word, Word, Word];
     match sys {
-        Sys::Null | Sys::Yield => [None; 6],
+        Sys::Null | Sys::Yield | Sys::CpuSet => [None; 6],
         Sys::DebugWrite => [Ptr, Len, None, None, None, None],
         Sys::ThreadExit => [Word, None, None, None, None, None],
         Sys::Send | Sys::NbSend | Sys::Recv | Sys::NbRecv | Sys::Call | Sys::ReplyRecv => ipc,
@@ -265,7 +267,7 @@ fn shape(sys: Sys) -> [Kind; 6] {
         Sys::Retype => [Slot(Obj::Untyped), Type, Bits, free, Count, None],
         Sys::Map => [vspace, frame, VAddr, Attr, None, None],
         Sys::ThreadConfigure => [thread, Slot(Obj::Table), vspace, VAddr, ep, None],
-        Sys::ThreadSetSchedParams => [thread, Prio, Cpu, None, None, None],
+        Sys::ThreadSetSchedParams => [thread, Prio, Cpu, CpuSet, None, None],
         Sys::ThreadStart => [thread, VAddr, VAddr, Word, None, None],
         Sys::ThreadRegisters => [thread, Flag, None, None, None, None],
         Sys::IoPort => [any, Port, Flag, Count, Word, None],
@@ -275,6 +277,9 @@ fn shape(sys: Sys) -> [Kind; 6] {
 }
 
 /// Memory of the fuzzer's own, for pointer arguments.
+/// The fuzzer's own CPU set (`CpuSet`, read at start).
+static OWN_CPUS: AtomicU64 = AtomicU64::new(0);
+
 static DATA: [AtomicU64; 64] = [const { AtomicU64::new(0x6675_7a7a) }; 64];
 
 /// Addresses of the fuzzer's own memory (readable) and others (not).
@@ -505,6 +510,11 @@ impl Fuzzer {
                 1 => r.below(256),
                 _ => r.below(u64::from(child::PRIORITY) + 1),
             },
+            Kind::CpuSet => match r.below(4) {
+                0 => r.next(),
+                1 => 0,
+                _ => r.below(16),
+            },
             Kind::Cpu | Kind::Flag => match r.below(4) {
                 0 => r.next(),
                 _ => r.below(3),
@@ -656,6 +666,14 @@ fn violation(number: u64, args: &[u64; 6], rax: u64) -> Option<&'static str> {
         Sys::ThreadSetSchedParams if args[1] > u64::from(child::PRIORITY) => {
             Some("a priority above the caller's own was accepted")
         }
+        Sys::ThreadSetSchedParams if args[3] & !OWN_CPUS.load(Ordering::Relaxed) != 0 => {
+            Some("a CPU set beyond the caller's own was accepted")
+        }
+        Sys::ThreadSetSchedParams
+            if args[3] != 0 && (args[2] >= 64 || args[3] & (1 << args[2]) == 0) =>
+        {
+            Some("a CPU set without the thread's CPU was accepted")
+        }
         Sys::ThreadStart if !user(args[1]) || !user(args[2]) => {
             Some("ThreadStart accepted a non-user rip or rsp")
         }
@@ -693,6 +711,7 @@ fn main(arg: u64) -> i32 {
         k => k * 1000,
     };
     let trace = arg & TRACE_BIT != 0;
+    OWN_CPUS.store(syscall::cpu_set().bits(), Ordering::Relaxed);
     println!(
         "fuzzer: seed {seed} ({seed:#x}), {calls} calls{}",
         if trace { ", tracing the last 1000" } else { "" }
