@@ -447,7 +447,7 @@ pub fn no_reply(c: ThreadRef) {
 /// Stops a thread for good (its last capability went): leaves every queue
 /// and link, and its own slots are emptied.
 fn destroy_thread(t: ThreadRef) {
-    crate::arch::fpu::forget(t.as_ptr(), false);
+    crate::arch::fpu::forget(t.as_ptr());
     cancel_ipc(t);
     abandon_caller(t);
     let thread = t!(t);

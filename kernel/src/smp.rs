@@ -330,6 +330,20 @@ pub fn kick(cpu: u32, priority: u8) {
     }
 }
 
+/// Whether thread `t` is another CPU's current thread: it may run there
+/// right now, its registers not in its frame, even when a lock holder has
+/// stopped it (until that CPU takes the lock and sees it). Such a thread
+/// must not be queued to run anywhere else meanwhile (`ThreadResume`).
+pub fn current_elsewhere(t: *mut crate::thread::Thread) -> bool {
+    if !active() {
+        return false;
+    }
+    let me = percpu::this_cpu_index() as usize;
+    // SAFETY: under the big kernel lock (see `kick`).
+    bits(ONLINE.load(Ordering::Acquire))
+        .any(|index| index != me && unsafe { (*percpu::cpu_block(index)).current } == t)
+}
+
 /// If thread `t` runs on another CPU, that CPU gets a reschedule IPI (it
 /// then stops `t` if `t` was stopped or moved meanwhile).
 pub fn reschedule_running(t: *mut crate::thread::Thread) {
@@ -477,9 +491,12 @@ pub fn save_fpu_on(cpu: u32, t: *mut crate::thread::Thread) {
 
 /// Thread `t` is destroyed or restarted: every other CPU running it
 /// leaves it (its `current` becomes null: it schedules on its next entry
-/// to the kernel), every CPU with its FPU state live drops it. Waits until
-/// they have left user mode, so that no CPU writes into `t` afterwards.
-pub fn evict(t: *mut crate::thread::Thread, restart: bool) {
+/// to the kernel, and a system call it waited to enter is dropped), every
+/// CPU with its FPU state live drops it. Waits until they have left user
+/// mode, so that no CPU writes into `t` afterwards (a restart writes its
+/// fresh frame after this: the interrupt that took the other CPU out of
+/// user mode pushed the old registers into it).
+pub fn evict(t: *mut crate::thread::Thread) {
     if !active() {
         return;
     }
@@ -492,12 +509,9 @@ pub fn evict(t: *mut crate::thread::Thread, restart: bool) {
         // request, which we wait for).
         unsafe {
             if index as u32 != me && (*block).current == t {
-                // Restarted or not, it does not go on as it was.
+                (*block).current = core::ptr::null_mut();
+                cpus |= 1 << index;
                 recheck(index);
-                if !restart {
-                    (*block).current = core::ptr::null_mut();
-                    cpus |= 1 << index;
-                }
             }
             if (*block).fpu_live == t && index as u32 != me {
                 cpus |= 1 << index;

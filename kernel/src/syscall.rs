@@ -805,8 +805,10 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
             arg,
         } => {
             let tt = t!(target);
-            *tt.frame() = thread::initial_frame(rip, rsp, arg);
+            // First: a CPU still running it (stopped, not yet left) leaves
+            // it, pushing its old registers into the frame.
             crate::arch::fpu::reset(target.as_ptr());
+            *tt.frame() = thread::initial_frame(rip, rsp, arg);
             thread::make_runnable(target);
             Ok(after_ipc(caller))
         }
@@ -815,7 +817,15 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
             Ok(after_ipc(caller))
         }
         Invocation::ThreadResume(target) => {
-            thread::make_runnable(target);
+            if crate::smp::current_elsewhere(target.as_ptr()) {
+                // Stopped while it ran on another CPU, which has not left
+                // it yet: it simply runs on (that CPU sees it moved, if it
+                // was); queued, a second CPU could start it from its stale
+                // frame while the first still runs it.
+                thread::set_state(target, State::Running);
+            } else {
+                thread::make_runnable(target);
+            }
             Ok(after_ipc(caller))
         }
         Invocation::ThreadRegisters {

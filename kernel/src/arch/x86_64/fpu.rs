@@ -365,8 +365,8 @@ pub fn device_not_available(t: *mut Thread) -> bool {
 /// or on another CPU, drop it (registers to the clean state, TS set)
 /// without saving; a destroyed thread that runs on another CPU is left by
 /// that CPU (`smp::evict`). Afterwards no per-CPU state refers to `t`.
-pub fn forget(t: *mut Thread, restart: bool) {
-    crate::smp::evict(t, restart);
+pub fn forget(t: *mut Thread) {
+    crate::smp::evict(t);
     forget_here(t);
 }
 
@@ -424,7 +424,7 @@ pub fn before_moving(t: *mut Thread, cpu: u32) {
 /// `t` starts afresh (`ThreadStart`): its state becomes the clean state,
 /// like its general registers.
 pub fn reset(t: *mut Thread) {
-    forget(t, true);
+    forget(t);
     // SAFETY: `t` is a live Thread, not live in the FPU any more (above);
     // no other reference to it is in use (interrupts disabled).
     unsafe { (*t).fpu = FpuState::CLEAN };
