@@ -3,7 +3,7 @@
 //!
 //! | check | what |
 //! |-------|------|
-//! | `cpu-count` | the CPU count, learnt by asking `ThreadSetSchedParams` for each CPU (`InvalidArgument` above the last), is the argument's (the machine's) |
+//! | `cpu-count` | the CPU count, learnt from the component's CPU set (`rt::cpu::count`), is the argument's (the machine's), and so is the count found by asking `ThreadSetSchedParams` for each CPU (`InvalidArgument` above the last) |
 //! | `pingpong-per-cpu` | a client and a server thread on each CPU, all pairs started at once, [`ROUNDS`] calls each; every client finishes (its exit code: CPU and ticks per round trip, printed) |
 //! | `cross-cpu-call` | the main thread on CPU 0 calls a server on CPU 1 [`ROUNDS`] times; every answer is right, and the one-way time (half a round trip, printed) is far below a timer period: the remote CPU is woken by an IPI, not by its next tick |
 //! | `cross-cpu-call-busy` | the same while a lower-priority thread spins on CPU 1: each call's IPI preempts it (median one-way printed, same bound) |
@@ -13,7 +13,14 @@
 //! | `fpu-moves-with-thread` | a thread keeps a value in `xmm0`, checks it 20 000 times, moves itself to the other CPU (its state live on the one it leaves), 20 times between CPU 1 and CPU 0, where the main thread waits with another value in its own `xmm0`: neither ever sees a foreign value |
 //!
 //! The argument is the number of CPUs the machine has; with one, the
-//! cross-CPU checks are reported as skipped.
+//! cross-CPU checks are reported as skipped. Bit `0x100` runs only the
+//! stress check (`stress`), bit `0x200` only the CPU-set checks
+//! (`cpu_set_checks`: `cpu-set`, `cpu-set-probe`,
+//! `cpu-set-superset-refused`, `place-each-cpu`, `narrowed-thread`), with
+//! the set the component expects in bits 16..24 (0: every CPU) — under
+//! init with `cpus = [1, 2]` (`tests/cpu-set.toml`) and under root with
+//! every CPU (`tests/cpu-set-root.toml`). All other checks assume the set
+//! is CPUs 0..n, as root gives it.
 //!
 //! For the benchmark lab (`scenarios/smp-bench-N.toml`, `bench` catalog) it
 //! prints `BENCH` lines: `smp-pingpong-Ncpu` ([`PINGPONG_SAMPLES`] runs of
