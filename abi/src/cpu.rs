@@ -78,6 +78,23 @@ impl CpuSet {
     }
 }
 
+/// The CPUs in index order, separated by commas (`1,2`); `none` for the
+/// empty set: how logs print a set.
+impl core::fmt::Display for CpuSet {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.is_empty() {
+            return f.write_str("none");
+        }
+        for (i, cpu) in self.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{cpu}")?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +115,11 @@ mod tests {
         assert_eq!(CpuSet::range(62, 5), CpuSet(0b11 << 62));
         assert_eq!(CpuSet::single(64), CpuSet::EMPTY);
         assert_eq!(CpuSet(u64::MAX).nth(63), Some(63));
+        extern crate std;
+        use std::format;
+        assert_eq!(
+            format!("{s} {} {}", CpuSet::single(0), CpuSet::EMPTY),
+            "1,2 0 none"
+        );
     }
 }

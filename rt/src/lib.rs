@@ -27,6 +27,8 @@
 //! - [`resources`] and [`spawn`]: how a parent (root, init) makes kernel
 //!   objects from its slots and untyped memory and builds and starts a
 //!   child from an ELF file; [`spawn`]'s module doc lists the steps.
+//! - [`cpu`]: the CPUs the component may use (its CPU set) and placing
+//!   its threads on them.
 //! - [`stream`]: packet streams (`ucore::packet_stream`) on Pecan
 //!   notifications.
 //! - A global allocator (`linked_list_allocator`) over a static 256 KiB
@@ -62,6 +64,7 @@ pub use abi;
 pub use memops;
 
 pub mod check;
+pub mod cpu;
 pub mod dataspace;
 mod heap;
 mod panic;

@@ -43,6 +43,7 @@ use core::fmt;
 
 use abi::bootinfo::BOOT_INFO_ADDR;
 use abi::caddr::{in_table, own};
+use abi::cpu::CpuSet;
 use abi::map::{Cache, MapAttr};
 use abi::{child, Error, ObjectType, Rights, MAIN_IPC_BUFFER_ADDR, MAIN_STACK_TOP};
 use kcore::elf::{ElfError, LoadPlan};
@@ -80,6 +81,9 @@ pub struct ChildSpec<'a> {
     pub priority: u8,
     /// The CPU its thread runs on.
     pub cpu: u32,
+    /// The CPUs it may place threads on: a subset of the parent's set that
+    /// holds `cpu` ([`CpuSet::EMPTY`]: the parent's own set).
+    pub cpus: CpuSet,
     /// Whether it gets the service endpoint with all rights (it receives).
     pub server: bool,
     /// Whether it gets its own thread, table and address space.
@@ -307,7 +311,7 @@ pub fn spawn(
 
     // Scheduling parameters first: a refused priority or CPU leaves
     // nothing behind but objects made from `res`.
-    syscall::thread_set_sched_params(own(thread), spec.priority, spec.cpu)
+    syscall::thread_place(own(thread), spec.priority, spec.cpu, spec.cpus)
         .map_err(failed("ThreadSetSchedParams"))?;
     if spec.notification {
         let n = res.make(ObjectType::Notification, 0)?;

@@ -16,8 +16,8 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 use ucore::config::{
-    self as rom, valid_caps, valid_name, valid_service, ComponentSpec, Device, Restart, RouteSpec,
-    Spec, ValueBuf,
+    self as rom, valid_caps, valid_name, valid_service, ComponentSpec, CpuSet, Device, Restart,
+    RouteSpec, Spec, ValueBuf,
 };
 
 use crate::components::ROOT;
@@ -42,6 +42,7 @@ pub struct RawComponent {
     caps: Spanned<u32>,
     priority: Option<Spanned<u32>>,
     cpu: Option<Spanned<u32>>,
+    cpus: Option<Spanned<Vec<Spanned<u32>>>>,
     #[serde(default)]
     provides: Vec<Spanned<String>>,
     restart: Option<Spanned<RawRestart>>,
@@ -352,23 +353,7 @@ pub fn check(
             );
         }
 
-        let cpu = c.cpu.as_ref().map_or(0, |c| *c.get_ref());
-        if let Some(span) = c
-            .cpu
-            .as_ref()
-            .filter(|_| cpu >= machine.smp)
-            .map(|c| c.span())
-        {
-            let cpus = if machine.smp == 1 { "CPU" } else { "CPUs" };
-            diags.push(
-                span,
-                format!(
-                    "{who}cpu: {cpu} does not exist: the machine has {} {cpus} (smp = {})",
-                    machine.smp, machine.smp
-                ),
-            );
-        }
-
+        let (cpu, cpus) = check_cpus(c, &who, machine, &mut diags);
         let mut provides = Vec::new();
         for service in &c.provides {
             let s = service.get_ref();
@@ -410,6 +395,7 @@ pub fn check(
             caps,
             priority: u8::try_from(priority).unwrap_or(u8::MAX),
             cpu: u16::try_from(cpu).unwrap_or(u16::MAX),
+            cpus,
             restart,
             provides,
             routes: Vec::new(),
@@ -432,6 +418,78 @@ pub fn check(
     }
     diags.sort_by_key(|d| d.span.start);
     Err(diags)
+}
+
+/// The component's `cpu` and `cpus`: each CPU one the machine has and a
+/// CPU set can name, none listed twice, the set not empty and holding
+/// `cpu`. Without `cpus` the set is `[cpu]`; without `cpu` it is the first
+/// of `cpus` (else 0).
+fn check_cpus(c: &RawComponent, who: &str, machine: Machine, diags: &mut Diags) -> (u32, CpuSet) {
+    let exists = |key: &str, n: u32, span: Range<usize>, diags: &mut Diags| {
+        let plural = if machine.smp == 1 { "CPU" } else { "CPUs" };
+        if n >= machine.smp {
+            diags.push(
+                span,
+                format!(
+                    "{who}{key}: {n} does not exist: the machine has {} {plural} (smp = {})",
+                    machine.smp, machine.smp
+                ),
+            );
+        } else if n >= rom::SET_CPUS {
+            diags.push(
+                span,
+                format!(
+                    "{who}{key}: {n} is beyond the {} CPUs a CPU set can name",
+                    rom::SET_CPUS
+                ),
+            );
+        } else {
+            return true;
+        }
+        false
+    };
+    let mut set = CpuSet::EMPTY;
+    let first = c.cpus.as_ref().and_then(|l| l.get_ref().first());
+    let cpu = c.cpu.as_ref().or(first).map_or(0, |cpu| *cpu.get_ref());
+    let cpu_ok = match &c.cpu {
+        Some(span) => exists("cpu", cpu, span.span(), diags),
+        None => true,
+    };
+    let Some(list) = &c.cpus else {
+        return (cpu, CpuSet::single(cpu));
+    };
+    if list.get_ref().is_empty() {
+        diags.push(
+            list.span(),
+            format!("{who}cpus: empty: a component needs at least one CPU"),
+        );
+        return (cpu, CpuSet::single(cpu));
+    }
+    for (i, entry) in list.get_ref().iter().enumerate() {
+        let n = *entry.get_ref();
+        if !exists(&format!("cpus[{i}]"), n, entry.span(), diags) {
+            continue;
+        }
+        if set.contains(n) {
+            diags.push(entry.span(), format!("{who}cpus[{i}]: {n} is listed twice"));
+        }
+        set = CpuSet(set.bits() | CpuSet::single(n).bits());
+    }
+    if let Some(span) = c.cpu.as_ref().filter(|_| cpu_ok && !set.contains(cpu)) {
+        let listed: Vec<String> = list
+            .get_ref()
+            .iter()
+            .map(|n| n.get_ref().to_string())
+            .collect();
+        diags.push(
+            span.span(),
+            format!(
+                "{who}cpu: {cpu} is not in cpus = [{}]: the CPU it starts on must be one of its CPUs",
+                listed.join(", ")
+            ),
+        );
+    }
+    (cpu, set)
 }
 
 /// A device as written: the device, the place of its entry, its key

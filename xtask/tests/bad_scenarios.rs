@@ -44,8 +44,8 @@ const CASES: &[(&str, &str, &str)] = &[
         "unknown-key",
         "7:1",
         "component \"hello\": unknown field `colour`, expected one of `name`, `binary`, \
-         `ram_mib`, `caps`, `priority`, `cpu`, `provides`, `restart`, `routes`, `config`, \
-         `io_ports`, `irqs`",
+         `ram_mib`, `caps`, `priority`, `cpu`, `cpus`, `provides`, `restart`, `routes`, \
+         `config`, `io_ports`, `irqs`",
     ),
     (
         "wrong-type",
@@ -143,6 +143,32 @@ const CASES: &[(&str, &str, &str)] = &[
         "cpu-out-of-range",
         "8:7",
         "component \"hello\": cpu: 2 does not exist: the machine has 2 CPUs (smp = 2)",
+    ),
+    (
+        "cpus-out-of-range",
+        "8:12",
+        "component \"hello\": cpus[1]: 2 does not exist: the machine has 2 CPUs (smp = 2)",
+    ),
+    (
+        "cpus-duplicate",
+        "8:15",
+        "component \"hello\": cpus[2]: 1 is listed twice",
+    ),
+    (
+        "cpus-empty",
+        "8:8",
+        "component \"hello\": cpus: empty: a component needs at least one CPU",
+    ),
+    (
+        "cpu-not-in-cpus",
+        "8:7",
+        "component \"hello\": cpu: 3 is not in cpus = [1, 2]: the CPU it starts on must be one \
+         of its CPUs",
+    ),
+    (
+        "cpus-wrong-type",
+        "8:8",
+        "component \"hello\": cpus: invalid type: integer `1`, expected a sequence",
     ),
     (
         "bad-restart-policy",
@@ -247,6 +273,11 @@ fixture_tests! {
     caps_over_total: "caps-over-total",
     priority_above_init: "priority-above-init",
     cpu_out_of_range: "cpu-out-of-range",
+    cpus_out_of_range: "cpus-out-of-range",
+    cpus_duplicate: "cpus-duplicate",
+    cpus_empty: "cpus-empty",
+    cpu_not_in_cpus: "cpu-not-in-cpus",
+    cpus_wrong_type: "cpus-wrong-type",
     bad_restart_policy: "bad-restart-policy",
     config_datetime: "config-datetime",
     bad_machine: "bad-machine",

@@ -14,7 +14,8 @@
 //!    wrong`) and init exits with `abi::init::EXIT_BAD_CONFIG`.
 //! 2. For each component in order: cut its block from init's pool, build
 //!    and start it from its block (`init: started NAME (binary B, N MiB,
-//!    N caps, priority P, cpu C)`); a component that cannot be started is
+//!    N caps, priority P, cpu C, cpus C,D)`: its CPU and CPU set, the CPUs
+//!    it may place its threads on, `rt::cpu`); a component that cannot be started is
 //!    reported (`init: cannot start NAME: why`) and the others start.
 //! 3. Supervise: each exit or fault is logged (`init: child NAME exited
 //!    with code N`, `init: child NAME faulted: ...`). The child's memory is
@@ -115,7 +116,7 @@ use rt::println;
 use rt::resources::Resources;
 use rt::spawn::{self, ChildCaps, ChildSpec, ParentCaps, SpawnError, PT_POOL_BITS};
 use rt::syscall;
-use ucore::config::{Component, Device, Restart, Rom};
+use ucore::config::{Component, CpuSet, Device, Restart, Rom};
 
 use backoff::BackOff;
 use ucore::supervise::Supervisor;
@@ -401,8 +402,8 @@ fn launch<'a>(
         Ok(caps) => {
             kid.caps = Some(caps);
             println!(
-                "init: started {} (binary {}, {} MiB, {} caps, priority {}, cpu {})",
-                c.name, c.binary, c.ram_mib, c.caps, c.priority, c.cpu
+                "init: started {} (binary {}, {} MiB, {} caps, priority {}, cpu {}, cpus {})",
+                c.name, c.binary, c.ram_mib, c.caps, c.priority, c.cpu, c.cpus
             );
             children.add_as(id + 1, c.name, is_server(&c), caps);
         }
@@ -489,9 +490,10 @@ fn boot_image(len: u64) -> Option<BootImage<'static>> {
     }
 }
 
-/// Builds and starts `kid` from its block and slot range (`abi::init`).
-/// A CPU the kernel refuses (it schedules user threads on CPU 0 only until
-/// the SMP issue) is reported and the child runs on CPU 0.
+/// Builds and starts `kid` from its block and slot range (`abi::init`) on
+/// its CPU with its CPU set. A CPU or set the kernel refuses (the machine
+/// has fewer CPUs than the scenario was checked for: `cargo xtask run
+/// --smp`) is reported and the child runs on CPU 0 with the set {0}.
 fn start(
     image: &BootImage<'_>,
     parent: ParentCaps,
@@ -499,29 +501,30 @@ fn start(
     scratch: u32,
 ) -> Result<ChildCaps, SpawnError> {
     let c = kid.component;
-    match build(image, parent, kid, c.cpu.into(), scratch) {
+    let home = CpuSet::single(0);
+    match build(image, parent, kid, (c.cpu.into(), c.cpus), scratch) {
         Err(SpawnError::Syscall {
             call: "ThreadSetSchedParams",
             error: Error::InvalidArgument,
-        }) if c.cpu != 0 => {
+        }) if c.cpus != home => {
             println!(
-                "init: {}: the kernel refuses CPU {} (the machine has fewer CPUs); \
-                 running it on CPU 0",
-                c.name, c.cpu
+                "init: {}: the kernel refuses CPU {} or CPUs {} (the machine has fewer \
+                 CPUs); running it on CPU 0",
+                c.name, c.cpu, c.cpus
             );
             revoke_block(kid);
-            build(image, parent, kid, 0, scratch)
+            build(image, parent, kid, (0, home), scratch)
         }
         result => result,
     }
 }
 
-/// Builds and starts `kid` on `cpu`.
+/// Builds and starts `kid` on `cpu` with the CPU set `cpus`.
 fn build(
     image: &BootImage<'_>,
     parent: ParentCaps,
     kid: &mut Kid<'_>,
-    cpu: u32,
+    (cpu, cpus): (u32, CpuSet),
     scratch: u32,
 ) -> Result<ChildCaps, SpawnError> {
     let component = kid.component;
@@ -559,6 +562,7 @@ fn build(
         untyped_bits: ucore::init::quota_bits(c.ram_mib),
         priority: c.priority,
         cpu,
+        cpus,
         server: is_server(c),
         parent_endpoint: true,
         own_caps: child::has_own_caps(c.binary),

@@ -9,7 +9,8 @@
 //!   providers (and those it provided gone with its endpoint), its block
 //!   revoked and kept for a child the update adds;
 //! - in both with the same record (`Component::to_spec`: binary, quotas,
-//!   priority, CPU, restart policy, services, routes by name, config):
+//!   priority, CPU and CPU set, restart policy, services, routes by name,
+//!   config):
 //!   kept running, untouched — its sessions too; its record is the
 //!   update's from then on;
 //! - in both with a different record: stopped, then started with the new

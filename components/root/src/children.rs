@@ -5,6 +5,7 @@
 use kcore::bootimage::BootImage;
 use rt::abi::bootinfo::{self, slot, BootInfo, BOOT_IMAGE_ADDR};
 use rt::abi::caddr::{in_table, own};
+use rt::abi::cpu::CpuSet;
 use rt::abi::{child, init};
 use rt::println;
 use rt::resources::Resources;
@@ -134,6 +135,7 @@ fn start_entry(
         untyped_bits: entry.untyped_bits,
         priority: child::PRIORITY,
         cpu: 0,
+        cpus: CpuSet::EMPTY,
         server: child::is_server(name),
         parent_endpoint: false,
         own_caps: child::has_own_caps(name),
@@ -186,6 +188,7 @@ fn start_init(
         untyped_bits: pool_bits,
         priority: child::INIT_PRIORITY,
         cpu: 0,
+        cpus: CpuSet::EMPTY,
         server: false,
         parent_endpoint: false,
         own_caps: true,

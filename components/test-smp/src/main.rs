@@ -3,7 +3,7 @@
 //!
 //! | check | what |
 //! |-------|------|
-//! | `cpu-count` | the CPU count, learnt by asking `ThreadSetSchedParams` for each CPU (`InvalidArgument` above the last), is the argument's (the machine's) |
+//! | `cpu-count` | the CPU count, learnt from the component's CPU set (`rt::cpu::count`), is the argument's (the machine's), and so is the count found by asking `ThreadSetSchedParams` for each CPU (`InvalidArgument` above the last) |
 //! | `pingpong-per-cpu` | a client and a server thread on each CPU, all pairs started at once, [`ROUNDS`] calls each; every client finishes (its exit code: CPU and ticks per round trip, printed) |
 //! | `cross-cpu-call` | the main thread on CPU 0 calls a server on CPU 1 [`ROUNDS`] times; every answer is right, and the one-way time (half a round trip, printed) is far below a timer period: the remote CPU is woken by an IPI, not by its next tick |
 //! | `cross-cpu-call-busy` | the same while a lower-priority thread spins on CPU 1: each call's IPI preempts it (median one-way printed, same bound) |
@@ -13,7 +13,14 @@
 //! | `fpu-moves-with-thread` | a thread keeps a value in `xmm0`, checks it 20 000 times, moves itself to the other CPU (its state live on the one it leaves), 20 times between CPU 1 and CPU 0, where the main thread waits with another value in its own `xmm0`: neither ever sees a foreign value |
 //!
 //! The argument is the number of CPUs the machine has; with one, the
-//! cross-CPU checks are reported as skipped.
+//! cross-CPU checks are reported as skipped. Bit `0x100` runs only the
+//! stress check (`stress`), bit `0x200` only the CPU-set checks
+//! (`cpu_set_checks`: `cpu-set`, `cpu-set-probe`,
+//! `cpu-set-superset-refused`, `place-each-cpu`, `narrowed-thread`), with
+//! the set the component expects in bits 16..24 (0: every CPU) — under
+//! init with `cpus = [1, 2]` (`tests/cpu-set.toml`) and under root with
+//! every CPU (`tests/cpu-set-root.toml`). All other checks assume the set
+//! is CPUs 0..n, as root gives it.
 //!
 //! For the benchmark lab (`scenarios/smp-bench-N.toml`, `bench` catalog) it
 //! prints `BENCH` lines: `smp-pingpong-Ncpu` ([`PINGPONG_SAMPLES`] runs of
@@ -40,6 +47,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use rt::abi::caddr::own;
 use rt::abi::child;
+use rt::abi::cpu::CpuSet;
 use rt::abi::fault::{LABEL_EXIT, LABEL_PAGE_FAULT};
 use rt::abi::map::{Cache, MapAttr};
 use rt::abi::{Error, MsgInfo, ObjectType};
@@ -56,6 +64,9 @@ const ROUNDS: u64 = 2000;
 /// `arg` bit: only the stress check (`stress`), meant to run without
 /// icount, where the vCPUs do run at the same time.
 const STRESS: u64 = 0x100;
+/// `arg` bit: only the CPU-set checks (`cpu_set_checks`); bits 16..24 of
+/// `arg` are the set the component expects (0: every CPU of the machine).
+const CPU_SET: u64 = 0x200;
 /// Rounds of the stress check's writer (see `stress`).
 const STRESS_ROUNDS: u64 = 400;
 /// Ping-pong runs (samples of the figure): all pairs, [`ROUNDS`] calls
@@ -104,7 +115,14 @@ fn main(arg: u64) -> i32 {
         println!("test-smp: setup FAILED ({e:?})");
         return 1;
     }
-    let cpus = cpu_count();
+    // The component's CPU set says how many CPUs it may use (root gives
+    // its children every CPU; the tests that run this with all modes but
+    // CPU_SET start it from root, so its set is CPUs 0..count).
+    let cpus = u64::from(rt::cpu::count());
+    if arg & CPU_SET != 0 {
+        cpu_set_checks(&mut t, machine_cpus, (arg >> 16) & 0xff);
+        return t.finish();
+    }
     if arg & STRESS != 0 {
         stress(&mut t, cpus);
         for i in 0..THREAD_COUNT {
@@ -113,10 +131,14 @@ fn main(arg: u64) -> i32 {
         return t.finish();
     }
     println!("test-smp: {cpus} CPUs usable");
+    let probed = cpu_count();
     t.expect(
         "cpu-count",
-        cpus == machine_cpus,
-        format_args!("{cpus} CPUs, the machine has {machine_cpus}"),
+        cpus == machine_cpus && probed == cpus,
+        format_args!(
+            "{cpus} CPUs in its set, {probed} placeable by probing, the machine has \
+             {machine_cpus}"
+        ),
     );
     pingpong_per_cpu(&mut t, cpus);
     if cpus < 2 {
@@ -166,8 +188,9 @@ fn setup() -> Result<(), Error> {
     Ok(())
 }
 
-/// How many CPUs threads may be placed on: the first CPU
-/// `ThreadSetSchedParams` refuses with `InvalidArgument` (docs/abi.md).
+/// How many CPUs threads may be placed on, learnt the hard way: the first
+/// CPU `ThreadSetSchedParams` refuses with `InvalidArgument` (docs/abi.md)
+/// — a cross-check of the CPU set's count for a set `0..n`.
 fn cpu_count() -> u64 {
     (1..MAX_CPUS)
         .find(|&cpu| {
@@ -177,9 +200,142 @@ fn cpu_count() -> u64 {
         .unwrap_or(MAX_CPUS)
 }
 
-/// Starts helper `index` on `cpu` at `entry(arg)`.
-fn start(index: u64, cpu: u64, entry: extern "C" fn(u64) -> !, arg: u64) -> Result<(), Error> {
-    syscall::thread_set_sched_params(THREADS + index, child::PRIORITY, cpu as u32)?;
+/// The CPU-set checks (arg bit [`CPU_SET`]; `expected`: the set the
+/// scenario gave, 0 for every CPU of the machine's `machine_cpus`):
+///
+/// - `cpu-set`: `rt::cpu::set()` is the expected set;
+/// - `cpu-set-probe`: `ThreadSetSchedParams` places a thread on each CPU
+///   of the set and refuses every other CPU up to the kernel's limit
+///   (`InvalidArgument`);
+/// - `cpu-set-superset-refused`: a thread cannot be given a set beyond the
+///   component's own (its set plus the first CPU outside it), but can be
+///   given a part of it;
+/// - `place-each-cpu`: a helper put on each CPU of the set with
+///   `rt::cpu::place` runs and reports, seeing the component's set as its
+///   own;
+/// - `narrowed-thread` (two CPUs or more): a helper placed on the set's
+///   second CPU with the set of that CPU alone sees that set and can place
+///   a thread on its CPU but not on the set's first one.
+fn cpu_set_checks(t: &mut Checks, machine_cpus: u64, expected: u64) {
+    let set = rt::cpu::set();
+    let expected = match expected {
+        0 => CpuSet::range(0, machine_cpus as u32),
+        bits => CpuSet(bits),
+    };
+    println!("test-smp: cpu set {set} ({} CPUs)", set.count());
+    t.expect(
+        "cpu-set",
+        set == expected,
+        format_args!("set {set}, expected {expected}"),
+    );
+
+    // Every CPU up to the kernel's limit: placeable if and only if in the set.
+    let mut refused = CpuSet::EMPTY;
+    let mut wrong = None;
+    for cpu in 0..MAX_CPUS as u32 {
+        let r = syscall::thread_place(PROBE, child::PRIORITY, cpu, CpuSet::EMPTY);
+        if r == Err(Error::InvalidArgument) {
+            refused = CpuSet(refused.bits() | CpuSet::single(cpu).bits());
+        }
+        if r.is_ok() != set.contains(cpu) || (r.is_err() && r != Err(Error::InvalidArgument)) {
+            wrong = wrong.or(Some((cpu, r)));
+        }
+    }
+    println!("test-smp: placing refused (InvalidArgument) on CPUs {refused}");
+    t.expect(
+        "cpu-set-probe",
+        wrong.is_none(),
+        format_args!("placing on CPU {wrong:?}"),
+    );
+
+    let first = set.nth(0).unwrap_or(0);
+    let outside = (0..64).find(|&cpu| !set.contains(cpu)).unwrap_or(63);
+    let beyond = CpuSet(set.bits() | CpuSet::single(outside).bits());
+    let wider = syscall::thread_place(PROBE, child::PRIORITY, first, beyond);
+    let part = syscall::thread_place(PROBE, child::PRIORITY, first, CpuSet::single(first));
+    println!("test-smp: set {beyond} for a thread: {wider:?}; set {first}: {part:?}");
+    t.expect(
+        "cpu-set-superset-refused",
+        wider == Err(Error::InvalidArgument) && part == Ok(()),
+        format_args!("{wider:?}, {part:?}"),
+    );
+
+    let mut reported = CpuSet::EMPTY;
+    let mut all_ran = true;
+    for n in 0..set.count() {
+        let placed = rt::cpu::place(THREADS + u64::from(n), child::PRIORITY, n)
+            .and_then(|cpu| start_placed(u64::from(n), reporter, u64::from(cpu)));
+        match placed.and_then(|()| report()) {
+            Ok((LABEL_EXIT, words)) => {
+                let (cpu, seen) = ((words[0] >> 8) & 0xff, CpuSet(words[0] & 0xff));
+                println!("test-smp: helper on cpu {cpu} ran, its set {seen}");
+                all_ran &= seen == set && CpuSet::single(cpu as u32).is_subset_of(set);
+                reported = CpuSet(reported.bits() | CpuSet::single(cpu as u32).bits());
+            }
+            other => {
+                println!("test-smp: helper {n}: {other:?}");
+                all_ran = false;
+            }
+        }
+    }
+    t.expect(
+        "place-each-cpu",
+        all_ran && reported == set,
+        format_args!("helpers reported CPUs {reported} of {set}"),
+    );
+
+    let (Some(a), Some(b)) = (set.nth(0), set.nth(1)) else {
+        println!("test-smp: one CPU in the set: narrowed-thread skipped");
+        return;
+    };
+    let narrowed = syscall::thread_place(THREADS + NARROWED, child::PRIORITY, b, CpuSet::single(b))
+        .and_then(|()| start_placed(NARROWED, narrow, u64::from(a) << 8 | u64::from(b)));
+    let ok = match narrowed.and_then(|()| report()) {
+        Ok((LABEL_EXIT, words)) => {
+            let code = words[0] & 0xffff_ffff;
+            let (seen, to_a, to_b) = (CpuSet(code & 0xff), code >> 8 & 1, code >> 9 & 1);
+            println!(
+                "test-smp: thread narrowed to {b}: its set {seen}, placing on CPU {a} {}, on CPU \
+                 {b} {}",
+                if to_a == 1 { "refused" } else { "NOT refused" },
+                if to_b == 1 { "ok" } else { "FAILED" },
+            );
+            seen == CpuSet::single(b) && to_a == 1 && to_b == 1
+        }
+        other => {
+            println!("test-smp: narrowed thread: {other:?}");
+            false
+        }
+    };
+    t.expect("narrowed-thread", ok, format_args!("see above"));
+}
+
+/// The helper of `narrowed-thread` and the thread it places (never
+/// started): helpers the other checks use, free in this mode.
+const NARROWED: u64 = SPINNER;
+const NARROWED_TARGET: u64 = KEEPER;
+
+/// The helper of `narrowed-thread`: exits with its own set, and (bits 8,
+/// 9) whether placing a thread on CPU `arg >> 8` was refused and on CPU
+/// `arg & 0xff` (its own) done.
+extern "C" fn narrow(arg: u64) -> ! {
+    let (a, b) = ((arg >> 8) as u32, (arg & 0xff) as u32);
+    let target = THREADS + NARROWED_TARGET;
+    let to_a = syscall::thread_place(target, child::PRIORITY, a, CpuSet::EMPTY)
+        == Err(Error::InvalidArgument);
+    let to_b = syscall::thread_place(target, child::PRIORITY, b, CpuSet::EMPTY).is_ok();
+    let seen = rt::cpu::set().bits() & 0xff;
+    syscall::thread_exit((seen | u64::from(to_a) << 8 | u64::from(to_b) << 9) as i32)
+}
+
+/// A helper of `place-each-cpu`: exits with `arg` (the CPU it was put on)
+/// << 8 | its own CPU set.
+extern "C" fn reporter(cpu: u64) -> ! {
+    syscall::thread_exit((cpu << 8 | (rt::cpu::set().bits() & 0xff)) as i32)
+}
+
+/// Starts helper `index`, already placed, at `entry(arg)`.
+fn start_placed(index: u64, entry: extern "C" fn(u64) -> !, arg: u64) -> Result<(), Error> {
     // SAFETY: the helper runs one of this file's helper bodies on its own
     // stack page.
     unsafe {
@@ -190,6 +346,12 @@ fn start(index: u64, cpu: u64, entry: extern "C" fn(u64) -> !, arg: u64) -> Resu
             arg,
         )
     }
+}
+
+/// Starts helper `index` on `cpu` at `entry(arg)`.
+fn start(index: u64, cpu: u64, entry: extern "C" fn(u64) -> !, arg: u64) -> Result<(), Error> {
+    syscall::thread_set_sched_params(THREADS + index, child::PRIORITY, cpu as u32)?;
+    start_placed(index, entry, arg)
 }
 
 /// Waits for the next report on the fault endpoint: (label, words).

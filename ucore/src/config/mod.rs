@@ -10,7 +10,7 @@
 //! rule below before it hands anything out, turns a broken ROM into a
 //! [`RomError`] and never panics, whatever the bytes.
 //!
-//! # Format, version 2
+//! # Format, version 3
 //!
 //! All integers are little-endian; nothing is aligned (readers read byte
 //! by byte), so the ROM can sit anywhere in the boot image.
@@ -18,7 +18,8 @@
 //! ```text
 //! offset 0: header, 32 bytes
 //!   magic       [u8; 8] = b"PECANCFG"
-//!   version     u32     = 2 (version 2 added the device table)
+//!   version     u32     = 3 (version 2 added the device table, version 3
+//!                       the CPU set of a component record)
 //!   size        u32     bytes of the whole ROM
 //!   components  u16     C, at most 64
 //!   services    u16     S, at most 256: the distinct session types
@@ -61,7 +62,9 @@
 //! 44  config_len      u32     [offset, offset + len), at most MAX_CONFIG_BYTES
 //! 48  devices_first   u16   its records of the device table:
 //! 50  devices_count   u16     [first, first + count); I/O ports first
-//! 52  reserved        [u8; 12] = 0
+//! 52  cpus            u64   its CPU set (`abi::cpu::CpuSet`, bit i =
+//!                         CPU i): not empty, holds `cpu`
+//! 60  reserved        [u8; 4] = 0
 //! ```
 //!
 //! A config tree is one value, always a table at the top; a value is a
@@ -115,6 +118,7 @@ mod write;
 
 use core::fmt;
 
+pub use abi::cpu::CpuSet;
 pub use read::{Component, Components, Devices, Route, Routes, Services, Target};
 pub use value::{parse_tree, Array, Table, Value, ValueBuf};
 pub use write::{encode, encoded_config_len, ComponentSpec, EncodeError, RouteSpec, Spec};
@@ -122,7 +126,7 @@ pub use write::{encode, encoded_config_len, ComponentSpec, EncodeError, RouteSpe
 /// The first eight bytes of every config ROM.
 pub const MAGIC: [u8; 8] = *b"PECANCFG";
 /// The format version this module reads and writes.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Size of the header.
 pub const HEADER_SIZE: usize = 32;
 /// Size of a component record.
@@ -240,6 +244,9 @@ pub const DEFAULT_PRIORITY: u8 = abi::child::PRIORITY;
 /// CPUs are numbered below this (QEMU's `-smp` limit for the machines
 /// used here).
 pub const MAX_CPUS: u32 = 255;
+/// CPUs a component's CPU set can name: those numbered below this (the
+/// bits of `abi::cpu::CpuSet`).
+pub const SET_CPUS: u32 = 64;
 /// Most restarts a policy may allow.
 pub const MAX_RESTARTS: u32 = 65535;
 /// The longest first back-off of a restart policy (one hour).
@@ -341,6 +348,8 @@ pub enum Field {
     Caps,
     Priority,
     Cpu,
+    /// The CPU set is empty or lacks `cpu`.
+    Cpus,
     Restart,
     Reserved,
 }

@@ -4,7 +4,8 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use kcore::bytes::{read_u16 as u16_at, read_u32 as u32_at, read_u8 as u8_at};
+use abi::cpu::CpuSet;
+use kcore::bytes::{read_u16 as u16_at, read_u32 as u32_at, read_u64 as u64_at, read_u8 as u8_at};
 
 use super::value::{self, Table};
 use super::write::{ComponentSpec, RouteSpec, Spec};
@@ -72,6 +73,7 @@ struct Record {
     priority: u8,
     restart: u8,
     cpu: u16,
+    cpus: u64,
     restart_max: u32,
     backoff_ms: u32,
     provides: (u16, u16),
@@ -98,7 +100,8 @@ fn record(rom: &[u8], layout: &Layout, index: usize) -> Option<Record> {
         routes: (u16_at(r, 36)?, u16_at(r, 38)?),
         config: (u32_at(r, 40)?, u32_at(r, 44)?),
         devices: (u16_at(r, 48)?, u16_at(r, 50)?),
-        reserved_zero: r.get(52..64)?.iter().all(|&b| b == 0),
+        cpus: u64_at(r, 52)?,
+        reserved_zero: r.get(60..64)?.iter().all(|&b| b == 0),
     })
 }
 
@@ -258,6 +261,7 @@ impl<'a> Rom<'a> {
             caps: r.caps,
             priority: r.priority,
             cpu: r.cpu,
+            cpus: CpuSet(r.cpus),
             restart: Restart::from_raw(r.restart, r.restart_max, r.backoff_ms)?,
             provides: r.provides,
             routes: r.routes,
@@ -369,6 +373,7 @@ fn check_components(rom: &[u8], layout: &Layout) -> Result<(), RomError> {
             (Field::Caps, valid_caps(r.caps)),
             (Field::Priority, r.priority <= MAX_PRIORITY),
             (Field::Cpu, u32::from(r.cpu) < MAX_CPUS),
+            (Field::Cpus, CpuSet(r.cpus).contains(r.cpu.into())),
             (
                 Field::Restart,
                 Restart::from_raw(r.restart, r.restart_max, r.backoff_ms).is_some(),
@@ -529,6 +534,8 @@ pub struct Component<'a> {
     pub caps: u32,
     pub priority: u8,
     pub cpu: u16,
+    /// The CPUs it may place its threads on (holds `cpu`).
+    pub cpus: CpuSet,
     pub restart: Restart,
     provides: (u16, u16),
     routes: (u16, u16),
@@ -622,6 +629,7 @@ impl<'a> Component<'a> {
             caps: self.caps,
             priority: self.priority,
             cpu: self.cpu,
+            cpus: self.cpus,
             restart: self.restart,
             provides: self.provides().map(String::from).collect(),
             routes,

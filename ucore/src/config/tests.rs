@@ -1,5 +1,6 @@
 use super::value::{check_tree, encode as encode_value, TAG_BOOL, TAG_STRING, TAG_TABLE};
 use super::*;
+use abi::cpu::CpuSet;
 use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -16,6 +17,7 @@ fn component(name: &str) -> ComponentSpec {
         caps: 64,
         priority: DEFAULT_PRIORITY,
         cpu: 0,
+        cpus: CpuSet::single(0),
         restart: Restart::Never,
         provides: vec![],
         routes: vec![],
@@ -49,6 +51,7 @@ fn sample() -> Spec {
         (s("Timer"), RouteSpec::Component(s("timer"))),
     ];
     sd.cpu = 1;
+    sd.cpus = CpuSet::range(1, 2);
     sd.devices = vec![
         Device::IoPorts {
             first: 0x1f0,
@@ -133,6 +136,7 @@ fn round_trip() {
 
     let sd = rom.find("sd").unwrap();
     assert_eq!((sd.index, sd.binary, sd.cpu), (1, "sd-driver", 1));
+    assert_eq!(sd.cpus, CpuSet(0b110));
     assert_eq!(sd.priority, MAX_PRIORITY);
     assert!(sd.provides_service("Block") && !sd.provides_service("Timer"));
     assert_eq!(sd.route("Timer"), Some(Target::Component(0)));
@@ -291,6 +295,15 @@ fn encoder_output_obeys_the_decoder() {
     field(&|c| c.caps = MAX_CAPS * 2, Field::Caps);
     field(&|c| c.priority = MAX_PRIORITY + 1, Field::Priority);
     field(&|c| c.cpu = MAX_CPUS as u16, Field::Cpu);
+    field(&|c| c.cpus = CpuSet::EMPTY, Field::Cpus);
+    field(&|c| c.cpus = CpuSet::single(2), Field::Cpus);
+    field(
+        &|c| {
+            c.cpu = 64;
+            c.cpus = CpuSet(u64::MAX)
+        },
+        Field::Cpus,
+    );
     let restart = |r| field(&move |c: &mut ComponentSpec| c.restart = r, Field::Restart);
     restart(Restart::Always {
         max: 0,
@@ -475,7 +488,7 @@ fn record_faults() {
     set_u32(&mut b, record(0), u32::MAX - 2);
     assert_eq!(Rom::parse(&b), Err(at(c(0), Fault::BadString)));
     let mut b = good.clone();
-    b[record(1) + 52] = 1;
+    b[record(1) + 60] = 1;
     assert_eq!(
         Rom::parse(&b),
         Err(at(c(1), Fault::BadField(Field::Reserved)))

@@ -6,6 +6,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
+use abi::cpu::CpuSet;
+
 use super::value::{self, ValueBuf};
 use super::{
     Device, Restart, Rom, RomError, COMPONENT_SIZE, DEVICE_SIZE, HEADER_SIZE, MAGIC,
@@ -31,6 +33,8 @@ pub struct ComponentSpec {
     pub caps: u32,
     pub priority: u8,
     pub cpu: u16,
+    /// The CPUs it may use; must hold `cpu`.
+    pub cpus: CpuSet,
     pub restart: Restart,
     pub provides: Vec<String>,
     /// (session type, provider), in the order to store.
@@ -195,6 +199,7 @@ pub fn encode(spec: &Spec) -> Result<Vec<u8>, EncodeError> {
 
         record[48..50].copy_from_slice(&u16_of(devices.len() / DEVICE_SIZE)?.to_le_bytes());
         record[50..52].copy_from_slice(&u16_of(c.devices.len())?.to_le_bytes());
+        record[52..60].copy_from_slice(&c.cpus.bits().to_le_bytes());
         for device in &c.devices {
             let (kind, a, b) = device.to_raw();
             devices.extend_from_slice(&[kind, 0]);

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use ucore::config::{Device, Restart, RouteSpec, ValueBuf};
+use ucore::config::{CpuSet, Device, Restart, RouteSpec, ValueBuf};
 
 use crate::scenario::{self, Scenario};
 
@@ -94,6 +94,11 @@ fn good_file() {
     assert_eq!(timer.routes, [("Log".to_string(), RouteSpec::Parent)]);
     let sd = &spec.components[1];
     assert_eq!(sd.cpu, 1);
+    // Without `cpus` a component's set is its `cpu`.
+    assert_eq!(
+        (timer.cpus, sd.cpus),
+        (CpuSet::single(0), CpuSet::single(1))
+    );
     assert_eq!(
         sd.restart,
         Restart::Always {
@@ -180,8 +185,8 @@ fn unknown_keys() {
         30,
         "colour = 120",
         "scenarios/t.toml:30:1: component \"fs\": unknown field `colour`, expected one of \
-         `name`, `binary`, `ram_mib`, `caps`, `priority`, `cpu`, `provides`, `restart`, \
-         `routes`, `config`, `io_ports`, `irqs`",
+         `name`, `binary`, `ram_mib`, `caps`, `priority`, `cpu`, `cpus`, `provides`, \
+         `restart`, `routes`, `config`, `io_ports`, `irqs`",
     );
     refused(
         2,
@@ -479,6 +484,77 @@ fn cpu_out_of_range() {
         error(&text),
         "scenarios/t.toml:19:7: component \"sd\": cpu: 1 does not exist: the machine has 1 CPU \
          (smp = 1)"
+    );
+}
+
+/// `GOOD` on `smp` CPUs with `sd`'s line 19 (`cpu = 1`) replaced by
+/// `cpu_lines`.
+fn with_cpus(smp: u32, cpu_lines: &str) -> String {
+    edit(19, cpu_lines).replace("smp = 2", &format!("smp = {smp}"))
+}
+
+#[test]
+fn cpu_sets() {
+    let sd = |text: &str| parse(text).unwrap().config.unwrap().components[1].clone();
+    let c = sd(&with_cpus(4, "cpu = 1\ncpus = [1, 2]"));
+    assert_eq!((c.cpu, c.cpus), (1, CpuSet(0b110)));
+    // Without `cpu` the component starts on the first of its CPUs.
+    let c = sd(&with_cpus(4, "cpus = [3, 2]"));
+    assert_eq!((c.cpu, c.cpus), (3, CpuSet(0b1100)));
+
+    let refused_cpus = |smp, lines, expected: &str| {
+        assert_eq!(error(&with_cpus(smp, lines)), expected, "{lines}");
+    };
+    refused_cpus(
+        2,
+        "cpu = 1\ncpus = [1, 2]",
+        "scenarios/t.toml:20:12: component \"sd\": cpus[1]: 2 does not exist: the machine has \
+         2 CPUs (smp = 2)",
+    );
+    refused_cpus(
+        100,
+        "cpu = 1\ncpus = [1, 70]",
+        "scenarios/t.toml:20:12: component \"sd\": cpus[1]: 70 is beyond the 64 CPUs a CPU set \
+         can name",
+    );
+    refused_cpus(
+        100,
+        "cpu = 70",
+        "scenarios/t.toml:19:7: component \"sd\": cpu: 70 is beyond the 64 CPUs a CPU set can \
+         name",
+    );
+    refused_cpus(
+        4,
+        "cpu = 1\ncpus = [1, 2, 1]",
+        "scenarios/t.toml:20:15: component \"sd\": cpus[2]: 1 is listed twice",
+    );
+    refused_cpus(
+        4,
+        "cpu = 1\ncpus = []",
+        "scenarios/t.toml:20:8: component \"sd\": cpus: empty: a component needs at least one \
+         CPU",
+    );
+    refused_cpus(
+        4,
+        "cpu = 1\ncpus = [0, 2]",
+        "scenarios/t.toml:19:7: component \"sd\": cpu: 1 is not in cpus = [0, 2]: the CPU it \
+         starts on must be one of its CPUs",
+    );
+    refused_cpus(
+        4,
+        "cpu = 1\ncpus = 1",
+        "scenarios/t.toml:20:8: component \"sd\": cpus: invalid type: integer `1`, expected a \
+         sequence",
+    );
+    refused_cpus(
+        4,
+        "cpu = 1\ncpus = [\"1\"]",
+        "scenarios/t.toml:20:9: component \"sd\": cpus: invalid type: string \"1\", expected u32",
+    );
+    refused_cpus(
+        4,
+        "cpu = 1\ncpus = [-1]",
+        "scenarios/t.toml:20:9: component \"sd\": cpus: invalid value: integer `-1`, expected u32",
     );
 }
 
