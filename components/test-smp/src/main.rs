@@ -14,7 +14,8 @@
 //!
 //! The argument is the number of CPUs the machine has; with one, the
 //! cross-CPU checks are reported as skipped. Bit `0x100` runs only the
-//! stress check (`stress`), bit `0x200` only the CPU-set checks
+//! stress checks (`ipc-under-writers`, `shared-endpoint-under-writers`:
+//! see [`stress`]), bit `0x200` only the CPU-set checks
 //! (`cpu_set_checks`: `cpu-set`, `cpu-set-probe`,
 //! `cpu-set-superset-refused`, `place-each-cpu`, `narrowed-thread`), with
 //! the set the component expects in bits 16..24 (0: every CPU) — under
@@ -42,6 +43,7 @@ extern crate alloc;
 
 use alloc::format;
 use alloc::string::String;
+use alloc::vec::Vec;
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -68,7 +70,7 @@ const STRESS: u64 = 0x100;
 /// `arg` are the set the component expects (0: every CPU of the machine).
 const CPU_SET: u64 = 0x200;
 /// Rounds of the stress check's writer (see `stress`).
-const STRESS_ROUNDS: u64 = 400;
+const STRESS_ROUNDS: u64 = 300;
 /// Ping-pong runs (samples of the figure): all pairs, [`ROUNDS`] calls
 /// each, per run.
 const PINGPONG_SAMPLES: usize = 5;
@@ -93,11 +95,18 @@ const STACKS: u64 = PROBE + 1; // one per thread
 const PAGE: u64 = STACKS + THREAD_COUNT;
 const PAGE_COPY: u64 = PAGE + 1;
 /// A pair per CPU, the cross-CPU server, the writer, the spinner, the
-/// FPU keeper, the busy loop of `ipc-cross-cpu-busy`.
-const THREAD_COUNT: u64 = 2 * MAX_CPUS + 5;
+/// FPU keeper, the busy loop of `ipc-cross-cpu-busy`, and for the stress
+/// check a server and a client per CPU on one shared endpoint.
+const THREAD_COUNT: u64 = 4 * MAX_CPUS + 5;
 const SPINNER: u64 = 2 * MAX_CPUS + 2;
 const KEEPER: u64 = 2 * MAX_CPUS + 3;
 const BUSY: u64 = 2 * MAX_CPUS + 4;
+/// The stress check's threads on the shared endpoint: the server of CPU
+/// `c` is `SHARED + 2c`, its client `SHARED + 2c + 1`.
+const SHARED: u64 = 2 * MAX_CPUS + 5;
+/// The endpoint the stress check shares between CPUs: the cross-CPU
+/// server's (which does not run in stress mode).
+const SHARED_EP: u64 = EPS + MAX_CPUS;
 
 const STACK_PAGES: u64 = 1;
 const STACK_VA: u64 = 0x0000_5300_0000_0000;
@@ -428,68 +437,236 @@ fn pingpong_per_cpu(t: &mut Checks, cpus: u64) {
     bench_line(&name, &what, &samples);
 }
 
-/// `ipc-under-writers` (arg bit [`STRESS`]): a ping-pong pair per CPU
-/// calls without end (the fast path, which runs without the big kernel
-/// lock when several CPUs are online), while this thread changes those
-/// very threads with the lock held: suspends and resumes each server and
-/// client, moves nothing (their CPUs stay), sets their priority again, and
-/// in between yields. Each client checks every answer (a wrong one ends it
-/// with -1) and stops after [`STRESS_ROUNDS`] rounds of the writer, when
-/// told. Every client must end with success and the kernel survive:
-/// the lock-free fast path and lock holders never see each other half
-/// done (smp.rs, "Same-CPU IPC without the lock").
+/// A server and a client of the stress check: both at home on `home`,
+/// the client calls `ep`.
+#[derive(Clone, Copy)]
+struct Team {
+    server: u64,
+    client: u64,
+    home: u64,
+    ep: u64,
+}
+
+/// The stress check's teams: first the ping-pong pair of each CPU (its own
+/// endpoint), then the server and client of each CPU on the one shared
+/// endpoint [`SHARED_EP`].
+fn stress_teams(cpus: u64) -> Vec<Team> {
+    let pairs = (0..cpus).map(|cpu| Team {
+        server: 2 * cpu,
+        client: 2 * cpu + 1,
+        home: cpu,
+        ep: EPS + cpu,
+    });
+    let shared = (0..cpus).map(|cpu| Team {
+        server: SHARED + 2 * cpu,
+        client: SHARED + 2 * cpu + 1,
+        home: cpu,
+        ep: SHARED_EP,
+    });
+    pairs.chain(shared).collect()
+}
+
+/// `ipc-under-writers` and `shared-endpoint-under-writers` (arg bit
+/// [`STRESS`]): IPC without end through the fast path (which runs without
+/// the big kernel lock when several CPUs are online) while this thread
+/// changes the very threads that call with the lock held.
+///
+/// The callers: a ping-pong pair per CPU on its own endpoint, and one
+/// endpoint [`SHARED_EP`] served by a server thread on *each* CPU and
+/// called by a client thread on each CPU — the fast paths of two CPUs
+/// reach the same endpoint queue. Each round of the writer
+/// ([`STRESS_ROUNDS`]), for every server and client: suspend, resume, set
+/// the priority again (on the CPU it is on: a *change*); and for every
+/// team (a pair, or a shared-endpoint server with the client of its CPU)
+/// one *move* between CPUs, in four steps over four rounds: the server to
+/// another CPU (the team's IPC goes cross-CPU), the client after it (both
+/// on a foreign CPU, next to its threads), the server home (cross-CPU
+/// again), the client home. Teams are a round apart, so all four steps
+/// happen at once; with more than two CPUs the foreign CPU changes from
+/// one four-round cycle to the next. Between rounds the writer yields.
+///
+/// Each client sends its own tag with a sequence number and checks every
+/// answer (a wrong one, or an error other than the `Aborted` of a call cut
+/// short by a suspension, stops it and is printed); after the last round
+/// it is told to stop and exits with its thread index. Checked:
+/// every client ends right and made calls, every shared-endpoint server
+/// answered some, and exactly as many changes and moves as asked for
+/// succeeded; the kernel survives. So the lock-free fast path, lock
+/// holders and the fast paths of other CPUs never see each other half done
+/// (smp.rs, "Same-CPU IPC without the lock").
 fn stress(t: &mut Checks, cpus: u64) {
     STOP.store(0, Ordering::Relaxed);
-    let started = (0..cpus).try_for_each(|cpu| {
-        start(2 * cpu, cpu, sturdy_server, EPS + cpu)
-            .and_then(|()| start(2 * cpu + 1, cpu, endless_client, (cpu << 8) | (EPS + cpu)))
+    let teams = stress_teams(cpus);
+    let started = teams.iter().try_for_each(|team| {
+        start(
+            team.server,
+            team.home,
+            sturdy_server,
+            (team.server << 8) | team.ep,
+        )
+        .and_then(|()| {
+            start(
+                team.client,
+                team.home,
+                endless_client,
+                (team.client << 8) | team.ep,
+            )
+        })
     });
     if let Err(e) = started {
         t.expect("ipc-under-writers", false, format_args!("start: {e:?}"));
         return;
     }
-    let mut changes = 0u64;
-    for _ in 0..STRESS_ROUNDS {
-        for cpu in 0..cpus {
-            for thread in [2 * cpu, 2 * cpu + 1] {
-                let th = THREADS + thread;
+    // The CPU each thread is on (the writer alone moves them).
+    let mut on = [0u64; THREAD_COUNT as usize];
+    for team in &teams {
+        on[team.server as usize] = team.home;
+        on[team.client as usize] = team.home;
+    }
+    let (mut changes, mut moves) = (0u64, 0u64);
+    for round in 0..STRESS_ROUNDS {
+        for (n, team) in teams.iter().enumerate() {
+            for index in [team.server, team.client] {
+                let th = THREADS + index;
+                let cpu = on[index as usize] as u32;
                 let ok = syscall::thread_suspend(th).is_ok()
                     && syscall::thread_resume(th).is_ok()
-                    && syscall::thread_set_sched_params(th, child::PRIORITY, cpu as u32).is_ok();
+                    && syscall::thread_set_sched_params(th, child::PRIORITY, cpu).is_ok();
                 changes += u64::from(ok);
+            }
+            let step = round + n as u64;
+            let away = match cpus {
+                1 => team.home,
+                _ => (team.home + 1 + (step / 4) % (cpus - 1)) % cpus,
+            };
+            let (index, cpu) = match step % 4 {
+                0 => (team.server, away),
+                1 => (team.client, away),
+                2 => (team.server, team.home),
+                _ => (team.client, team.home),
+            };
+            if syscall::thread_set_sched_params(THREADS + index, child::PRIORITY, cpu as u32)
+                .is_ok()
+            {
+                on[index as usize] = cpu;
+                moves += 1;
             }
         }
         let _ = syscall::yield_now();
     }
     STOP.store(1, Ordering::Relaxed);
-    let mut ended = 0;
-    let mut calls = 0u64;
-    for _ in 0..cpus {
-        match report() {
-            Ok((LABEL_EXIT, words)) if words[0] & 0xffff_ffff != 0xffff_ffff => {
-                ended += 1;
-                calls += words[0] & 0xffff_ffff;
+    // Each client ends (its exit report) or has failed (it sends none).
+    let mut ended = [false; THREAD_COUNT as usize];
+    let failed = |index: u64| FAILED[index as usize].load(Ordering::Acquire) != 0;
+    while !teams
+        .iter()
+        .all(|team| ended[team.client as usize] || failed(team.client))
+    {
+        match syscall::nb_recv(FAULT_EP) {
+            Ok((_, info, words))
+                if info.label() == LABEL_EXIT
+                    && teams.iter().any(|team| team.client == words[0]) =>
+            {
+                ended[words[0] as usize] = true;
             }
-            other => println!("test-smp: unexpected report {other:?}"),
+            Err(Error::WouldBlock) => {
+                let _ = syscall::yield_now();
+            }
+            Err(e) => {
+                println!("test-smp: unexpected report {e:?}");
+                break;
+            }
+            Ok(other) => println!("test-smp: unexpected report {other:?}"),
         }
     }
+    let calls = |index: u64| CALLS[index as usize].load(Ordering::Relaxed);
+    for team in teams.iter().filter(|team| !ended[team.client as usize]) {
+        let got = GOT[team.client as usize].load(Ordering::Relaxed);
+        println!(
+            "test-smp: client {} (endpoint {}) failed after {} calls: {}",
+            team.client,
+            team.ep,
+            calls(team.client),
+            match Error::from_raw(got & !FAILED_WITH_ERROR) {
+                Some(e) if got & FAILED_WITH_ERROR != 0 => format!("{e:?}"),
+                _ => format!(
+                    "answer {got:#x}, expected {:#x}",
+                    (team.client << 32) | (calls(team.client) + 1)
+                ),
+            }
+        );
+    }
+    let (pairs, shared) = teams.split_at(cpus as usize);
+    let sum = |group: &[Team]| group.iter().map(|team| calls(team.client)).sum::<u64>();
+    let answered: Vec<String> = shared
+        .iter()
+        .map(|team| format!("{}", calls(team.server)))
+        .collect();
     println!(
-        "test-smp: {cpus} pairs made {calls} calls while {changes} suspend/resume/priority changes hit them"
+        "test-smp: {cpus} pairs made {} calls, {cpus} clients of one endpoint made {} calls \
+         (its {cpus} servers answered {}), while {changes} suspend/resume/priority changes and \
+         {moves} moves between CPUs hit them",
+        sum(pairs),
+        sum(shared),
+        answered.join(" + ")
     );
+    let right = |group: &[Team]| {
+        group
+            .iter()
+            .all(|team| ended[team.client as usize] && calls(team.client) > 0)
+    };
     t.expect(
         "ipc-under-writers",
-        ended == cpus && changes == STRESS_ROUNDS * cpus * 2,
-        format_args!("{ended} of {cpus} clients ended right, {changes} changes"),
+        right(pairs)
+            && changes == STRESS_ROUNDS * teams.len() as u64 * 2
+            && moves == STRESS_ROUNDS * teams.len() as u64,
+        format_args!(
+            "clients ended right and calling: {}, {changes} changes, {moves} moves",
+            right(pairs)
+        ),
+    );
+    t.expect(
+        "shared-endpoint-under-writers",
+        right(shared) && shared.iter().all(|team| calls(team.server) > 0),
+        format_args!(
+            "clients ended right and calling: {}, servers answered {answered:?}",
+            right(shared)
+        ),
     );
 }
 
-/// Like [`server`], but a receive cut short (its thread suspended and
-/// resumed meanwhile) is tried again instead of ending the server.
-extern "C" fn sturdy_server(ep: u64) -> ! {
+/// Calls each stress thread made (client) or answered (server), by thread
+/// index; each written by its own thread only (a plain store: a `lock`ed
+/// add in a tight loop is very slow under QEMU's TCG with several vCPUs).
+static CALLS: [AtomicU64; THREAD_COUNT as usize] =
+    [const { AtomicU64::new(0) }; THREAD_COUNT as usize];
+/// What a failed stress client got, by thread index: word 0 of the wrong
+/// answer, or the error with [`FAILED_WITH_ERROR`] set.
+static GOT: [AtomicU64; THREAD_COUNT as usize] =
+    [const { AtomicU64::new(0) }; THREAD_COUNT as usize];
+const FAILED_WITH_ERROR: u64 = 1 << 63;
+/// Set by a stress client that failed (after [`CALLS`] and [`GOT`]).
+static FAILED: [AtomicU64; THREAD_COUNT as usize] =
+    [const { AtomicU64::new(0) }; THREAD_COUNT as usize];
+
+/// Like [`server`] on endpoint `arg & 0xff`, but a receive cut short (its
+/// thread suspended and resumed meanwhile) is tried again instead of
+/// ending the server; counts its answers in [`CALLS`] (thread index
+/// `arg >> 8`).
+extern "C" fn sturdy_server(arg: u64) -> ! {
+    let (ep, count) = (
+        arg & 0xff,
+        &CALLS[(arg >> 8) as usize % THREAD_COUNT as usize],
+    );
+    let mut answered = 0;
     let mut got = syscall::recv(ep);
     loop {
         got = match got {
-            Ok((_, _, words)) => syscall::reply_recv(ep, MsgInfo(1), [words[0] + 1, 0, 0, 0]),
+            Ok((_, _, words)) => {
+                answered += 1;
+                count.store(answered, Ordering::Relaxed);
+                syscall::reply_recv(ep, MsgInfo(1), [words[0] + 1, 0, 0, 0])
+            }
             Err(_) => syscall::recv(ep),
         };
     }
@@ -498,20 +675,38 @@ extern "C" fn sturdy_server(ep: u64) -> ! {
 /// Tells the stress clients to stop.
 static STOP: AtomicU64 = AtomicU64::new(0);
 
-/// Calls the server on endpoint `arg & 0xff` until told to stop; exits
-/// with the number of calls (at most 2^31 - 1), or -1 on a wrong answer.
+/// Calls the server on endpoint `arg & 0xff` until told to stop, each
+/// call with word 0 = its thread index `arg >> 8` in the upper half, the
+/// sequence number in the lower (an answer meant for another client
+/// shows); counts the calls in [`CALLS`] and exits with its thread index.
+/// On a wrong answer or an error it notes what it got in [`GOT`], sets
+/// [`FAILED`] and stops for good (suspends itself whenever resumed).
 extern "C" fn endless_client(arg: u64) -> ! {
-    let ep = arg & 0xff;
+    let (ep, index) = (arg & 0xff, (arg >> 8) as usize % THREAD_COUNT as usize);
+    let tag = (index as u64) << 32;
     let mut i = 0u64;
+    let fail = |i: u64, got: u64| -> ! {
+        CALLS[index].store(i, Ordering::Relaxed);
+        GOT[index].store(got, Ordering::Relaxed);
+        FAILED[index].store(1, Ordering::Release);
+        // Parked instead of ended: the writer's changes of this thread
+        // still succeed (their count stays exact, so the other group's
+        // check stands on its own).
+        loop {
+            let _ = syscall::thread_suspend(THREADS + index as u64);
+        }
+    };
     while STOP.load(Ordering::Relaxed) == 0 {
-        match syscall::call(ep, MsgInfo(1), [i, 0, 0, 0]) {
-            Ok((_, words)) if words[0] == i + 1 => i += 1,
+        match syscall::call(ep, MsgInfo(1), [tag | i, 0, 0, 0]) {
+            Ok((_, words)) if words[0] == tag | (i + 1) => i += 1,
+            Ok((_, words)) => fail(i, words[0]),
             // A call cut short by a suspension of the server: try again.
             Err(Error::Aborted) => {}
-            _ => syscall::thread_exit(-1),
+            Err(e) => fail(i, FAILED_WITH_ERROR | e as u64),
         }
     }
-    syscall::thread_exit(i.min(0x7fff_ffff) as i32)
+    CALLS[index].store(i, Ordering::Relaxed);
+    syscall::thread_exit(index as i32)
 }
 
 /// Prints one `BENCH` line (ticks).
