@@ -976,11 +976,16 @@ pub fn suspend(target: ThreadRef) {
         }
         State::Runnable => thread::remove_from_run_queue(target),
         // Suspending oneself: the call succeeded when the thread resumes.
-        // (A thread running on another CPU: that CPU stops it at once and
-        // its frame is completed there.)
+        // A thread running on another CPU: that CPU stops it at its next
+        // entry, where its frame is completed — or already was, by an
+        // interrupt that waits for the lock there: its `rax` is the
+        // thread's own then, not a result, so it is left alone.
         State::Running => {
-            tt.frame().rax = 0;
-            crate::smp::reschedule_running(target.as_ptr());
+            if thread::current() == Some(target) {
+                tt.frame().rax = 0;
+            } else {
+                crate::smp::reschedule_running(target.as_ptr());
+            }
         }
     }
     thread::set_state(target, State::Suspended);
