@@ -220,16 +220,24 @@ fn recheck(index: usize) {
 /// space): if it runs on another CPU, that CPU's fast path leaves it to
 /// the slow path until that CPU has taken the lock.
 pub fn thread_changed(t: *mut crate::thread::Thread) {
-    if !active() {
-        return;
-    }
-    let me = percpu::this_cpu_index() as usize;
-    for index in bits(ONLINE.load(Ordering::Acquire)) {
-        // SAFETY: under the big kernel lock (see `kick`).
-        if index != me && unsafe { (*percpu::cpu_block(index)).current } == t {
-            recheck(index);
-        }
-    }
+    running_elsewhere(t).for_each(recheck);
+}
+
+/// The other online CPUs whose current thread is `t` (none with one CPU
+/// online). Called with the big kernel lock held.
+fn running_elsewhere(t: *mut crate::thread::Thread) -> impl Iterator<Item = usize> {
+    let (smp, me) = (active(), percpu::this_cpu_index() as usize);
+    bits(if smp {
+        ONLINE.load(Ordering::Acquire)
+    } else {
+        0
+    })
+    .filter(move |&index| {
+        // SAFETY: under the big kernel lock the other CPU's `current` is
+        // stable (it changes it only holding the lock, or as a reader,
+        // which the lock excludes).
+        index != me && unsafe { (*percpu::cpu_block(index)).current } == t
+    })
 }
 
 /// More than one CPU is online: the lock is in use. Set once at boot,
@@ -335,28 +343,15 @@ pub fn kick(cpu: u32, priority: u8) {
 /// stopped it (until that CPU takes the lock and sees it). Such a thread
 /// must not be queued to run anywhere else meanwhile (`ThreadResume`).
 pub fn current_elsewhere(t: *mut crate::thread::Thread) -> bool {
-    if !active() {
-        return false;
-    }
-    let me = percpu::this_cpu_index() as usize;
-    // SAFETY: under the big kernel lock (see `kick`).
-    bits(ONLINE.load(Ordering::Acquire))
-        .any(|index| index != me && unsafe { (*percpu::cpu_block(index)).current } == t)
+    running_elsewhere(t).next().is_some()
 }
 
 /// If thread `t` runs on another CPU, that CPU gets a reschedule IPI (it
 /// then stops `t` if `t` was stopped or moved meanwhile).
 pub fn reschedule_running(t: *mut crate::thread::Thread) {
-    if !active() {
-        return;
-    }
-    let me = percpu::this_cpu_index();
-    for index in bits(ONLINE.load(Ordering::Acquire)) {
-        // SAFETY: under the big kernel lock (see `kick`).
-        if index as u32 != me && unsafe { (*percpu::cpu_block(index)).current } == t {
-            recheck(index);
-            lapic::send_ipi(APIC_IDS[index].load(Ordering::Relaxed), VECTOR_RESCHEDULE);
-        }
+    for index in running_elsewhere(t) {
+        recheck(index);
+        lapic::send_ipi(APIC_IDS[index].load(Ordering::Relaxed), VECTOR_RESCHEDULE);
     }
 }
 

@@ -834,8 +834,10 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
             buffer,
         } => {
             // A thread running on another CPU: its frame is incomplete
-            // too (see above), and that CPU may write it at any moment.
-            if t!(target).state == State::Running {
+            // too (see above), and that CPU may write it at any moment —
+            // also when it was just stopped but that CPU has not left it.
+            if t!(target).state == State::Running || crate::smp::current_elsewhere(target.as_ptr())
+            {
                 return Err(Error::InvalidState);
             }
             thread_registers(target, write, buffer);
