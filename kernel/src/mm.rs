@@ -45,6 +45,9 @@ pub fn alloc_kernel_frames(pages: u64) -> Option<u64> {
 
 pub const DIRECT_MAP_BASE: u64 = 0xffff_8000_0000_0000;
 pub const MMIO_BASE: u64 = 0xffff_a000_0000_0000;
+/// Where the application processors' kernel stacks are mapped, each below
+/// an unmapped guard page ([`map_kernel_stack`]).
+pub const KERNEL_STACKS_BASE: u64 = 0xffff_c000_0000_0000;
 pub const KERNEL_VMA: u64 = 0xffff_ffff_8000_0000;
 const FOUR_GIB: u64 = 1 << 32;
 const MAX_HEAP_BYTES: u64 = 16 << 20;
@@ -226,16 +229,18 @@ pub fn init(boot: &BootInfo) -> Result<(), MmInitError> {
 
     // Address spaces copy the kernel half's PML4 entries when they are
     // created; a kernel-half PML4 entry created later would be missing from
-    // them. The MMIO window is the only region that grows after boot, so
-    // its PML4 entry is created now.
-    let mmio_slot = ((MMIO_BASE >> 39) & 511) as usize;
-    if memory.read_entry(root, mmio_slot) == 0 {
-        let pdpt = memory.alloc_table().ok_or(MmInitError::NoTableMemory)?;
-        memory.write_entry(
-            root,
-            mmio_slot,
-            pdpt | kcore::paging::bits::PRESENT | kcore::paging::bits::WRITABLE,
-        );
+    // them. The MMIO window and the kernel stacks are the regions that grow
+    // after boot, so their PML4 entries are created now.
+    for base in [MMIO_BASE, KERNEL_STACKS_BASE] {
+        let slot = ((base >> 39) & 511) as usize;
+        if memory.read_entry(root, slot) == 0 {
+            let pdpt = memory.alloc_table().ok_or(MmInitError::NoTableMemory)?;
+            memory.write_entry(
+                root,
+                slot,
+                pdpt | kcore::paging::bits::PRESENT | kcore::paging::bits::WRITABLE,
+            );
+        }
     }
 
     // SAFETY: PAT index 0 stays write-back, the type every existing mapping
@@ -381,6 +386,47 @@ impl fmt::Display for MapMmioError {
             Self::Map(e) => write!(f, "{e}"),
         }
     }
+}
+
+/// Makes kernel stack `index` (an application processor's): `pages` fresh
+/// frames mapped write-back, not executable, in the kernel-stack window,
+/// below them one page left unmapped, so that an overflow faults (a
+/// double fault on the CPU's IST stack) instead of overwriting whatever
+/// lies below. Returns the stack's top; `None` without the memory for it
+/// (frames or page tables). Slot `index` spans `pages + 1` pages; each
+/// index is mapped once.
+pub fn map_kernel_stack(index: u64, pages: u64) -> Option<u64> {
+    let root = KERNEL_PML4.load(Ordering::Acquire);
+    if root == 0 {
+        return None;
+    }
+    let frames_phys = alloc_kernel_frames(pages)?;
+    let guard = KERNEL_STACKS_BASE + index * (pages + 1) * PAGE_SIZE;
+    let table = PageTable::new(root);
+    let flags = MapFlags {
+        writable: true,
+        user: false,
+        executable: false,
+        global: true,
+    };
+    let _tables = KERNEL_TABLES_LOCK.lock();
+    let mut frames_guard = FRAMES.lock();
+    let mut memory = KernelTableMemory {
+        frames: frames_guard.as_mut()?,
+    };
+    for page in 0..pages {
+        table
+            .map(
+                &mut memory,
+                guard + (page + 1) * PAGE_SIZE,
+                frames_phys + page * PAGE_SIZE,
+                PageSize::Size4K,
+                flags,
+                CacheAttr::WriteBack,
+            )
+            .ok()?;
+    }
+    Some(guard + (pages + 1) * PAGE_SIZE)
 }
 
 /// Maps device registers at `phys` uncached into the MMIO window and

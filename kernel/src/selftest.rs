@@ -28,6 +28,7 @@ pub const DELIBERATE_FAILURES: &[&str] = &[
     "invalid-opcode",
     "general-protection",
     "stack-overflow",
+    "ap-stack-overflow",
     "divide-error",
     "ioapic-pit",
 ];
@@ -151,10 +152,17 @@ pub fn check_timer(count: u64) -> Result<(), CheckFailed> {
 }
 
 /// Crashes the kernel in the named way, or runs the named device proof
-/// (see [`DELIBERATE_FAILURES`]). Returns only for an unknown name.
-pub fn deliberate_failure(name: &str) {
+/// (see [`DELIBERATE_FAILURES`]). Returns only for an unknown name — or
+/// `ap-stack-overflow`, which arms a crash for later: returns `true` then.
+pub fn deliberate_failure(name: &str) -> bool {
     if name == "ioapic-pit" {
         ioapic_pit();
+    }
+    if name == "ap-stack-overflow" {
+        // Later, on CPU 1 (`ap_stack_overflow`): the boot goes on.
+        kprintln!("selftest: CPU 1 will overflow its kernel stack when it starts");
+        AP_STACK_OVERFLOW.store(true, core::sync::atomic::Ordering::Relaxed);
+        return true;
     }
     kprintln!("selftest: deliberately causing: {name}");
     match name {
@@ -187,6 +195,7 @@ pub fn deliberate_failure(name: &str) {
         }
         _ => {}
     }
+    false
 }
 
 /// PIT interrupt rate during `ioapic-pit`.
@@ -307,6 +316,22 @@ fn wait_10ms_steps(steps: u32, done: impl Fn() -> bool) -> bool {
         }
     }
     done()
+}
+
+/// `pecan.selftest=ap-stack-overflow` was given.
+static AP_STACK_OVERFLOW: core::sync::atomic::AtomicBool =
+    core::sync::atomic::AtomicBool::new(false);
+
+/// Called by each application processor once its own tables are loaded:
+/// CPU 1 overflows its kernel stack if `pecan.selftest=ap-stack-overflow`
+/// asked for it — the guard page below it (`mm::map_kernel_stack`) turns
+/// that into a double fault on its IST stack, reported like the boot
+/// CPU's (`tests/crash-ap-stack-overflow.toml`).
+pub fn ap_stack_overflow(cpu_index: usize) {
+    if cpu_index == 1 && AP_STACK_OVERFLOW.load(core::sync::atomic::Ordering::Relaxed) {
+        let depth = recurse(core::hint::black_box(1));
+        kprintln!("unreachable: depth {depth}");
+    }
 }
 
 #[allow(unconditional_recursion)]

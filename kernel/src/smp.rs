@@ -8,7 +8,8 @@
 //! two start-up IPIs, on the trampoline page below 1 MiB that `mm::init`
 //! kept (`ap_boot.s`: real mode → protected mode → long mode on start-up
 //! page tables → [`ap_entry`] in the higher half on its own kernel stack,
-//! 64 KiB from the frame allocator, without a guard page). There it loads
+//! 64 KiB mapped below an unmapped guard page, `mm::map_kernel_stack`).
+//! There it loads
 //! the kernel's page tables, its own GDT/TSS (`gdt::CpuTables`), the shared
 //! IDT, its `PerCpu` (GS base, syscall MSRs), PAT, the FPU set-up, its local
 //! APIC and LAPIC timer (with the boot CPU's calibration), says it is online
@@ -672,11 +673,10 @@ fn prepare_trampoline(page: u64) {
 
 /// Starts CPU `index` (APIC id `apic_id`) and waits until it is online.
 fn start_one(page: u64, index: usize, apic_id: u32) -> Result<(), StartError> {
-    let Some(stack) = mm::alloc_kernel_frames(AP_STACK_PAGES) else {
+    let Some(stack_top) = mm::map_kernel_stack(index as u64, AP_STACK_PAGES) else {
         return Err(StartError::NoStack);
     };
     STARTED[index].store(WAITING, Ordering::Release);
-    let stack_top = mm::phys_to_virt(stack) + AP_STACK_PAGES * 4096;
     STACK_TOPS[index].store(stack_top, Ordering::Relaxed);
     APIC_IDS[index].store(apic_id, Ordering::Relaxed);
     let base = mm::phys_to_virt(page);
@@ -765,6 +765,7 @@ extern "C" fn ap_entry(index: u64) -> ! {
     unsafe { (&mut *tables).load() };
     gdt::load_idt();
     percpu::init_cpu(index, tables, STACK_TOPS[index].load(Ordering::Relaxed));
+    crate::selftest::ap_stack_overflow(index);
     // SAFETY: the same PAT as the boot CPU's (mm::init): every mapping's
     // cache type means the same on every CPU.
     unsafe { cpu::wrmsr(cpu::MSR_PAT, kcore::paging::PAT_MSR_VALUE) };
