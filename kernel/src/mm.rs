@@ -396,37 +396,45 @@ impl fmt::Display for MapMmioError {
 /// (frames or page tables). Slot `index` spans `pages + 1` pages; each
 /// index is mapped once.
 pub fn map_kernel_stack(index: u64, pages: u64) -> Option<u64> {
+    let frames_phys = alloc_kernel_frames(pages)?;
+    let guard = KERNEL_STACKS_BASE + index * (pages + 1) * PAGE_SIZE;
+    with_kernel_tables(|table, memory| {
+        (0..pages).try_for_each(|page| {
+            table.map(
+                memory,
+                guard + (page + 1) * PAGE_SIZE,
+                frames_phys + page * PAGE_SIZE,
+                PageSize::Size4K,
+                KERNEL_DATA,
+                CacheAttr::WriteBack,
+            )
+        })
+    })?
+    .ok()?;
+    Some(guard + (pages + 1) * PAGE_SIZE)
+}
+
+/// Kernel data mappings made after boot: writable, not executable, global.
+const KERNEL_DATA: MapFlags = MapFlags {
+    writable: true,
+    user: false,
+    executable: false,
+    global: true,
+};
+
+/// Runs `f` on the kernel's page tables, serialised with every other
+/// change to them; `None` before `init`.
+fn with_kernel_tables<R>(f: impl FnOnce(&PageTable, &mut KernelTableMemory<'_>) -> R) -> Option<R> {
     let root = KERNEL_PML4.load(Ordering::Acquire);
     if root == 0 {
         return None;
     }
-    let frames_phys = alloc_kernel_frames(pages)?;
-    let guard = KERNEL_STACKS_BASE + index * (pages + 1) * PAGE_SIZE;
-    let table = PageTable::new(root);
-    let flags = MapFlags {
-        writable: true,
-        user: false,
-        executable: false,
-        global: true,
-    };
     let _tables = KERNEL_TABLES_LOCK.lock();
     let mut frames_guard = FRAMES.lock();
     let mut memory = KernelTableMemory {
         frames: frames_guard.as_mut()?,
     };
-    for page in 0..pages {
-        table
-            .map(
-                &mut memory,
-                guard + (page + 1) * PAGE_SIZE,
-                frames_phys + page * PAGE_SIZE,
-                PageSize::Size4K,
-                flags,
-                CacheAttr::WriteBack,
-            )
-            .ok()?;
-    }
-    Some(guard + (pages + 1) * PAGE_SIZE)
+    Some(f(&PageTable::new(root), &mut memory))
 }
 
 /// Maps device registers at `phys` uncached into the MMIO window and
@@ -443,43 +451,30 @@ pub fn map_firmware(phys: u64, len: u64) -> Result<u64, MapMmioError> {
 }
 
 fn map_window(base: u64, phys: u64, len: u64, cache: CacheAttr) -> Result<u64, MapMmioError> {
-    let root = KERNEL_PML4.load(Ordering::Acquire);
-    if root == 0 {
-        return Err(MapMmioError::NotInitialised);
-    }
-    let table = PageTable::new(root);
-    let flags = MapFlags {
-        writable: true,
-        user: false,
-        executable: false,
-        global: true,
-    };
-    let _tables = KERNEL_TABLES_LOCK.lock();
-    let mut frames_guard = FRAMES.lock();
-    let frames = frames_guard.as_mut().ok_or(MapMmioError::NotInitialised)?;
-    let mut memory = KernelTableMemory { frames };
     let first = phys & !(PAGE_SIZE - 1);
     let last = phys.saturating_add(len.max(1) - 1) & !(PAGE_SIZE - 1);
-    let mut page = first;
-    loop {
-        if table.translate(&memory, base + page).is_none() {
-            table
-                .map(
-                    &mut memory,
-                    base + page,
-                    page,
-                    PageSize::Size4K,
-                    flags,
-                    cache,
-                )
-                .map_err(MapMmioError::Map)?;
+    with_kernel_tables(|table, memory| {
+        let mut page = first;
+        loop {
+            if table.translate(memory, base + page).is_none() {
+                table
+                    .map(
+                        memory,
+                        base + page,
+                        page,
+                        PageSize::Size4K,
+                        KERNEL_DATA,
+                        cache,
+                    )
+                    .map_err(MapMmioError::Map)?;
+            }
+            if page >= last {
+                return Ok(base + phys);
+            }
+            page += PAGE_SIZE;
         }
-        if page >= last {
-            break;
-        }
-        page += PAGE_SIZE;
-    }
-    Ok(base + phys)
+    })
+    .ok_or(MapMmioError::NotInitialised)?
 }
 
 /// Read-only [`TableMemory`] over the direct map, for walks that never
