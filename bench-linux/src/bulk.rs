@@ -106,6 +106,7 @@ mod tests {
 
     #[test]
     fn transfers_run() {
+        let _alone = crate::sys::fork_tests_alone();
         let o = bench::timestamp_overhead();
         let mut samples = [0u64; 3];
         pipe(&mut samples, o).unwrap();

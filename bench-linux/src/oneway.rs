@@ -302,6 +302,7 @@ mod tests {
 
     #[test]
     fn ping_pongs_run() {
+        let _alone = crate::sys::fork_tests_alone();
         let o = bench::timestamp_overhead();
         check("futex-threads", |s| futex_threads(s, o, 16));
         check("futex-shm", |s| futex_shm(s, o, 4));

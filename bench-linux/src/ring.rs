@@ -76,6 +76,7 @@ mod tests {
 
     #[test]
     fn rings_run() {
+        let _alone = crate::sys::fork_tests_alone();
         let o = bench::timestamp_overhead();
         for n in [2, 4, 10] {
             let mut samples = [0u64; 10];

@@ -336,6 +336,24 @@ pub struct Peer {
     reaped: bool,
 }
 
+/// Held by every unit test that forks peers. The test harness runs tests
+/// on several threads of one process, and a child forked by one test
+/// inherits the pipes and sockets another test has open at that moment:
+/// it would keep their write ends open, so the end of file a ring's peers
+/// wait for would never come (a hang seen under load). The benchmark
+/// binary itself runs one benchmark at a time.
+#[cfg(test)]
+pub static FORK_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Takes [`FORK_TESTS`] (a test that panicked while holding it does not
+/// stop the others).
+#[cfg(test)]
+pub fn fork_tests_alone() -> std::sync::MutexGuard<'static, ()> {
+    FORK_TESTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Forks a peer process that runs `body` and exits: status 0 when `body`
 /// returns `Ok`, else 1 after printing the error to standard error. The
 /// peer is killed if this process dies first.
