@@ -2,9 +2,12 @@
 //! adds 1 until `arg` requests (10 if 0) were acknowledged. When a request
 //! fails — its provider stopped, so the call was aborted or the session
 //! capability is gone — it reports the error, reconnects
-//! (`Session::reopen`) and goes on with a fresh session; at the end it
-//! prints how many requests were acknowledged, how often it reconnected
-//! and its last session's total (`scenarios/session-restart.toml`).
+//! (`Session::reopen_counted`), reports how often init answered
+//! `RESTARTING` meanwhile (0 when init parked the open while the provider
+//! waited out its back-off, `scenarios/session-park.toml`) and goes on
+//! with a fresh session; at the end it prints how many requests were
+//! acknowledged, how often it reconnected and its last session's total
+//! (`scenarios/session-restart.toml`).
 //! Its lines start `counter-client/N`, N its count, which tells clients
 //! apart. Exits 0 when all were acknowledged, 1 if it could not (re)open.
 #![no_std]
@@ -57,12 +60,18 @@ fn main(arg: u64) -> i32 {
                     println!("counter-client/{me}: {failures} failures in a row; giving up");
                     return 1;
                 }
-                if let Err(e) = counter.reopen() {
-                    println!("counter-client/{me}: reconnecting failed: {e}");
-                    return 1;
-                }
+                let restarting = match counter.reopen_counted() {
+                    Ok(n) => n,
+                    Err(e) => {
+                        println!("counter-client/{me}: reconnecting failed: {e}");
+                        return 1;
+                    }
+                };
                 reconnects += 1;
                 println!("counter-client/{me}: reconnected (reconnect {reconnects})");
+                println!(
+                    "counter-client/{me}: reconnect {reconnects} got {restarting} RESTARTING answers"
+                );
             }
         }
     }
