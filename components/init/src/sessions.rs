@@ -413,6 +413,15 @@ impl Sessions {
             let pname = name_of_id(kids, p.provider).unwrap_or("a removed provider");
             println!("init: resuming parked open of {name} for {pname}");
             let decision = self.decide(rom, (kids, in_backoff), p.badge, &p.words);
+            if let Decision::Backoff { provider, .. } = decision {
+                // Routed by an update to another provider that waits out
+                // its back-off: parked again, for that one (looked at
+                // again at the end of this pass, and kept).
+                let pname = name_of_id(kids, provider).unwrap_or("?");
+                println!("init: parked open of {name} for {pname} (restarting)");
+                self.parked.push(Parked { provider, ..p });
+                continue;
+            }
             let donation = Donation::Kept(p.donation);
             self.act(
                 (kids, res),
