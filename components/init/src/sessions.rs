@@ -408,7 +408,8 @@ impl Sessions {
                 i += 1;
                 continue;
             }
-            let p = self.parked.swap_remove(i);
+            // (In the order they came: `remove`, not `swap_remove`.)
+            let p = self.parked.remove(i);
             let name = name_of_id(kids, p.client).unwrap_or("?");
             let pname = name_of_id(kids, p.provider).unwrap_or("a removed provider");
             println!("init: resuming parked open of {name} for {pname}");
