@@ -120,6 +120,10 @@ pub const REFUSED_QUOTA: u64 = 0x5e55_0e06;
 /// Word 0 of a [`REFUSED_PROVIDER`] from the parent: the provider is
 /// stopped but will be restarted (it waits out its back-off); asking again
 /// later can succeed. Word 0 = 0: it is not running and will not be.
+/// Init answers it only when it cannot keep the open waiting: an open
+/// for a provider waiting out its back-off on init's Timer is parked and
+/// answered when the provider runs again, unless init parks too many
+/// already (docs/architecture.md, "Restart and reconnect").
 pub const RESTARTING: u64 = 0x5e55_0e05;
 
 /// Bytes of a name that fit in the four register words.

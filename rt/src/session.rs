@@ -79,7 +79,9 @@ pub struct Session<I: Interface> {
 }
 
 /// How often [`Session::reopen`] asks again while the parent answers that
-/// the provider is being restarted.
+/// the provider is being restarted (`RESTARTING`: init's park of waiting
+/// opens is full, or it does not wait the back-off on a Timer; a parked
+/// open just waits, without a retry).
 pub const REOPEN_TRIES: u32 = 64;
 
 impl<I: Interface> Session<I> {
@@ -153,12 +155,22 @@ impl<I: Interface> Session<I> {
     /// with the provider (docs/architecture.md, "Restart and reconnect").
     /// The old session is closed first (at the parent, which may no longer
     /// know it, and its donation revoked) and the new one donated from the
-    /// same donor. While the parent answers that the provider is being
-    /// restarted (`abi::session::RESTARTING`: it waits out its back-off)
-    /// it yields and asks again, up to [`REOPEN_TRIES`] times; a provider
-    /// that is not running for good is an error at once. The new session
-    /// is a fresh one: the provider's state for the old one is gone.
+    /// same donor. While the provider waits out its restart back-off, init
+    /// keeps the open waiting (parked, answered once the provider runs
+    /// again), so the call simply blocks; only when init parks too many
+    /// opens already, or does not wait the back-off on a Timer, it answers
+    /// that the provider is being restarted (`abi::session::RESTARTING`),
+    /// and then this yields and asks again, up to [`REOPEN_TRIES`] times.
+    /// A provider that is not running for good is an error at once. The
+    /// new session is a fresh one: the provider's state for the old one
+    /// is gone.
     pub fn reopen(&mut self) -> Result<(), OpenError> {
+        self.reopen_counted().map(|_| ())
+    }
+
+    /// [`Session::reopen`], returning how many `RESTARTING` answers it
+    /// got before the session opened (0 when init parked the open).
+    pub fn reopen_counted(&mut self) -> Result<u32, OpenError> {
         let _ = self.close_at_parent();
         self.forget().map_err(OpenError::Donation)?;
         let mut tries = 0;
@@ -167,7 +179,7 @@ impl<I: Interface> Session<I> {
                 Ok(session) => {
                     self.id = session.id;
                     self.donor = session.donor;
-                    return Ok(());
+                    return Ok(tries);
                 }
                 Err((OpenError::Provider(proto::RESTARTING), donor))
                     if tries + 1 < REOPEN_TRIES =>

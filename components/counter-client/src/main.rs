@@ -2,11 +2,20 @@
 //! adds 1 until `arg` requests (10 if 0) were acknowledged. When a request
 //! fails — its provider stopped, so the call was aborted or the session
 //! capability is gone — it reports the error, reconnects
-//! (`Session::reopen`) and goes on with a fresh session; at the end it
-//! prints how many requests were acknowledged, how often it reconnected
-//! and its last session's total (`scenarios/session-restart.toml`).
+//! (`Session::reopen_counted`), reports how often init answered
+//! `RESTARTING` meanwhile (0 when init parked the open while the provider
+//! waited out its back-off, `scenarios/session-park.toml`) and goes on
+//! with a fresh session; at the end it prints how many requests were
+//! acknowledged, how often it reconnected and its last session's total
+//! (`scenarios/session-restart.toml`).
 //! Its lines start `counter-client/N`, N its count, which tells clients
 //! apart. Exits 0 when all were acknowledged, 1 if it could not (re)open.
+//!
+//! `arg = -1`: open only — it opens the session once, without retrying
+//! (`counter-client/open-only: Counter session: ...` with the refusal,
+//! e.g. the provider is being restarted), closes it and exits 0
+//! (`scenarios/session-park-full.toml`: more opens during a back-off
+//! than init parks).
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
@@ -28,7 +37,13 @@ const DEFAULT_REQUESTS: u64 = 10;
 /// Failed requests in a row after which it gives up.
 const MAX_FAILURES_IN_A_ROW: u32 = 3;
 
+/// `arg = -1`: open only (see the module doc).
+const OPEN_ONLY: u64 = u64::MAX;
+
 fn main(arg: u64) -> i32 {
+    if arg == OPEN_ONLY {
+        return open_only();
+    }
     let want = if arg == 0 { DEFAULT_REQUESTS } else { arg };
     // Its name in the log: the count, which tells two clients apart.
     let me = want;
@@ -57,12 +72,18 @@ fn main(arg: u64) -> i32 {
                     println!("counter-client/{me}: {failures} failures in a row; giving up");
                     return 1;
                 }
-                if let Err(e) = counter.reopen() {
-                    println!("counter-client/{me}: reconnecting failed: {e}");
-                    return 1;
-                }
+                let restarting = match counter.reopen_counted() {
+                    Ok(n) => n,
+                    Err(e) => {
+                        println!("counter-client/{me}: reconnecting failed: {e}");
+                        return 1;
+                    }
+                };
                 reconnects += 1;
                 println!("counter-client/{me}: reconnected (reconnect {reconnects})");
+                println!(
+                    "counter-client/{me}: reconnect {reconnects} got {restarting} RESTARTING answers"
+                );
             }
         }
     }
@@ -70,6 +91,19 @@ fn main(arg: u64) -> i32 {
         "counter-client/{me}: {acked} requests acknowledged, {reconnects} reconnects, \
          last session's total {total}"
     );
+    0
+}
+
+/// `arg = -1`: opens the session once (no retry: a `RESTARTING` answer
+/// is reported as it is), closes it and exits 0 either way.
+fn open_only() -> i32 {
+    match open() {
+        Ok(s) => {
+            let closed = s.close().map(|_| ());
+            println!("counter-client/open-only: opened; closed: {closed:?}");
+        }
+        Err(e) => println!("counter-client/open-only: Counter session: {e}"),
+    }
     0
 }
 

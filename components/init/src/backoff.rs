@@ -55,6 +55,20 @@ impl<'a> BackOff<'a> {
         !self.pending.is_empty()
     }
 
+    /// Whether child `id` waits out its back-off (init restarts it when
+    /// its timeout fires).
+    pub fn is_waiting(&self, id: usize) -> bool {
+        self.pending.iter().any(|&(p, _, _)| p == id)
+    }
+
+    /// Forgets the back-offs of children that a config update stopped
+    /// (or replaced by a running one at the same id): their timeouts
+    /// fire for nobody.
+    pub fn forget_gone(&mut self, kids: &[Kid<'_>]) {
+        self.pending
+            .retain(|&(id, _, _)| kids.iter().any(|k| k.id == id && k.caps.is_none()));
+    }
+
     /// Whether `kid` is the Timer provider.
     pub fn is_provider(&self, kid: &Kid<'_>) -> bool {
         self.provider == Some(kid.component.name)

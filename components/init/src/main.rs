@@ -57,7 +57,13 @@
 //!    `build`), so revoking the block closes all its sessions with an
 //!    error for their clients (`Aborted` for a waiting call, `EmptySlot`
 //!    after); restarted, it gets a fresh endpoint and clients reopen
-//!    (docs/architecture.md, "Restart and reconnect").
+//!    (docs/architecture.md, "Restart and reconnect"). An `OPEN` for a
+//!    provider waiting out its back-off is parked (its reply saved, its
+//!    donation kept, at most `sessions::MAX_PARKED`) and decided again
+//!    once the provider runs again, stopped for good or was removed
+//!    (`sessions::Sessions::unpark`, at the top of each turn of the
+//!    loop); beyond the bound, or when the back-off is not waited, it is
+//!    answered `RESTARTING` and the client asks again.
 //!
 //! 8. Quota donation and close: an `OPEN` may carry the client's
 //!    donation (a capability table with an untyped), which init passes on
@@ -227,6 +233,9 @@ fn main(image_len: u64) -> i32 {
 
     let mut backoff = BackOff::new(&rom);
     while children.waiting() > 0 || backoff.waiting() {
+        // Opens parked for a provider that was restarted (or stopped for
+        // good, or was removed) since the last message go on now.
+        sessions.unpark(&rom, &mut pool.res, (&kids, &|id| backoff.is_waiting(id)));
         sessions.accept_donation();
         let (badge, info, words) = match syscall::recv(own(parent.fault)) {
             Ok(message) => message,
@@ -261,7 +270,7 @@ fn main(image_len: u64) -> i32 {
         let served = serve_session_request(
             (&mut sessions, &mut pool.res),
             &rom,
-            &kids,
+            (&kids, &|id| backoff.is_waiting(id)),
             (badge, info, &words),
         );
         sessions.drop_donation(info);
@@ -278,6 +287,9 @@ fn main(image_len: u64) -> i32 {
                 sessions: &mut sessions,
             };
             update.serve(&mut rom, badge, info.label(), &words);
+            // A child it stopped no longer waits for its restart (its id
+            // may be a new child's now).
+            backoff.forget_gone(&kids);
             continue;
         }
         if badge & session::PARENT_SESSION != 0 {
@@ -452,7 +464,7 @@ fn name_of_id<'a>(kids: &[Kid<'a>], id: usize) -> Option<&'a str> {
 fn serve_session_request(
     (sessions, res): (&mut sessions::Sessions, &mut Resources),
     rom: &Rom<'_>,
-    kids: &[Kid<'_>],
+    (kids, in_backoff): (&[Kid<'_>], &dyn Fn(usize) -> bool),
     (badge, info, words): (u64, rt::abi::MsgInfo, &[u64; 4]),
 ) -> bool {
     if badge & proxy::PROXY_BADGE != 0 {
@@ -463,7 +475,7 @@ fn serve_session_request(
         return false;
     }
     match info.label() {
-        session::OPEN => sessions.open((rom, res), kids, badge, info, words),
+        session::OPEN => sessions.open((rom, res), (kids, in_backoff), badge, info, words),
         session::CLOSE => sessions.close(kids, res, badge, words),
         _ => return false,
     }

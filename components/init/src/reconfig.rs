@@ -17,6 +17,12 @@
 //!   record;
 //! - only in the update: started, at the lowest free `Kid::id`.
 //!
+//! A stopped child waiting out a restart back-off waits no more (init's
+//! loop calls `BackOff::forget_gone` after an update: its id may be a
+//! new child's); opens parked for it are decided again at once
+//! (`Sessions::unpark`), those a stopped client had parked are dropped
+//! (`Sessions::finished`).
+//!
 //! A module that is missing or not a valid config ROM is refused with the
 //! reason in init's log and changes nothing. Not yet: a child that cannot
 //! be started for lack of memory is reported and left out (root sizes

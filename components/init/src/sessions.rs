@@ -13,6 +13,15 @@
 //! answered through its saved reply when the proxy brings the provider's
 //! answer ([`Sessions::proxy_message`]). Meanwhile init serves everybody
 //! else (docs/architecture.md, "Sessions and routing", 10).
+//!
+//! An `OPEN` for a provider that waits out its restart back-off is parked
+//! ([`Parked`], at most [`MAX_PARKED`]): its reply saved, its donation in
+//! a slot of init's. [`Sessions::unpark`] decides it again, as if it had
+//! just arrived, once the provider no longer waits (restarted, given up,
+//! removed); a client that finishes meanwhile loses its parked opens
+//! ([`Sessions::finished`]: reply and donation deleted). Invariant: every
+//! saved reply and kept donation belongs to exactly one job or parked
+//! open, and is deleted and its slot freed when that ends.
 
 use alloc::vec::Vec;
 
@@ -55,6 +64,89 @@ pub struct Sessions {
     donation: u32,
     /// The proxy threads that call providers for init.
     proxies: Proxies,
+    /// Opens waiting for their provider's restart, at most
+    /// [`MAX_PARKED`].
+    parked: Vec<Parked>,
+}
+
+/// How many `OPEN`s init keeps waiting for providers that are being
+/// restarted (all providers together); beyond, a client is answered
+/// `RESTARTING` at once and asks again (`rt::session::Session::reopen`).
+/// Each parked open holds a saved reply and maybe a donation in init's
+/// slots, so the bound keeps clients from filling init's table.
+pub const MAX_PARKED: usize = 8;
+
+/// An `OPEN` init keeps waiting while its provider waits out its restart
+/// back-off: the client's saved reply, the request and the client's
+/// donation (in a slot of init's, if it carried one). When the provider
+/// runs again (or will not), it is decided again as if it had just
+/// arrived ([`Sessions::unpark`]); when the client finishes meanwhile, it
+/// is dropped with its reply and donation ([`Sessions::finished`]).
+struct Parked {
+    /// The client's badge and `Kid::id`, the provider's `Kid::id`.
+    badge: u64,
+    client: usize,
+    provider: usize,
+    /// The request's words (the session type).
+    words: [u64; 4],
+    reply: u32,
+    donation: Option<u32>,
+}
+
+/// What an `OPEN` gets ([`Sessions::decide`]).
+#[derive(Clone, Copy)]
+enum Decision {
+    /// Refused with this label and word 0 (the refusal is logged).
+    Refuse(u64, u64),
+    /// A session init serves itself, minted with this badge.
+    AtInit { client: usize, session_badge: u64 },
+    /// Opened at the running provider (a proxy's job).
+    Provider {
+        client: usize,
+        provider: usize,
+        restarts: u32,
+    },
+    /// The provider waits out its restart back-off: parked.
+    Backoff { client: usize, provider: usize },
+}
+
+/// Who waits for the answer to a request.
+#[derive(Clone, Copy)]
+enum To {
+    /// The child whose request init received last (`Reply`).
+    Caller,
+    /// A saved reply in this slot of init's (`ReplyTo`).
+    Saved(u32),
+}
+
+/// A client's donation with its `OPEN`.
+#[derive(Clone, Copy)]
+enum Donation {
+    /// In init's donation slot, if the message carried one (the main
+    /// loop empties the slot after the message).
+    Received(bool),
+    /// Kept in a slot of init's own (a parked open's).
+    Kept(Option<u32>),
+}
+
+impl Donation {
+    /// The donation in a slot of its own (a copy of a received one), or
+    /// none; `Err` if it could not be kept (logged).
+    fn keep(self, res: &mut Resources, received: u32) -> Result<Option<u32>, ()> {
+        match self {
+            Donation::Received(false) | Donation::Kept(None) => Ok(None),
+            Donation::Received(true) => copy_to_new_slot(res, received).map(Some).ok_or(()),
+            Donation::Kept(slot) => Ok(slot),
+        }
+    }
+
+    /// Lets go of a kept donation (refused: the client's capability
+    /// table stays the client's).
+    fn drop_kept(self, res: &mut Resources) {
+        if let Donation::Kept(Some(slot)) = self {
+            delete_and_free(res, slot);
+        }
+    }
 }
 
 impl Sessions {
@@ -67,6 +159,7 @@ impl Sessions {
             transit,
             donation,
             proxies: Proxies::new(),
+            parked: Vec::new(),
         }
     }
 
@@ -90,27 +183,58 @@ impl Sessions {
 
     /// Answers child `badge`'s request for a session of the type in
     /// `words`, with a donation if `info` carries one: by its routes,
-    /// refused, or opened at the provider and passed on through init's
-    /// transit slot.
+    /// refused, opened at the provider and passed on through init's
+    /// transit slot, or parked while the provider waits out its restart
+    /// back-off (`in_backoff`; see [`Parked`]).
     pub fn open(
         &mut self,
         (rom, res): (&Rom<'_>, &mut Resources),
-        kids: &[Kid<'_>],
+        (kids, in_backoff): (&[Kid<'_>], &dyn Fn(usize) -> bool),
         badge: u64,
         info: MsgInfo,
         words: &[u64; 4],
     ) {
+        let decision = self.decide(rom, (kids, in_backoff), badge, words);
+        let donation = Donation::Received(info.caps() > 0);
+        if let Decision::Backoff { client, provider } = decision {
+            if self.parked.len() < MAX_PARKED {
+                return self.park(kids, res, (badge, *words, donation), (client, provider));
+            }
+            let (name, pname) = (
+                name_of_id(kids, client).unwrap_or("?"),
+                name_of_id(kids, provider).unwrap_or("?"),
+            );
+            println!(
+                "init: {name} asks for a session at {pname}: its provider is being restarted \
+                 and {MAX_PARKED} opens are parked already; refused"
+            );
+            let words = [session::RESTARTING, 0, 0, 0];
+            return answer(res, To::Caller, session::REFUSED_PROVIDER, words, None);
+        }
+        self.act((kids, res), (decision, words), To::Caller, donation);
+    }
+
+    /// What to do with child `badge`'s `OPEN` of the session type in
+    /// `words`, by its routes and its provider's state; a refusal is
+    /// logged here.
+    fn decide(
+        &self,
+        rom: &Rom<'_>,
+        (kids, in_backoff): (&[Kid<'_>], &dyn Fn(usize) -> bool),
+        badge: u64,
+        words: &[u64; 4],
+    ) -> Decision {
         let (bytes, len) = session::unpack(words);
         let service = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
         let client = kids.iter().find(|k| k.id as u64 + 1 == badge);
         let Some(client) = client else {
-            return reply(session::REFUSED_UNROUTED, [0; 4], None);
+            return Decision::Refuse(session::REFUSED_UNROUTED, 0);
         };
         let name = client.component.name;
         let target = match client.component.route(service) {
             None => {
                 println!("init: {name} asks for a {service} session: not routed to it; refused");
-                return reply(session::REFUSED_UNROUTED, [0; 4], None);
+                return Decision::Refuse(session::REFUSED_UNROUTED, 0);
             }
             Some(Target::Parent) => {
                 let offered = rom.parent_provides().any(|s| s == service);
@@ -120,8 +244,10 @@ impl Sessions {
                     _ => None,
                 };
                 if let Some(extra) = extra.filter(|_| offered) {
-                    let session_badge = badge | session::PARENT_SESSION | extra;
-                    return open_at_init(name, service, self.own_ep, session_badge, self.transit);
+                    return Decision::AtInit {
+                        client: client.id,
+                        session_badge: badge | session::PARENT_SESSION | extra,
+                    };
                 }
                 println!(
                     "init: {name} asks for a {service} session: routed to the parent, which {}; \
@@ -132,7 +258,7 @@ impl Sessions {
                         "does not provide it"
                     }
                 );
-                return reply(session::REFUSED_PARENT, [0; 4], None);
+                return Decision::Refuse(session::REFUSED_PARENT, 0);
             }
             // Followed by name: the provider may have another position
             // in the config since an update.
@@ -140,8 +266,15 @@ impl Sessions {
         };
         let provider = kids.iter().find(|k| k.component.name == target);
         let Some(provider) = provider.filter(|k| k.service.is_some() && k.caps.is_some()) else {
-            // Stopped, but with a restart to come (after its back-off): the
-            // client may ask again (`Session::reopen` does).
+            if let Some(p) = provider.filter(|k| k.caps.is_none() && in_backoff(k.id)) {
+                return Decision::Backoff {
+                    client: client.id,
+                    provider: p.id,
+                };
+            }
+            // Stopped, but with a restart to come that init does not wait
+            // out on its Timer: the client may ask again
+            // (`Session::reopen` does).
             let restarting = provider.is_some_and(|k| {
                 k.caps.is_none() && k.component.restart.delay_ms(k.restarts + 1).is_some()
             });
@@ -150,38 +283,154 @@ impl Sessions {
                 false => ("is not running", 0),
             };
             println!("init: {name} asks for a {service} session: its provider {why}; refused");
-            return reply(session::REFUSED_PROVIDER, [word, 0, 0, 0], None);
+            return Decision::Refuse(session::REFUSED_PROVIDER, word);
+        };
+        Decision::Provider {
+            client: client.id,
+            provider: provider.id,
+            restarts: provider.restarts,
+        }
+    }
+
+    /// Carries out `decision` for an `OPEN` of the session type in
+    /// `words`, answered through `to`, with `donation` (a
+    /// [`Decision::Backoff`] here is answered `RESTARTING`: the callers
+    /// park before they get here).
+    fn act(
+        &mut self,
+        (kids, res): (&[Kid<'_>], &mut Resources),
+        (decision, words): (Decision, &[u64; 4]),
+        to: To,
+        donation: Donation,
+    ) {
+        let refuse = |res: &mut Resources, label, word| {
+            donation.drop_kept(res);
+            answer(res, to, label, [word, 0, 0, 0], None);
+        };
+        let (client, provider, restarts) = match decision {
+            Decision::Refuse(label, word) => return refuse(res, label, word),
+            Decision::Backoff { .. } => {
+                return refuse(res, session::REFUSED_PROVIDER, session::RESTARTING)
+            }
+            Decision::AtInit {
+                client,
+                session_badge,
+            } => {
+                donation.drop_kept(res);
+                let (bytes, len) = session::unpack(words);
+                let service = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
+                let name = name_of_id(kids, client).unwrap_or("?");
+                let at = (self.own_ep, session_badge, self.transit);
+                return open_at_init(res, to, (name, service), at);
+            }
+            Decision::Provider {
+                client,
+                provider,
+                restarts,
+            } => (client, provider, restarts),
         };
         // The client waits for the provider's answer through its saved
         // reply; its donation waits in a slot of the job's.
-        let Some(saved) = save_reply(res) else {
-            return reply(session::REFUSED_PROVIDER, [0; 4], None);
-        };
-        let donation = match info.caps() > 0 {
-            true => match copy_to_new_slot(res, self.donation) {
-                Some(slot) => Some(slot),
-                None => {
-                    let refused = session::REFUSED_PROVIDER;
-                    let _ = answer_saved(res, Some(saved), refused, [0; 4], None);
-                    return;
-                }
+        let saved = match to {
+            To::Saved(slot) => slot,
+            To::Caller => match save_reply(res) {
+                Some(slot) => slot,
+                None => return refuse(res, session::REFUSED_PROVIDER, 0),
             },
-            false => None,
         };
+        let Ok(donation) = donation.keep(res, self.donation) else {
+            let _ = answer_saved(res, Some(saved), session::REFUSED_PROVIDER, [0; 4], None);
+            return;
+        };
+        let name = name_of_id(kids, client).unwrap_or("?");
         self.proxies.push(Job {
             purpose: Purpose::Open {
-                client: client.id,
+                client,
                 service: *words,
                 donated: donation.is_some(),
             },
             label: session::OPEN_SESSION,
             words: session::pack(name),
-            provider: provider.id,
-            restarts: provider.restarts,
+            provider,
+            restarts,
             reply: Some(saved),
             donation,
         });
         self.pump(kids, res);
+    }
+
+    /// Keeps the `OPEN` init just received (`request`: the client's
+    /// badge, the words, its donation) waiting for `provider`'s restart:
+    /// its reply saved, its donation kept.
+    fn park(
+        &mut self,
+        kids: &[Kid<'_>],
+        res: &mut Resources,
+        (badge, words, donation): (u64, [u64; 4], Donation),
+        (client, provider): (usize, usize),
+    ) {
+        let Some(reply) = save_reply(res) else {
+            let words = [session::RESTARTING, 0, 0, 0];
+            return answer(res, To::Caller, session::REFUSED_PROVIDER, words, None);
+        };
+        let Ok(donation) = donation.keep(res, self.donation) else {
+            let _ = answer_saved(res, Some(reply), session::REFUSED_PROVIDER, [0; 4], None);
+            return;
+        };
+        let name = name_of_id(kids, client).unwrap_or("?");
+        let pname = name_of_id(kids, provider).unwrap_or("?");
+        println!("init: parked open of {name} for {pname} (restarting)");
+        self.parked.push(Parked {
+            badge,
+            client,
+            provider,
+            words,
+            reply,
+            donation,
+        });
+    }
+
+    /// Decides each parked `OPEN` again whose provider no longer waits
+    /// out its back-off (restarted, stopped for good, removed): as if it
+    /// had just arrived, answered through its saved reply.
+    pub fn unpark(
+        &mut self,
+        rom: &Rom<'_>,
+        res: &mut Resources,
+        (kids, in_backoff): (&[Kid<'_>], &dyn Fn(usize) -> bool),
+    ) {
+        let mut i = 0;
+        while let Some(p) = self.parked.get(i) {
+            // (A config update may have put a new, running provider at
+            // the same id: then it goes on.)
+            let waits = kids.iter().any(|k| k.id == p.provider && k.caps.is_none());
+            if waits && in_backoff(p.provider) {
+                i += 1;
+                continue;
+            }
+            // (In the order they came: `remove`, not `swap_remove`.)
+            let p = self.parked.remove(i);
+            let name = name_of_id(kids, p.client).unwrap_or("?");
+            let pname = name_of_id(kids, p.provider).unwrap_or("a removed provider");
+            println!("init: resuming parked open of {name} for {pname}");
+            let decision = self.decide(rom, (kids, in_backoff), p.badge, &p.words);
+            if let Decision::Backoff { provider, .. } = decision {
+                // Routed by an update to another provider that waits out
+                // its back-off: parked again, for that one (looked at
+                // again at the end of this pass, and kept).
+                let pname = name_of_id(kids, provider).unwrap_or("?");
+                println!("init: parked open of {name} for {pname} (restarting)");
+                self.parked.push(Parked { provider, ..p });
+                continue;
+            }
+            let donation = Donation::Kept(p.donation);
+            self.act(
+                (kids, res),
+                (decision, &p.words),
+                To::Saved(p.reply),
+                donation,
+            );
+        }
     }
 
     /// Answers child `badge`'s `CLOSE` of its session `words[0]` once its
@@ -224,10 +473,26 @@ impl Sessions {
                 i += 1;
             }
         }
+        // Its parked opens: nobody waits for them any more.
+        let mut dropped = 0;
+        self.parked.retain(|p| {
+            let gone = p.client == index;
+            if gone {
+                delete_and_free(res, p.reply);
+                if let Some(d) = p.donation {
+                    delete_and_free(res, d);
+                }
+                dropped += 1;
+            }
+            !gone
+        });
         self.pump(kids, res);
         let Some(name) = name_of_id(kids, index) else {
             return;
         };
+        if dropped > 0 {
+            println!("init: dropped {dropped} parked opens of {name}");
+        }
         if closed > 0 {
             println!("init: closed {closed} sessions of {name} at their providers");
         }
@@ -488,18 +753,42 @@ fn answer_saved(
 /// Opens a session init serves itself (`Rom`, `Reconfig`) for child
 /// `name`: init's own endpoint `own_ep`, minted write-only with
 /// `session_badge` (the child's badge, `session::PARENT_SESSION` and the
-/// service's bit), passed on through `transit`. Init answers it itself
-/// (`rom::RomService`, `reconfig::Update`): no call out, so no client can
-/// block init.
-fn open_at_init(name: &str, service: &str, own_ep: u32, session_badge: u64, transit: u32) {
+/// service's bit), passed on through `transit` to `to`. Init answers it
+/// itself (`rom::RomService`, `reconfig::Update`): no call out, so no
+/// client can block init.
+fn open_at_init(
+    res: &mut Resources,
+    to: To,
+    (name, service): (&str, &str),
+    (own_ep, session_badge, transit): (u32, u64, u32),
+) {
     match syscall::cap_mint(own(own_ep), own(transit), Rights::WRITE, session_badge) {
         Ok(()) => {
             println!("init: {name} -> {service} session at init");
-            reply(session::OK, [0; 4], Some(transit));
+            answer(res, to, session::OK, [0; 4], Some(transit));
         }
         Err(e) => {
             println!("init: {name} asks for a {service} session: CapMint failed: {e}; refused");
-            reply(session::REFUSED_PARENT, [0; 4], None);
+            answer(res, to, session::REFUSED_PARENT, [0; 4], None);
+        }
+    }
+}
+
+/// Answers `to` with `label`, `words` and the capability in `cap` (which
+/// init then lets go of: the client's copy stays); a saved reply's slot
+/// is free after.
+fn answer(res: &mut Resources, to: To, label: u64, words: [u64; 4], cap: Option<u32>) {
+    match to {
+        To::Caller => reply(label, words, cap),
+        To::Saved(slot) => {
+            if let Err(e) = answer_saved(res, Some(slot), label, words, cap) {
+                println!("init: a parked client is gone ({e})");
+            }
+            if let Some(c) = cap {
+                // SAFETY: an endpoint capability; nothing is mapped
+                // through it.
+                let _ = unsafe { syscall::cap_delete(own(c)) };
+            }
         }
     }
 }
