@@ -18,7 +18,11 @@ use regex::Regex;
 
 use crate::kernel::TARGET;
 use crate::system;
-use crate::util::{cargo, indent, run_captured, workspace_root};
+use crate::util::{cargo, indent, run_captured, run_captured_within, workspace_root};
+
+/// How long the host tests (with their build) may take before they are
+/// killed as hung: they take well under a minute; CI allows 90 for all.
+const HOST_TESTS_LIMIT: std::time::Duration = std::time::Duration::from_secs(900);
 
 /// Passed and failed counts.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +111,7 @@ pub fn host_tests(filter: Option<&str>) -> Result<Counts> {
         cmd.args(["--", f]);
     }
     let start = Instant::now();
-    let (status, output) = run_captured(&mut cmd)?;
+    let (status, output) = run_captured_within(&mut cmd, HOST_TESTS_LIMIT)?;
     let report = parse_cargo_test(&output);
     for b in &report.binaries {
         if filter.is_some() && b.passed + b.failed == 0 {
@@ -129,12 +133,24 @@ pub fn host_tests(filter: Option<&str>) -> Result<Counts> {
         println!("FAIL host {label}: {test}");
     }
     let mut counts = report.counts();
-    if !status.success() {
-        if counts.failed == 0 {
-            println!("FAIL host cargo test ({status}, no failed test reported: build error?)");
+    match status {
+        None => {
+            println!(
+                "FAIL host cargo test: not finished within {} s (a test hangs?): killed; \
+                 its output so far:",
+                HOST_TESTS_LIMIT.as_secs()
+            );
             counts.failed += 1;
+            println!("{}", indent(&output));
         }
-        println!("{}", indent(&output));
+        Some(status) if !status.success() => {
+            if counts.failed == 0 {
+                println!("FAIL host cargo test ({status}, no failed test reported: build error?)");
+                counts.failed += 1;
+            }
+            println!("{}", indent(&output));
+        }
+        Some(_) => {}
     }
     println!("    host tests took {:.1} s", start.elapsed().as_secs_f64());
     Ok(counts)

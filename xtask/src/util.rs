@@ -70,6 +70,54 @@ pub fn run_captured(cmd: &mut Command) -> Result<(ExitStatus, String)> {
     Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
 }
 
+/// [`run_captured`] with a time limit: a command (and everything it
+/// started: it runs in a process group of its own) still running after
+/// `limit` is killed, and `None` comes back instead of its status, with
+/// the output it wrote until then — so that a hung test fails the run
+/// instead of holding CI until its own limit.
+pub fn run_captured_within(
+    cmd: &mut Command,
+    limit: std::time::Duration,
+) -> Result<(Option<ExitStatus>, String)> {
+    use std::os::unix::process::CommandExt;
+    let (mut reader, writer) = std::io::pipe().context("creating a pipe")?;
+    let writer_clone = writer.try_clone().context("duplicating a pipe")?;
+    cmd.stdin(Stdio::null())
+        .stdout(writer_clone)
+        .stderr(writer)
+        .process_group(0);
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting `{}`", describe(cmd)))?;
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let reading = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = reader.read_to_end(&mut bytes);
+        bytes
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child
+            .try_wait()
+            .with_context(|| format!("waiting for `{}`", describe(cmd)))?
+        {
+            break Some(status);
+        }
+        if start.elapsed() >= limit {
+            // The whole group: test binaries and the processes they forked
+            // (which hold the output pipe too).
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", child.id())])
+                .status();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let bytes = reading.join().unwrap_or_default();
+    Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
+}
+
 /// A command as a shell would spell it (program and arguments, quoted).
 pub fn describe(cmd: &Command) -> String {
     let mut words = vec![cmd.get_program().to_string_lossy().into_owned()];
@@ -138,5 +186,28 @@ mod tests {
         let (status, output) = run_captured(&mut cmd).unwrap();
         assert_eq!(status.code(), Some(3));
         assert_eq!(output, "out\nerr\n");
+    }
+
+    #[test]
+    fn a_command_past_its_limit_is_killed_with_its_children() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo started; sleep 30 & sleep 30; echo never"]);
+        let start = std::time::Instant::now();
+        let (status, output) =
+            run_captured_within(&mut cmd, std::time::Duration::from_millis(300)).unwrap();
+        assert!(status.is_none());
+        assert_eq!(output, "started\n");
+        // The background sleep held the pipe too: reading ended only
+        // because the whole group was killed.
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+        let (status, output) = run_captured_within(
+            Command::new("sh").args(["-c", "echo ok"]),
+            std::time::Duration::from_secs(30),
+        )
+        .unwrap();
+        assert_eq!(
+            (status.and_then(|s| s.code()), output.as_str()),
+            (Some(0), "ok\n")
+        );
     }
 }
