@@ -307,8 +307,8 @@ pub fn initial_frame(rip: u64, rsp: u64, arg: u64) -> TrapFrame {
 }
 
 /// Initialises a thread control block in the zeroed memory at `ptr`:
-/// inactive, priority 0, CPU 0 (its CPU set: CPU 0), no spaces, one reference, the clean FPU
-/// state.
+/// inactive, priority 0, CPU 0 (its CPU set: CPU 0), no spaces, one
+/// reference, the clean FPU state.
 ///
 /// # Safety
 /// `ptr` must be 2^`THREAD_BITS` bytes of writable kernel memory, aligned
