@@ -9,6 +9,34 @@
 //! Other bits must be 0. A mapping is always readable and user-accessible.
 //! Writable needs `WRITE` on the frame capability, executable needs
 //! `GRANT`; writable and executable together are refused (W^X).
+//!
+//! Every mapping lies in `[USER_MAP_START, USER_MAP_END)`: the lowest
+//! 64 KiB and the highest page of the lower half are never mapped in any
+//! address space (`docs/security.md`).
+
+/// The lowest address a mapping may start at. The first 64 KiB stay
+/// unmapped in every address space (Linux's default `mmap_min_addr`), so
+/// that a null pointer plus a small offset — in a component or, were
+/// there such a bug, in the kernel — always faults and can never be made
+/// to point at data or code a component placed there.
+pub const USER_MAP_START: u64 = 0x1_0000;
+
+/// The end (exclusive) of the addresses a mapping may cover: the last
+/// 4 KiB page below the canonical boundary `0x0000_8000_0000_0000` stays
+/// unmapped, so no `syscall` instruction can end at that boundary. Such a
+/// `syscall` leaves a non-canonical return address in `rcx`, and an Intel
+/// CPU's `sysretq` to it raises #GP in ring 0 on the user's stack
+/// (CVE-2012-0217); Linux keeps the same page unmapped for the same reason.
+pub const USER_MAP_END: u64 = 0x0000_7fff_ffff_f000;
+
+/// Whether `[start, start + len)` lies inside the mappable range
+/// `[USER_MAP_START, USER_MAP_END)` (false when the sum overflows).
+pub const fn user_mappable(start: u64, len: u64) -> bool {
+    match start.checked_add(len) {
+        Some(end) => start >= USER_MAP_START && end <= USER_MAP_END,
+        None => false,
+    }
+}
 
 pub const WRITABLE: u64 = 1 << 0;
 pub const EXECUTABLE: u64 = 1 << 1;
@@ -69,6 +97,21 @@ impl MapAttr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mappable_range() {
+        assert!(!user_mappable(0, 4096));
+        assert!(!user_mappable(USER_MAP_START - 4096, 4096));
+        assert!(user_mappable(USER_MAP_START, 4096));
+        assert!(user_mappable(USER_MAP_END - 4096, 4096));
+        assert!(!user_mappable(USER_MAP_END, 4096));
+        // A 2 MiB frame at the last 2 MiB-aligned address would cover the
+        // last page.
+        assert!(!user_mappable(0x0000_7fff_ffe0_0000, 2 << 20));
+        assert!(user_mappable(0x0000_7fff_ffc0_0000, 2 << 20));
+        assert!(!user_mappable(u64::MAX - 4095, 4096));
+        assert!(!user_mappable(USER_MAP_START, u64::MAX));
+    }
 
     #[test]
     fn decode() {

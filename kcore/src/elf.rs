@@ -68,16 +68,19 @@ const PAGE_MASK: u64 = PAGE_SIZE - 1;
 pub struct Limits {
     /// Every segment's page-rounded end must be at or below this.
     pub user_end: u64,
-    /// Every segment's page-rounded start must be at or above this; 0x1000
-    /// keeps page 0 unmapped so null dereferences fault.
+    /// Every segment's page-rounded start must be at or above this
+    /// (`abi::map::USER_MAP_START` keeps the lowest 64 KiB unmapped so
+    /// null dereferences fault).
     pub min_addr: u64,
 }
 
 impl Limits {
-    /// The x86_64 lower half above page 0: `[0x1000, 0x0000_8000_0000_0000)`.
+    /// What `Map` accepts: `[abi::map::USER_MAP_START,
+    /// abi::map::USER_MAP_END)`, the lower half without its lowest 64 KiB
+    /// and its last page.
     pub const LOWER_HALF: Limits = Limits {
-        user_end: 0x0000_8000_0000_0000,
-        min_addr: 0x1000,
+        user_end: abi::map::USER_MAP_END,
+        min_addr: abi::map::USER_MAP_START,
     };
 }
 
@@ -659,12 +662,13 @@ mod tests {
 
     #[test]
     fn limits_are_inclusive_at_the_edges() {
-        let top = 0x0000_8000_0000_0000 - 0x1000;
+        let top = abi::map::USER_MAP_END - 0x1000;
         let phs = [
-            load(RX, 0x1000, 0x1000, 0x10, 0x10),
+            load(RX, 0x1000, abi::map::USER_MAP_START, 0x10, 0x10),
             load(R, 0x1000, top, 0x10, 0x1000),
         ];
-        let p = plan(&build(ET_EXEC, 0x1000, &phs, 0x2000)).unwrap();
+        let p = plan(&build(ET_EXEC, abi::map::USER_MAP_START, &phs, 0x2000)).unwrap();
+        assert_eq!(p.segments()[0].page_range().0, Limits::LOWER_HALF.min_addr);
         assert_eq!(p.segments()[1].page_range().1, Limits::LOWER_HALF.user_end);
     }
 
@@ -802,15 +806,34 @@ mod tests {
             Err(ElfError::BelowMinAddr {
                 index: 0,
                 page: 0,
-                min_addr: 0x1000
+                min_addr: 0x1_0000
+            })
+        );
+        // The lowest 64 KiB stay unmapped (abi::map::USER_MAP_START).
+        assert_eq!(
+            with(&[load(RX, 0x1000, 0xf000, 0x100, 0x100)]),
+            Err(ElfError::BelowMinAddr {
+                index: 0,
+                page: 0xf000,
+                min_addr: 0x1_0000
             })
         );
         assert_eq!(
-            with(&[text(), load(RW, 0, 0x7fff_ffff_f000, 0, 0x1001)]),
+            with(&[text(), load(RW, 0, 0x7fff_ffff_e000, 0, 0x1001)]),
             Err(ElfError::AboveUserEnd {
                 index: 1,
-                end: 0x8000_0000_1000,
-                user_end: 0x8000_0000_0000
+                end: 0x8000_0000_0000,
+                user_end: 0x7fff_ffff_f000
+            })
+        );
+        // The last page below the canonical boundary is never mappable
+        // (abi::map::USER_MAP_END).
+        assert_eq!(
+            with(&[text(), load(RW, 0, 0x7fff_ffff_f000, 0, 0x10)]),
+            Err(ElfError::AboveUserEnd {
+                index: 1,
+                end: 0x8000_0000_0000,
+                user_end: 0x7fff_ffff_f000
             })
         );
         assert_eq!(

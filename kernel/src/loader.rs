@@ -134,7 +134,7 @@ pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError
     let root = image.find("root").ok_or(LoadError::NoRoot)?;
     let limits = Limits {
         user_end: abi::MAIN_STACK_TOP - STACK_PAGES * PAGE_SIZE,
-        min_addr: PAGE_SIZE,
+        min_addr: abi::map::USER_MAP_START,
     };
     let plan = LoadPlan::from_elf(root.data, &limits).map_err(LoadError::Elf)?;
 

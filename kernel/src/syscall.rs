@@ -372,7 +372,9 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
                 return Err(Error::MissingRights);
             }
             let size = vspace::frame_size(fcap.kind).bytes();
-            if a2 % size != 0 || a2.checked_add(size).is_none_or(|end| end > USER_END) {
+            // Never the lowest 64 KiB nor the last page below the canonical
+            // boundary (abi::map::USER_MAP_START/END say why).
+            if a2 % size != 0 || !abi::map::user_mappable(a2, size) {
                 return Err(Error::InvalidArgument);
             }
             if vspace::is_mapped(&fcap) {

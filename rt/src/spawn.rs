@@ -4,7 +4,7 @@
 //! [`ChildSpec`] and the parent's [`Resources`].
 //!
 //! 1. The ELF file is checked with `kcore::elf::LoadPlan::from_elf`
-//!    against `ucore::load::CHILD_LIMITS` (segments in `[4 KiB, stack
+//!    against `ucore::load::CHILD_LIMITS` (segments in `[64 KiB, stack
 //!    bottom)`, W^X, no shared pages, entry in code). A malformed file is
 //!    refused before anything is made.
 //! 2. Objects from the parent's untyped memory: a capability table of

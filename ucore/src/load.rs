@@ -31,7 +31,7 @@ pub const STACK_BOTTOM: u64 = MAIN_STACK_TOP - STACK_SIZE;
 /// Where a child's segments may lie.
 pub const CHILD_LIMITS: Limits = Limits {
     user_end: STACK_BOTTOM,
-    min_addr: PAGE_SIZE,
+    min_addr: abi::map::USER_MAP_START,
 };
 
 const _: () =

@@ -441,7 +441,14 @@ impl Fuzzer {
             4 | 5 => r.below(1 << 35) << 12,
             6 => (r.below(1 << 35) << 12) + 1 + r.below(0xfff),
             7 => USER_END - 0x1000 * (1 + r.below(4)),
-            8 => 0x20_0000 + (r.below(64) << 12),
+            8 => {
+                if r.one_in(2) {
+                    0x20_0000 + (r.below(64) << 12)
+                } else {
+                    // The unmappable lowest 64 KiB (abi::map::USER_MAP_START).
+                    r.below(17) << 12
+                }
+            }
             9 => child_stack_top() - 0x1000,
             10 => r.pick(&[
                 USER_END,
@@ -659,6 +666,11 @@ fn violation(number: u64, args: &[u64; 6], rax: u64) -> Option<&'static str> {
         }
         Sys::Map if !args[2].is_multiple_of(4096) || !user(args[2]) => {
             Some("Map accepted an unaligned or non-user address")
+        }
+        // Every frame is at least a page: the lowest 64 KiB and the last
+        // page of the lower half are never mappable.
+        Sys::Map if !rt::abi::map::user_mappable(args[2], 4096) => {
+            Some("Map accepted an address in the lowest 64 KiB or the last user page")
         }
         Sys::ThreadConfigure if !args[3].is_multiple_of(1024) || !user(args[3]) => {
             Some("ThreadConfigure accepted a misaligned or non-user IPC buffer")

@@ -218,7 +218,12 @@ fn page_table_pool(t: &mut Test) {
     // Each 512 GiB region needs three new tables; the pool has two pages.
     for region in 0..4u64 {
         let alias = t.copy(frame);
-        result = code(&map(vspace, alias, (region << 39) | 0x1000, 0));
+        result = code(&map(
+            vspace,
+            alias,
+            (region << 39) | rt::abi::map::USER_MAP_START,
+            0,
+        ));
         if result != 0 {
             break;
         }
