@@ -409,6 +409,50 @@ pub const fn leaf_entry(phys: u64, size: PageSize, flags: MapFlags, cache: Cache
     e
 }
 
+/// [`PageTable::walk`] for entry `index` of the table at `table` (on
+/// `level`), whose addresses start at `base`, with the rights the path
+/// above allows.
+fn walk_entry<M: TableMemory + ?Sized>(
+    mem: &M,
+    table: u64,
+    index: usize,
+    level: u8,
+    base: u64,
+    above: MapFlags,
+    f: &mut dyn FnMut(u64, Translation),
+) {
+    let entry = mem.read_entry(table, index);
+    if entry & PRESENT == 0 {
+        return;
+    }
+    let mut virt = base | (index as u64) << (12 + 9 * (u32::from(level) - 1));
+    if virt & (1 << 47) != 0 {
+        virt |= 0xffff_0000_0000_0000;
+    }
+    let flags = MapFlags {
+        writable: above.writable && entry & WRITABLE != 0,
+        user: above.user && entry & USER != 0,
+        executable: above.executable && entry & NO_EXECUTE == 0,
+        global: entry & GLOBAL != 0,
+    };
+    match PageSize::at_level(level) {
+        Some(size) if level == 1 || entry & HUGE != 0 => f(
+            virt,
+            Translation {
+                phys: entry & ADDR_MASK & !(size.bytes() - 1),
+                size,
+                flags,
+                cache: CacheAttr::from_entry(entry, size),
+            },
+        ),
+        _ => {
+            for i in 0..ENTRIES {
+                walk_entry(mem, entry & ADDR_MASK, i, level - 1, virt, flags, f);
+            }
+        }
+    }
+}
+
 /// A table reached while walking: where its entry lives in the parent.
 #[derive(Clone, Copy)]
 struct Link {
@@ -629,6 +673,29 @@ impl PageTable {
         }
     }
 
+    /// Calls `f(virt, translation)` for every present leaf (page) of the
+    /// tables whose PML4 index lies in `pml4_slots`, in address order;
+    /// `virt` is the leaf's canonical start address and the translation
+    /// carries the effective rights of the whole path, as [`Self::translate`]
+    /// gives them. For audits (the kernel's boot check that only its text
+    /// is executable); the walk reads entries only.
+    pub fn walk<M: TableMemory + ?Sized>(
+        &self,
+        mem: &M,
+        pml4_slots: core::ops::Range<usize>,
+        f: &mut dyn FnMut(u64, Translation),
+    ) {
+        let all = MapFlags {
+            writable: true,
+            user: true,
+            executable: true,
+            global: false,
+        };
+        for i in pml4_slots.start..pml4_slots.end.min(ENTRIES) {
+            walk_entry(mem, self.root, i, ROOT_LEVEL, 0, all, f);
+        }
+    }
+
     /// Maps `len` bytes at `virt` to `phys` with the largest pages alignment
     /// allows at each step (1 GiB only if `allow_1g`: not every CPU has
     /// them). All or nothing: on error every page this call mapped is
@@ -820,6 +887,82 @@ mod tests {
     }
 
     const SIZES: [PageSize; 3] = [PageSize::Size4K, PageSize::Size2M, PageSize::Size1G];
+
+    #[test]
+    fn walk_reports_every_leaf_with_effective_rights() {
+        let (mut m, pt) = FakeMem::new();
+        let text = MapFlags {
+            writable: false,
+            user: false,
+            executable: true,
+            global: true,
+        };
+        let data = MapFlags {
+            writable: true,
+            executable: false,
+            ..text
+        };
+        let user = MapFlags {
+            user: true,
+            global: false,
+            ..data
+        };
+        let wb = CacheAttr::WriteBack;
+        let kernel = 0xffff_ffff_8000_0000;
+        pt.map(&mut m, kernel, 0x10_0000, PageSize::Size4K, text, wb)
+            .unwrap();
+        pt.map(
+            &mut m,
+            kernel + 0x1000,
+            0x10_1000,
+            PageSize::Size4K,
+            data,
+            wb,
+        )
+        .unwrap();
+        pt.map(
+            &mut m,
+            0xffff_8000_0000_0000,
+            0,
+            PageSize::Size2M,
+            data,
+            CacheAttr::Uncached,
+        )
+        .unwrap();
+        pt.map(&mut m, 0x40_0000, 0x20_0000, PageSize::Size4K, user, wb)
+            .unwrap();
+        let mut seen = Vec::new();
+        pt.walk(&m, 256..512, &mut |virt, t| seen.push((virt, t)));
+        let got: Vec<_> = seen
+            .iter()
+            .map(|(v, t)| (*v, t.phys, t.size, t.flags))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0xffff_8000_0000_0000, 0, PageSize::Size2M, data),
+                (kernel, 0x10_0000, PageSize::Size4K, text),
+                (kernel + 0x1000, 0x10_1000, PageSize::Size4K, data),
+            ]
+        );
+        assert_eq!(seen[0].1.cache, CacheAttr::Uncached);
+        // Each walked leaf agrees with translate.
+        for (virt, t) in &seen {
+            assert_eq!(pt.translate(&m, *virt), Some(*t));
+        }
+        let mut low = Vec::new();
+        pt.walk(&m, 0..256, &mut |virt, t| low.push((virt, t.flags)));
+        assert_eq!(low, [(0x40_0000, user)]);
+        // An upper level without WRITABLE or with NX takes the right away.
+        let root = pt.root();
+        let i = index(kernel, 4);
+        let e = m.read_entry(root, i);
+        m.write_entry(root, i, (e & !WRITABLE) | NO_EXECUTE);
+        let mut after = Vec::new();
+        pt.walk(&m, i..i + 1, &mut |_, t| after.push(t.flags));
+        assert!(after.iter().all(|f| !f.writable && !f.executable));
+        assert_eq!(after.len(), 2);
+    }
 
     #[test]
     fn pat_msr_value_matches_the_layout() {

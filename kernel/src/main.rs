@@ -42,7 +42,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 #[unsafe(no_mangle)]
 extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
     console::init();
-    let fpu = arch::init_boot_cpu();
+    let boot_cpu = arch::init_boot_cpu();
 
     let boot = match pvh::parse(start_info_phys) {
         Ok(boot) => boot,
@@ -66,7 +66,8 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
         if cpus == 1 { "" } else { "s" }
     );
     kprintln!("boot: banner reached at TSC {banner_tsc} (under -icount shift=0: instructions since reset)");
-    kprintln!("fpu: {fpu}");
+    kprintln!("fpu: {}", boot_cpu.fpu);
+    kprintln!("cpu protections: {}", boot_cpu.protections);
     report_machine(&boot, platform);
 
     let cmdline = boot.cmdline();
@@ -78,6 +79,11 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
             );
             exit(ExitCode::Failure);
         }
+    }
+
+    if kcore::cmdline::value(cmdline, "pecan.test-compat32") == Some("1") {
+        arch::allow_compat_mode();
+        kprintln!("warning: pecan.test-compat32=1: user code may enter 32-bit compatibility mode (for the hostile test)");
     }
 
     pit::disable_pic();
@@ -179,9 +185,10 @@ fn report_machine(boot: &pvh::BootInfo, platform: Option<&acpi::Platform>) {
 
 fn run_self_checks(boot: &pvh::BootInfo) {
     type Check<'a> = &'a dyn Fn() -> Result<(), selftest::CheckFailed>;
-    let checks: [(&str, Check); 4] = [
+    let checks: [(&str, Check); 5] = [
         ("memory map", &|| selftest::check_memory_map(boot)),
         ("frame allocator", &selftest::check_frames),
+        ("kernel mappings", &selftest::check_kernel_mappings),
         ("heap", &selftest::check_heap),
         ("timer interrupts", &|| selftest::check_timer(5)),
     ];

@@ -437,6 +437,39 @@ fn with_kernel_tables<R>(f: impl FnOnce(&PageTable, &mut KernelTableMemory<'_>) 
     Some(f(&PageTable::new(root), &mut memory))
 }
 
+/// For the `smep`/`smap` self-tests only: maps a fresh frame holding
+/// `contents` (at its start) at `virt` in the lower half of the kernel's
+/// own page tables as a *user* page, readable and executable, so that the
+/// kernel can try to execute or read it. The machine stops right after
+/// (the test ends in a kernel exception), so the frame and the mapping
+/// are never taken back. `None` without the memory.
+pub fn map_user_page_for_selftest(virt: u64, contents: &[u8]) -> Option<()> {
+    let phys = alloc_kernel_frames(1)?;
+    let len = contents.len().min(PAGE_SIZE as usize);
+    // SAFETY: a frame just taken from the allocator, owned by nobody else,
+    // direct-mapped and writable; `len` is at most a page.
+    unsafe {
+        core::ptr::copy_nonoverlapping(contents.as_ptr(), phys_to_virt(phys) as *mut u8, len)
+    };
+    let user_code = MapFlags {
+        writable: false,
+        user: true,
+        executable: true,
+        global: false,
+    };
+    with_kernel_tables(|table, memory| {
+        table.map(
+            memory,
+            virt,
+            phys,
+            PageSize::Size4K,
+            user_code,
+            CacheAttr::WriteBack,
+        )
+    })?
+    .ok()
+}
+
 /// Maps device registers at `phys` uncached into the MMIO window and
 /// returns the virtual address of `phys`. Mapping the same device twice is
 /// harmless: pages already mapped there are reused.
@@ -496,6 +529,20 @@ impl TableMemory for ReadOnlyTables {
     }
 
     fn free_table(&mut self, _phys: u64) {}
+}
+
+/// Every page of the kernel's own page tables, as the CPU sees it (the
+/// effective rights of the whole path), in address order: for the boot
+/// check that only the kernel's text is executable.
+pub fn walk_kernel_mappings(f: &mut dyn FnMut(u64, kcore::paging::Translation)) {
+    PageTable::new(kernel_page_table()).walk(&ReadOnlyTables, 0..512, f);
+}
+
+/// The kernel's text (virtual addresses, page-rounded): the only kernel
+/// memory mapped executable.
+pub fn kernel_text() -> core::ops::Range<u64> {
+    let end = symbol_addr!(__text_end);
+    symbol_addr!(__text_start)..end.next_multiple_of(PAGE_SIZE)
 }
 
 /// What `virt` maps to in the address space rooted at `root`.

@@ -30,8 +30,13 @@ pub const DELIBERATE_FAILURES: &[&str] = &[
     "stack-overflow",
     "ap-stack-overflow",
     "divide-error",
+    "smep",
+    "smap",
     "ioapic-pit",
 ];
+
+/// Where the `smep` and `smap` self-tests map their user page.
+const SELFTEST_USER_PAGE: u64 = 0x40_0000;
 
 pub struct CheckFailed(pub &'static str);
 
@@ -117,6 +122,42 @@ pub fn check_frames() -> Result<(), CheckFailed> {
     Ok(())
 }
 
+/// The kernel's own mappings (`docs/security.md`): the lower half of its
+/// tables is empty, no kernel page is user-accessible, nothing is both
+/// writable and executable, and only the kernel's text is executable (NX
+/// everywhere else: data, stacks, the direct map, device windows). Pages
+/// mapped after boot (application processors' stacks, device windows) use
+/// `mm`'s not-executable kernel-data rights by construction.
+pub fn check_kernel_mappings() -> Result<(), CheckFailed> {
+    let text = mm::kernel_text();
+    let mut failure = None;
+    let mut executable_pages = 0u64;
+    mm::walk_kernel_mappings(&mut |virt, t| {
+        let end = virt.saturating_add(t.size.bytes());
+        let bad = if virt < crate::uaccess::USER_END {
+            "a page in the lower half of the kernel's tables"
+        } else if t.flags.user {
+            "a user-accessible kernel page"
+        } else if t.flags.writable && t.flags.executable {
+            "a writable and executable kernel page"
+        } else if t.flags.executable && !(text.start <= virt && end <= text.end) {
+            "an executable kernel page outside the kernel's text"
+        } else {
+            executable_pages += u64::from(t.flags.executable);
+            return;
+        };
+        failure.get_or_insert((bad, virt));
+    });
+    if let Some((why, virt)) = failure {
+        kprintln!("self-check kernel mappings: {why} at {virt:#x}");
+        return Err(CheckFailed(why));
+    }
+    if executable_pages == 0 {
+        return Err(CheckFailed("the kernel's text is not executable"));
+    }
+    Ok(())
+}
+
 pub fn check_heap() -> Result<(), CheckFailed> {
     let boxed = Box::new(0x5eed_u64);
     let mut v: Vec<u64> = Vec::new();
@@ -192,6 +233,35 @@ pub fn deliberate_failure(name: &str) -> bool {
         "stack-overflow" => {
             let depth = recurse(core::hint::black_box(1));
             kprintln!("unreachable: depth {depth}");
+        }
+        // The kernel calls code on a user page: with SMEP an instruction
+        // fetch fault (protection violation); without, `ret` comes back.
+        "smep" => {
+            const RET: u8 = 0xc3;
+            if mm::map_user_page_for_selftest(SELFTEST_USER_PAGE, &[RET]).is_none() {
+                kprintln!("selftest smep: FAILED: no memory for the user page");
+                exit(ExitCode::Failure);
+            }
+            // SAFETY: deliberately unsound: ring 0 calls a user page; SMEP
+            // makes it a kernel page fault, which stops the machine.
+            unsafe {
+                core::arch::asm!("call {}", in(reg) SELFTEST_USER_PAGE, clobber_abi("C"));
+            }
+            kprintln!("unreachable: the kernel executed a user page (no SMEP)");
+        }
+        // The kernel reads a user page through its user address: with SMAP
+        // a read fault (protection violation); without, the value.
+        "smap" => {
+            if mm::map_user_page_for_selftest(SELFTEST_USER_PAGE, &0x5a5a_u64.to_le_bytes())
+                .is_none()
+            {
+                kprintln!("selftest smap: FAILED: no memory for the user page");
+                exit(ExitCode::Failure);
+            }
+            // SAFETY: deliberately unsound: ring 0 reads a user page with
+            // RFLAGS.AC clear; SMAP makes it a kernel page fault.
+            let value = unsafe { core::ptr::read_volatile(SELFTEST_USER_PAGE as *const u64) };
+            kprintln!("unreachable: the kernel read {value:#x} from a user page (no SMAP)");
         }
         _ => {}
     }

@@ -112,7 +112,7 @@
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use crate::arch::percpu::{self, MAX_CPUS};
-use crate::arch::{cpu, fpu, gdt, lapic};
+use crate::arch::{cpu, fpu, gdt, lapic, protect};
 use crate::static_cell::StaticCell;
 use crate::{kprintln, mm, time};
 
@@ -770,6 +770,7 @@ extern "C" fn ap_entry(index: u64) -> ! {
     // cache type means the same on every CPU.
     unsafe { cpu::wrmsr(cpu::MSR_PAT, kcore::paging::PAT_MSR_VALUE) };
     fpu::init();
+    protect::enable();
     lapic::enable_on_this_cpu();
     lapic::start_periodic_timer(time::HZ);
     // Too late (the boot CPU gave up on this CPU): stop for good.

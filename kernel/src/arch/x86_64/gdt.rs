@@ -4,20 +4,34 @@
 //! (kernel data follows it), STAR[63:48] = user code32 selector base, from
 //! which sysret derives user data (+8) and user code64 (+16).
 //!
+//! `sysretq` never reads the GDT (it loads fixed segment attributes), so
+//! the user code32 slot is a null descriptor: Pecan has no 32-bit user
+//! code, and a far jump or return to selector 0x1b raises #GP instead of
+//! entering compatibility mode, where `syscall` would use CSTAR
+//! (`trap.s`, `docs/security.md`). The kernel option
+//! `pecan.test-compat32=1` makes it a present 32-bit code segment, only
+//! so that the hostile test can prove the CSTAR entry harmless.
+//!
+//! No descriptor is a call, task or interrupt gate a user could use: every
+//! IDT gate has DPL 0, so `int n` from user mode (`int 0x80`, `int3`)
+//! raises #GP; the LDT is null (loaded with selector 0, not the reset
+//! state's table at linear address 0, which a user could fill with a call
+//! gate by mapping page 0), so every LDT selector raises #GP; the TSS has
+//! no I/O bitmap (ports need a capability).
+//!
 //! Each CPU has its own GDT and TSS (the TSS holds that CPU's kernel stack
 //! and IST stacks); all CPUs share one IDT.
 
 use core::arch::asm;
 use core::mem::size_of;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::static_cell::StaticCell;
 
 pub const KERNEL_CODE: u16 = 0x08;
 pub const KERNEL_DATA: u16 = 0x10;
-#[allow(
-    dead_code,
-    reason = "user selectors are loaded by the syscall path of the microkernel core"
-)]
+/// The selector base of STAR[63:48] (sysret adds 8 for user data, 16 for
+/// user code64); its descriptor is null unless [`allow_compat_mode`] ran.
 pub const USER_CODE32: u16 = 0x18 | 3;
 pub const USER_DATA: u16 = 0x20 | 3;
 pub const USER_CODE64: u16 = 0x28 | 3;
@@ -87,11 +101,11 @@ impl CpuTables {
         let tss_limit = (size_of::<Tss>() - 1) as u64;
         self.gdt = [
             0,
-            0x00af_9a00_0000_ffff, // kernel code 64
-            0x00cf_9200_0000_ffff, // kernel data
-            0x00cf_fa00_0000_ffff, // user code 32 (placeholder for sysret order)
-            0x00cf_f200_0000_ffff, // user data
-            0x00af_fa00_0000_ffff, // user code 64
+            0x00af_9a00_0000_ffff,    // kernel code 64
+            0x00cf_9200_0000_ffff,    // kernel data
+            user_code32_descriptor(), // sysret's selector base only (module doc)
+            0x00cf_f200_0000_ffff,    // user data
+            0x00af_fa00_0000_ffff,    // user code 64
             // 64-bit available TSS (type 9, present), base split over both words.
             tss_limit
                 | ((tss_base & 0xff_ffff) << 16)
@@ -118,15 +132,46 @@ impl CpuTables {
                 "mov ds, {data:x}",
                 "mov es, {data:x}",
                 "mov ss, {data:x}",
+                // A null LDT: the CPU comes out of reset with an LDT at
+                // linear address 0 (limit 0xffff), where a user far jump
+                // or call through an LDT selector would read a descriptor
+                // from the user's own page 0 — a call gate into ring 0.
+                "lldt {null:x}",
                 "ltr {tss:x}",
                 ptr = in(reg) &pointer,
                 code = in(reg) u64::from(KERNEL_CODE),
                 data = in(reg) u64::from(KERNEL_DATA),
                 tss = in(reg) u64::from(TSS_SELECTOR),
+                null = in(reg) 0u64,
                 tmp = out(reg) _,
             );
         }
     }
+}
+
+/// A present 32-bit user code segment (DPL 3) instead of the null one.
+const USER_CODE32_PRESENT: u64 = 0x00cf_fa00_0000_ffff;
+/// Set by [`allow_compat_mode`] (kernel option `pecan.test-compat32=1`).
+static COMPAT_MODE_ALLOWED: AtomicBool = AtomicBool::new(false);
+
+fn user_code32_descriptor() -> u64 {
+    if COMPAT_MODE_ALLOWED.load(Ordering::Relaxed) {
+        USER_CODE32_PRESENT
+    } else {
+        0
+    }
+}
+
+/// For the hostile test only (`pecan.test-compat32=1`): makes the user
+/// code32 slot a present 32-bit code segment, in `tables` (the boot CPU's,
+/// already loaded) and in every GDT loaded later, so that user code can
+/// reach compatibility mode and show that `syscall` there is a fault of
+/// the thread (CSTAR, `trap.s`). Called before any user thread runs.
+pub fn allow_compat_mode(tables: &mut CpuTables) {
+    COMPAT_MODE_ALLOWED.store(true, Ordering::Relaxed);
+    // The CPU reads a descriptor when a selector is loaded, so the change
+    // takes effect at the next far return to 0x1b.
+    tables.gdt[usize::from(USER_CODE32 >> 3)] = USER_CODE32_PRESENT;
 }
 
 #[repr(C, packed)]

@@ -7,6 +7,7 @@ pub mod ioapic;
 pub mod lapic;
 pub mod percpu;
 pub mod pit;
+pub mod protect;
 pub mod serial;
 pub mod syscall_entry;
 pub mod trap;
@@ -39,21 +40,47 @@ core::arch::global_asm!(
     f_rsp = const core::mem::offset_of!(trap::TrapFrame, rsp),
     bkl = sym crate::smp::BKL,
     bkl_serving = const crate::smp::BigLock::OFFSET_SERVING,
+    pc_scratch = const percpu::OFFSET_SCRATCH,
+    pc_tables = const percpu::OFFSET_TABLES,
+    tss_rsp0 = const core::mem::offset_of!(gdt::CpuTables, tss) + core::mem::offset_of!(gdt::Tss, rsp),
+    user_data = const gdt::USER_DATA,
+    user_code32 = const gdt::USER_CODE32,
+    vector_invalid_opcode = const trap::VECTOR_INVALID_OPCODE,
+    smap_enabled = sym protect::SMAP_ENABLED,
     options(att_syntax)
 );
 
 /// The boot CPU's descriptor tables and emergency stacks.
 static BOOT_CPU_TABLES: StaticCell<gdt::CpuTables> = StaticCell::new(gdt::CpuTables::new());
 
+/// What the boot CPU set up, for the boot log.
+pub struct BootCpu {
+    pub fpu: fpu::Enabled,
+    pub protections: protect::Protections,
+}
+
 /// Loads the boot CPU's GDT, TSS and the IDT, then enables the FPU state
-/// for user threads (returned for the boot log). Must run first thing, so
-/// that any fault after it is reported instead of triple-faulting.
-pub fn init_boot_cpu() -> fpu::Enabled {
+/// for user threads and the CPU's protections (SMEP, SMAP, UMIP). Must run
+/// first thing, so that any fault after it is reported instead of
+/// triple-faulting.
+pub fn init_boot_cpu() -> BootCpu {
     gdt::init_idt();
     gdt::load_idt();
     // SAFETY: runs once, on the boot CPU, before other CPUs exist; the tables
     // are a 'static that nothing else references.
     unsafe { (&mut *BOOT_CPU_TABLES.get()).load() };
     percpu::init_boot_cpu(BOOT_CPU_TABLES.get());
-    fpu::init()
+    BootCpu {
+        fpu: fpu::init(),
+        protections: protect::enable(),
+    }
+}
+
+/// For the hostile test only (kernel option `pecan.test-compat32=1`): a
+/// present 32-bit user code segment on every CPU (`gdt::allow_compat_mode`).
+/// Must run on the boot CPU before the other CPUs start.
+pub fn allow_compat_mode() {
+    // SAFETY: the boot CPU's tables, changed on the boot CPU before other
+    // CPUs exist; the CPU keeps only their address, which does not change.
+    gdt::allow_compat_mode(unsafe { &mut *BOOT_CPU_TABLES.get() });
 }

@@ -94,7 +94,11 @@ const _: () = assert!(OFFSET_GATE.is_multiple_of(2) && STRIDE.is_multiple_of(64)
 
 const MSR_STAR: u32 = 0xc000_0081;
 const MSR_LSTAR: u32 = 0xc000_0082;
+const MSR_CSTAR: u32 = 0xc000_0083;
 const MSR_SFMASK: u32 = 0xc000_0084;
+const MSR_SYSENTER_CS: u32 = 0x174;
+const MSR_SYSENTER_ESP: u32 = 0x175;
+const MSR_SYSENTER_EIP: u32 = 0x176;
 const MSR_GS_BASE: u32 = 0xc000_0101;
 const MSR_KERNEL_GS_BASE: u32 = 0xc000_0102;
 
@@ -104,6 +108,7 @@ const SFMASK: u64 = (1 << 8) | (1 << 9) | (1 << 10) | (1 << 18) | (1 << 14);
 unsafe extern "C" {
     fn syscall_entry();
     fn syscall_entry_locked();
+    fn syscall_compat_entry();
     static boot_kernel_stack_top: u8;
 }
 
@@ -154,13 +159,25 @@ pub fn init_cpu(index: usize, tables: *mut gdt::CpuTables, stack_top: u64) {
     // value swapped in on exit) starts as 0. STAR/LSTAR/SFMASK set up the
     // syscall entry with the selectors of gdt.rs; EFER.SCE was set in boot.s
     // (application processors: in the trampoline).
+    //
+    // Every other way a user instruction could enter ring 0 through these
+    // MSRs is closed (docs/security.md): CSTAR, where an AMD CPU enters
+    // for a `syscall` in 32-bit compatibility mode, points at an entry that
+    // makes it an invalid-opcode fault of the thread (trap.s) instead of
+    // staying 0 (ring 0 at address 0); SYSENTER_CS = 0 makes `sysenter`
+    // raise #GP on an Intel CPU (an AMD CPU has no `sysenter` in long
+    // mode: #UD), whatever the firmware left there.
     unsafe {
         cpu::wrmsr(MSR_GS_BASE, percpu as u64);
         cpu::wrmsr(MSR_KERNEL_GS_BASE, 0);
         let star = (u64::from(gdt::USER_CODE32 & !3) << 48) | (u64::from(gdt::KERNEL_CODE) << 32);
         cpu::wrmsr(MSR_STAR, star);
         cpu::wrmsr(MSR_LSTAR, syscall_entry as *const () as u64);
+        cpu::wrmsr(MSR_CSTAR, syscall_compat_entry as *const () as u64);
         cpu::wrmsr(MSR_SFMASK, SFMASK);
+        cpu::wrmsr(MSR_SYSENTER_CS, 0);
+        cpu::wrmsr(MSR_SYSENTER_ESP, 0);
+        cpu::wrmsr(MSR_SYSENTER_EIP, 0);
     }
 }
 

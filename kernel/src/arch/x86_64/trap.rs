@@ -42,6 +42,8 @@ pub struct TrapFrame {
 /// is resumed with `sysretq` (see `syscall_entry.rs`); every other one with
 /// `iretq`.
 pub const VECTOR_SYSCALL: u64 = 0x100;
+/// #UD; also what a `syscall` in compatibility mode becomes (`trap.s`).
+pub const VECTOR_INVALID_OPCODE: u64 = 6;
 pub const VECTOR_DEVICE_NOT_AVAILABLE: u64 = 7;
 pub const VECTOR_PAGE_FAULT: u64 = 14;
 pub const VECTOR_TIMER: u64 = 32;

@@ -69,12 +69,46 @@ trap_common:
     # From user mode: the CPU switched to TSS.rsp0, the top of the current
     # thread's saved-context area, so these pushes fill in its TrapFrame.
     swapgs
+    # An interrupt keeps the user's RFLAGS.AC, which would switch SMAP off
+    # in the kernel (protect.rs): clear it (clac exists only with SMAP).
+    cmpb $0, {smap_enabled}(%rip)
+    je 1f
+    clac
+1:
+trap_from_user_frame:
     PUSH_GPRS
     mov %rsp, %rdi
     mov %gs:{pc_kernel_stack_top}, %rsp # this CPU's kernel stack
     cld
     call trap_from_user            # never returns: ends in return_to_user
     ud2
+
+# CSTAR: `syscall` executed in 32-bit compatibility mode. Pecan has no
+# 32-bit system-call interface. An Intel CPU raises #UD for it; an AMD CPU
+# enters here in ring 0, on the user's rsp and with the user's GS (SFMASK
+# has cleared IF, TF and AC, so nothing interrupts this). It is made what
+# it is on Intel: an invalid-opcode fault of the thread at the `syscall`
+# instruction (rip - 2: its two opcode bytes, prefixes not counted), with
+# the frame the CPU would have pushed for #UD, so that the thread's fault
+# handler gets an ordinary exception message and the kernel carries on.
+# The thread's rcx and r11 are lost (the CPU overwrote them), as for any
+# syscall. Normally unreachable: the GDT has no 32-bit user code segment
+# (gdt.rs), so no thread gets into compatibility mode at all.
+.global syscall_compat_entry
+syscall_compat_entry:
+    swapgs
+    mov %rsp, %gs:{pc_scratch}
+    mov %gs:{pc_tables}, %rsp
+    mov {tss_rsp0}(%rsp), %rsp     # the end of the current thread's frame
+    pushq ${user_data}             # ss
+    pushq %gs:{pc_scratch}         # rsp
+    pushq %r11                     # rflags
+    pushq ${user_code32}           # cs
+    lea -2(%rcx), %rcx
+    pushq %rcx                     # rip: the syscall instruction
+    pushq $0                       # error code
+    pushq ${vector_invalid_opcode}
+    jmp trap_from_user_frame
 
 kernel_trap:
     PUSH_GPRS
