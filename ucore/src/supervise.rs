@@ -4,8 +4,8 @@
 //! Each child's fault endpoint is root's endpoint minted with the child's
 //! index as badge, so a message's badge names the child and its label the
 //! event (`abi::fault`): an exit (word 0 = the code), a page fault (words
-//! address and instruction pointer) or another exception (word 2 = the
-//! vector). A faulted child waits for a reply that never comes: root stops
+//! address, instruction pointer and error code) or another exception
+//! (vector, instruction pointer and error code). A faulted child waits for a reply that never comes: root stops
 //! it ([`Handled::stop`]). Exited and faulted children are *finished*; root
 //! is done when no child that is not a server (`abi::child::is_server`) is
 //! left running ([`Supervisor::waiting`]).
@@ -13,7 +13,9 @@
 use alloc::vec::Vec;
 use core::fmt;
 
-use abi::fault::{LABEL_EXCEPTION, LABEL_EXIT, LABEL_PAGE_FAULT, WORD_ADDRESS, WORD_CODE, WORD_IP};
+use abi::fault::{
+    LABEL_EXCEPTION, LABEL_EXIT, LABEL_PAGE_FAULT, WORD_ADDRESS, WORD_CODE, WORD_DETAIL, WORD_IP,
+};
 use abi::REGISTER_MESSAGE_WORDS;
 
 /// What a message on root's endpoint reports.
@@ -21,10 +23,12 @@ use abi::REGISTER_MESSAGE_WORDS;
 pub enum Event {
     /// The thread called `ThreadExit(code)`; it is gone.
     Exited { code: i64 },
-    /// A page fault at `address`, by the instruction at `ip`.
-    PageFault { address: u64, ip: u64 },
-    /// Another CPU exception.
-    Exception { vector: u64, ip: u64 },
+    /// A page fault at `address`, by the instruction at `ip`; `code` is
+    /// the CPU's error code (present, write, user, fetch bits).
+    PageFault { address: u64, ip: u64, code: u64 },
+    /// Another CPU exception, with the CPU's error code (0 where the
+    /// exception has none).
+    Exception { vector: u64, ip: u64, error: u64 },
     /// No fault or exit: a label root does not know.
     Other { label: u64 },
 }
@@ -40,10 +44,12 @@ impl Event {
             LABEL_PAGE_FAULT => Event::PageFault {
                 address: words[WORD_ADDRESS],
                 ip: words[WORD_IP],
+                code: words[WORD_CODE],
             },
             LABEL_EXCEPTION => Event::Exception {
                 vector: words[WORD_CODE],
                 ip: words[WORD_IP],
+                error: words[WORD_DETAIL],
             },
             label => Event::Other { label },
         }
@@ -133,10 +139,10 @@ impl<T> fmt::Display for Handled<'_, '_, T> {
         write!(f, "child {} ", child.name)?;
         match self.event {
             Event::Exited { code } => write!(f, "exited with code {code}"),
-            Event::PageFault { address, ip } => {
+            Event::PageFault { address, ip, .. } => {
                 write!(f, "faulted: page fault at {address:#x} (ip {ip:#x})")
             }
-            Event::Exception { vector, ip } => {
+            Event::Exception { vector, ip, .. } => {
                 write!(f, "faulted: exception vector {vector} at ip {ip:#x}")
             }
             // Unreachable: `Other` never finishes a child.
@@ -242,14 +248,16 @@ mod tests {
             Event::decode(LABEL_PAGE_FAULT, [0xdead_0000, 0x20_1234, 6, 0]),
             Event::PageFault {
                 address: 0xdead_0000,
-                ip: 0x20_1234
+                ip: 0x20_1234,
+                code: 6
             }
         );
         assert_eq!(
-            Event::decode(LABEL_EXCEPTION, [0, 0x20_0000, 6, 0]),
+            Event::decode(LABEL_EXCEPTION, [0, 0x20_0000, 13, 0x18]),
             Event::Exception {
-                vector: 6,
-                ip: 0x20_0000
+                vector: 13,
+                ip: 0x20_0000,
+                error: 0x18
             }
         );
         assert_eq!(Event::decode(7, [0; 4]), Event::Other { label: 7 });
