@@ -3,7 +3,7 @@
 //!
 //! The kernel starts root with `rdi` = [`BOOT_INFO_ADDR`], where a read-only
 //! page holds a [`BootInfo`]. The boot image (all components as ELF files,
-//! `kcore::bootimage` format) is mapped read-only at
+//! `formats::bootimage` format) is mapped read-only at
 //! [`BOOT_IMAGE_ADDR`]. Root's capability space has
 //! `1 << BootInfo::cspace_bits` slots laid out as below; everything from
 //! `first_free_slot` on is empty.
@@ -12,6 +12,8 @@
 pub const BOOT_INFO_ADDR: u64 = 0x0000_7fff_f000_0000;
 /// Where the boot image is mapped (read-only) in root's address space.
 pub const BOOT_IMAGE_ADDR: u64 = 0x0000_7f00_0000_0000;
+/// The priority the kernel starts root at.
+pub const ROOT_PRIORITY: u8 = 200;
 /// `BootInfo::magic`.
 pub const BOOT_INFO_MAGIC: u64 = u64::from_le_bytes(*b"PECANBI1");
 

@@ -24,17 +24,14 @@
 
 pub mod bootinfo;
 pub mod caddr;
-pub mod child;
 pub mod cpu;
 pub mod error;
 pub mod fault;
-pub mod init;
 pub mod ipc_buffer;
 pub mod map;
 pub mod msg;
 pub mod object;
 pub mod rights;
-pub mod session;
 pub mod sys;
 
 pub use error::Error;

@@ -6,7 +6,7 @@
 //! be wrong, so a truncated or malformed entry ends the walk with an error
 //! value recorded in the result, and never reads past the table.
 
-use crate::bytes::{read_u16, read_u32, read_u64};
+use formats::bytes::{read_u16, read_u32, read_u64};
 
 /// Most CPUs the kernel will record; more are counted but not stored.
 pub const MAX_CPUS: usize = 64;

@@ -12,11 +12,7 @@
 extern crate std;
 
 pub mod acpi;
-pub mod bootimage;
-pub mod bytes;
 pub mod cap;
-pub mod cmdline;
-pub mod elf;
 mod fixed;
 pub mod ioapic;
 pub mod paging;

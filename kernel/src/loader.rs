@@ -1,6 +1,6 @@
 //! Starting the root task: its objects, its capabilities, its memory.
 //!
-//! The boot image (a PVH boot module, `kcore::bootimage` format) carries the
+//! The boot image (a PVH boot module, `formats::bootimage` format) carries the
 //! components as ELF files. The kernel loads only `root`; root loads the
 //! rest. Every malformed input (image or ELF) is refused with a message that
 //! says what is wrong; nothing here can crash the kernel.
@@ -17,9 +17,9 @@ use core::fmt;
 
 use abi::bootinfo::{self, slot, BootInfo as RootBootInfo, UntypedInfo};
 use abi::{ObjectType, Rights};
-use kcore::bootimage::{BootImage, BootImageError};
+use formats::bootimage::{BootImage, BootImageError};
+use formats::elf::{ElfError, Limits, LoadPlan};
 use kcore::cap::{self, Capability, SlotId};
-use kcore::elf::{ElfError, Limits, LoadPlan};
 use kcore::phys::{PhysRange, PAGE_SIZE};
 
 use crate::mm;
@@ -222,7 +222,7 @@ pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError
     let thread = object::thread_at(tcb);
     let t = thread::t!(thread);
     t.set_name("root");
-    t.priority = abi::child::ROOT_PRIORITY;
+    t.priority = abi::bootinfo::ROOT_PRIORITY;
     // Root may use every CPU online (indices 0 ..< cpu_count).
     t.cpus = if cpu_count >= 64 {
         u64::MAX
@@ -379,7 +379,7 @@ fn device_blocks(boot: &BootInfo) -> alloc::vec::Vec<(u64, u32)> {
 
 /// Copies the part of the segment's file bytes that falls into the user
 /// page at `page` into `frame` (already zeroed, so the rest is bss).
-fn copy_segment_bytes(file: &[u8], segment: &kcore::elf::Segment, page: u64, frame: u64) {
+fn copy_segment_bytes(file: &[u8], segment: &formats::elf::Segment, page: u64, frame: u64) {
     let file_start = segment.vaddr;
     let file_end = segment.vaddr + segment.file_size; // checked by LoadPlan
     let start = page.max(file_start);

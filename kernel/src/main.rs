@@ -71,7 +71,7 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
     report_machine(&boot, platform);
 
     let cmdline = boot.cmdline();
-    if let Some(name) = kcore::cmdline::value(cmdline, "pecan.selftest") {
+    if let Some(name) = formats::cmdline::value(cmdline, "pecan.selftest") {
         if !selftest::deliberate_failure(name) {
             kprintln!(
                 "error: unknown pecan.selftest={name}; known: {}",
@@ -81,7 +81,7 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
         }
     }
 
-    if kcore::cmdline::value(cmdline, "pecan.test-compat32") == Some("1") {
+    if formats::cmdline::value(cmdline, "pecan.test-compat32") == Some("1") {
         arch::allow_compat_mode();
         kprintln!("warning: pecan.test-compat32=1: user code may enter 32-bit compatibility mode (for the hostile test)");
     }

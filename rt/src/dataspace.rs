@@ -115,7 +115,7 @@ impl Dataspace {
     }
 
     /// Maps the dataspace into address space `vspace` (normally
-    /// `abi::child::OWN_VSPACE`) at `va`, write-back, writable or not;
+    /// `interfaces::child::OWN_VSPACE`) at `va`, write-back, writable or not;
     /// never executable.
     ///
     /// # Safety

@@ -61,6 +61,7 @@
 extern crate alloc;
 
 pub use abi;
+pub use interfaces;
 pub use memops;
 
 pub mod check;

@@ -9,7 +9,7 @@
 //!   and `test-stream-sink-server`.
 
 /// The ping protocol, spoken over the shared service endpoint
-/// (`abi::child::SERVICE_ENDPOINT`) with `pinger` as the server.
+/// (`interfaces::child::SERVICE_ENDPOINT`) with `pinger` as the server.
 ///
 /// | request (label, words) | reply (label, words) |
 /// |------------------------|----------------------|

@@ -1,7 +1,7 @@
 //! Sessions, typed: one place per session interface, and the two loops
 //! around it — a client opening a session through its parent, a provider
 //! serving sessions the parent opens on it. The protocol (labels, slots,
-//! badges) is `abi::session`; the design, with init's routing, is in
+//! badges) is `interfaces::session`; the design, with init's routing, is in
 //! `docs/architecture.md` ("Sessions and routing").
 //!
 //! A session interface is a module that defines, in one place:
@@ -30,8 +30,9 @@ use core::fmt;
 use core::marker::PhantomData;
 
 use abi::caddr::own;
-use abi::session::{self as proto, pack, NAME_BYTES};
-use abi::{child, CapSlot, Error, MsgInfo};
+use abi::{CapSlot, Error, MsgInfo};
+use interfaces::child;
+use interfaces::session::{self as proto, pack, NAME_BYTES};
 
 use crate::syscall::{self, Words};
 use crate::transfer;
@@ -53,7 +54,7 @@ pub trait Interface {
     const NAME: &'static str;
     /// RAM a client donates per session, in bytes (rounded up to a power
     /// of two of at least 4 KiB; 0: none): the provider makes the
-    /// session's objects from it (`abi::session`, "Donation").
+    /// session's objects from it (`interfaces::session`, "Donation").
     const RAM: u64 = 0;
     /// Capability slots a client donates per session: where the provider
     /// puts the session's capabilities.
@@ -113,7 +114,7 @@ impl<I: Interface> Session<I> {
     }
 
     /// Closes the session: asks the parent to close it at the provider
-    /// (`abi::session::CLOSE`), empties the session slot and revokes the
+    /// (`interfaces::session::CLOSE`), empties the session slot and revokes the
     /// donation — whatever the provider made from it goes, whether or not
     /// the provider let go of it. Returns the donor, whole again, for
     /// another session; an error if the parent did not know the session
@@ -159,7 +160,7 @@ impl<I: Interface> Session<I> {
     /// keeps the open waiting (parked, answered once the provider runs
     /// again), so the call simply blocks; only when init parks too many
     /// opens already, or does not wait the back-off on a Timer, it answers
-    /// that the provider is being restarted (`abi::session::RESTARTING`),
+    /// that the provider is being restarted (`interfaces::session::RESTARTING`),
     /// and then this yields and asks again, up to [`REOPEN_TRIES`] times.
     /// A provider that is not running for good is an error at once. The
     /// new session is a fresh one: the provider's state for the old one
@@ -301,7 +302,7 @@ fn open_at<I: Interface>(
 }
 
 /// The client label the parent gave a session: the client's name as
-/// configured, cut to `abi::session::NAME_BYTES` bytes.
+/// configured, cut to `interfaces::session::NAME_BYTES` bytes.
 #[derive(Clone, Copy)]
 pub struct Label {
     bytes: [u8; NAME_BYTES],

@@ -6,7 +6,7 @@
 //! from its own untyped memory and maps the frame ([`Served::make`]). It
 //! answers each setup request — word 0 says which capability — with one
 //! capability in the reply (capabilities travel only in replies from a
-//! server, `abi::child`):
+//! server, `interfaces::child`):
 //!
 //! | word 0 | capability |
 //! |--------|------------|
@@ -17,9 +17,9 @@
 //! The client asks for all three and maps the frame ([`receive`]).
 
 use abi::caddr::own;
-use abi::child::{OWN_VSPACE, UNTYPED};
 use abi::map::{Cache, MapAttr};
 use abi::{CapSlot, Error, MsgInfo, ObjectType, Rights};
+use interfaces::child::{OWN_VSPACE, UNTYPED};
 
 use crate::syscall;
 

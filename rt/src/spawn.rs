@@ -1,9 +1,9 @@
 //! Building and starting one child in its own address space and
-//! capability space: root's children (`abi::child`) and init's
-//! (`abi::init`) are built by this one function, [`spawn`], from a
+//! capability space: root's children (`interfaces::child`) and init's
+//! (`interfaces::init`) are built by this one function, [`spawn`], from a
 //! [`ChildSpec`] and the parent's [`Resources`].
 //!
-//! 1. The ELF file is checked with `kcore::elf::LoadPlan::from_elf`
+//! 1. The ELF file is checked with `formats::elf::LoadPlan::from_elf`
 //!    against `ucore::load::CHILD_LIMITS` (segments in `[64 KiB, stack
 //!    bottom)`, W^X, no shared pages, entry in code). A malformed file is
 //!    refused before anything is made.
@@ -15,7 +15,7 @@
 //!    rights; others: minted write-only with the child's badge), with
 //!    `parent_endpoint` the parent's endpoint at `child::PARENT` (minted
 //!    with `WRITE` and `GRANT` and the child's badge: a session request
-//!    may carry a capability, `abi::session`) and, with
+//!    may carry a capability, `interfaces::session`) and, with
 //!    `own_caps`, copies of its own thread, table and address space
 //!    capabilities (`child::OWN_THREAD`, ...), and the `grants` (device
 //!    capabilities, minted from the parent's). With `notification`, a
@@ -29,7 +29,7 @@
 //!    KiB ending at `MAIN_STACK_TOP`), the IPC buffer page
 //!    (`MAIN_IPC_BUFFER_ADDR`) are fresh frames too, and so are the pages
 //!    of the optional read-only copy `rom` (root hands init the boot image
-//!    this way, `abi::init`).
+//!    this way, `interfaces::init`).
 //! 5. The thread is given its priority and CPU, configured (table, address
 //!    space, IPC buffer, and the parent's endpoint minted write-only with
 //!    the child's badge as its fault endpoint) and started at the ELF
@@ -45,8 +45,9 @@ use abi::bootinfo::BOOT_INFO_ADDR;
 use abi::caddr::{in_table, own};
 use abi::cpu::CpuSet;
 use abi::map::{Cache, MapAttr};
-use abi::{child, Error, ObjectType, Rights, MAIN_IPC_BUFFER_ADDR, MAIN_STACK_TOP};
-use kcore::elf::{ElfError, LoadPlan};
+use abi::{Error, ObjectType, Rights, MAIN_IPC_BUFFER_ADDR, MAIN_STACK_TOP};
+use formats::elf::{ElfError, LoadPlan};
+use interfaces::child;
 use ucore::load::{self, PageFill, CHILD_LIMITS, PAGE_SIZE, STACK_BOTTOM};
 
 use crate::resources::{ResourceError, Resources};
@@ -90,13 +91,13 @@ pub struct ChildSpec<'a> {
     pub own_caps: bool,
     /// Whether it gets the parent's fault endpoint, minted write-only with
     /// `badge`, at `child::PARENT`: where init's children ask for sessions
-    /// (`abi::session`).
+    /// (`interfaces::session`).
     pub parent_endpoint: bool,
     /// Bytes to copy into fresh read-only pages at a page-aligned address
     /// of the child (root hands init the boot image this way).
     pub rom: Option<(u64, &'a [u8])>,
     /// Capabilities of the parent's to put into the child's table before
-    /// it starts (devices: `abi::init`, `abi::child::DEVICES`).
+    /// it starts (devices: `interfaces::init`, `interfaces::child::DEVICES`).
     pub grants: &'a [Grant],
     /// Whether it gets a notification bound to its thread at
     /// `child::NOTIFICATION` (a driver, to wait for interrupts and
@@ -249,7 +250,7 @@ pub fn spawn(
     }
     if spec.parent_endpoint {
         // GRANT: a session request may carry the client's quota
-        // donation (`abi::session`, "Donation").
+        // donation (`interfaces::session`, "Donation").
         syscall::cap_mint(
             own(parent.fault),
             in_table(cspace, child::PARENT),

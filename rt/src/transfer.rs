@@ -12,7 +12,7 @@ use crate::syscall::{self, Words};
 fn set_field(offset: u64, value: u64) {
     let field = (MAIN_IPC_BUFFER_ADDR + offset) as *mut u64;
     // SAFETY: root maps the main thread's IPC buffer page writable for the
-    // whole run (`abi::child`), and the runtime lends it to nobody; the
+    // whole run (`interfaces::child`), and the runtime lends it to nobody; the
     // kernel reads these fields during the main thread's own system calls
     // only, and a volatile write keeps the store where it is written.
     unsafe { field.write_volatile(value) };

@@ -1,6 +1,6 @@
 //! Init's arithmetic of quotas: how much untyped memory each child of a
 //! config ROM costs and how much root must hand init for all of them
-//! (`abi::init` describes the hand-over).
+//! (`interfaces::init` describes the hand-over).
 //!
 //! Each child is paid from one untyped *block* of its own, which init cuts
 //! from its pool when it first starts the child and keeps for it:
@@ -11,7 +11,7 @@
 //!   at least [`OVERHEAD_MIN_BITS`];
 //! - the *quota*: an untyped of 2^[`quota_bits`] bytes, the largest power
 //!   of two not above `ram_mib` MiB, put into the child's own table
-//!   (`abi::child::UNTYPED`). Whatever the child makes comes from it, and
+//!   (`interfaces::child::UNTYPED`). Whatever the child makes comes from it, and
 //!   the kernel refuses a `Retype` beyond it (`OutOfMemory`): that is the
 //!   quota's enforcement.
 //!

@@ -9,7 +9,7 @@
 //! 0x0000_0000_0000_0000  page 0, never mapped
 //! ```
 //!
-//! [`CHILD_LIMITS`] is what `kcore::elf::LoadPlan::from_elf` checks the
+//! [`CHILD_LIMITS`] is what `formats::elf::LoadPlan::from_elf` checks the
 //! segments against, so they can collide neither with the stack nor with
 //! the IPC buffer. For each page of a segment, [`page_fills`] says which
 //! bytes of the file go where in the page; everything else stays zero
@@ -20,7 +20,7 @@ use core::ops::Range;
 
 use abi::map::{Cache, MapAttr};
 use abi::{MAIN_IPC_BUFFER_ADDR, MAIN_STACK_TOP};
-use kcore::elf::{Limits, Segment};
+use formats::elf::{Limits, Segment};
 
 /// Bytes of a page.
 pub const PAGE_SIZE: u64 = 4096;

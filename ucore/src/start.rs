@@ -1,8 +1,8 @@
 //! The start list: `pecan.start=NAME[:ARG][@MIB],...` on the kernel
 //! command line names the components root starts, in order (see
-//! `abi::child`). `ARG` is decimal or `0x` hex and 0 when absent; `MIB`,
+//! `interfaces::child`). `ARG` is decimal or `0x` hex and 0 when absent; `MIB`,
 //! decimal or `0x` hex, is the child's untyped memory in MiB, rounded up
-//! to a power of two (`abi::child::untyped_bits_for_mib`), 1 MiB when
+//! to a power of two (`interfaces::child::untyped_bits_for_mib`), 1 MiB when
 //! absent. `hello:7@4` starts `hello` with argument 7 and 4 MiB.
 //!
 //! Every entry keeps its 1-based position in the list as its *index*, also
@@ -11,7 +11,7 @@
 
 use core::fmt;
 
-use abi::child;
+use interfaces::child;
 
 /// The command-line key.
 pub const KEY: &str = "pecan.start";

@@ -7,7 +7,7 @@
 //! address, instruction pointer and error code) or another exception
 //! (vector, instruction pointer and error code). A faulted child waits for a reply that never comes: root stops
 //! it ([`Handled::stop`]). Exited and faulted children are *finished*; root
-//! is done when no child that is not a server (`abi::child::is_server`) is
+//! is done when no child that is not a server (`interfaces::child::is_server`) is
 //! left running ([`Supervisor::waiting`]).
 
 use alloc::vec::Vec;
@@ -157,9 +157,9 @@ impl<'a, T> Supervisor<'a, T> {
     }
 
     /// Records a started child; it is a server when its name says so
-    /// (`abi::child::is_server`).
+    /// (`interfaces::child::is_server`).
     pub fn add(&mut self, index: usize, name: &'a str, caps: T) {
-        self.add_as(index, name, abi::child::is_server(name), caps);
+        self.add_as(index, name, interfaces::child::is_server(name), caps);
     }
 
     /// Records a started child that is a server or not whatever its name

@@ -1,12 +1,12 @@
 //! Packing the boot image: the one file that carries the components (ELF
 //! files) to the machine; QEMU hands it to the kernel with `-initrd`.
 //!
-//! The format has one definition, `kcore::bootimage`, whose parser the
+//! The format has one definition, `formats::bootimage`, whose parser the
 //! kernel uses; xtask packs with the same crate's writer and checks the
 //! result with the same parser, so the two sides cannot drift apart.
 
 use anyhow::{anyhow, Context, Result};
-use kcore::bootimage::{image_size, write_image as write_into, BootImage};
+use formats::bootimage::{image_size, write_image as write_into, BootImage};
 
 /// Packs `entries` (name, contents) in the given order into a boot image.
 /// Errors name the offending entry (too many, empty, too long, NUL-containing
@@ -30,7 +30,7 @@ pub fn write_image(entries: &[(&str, &[u8])]) -> Result<Vec<u8>> {
     image.truncate(written);
     BootImage::parse(&image)
         .map_err(|e| anyhow!("{e}"))
-        .context("the packed boot image does not parse (a bug in kcore::bootimage)")?;
+        .context("the packed boot image does not parse (a bug in formats::bootimage)")?;
     Ok(image)
 }
 

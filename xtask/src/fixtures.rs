@@ -5,7 +5,7 @@
 //! [`crate::testspec`]'s `[[module]]`), so root's refusal of each kind of
 //! bad file is tested against the real loader on the real machine:
 //!
-//! | defect | what is changed | what `kcore::elf` reports |
+//! | defect | what is changed | what `formats::elf` reports |
 //! |--------|-----------------|---------------------------|
 //! | `truncated` | the file ends one byte before the end of the last segment's file bytes | `SegmentOutsideFile` |
 //! | `wrong-machine` | `e_machine` = 183 (AArch64) | `WrongMachine` |
@@ -24,7 +24,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
-use kcore::elf::{ElfError, Limits, LoadPlan};
+use formats::elf::{ElfError, Limits, LoadPlan};
 use serde::Deserialize;
 
 use crate::testspec::TestSpec;
@@ -88,7 +88,7 @@ fn put(b: &mut [u8], at: usize, bytes: &[u8]) {
     b[at..at + bytes.len()].copy_from_slice(bytes);
 }
 
-/// The `PT_LOAD` headers of a file that `kcore::elf` accepts.
+/// The `PT_LOAD` headers of a file that `formats::elf` accepts.
 fn load_headers(elf: &[u8]) -> Result<Vec<LoadHeader>> {
     let phoff = usize::try_from(u64_at(elf, E_PHOFF)?)?;
     let size = usize::from(u16_at(elf, E_PHENTSIZE)?);
@@ -327,7 +327,7 @@ mod tests {
         let path = test_image(&spec, &components, &dir).unwrap().unwrap();
         assert_eq!(path, dir.join("mods.img"));
         let bytes = std::fs::read(&path).unwrap();
-        let image = kcore::bootimage::BootImage::parse(&bytes).unwrap();
+        let image = formats::bootimage::BootImage::parse(&bytes).unwrap();
         let names: Vec<&str> = image.entries().map(|e| e.name).collect();
         assert_eq!(names, ["root", "hello", "bad-machine", "bad-wx"]);
         assert_eq!(

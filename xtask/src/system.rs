@@ -40,7 +40,7 @@ pub const CONFIG_ENTRY: &str = "config";
 
 /// The boot-image entry that carries a scenario's config update (its
 /// `update` key), which init applies when a component asks it to; the
-/// same name as `abi::init::UPDATE_ENTRY`, where root and init look.
+/// same name as `interfaces::init::UPDATE_ENTRY`, where root and init look.
 pub const UPDATE_ENTRY: &str = "config.update";
 
 /// Where the boot image is written.
@@ -232,7 +232,7 @@ mod tests {
                 .collect::<Vec<_>>(),
         )
         .unwrap();
-        let parsed = kcore::bootimage::BootImage::parse(&image).unwrap();
+        let parsed = formats::bootimage::BootImage::parse(&image).unwrap();
         assert_eq!(parsed.find(CONFIG_ENTRY).unwrap().data, &entries[2].1[..]);
 
         let mut clash = components.clone();

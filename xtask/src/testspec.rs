@@ -213,10 +213,10 @@ pub fn parse(path: &Path, text: &str) -> Result<TestSpec> {
         let name = m.name.into_inner();
         let fault = if name.is_empty() || name.contains('\0') {
             Some("a module name must be non-empty and without NUL".to_string())
-        } else if name.len() > kcore::bootimage::NAME_LEN {
+        } else if name.len() > formats::bootimage::NAME_LEN {
             Some(format!(
                 "module name `{name}` is longer than {} bytes",
-                kcore::bootimage::NAME_LEN
+                formats::bootimage::NAME_LEN
             ))
         } else if modules.iter().any(|other| other.name == name) {
             Some(format!("module `{name}` is listed twice"))

@@ -3,7 +3,7 @@
 //! name ends in `-server`): it receives on the service endpoint with all
 //! rights, and root does not wait for it. Its name also starts with
 //! `bench`, so it holds its own address space capability to map the
-//! shared frame (`abi::child::has_own_caps`). Start it with enough
+//! shared frame (`interfaces::child::has_own_caps`). Start it with enough
 //! untyped memory for a 2 MiB frame: `pecan.start=bench-server@16,...`.
 //!
 //! For the one-way IPC benchmark it records the time right after its
@@ -26,8 +26,8 @@ use alloc::vec::Vec;
 
 use bench::now;
 use rt::abi::caddr::own;
-use rt::abi::child::{FIRST_FREE, SERVICE_ENDPOINT};
 use rt::abi::MsgInfo;
+use rt::interfaces::child::{FIRST_FREE, SERVICE_ENDPOINT};
 use rt::println;
 use rt::proto::bench as proto;
 use rt::proto::ping::KERNEL_LABELS;

@@ -21,7 +21,7 @@ use alloc::vec;
 
 use bench::catalog::Bench;
 use rt::abi::caddr::own;
-use rt::abi::child::SERVICE_ENDPOINT;
+use rt::interfaces::child::SERVICE_ENDPOINT;
 use rt::proto::bench as proto;
 use rt::shared::Received;
 use rt::syscall;

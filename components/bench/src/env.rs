@@ -27,10 +27,11 @@
 //! (its lock is not meant for several threads) and never print.
 
 use rt::abi::caddr::own;
-use rt::abi::child::{OWN_CSPACE, OWN_VSPACE, UNTYPED};
 use rt::abi::fault::{LABEL_EXCEPTION, LABEL_EXIT, LABEL_PAGE_FAULT};
 use rt::abi::map::{Cache, MapAttr};
-use rt::abi::{child, CapSlot, Error, ObjectType, Rights};
+use rt::abi::{CapSlot, Error, ObjectType, Rights};
+use rt::interfaces::child;
+use rt::interfaces::child::{OWN_CSPACE, OWN_VSPACE, UNTYPED};
 use rt::syscall;
 
 use crate::Failure;

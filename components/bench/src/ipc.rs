@@ -20,8 +20,8 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use bench::catalog::Bench;
 use bench::{now, SAMPLES, WARM_UP};
 use rt::abi::caddr::own;
-use rt::abi::child::{PRIORITY, SERVICE_ENDPOINT};
 use rt::abi::{CapSlot, MsgInfo, ObjectType};
+use rt::interfaces::child::{PRIORITY, SERVICE_ENDPOINT};
 use rt::proto::bench as proto;
 use rt::syscall::{self, NO_WORDS};
 

@@ -5,7 +5,7 @@
 //! the Linux benchmark binary.
 //!
 //! Run with its partner in another address space (a server in root's
-//! sense, see `abi::child`) and enough memory:
+//! sense, see `interfaces::child`) and enough memory:
 //!
 //! ```text
 //! pecan.start=bench-server@16,bench:ARG@64
@@ -13,7 +13,7 @@
 //!
 //! (`cargo xtask run bench --icount` boots `scenarios/bench.toml`, which
 //! runs all of them). Both hold their own thread, capability space and
-//! address space capabilities (`abi::child::has_own_caps`: their names
+//! address space capabilities (`interfaces::child::has_own_caps`: their names
 //! start with `bench`): they start threads and map memory.
 //!
 //! # ARG: which benchmarks
@@ -50,7 +50,7 @@
 //! unrecorded runs, then [`bench::SAMPLES`] samples unless said otherwise,
 //! the timing stub's cost ([`bench::timestamp_overhead`], measured once at
 //! start) subtracted. All threads run at the children's priority
-//! (`abi::child::PRIORITY`) unless said otherwise.
+//! (`interfaces::child::PRIORITY`) unless said otherwise.
 //!
 //! - `null-syscall`: `Null`, timed around the call ([`bench::measure`]).
 //! - `ipc-intra-Nw`: one-way `Call` of N words to a helper thread of this

@@ -20,8 +20,9 @@
 use rt::abi::caddr::own;
 extern crate alloc;
 
-use rt::abi::session::{self as proto, pack};
-use rt::abi::{child, MsgInfo, ObjectType};
+use rt::abi::{MsgInfo, ObjectType};
+use rt::interfaces::child;
+use rt::interfaces::session::{self as proto, pack};
 use rt::println;
 use rt::session::Interface;
 use rt::session::{self, counter::Counter, Donor};

@@ -21,7 +21,8 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 use rt::abi::caddr::own;
-use rt::abi::{child, session as proto, ObjectType};
+use rt::abi::ObjectType;
+use rt::interfaces::{child, session as proto};
 use rt::println;
 use rt::session::counter::{self, Counter};
 use rt::session::{Donated, Label, Provider};

@@ -1,7 +1,7 @@
 //! echo-server: the smallest server, for tests of root's service endpoint.
 //!
 //! Root gives a server (a component whose name ends in `-server`) the
-//! service endpoint with all rights in slot `abi::child::SERVICE_ENDPOINT`;
+//! service endpoint with all rights in slot `interfaces::child::SERVICE_ENDPOINT`;
 //! every other child gets it write-only, badged with its index. This
 //! server receives on it and answers each call with the same label, word 0
 //! + 1 and the caller's badge in word 1, forever:
@@ -17,7 +17,8 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 use rt::abi::caddr::own;
-use rt::abi::{child, MsgInfo};
+use rt::abi::MsgInfo;
+use rt::interfaces::child;
 use rt::println;
 use rt::syscall;
 

@@ -70,7 +70,7 @@
 //!   between set-ups to be hit.)
 //!
 //! It holds no capability to its own thread, capability space or address
-//! space (`abi::child`), so no call can change its own memory except its
+//! space (`interfaces::child`), so no call can change its own memory except its
 //! IPC buffer, which it only touches with volatile accesses. `DebugWrite`
 //! of readable memory gets a length of 0, above the limit, or one that
 //! crosses into the unmapped page above the stack, so the console does not
@@ -111,10 +111,10 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use rt::abi::child::{self, SERVICE_ENDPOINT, UNTYPED};
 use rt::abi::ipc_buffer::{RECV_SLOT_OFFSET, SEND_CAP_OFFSET};
 use rt::abi::map::{MapAttr, CACHE_SHIFT, EXECUTABLE, WRITABLE};
 use rt::abi::{caddr, Error, MsgInfo, ObjectType, Rights, Sys};
+use rt::interfaces::child::{self, SERVICE_ENDPOINT, UNTYPED};
 use rt::println;
 use rt::proto::ping;
 use rt::syscall::{self, RawResult};
@@ -855,7 +855,7 @@ fn poke_ipc_buffer(fuzzer: &mut Fuzzer) {
     let value = fuzzer.slot();
     let field = (rt::abi::MAIN_IPC_BUFFER_ADDR + offset) as *mut u64;
     // SAFETY: the IPC buffer page is mapped writable for this thread
-    // (`abi::child`), the field is 8-byte aligned, and nothing in this
+    // (`interfaces::child`), the field is 8-byte aligned, and nothing in this
     // program holds a reference into the buffer: only the kernel reads it.
     unsafe { field.write_volatile(value) };
 }

@@ -13,14 +13,15 @@
 //! |-----|--------------|
 //! | 1 | writes to the unmapped address 0xdead0000 (a page fault) |
 //! | 2 | executes `ud2` (an invalid-opcode exception, vector 6) |
-//! | 3 | calls the service endpoint (slot `abi::child::SERVICE_ENDPOINT`) with word 41 and prints the answer of the server there (`echo-server`: 42 and the caller's badge): `hello: the server answered 42, my badge is N`; exits 0, or 1 if the call fails |
+//! | 3 | calls the service endpoint (slot `interfaces::child::SERVICE_ENDPOINT`) with word 41 and prints the answer of the server there (`echo-server`: 42 and the caller's badge): `hello: the server answered 42, my badge is N`; exits 0, or 1 if the call fails |
 //! | anything else | returns 0, so its thread exits with code 0 |
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 use rt::abi::caddr::own;
-use rt::abi::{child, MsgInfo};
+use rt::abi::MsgInfo;
+use rt::interfaces::child;
 use rt::println;
 use rt::syscall;
 

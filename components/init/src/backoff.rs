@@ -17,7 +17,8 @@
 use alloc::vec::Vec;
 
 use rt::abi::caddr::own;
-use rt::abi::{child, session, MsgInfo};
+use rt::abi::MsgInfo;
+use rt::interfaces::{child, session};
 use rt::resources::Resources;
 use rt::session::timer::{Timeout, Timer, TimerService};
 use rt::session::{Interface, Session};

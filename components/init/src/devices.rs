@@ -1,13 +1,14 @@
 //! The device capabilities a component's config names (`io_ports`,
-//! `irqs`; docs/scenarios.md), at the slots `abi::child` gives them: each
+//! `irqs`; docs/scenarios.md), at the slots `interfaces::child` gives them: each
 //! I/O-port range minted (narrowed) from init's all-ports capability, each
-//! ISA IRQ's handler copied (`abi::init` says where init holds them).
+//! ISA IRQ's handler copied (`interfaces::init` says where init holds them).
 
 use alloc::vec::Vec;
 
 use rt::abi::caddr::own;
 use rt::abi::object::io_ports_range;
-use rt::abi::{child, init, Rights};
+use rt::abi::Rights;
+use rt::interfaces::{child, init};
 use rt::println;
 use rt::spawn::{Grant, SpawnError};
 use rt::syscall;

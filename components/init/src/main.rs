@@ -5,13 +5,13 @@
 //! Root starts init when the boot image has a `config` entry; what init
 //! gets (its memory, its own capabilities, a copy of the boot image at
 //! `BOOT_IMAGE_ADDR` with its length as argument) and what it gives each
-//! child is written down in `abi::init`; the arithmetic of quotas is
+//! child is written down in `interfaces::init`; the arithmetic of quotas is
 //! `ucore::init`, the building of a child `rt::spawn` (the same code that
 //! builds root's children).
 //!
 //! 1. Parse the boot image and the ROM (`ucore::config::Rom::parse`); a
 //!    missing or corrupt ROM is reported (`init: config ROM ...: what is
-//!    wrong`) and init exits with `abi::init::EXIT_BAD_CONFIG`.
+//!    wrong`) and init exits with `interfaces::init::EXIT_BAD_CONFIG`.
 //! 2. For each component in order: cut its block from init's pool, build
 //!    and start it from its block (`init: started NAME (binary B, N MiB,
 //!    N caps, priority P, cpu C, cpus C,D)`: its CPU and CPU set, the CPUs
@@ -35,7 +35,7 @@
 //!    Timer yet)` — a busy wait on `rdtsc` would need a TSC calibration
 //!    user space does not have and would burn the CPU its siblings need.
 //!    After the last restart: `init: NAME stopped after max restarts`.
-//! 4. When no child that is not a server (by binary, `abi::child::is_server`)
+//! 4. When no child that is not a server (by binary, `interfaces::child::is_server`)
 //!    runs, init prints `init: all children finished`, revokes every
 //!    block (the servers stop) and exits 0.
 //!
@@ -84,7 +84,7 @@
 //!     reply capability (docs/architecture.md, "Sessions and routing", 10).
 //!
 //! 11. Devices: a component's `io_ports` and `irqs` are handed over at
-//!     `abi::child::DEVICES` before it starts ([`devices`], `abi::init`),
+//!     `interfaces::child::DEVICES` before it starts ([`devices`], `interfaces::init`),
 //!     with a notification bound to its thread if it has IRQs; one whose
 //!     devices init cannot give is not started.
 //!
@@ -114,10 +114,11 @@ mod sessions;
 
 use alloc::vec::Vec;
 
-use kcore::bootimage::BootImage;
+use formats::bootimage::BootImage;
 use rt::abi::bootinfo::{BOOT_IMAGE_ADDR, BOOT_INFO_ADDR};
 use rt::abi::caddr::own;
-use rt::abi::{child, init, session, Error, ObjectType, LABEL_NOTIFICATION};
+use rt::abi::{Error, ObjectType, LABEL_NOTIFICATION};
+use rt::interfaces::{child, init, session};
 use rt::println;
 use rt::resources::Resources;
 use rt::spawn::{self, ChildCaps, ChildSpec, ParentCaps, SpawnError, PT_POOL_BITS};
@@ -131,7 +132,7 @@ rt::entry!(main);
 
 /// What init keeps per child besides the supervisor's record.
 struct Kid<'a> {
-    /// Its place: badge `id + 1`, slot range `abi::init::child_slots(id)`.
+    /// Its place: badge `id + 1`, slot range `interfaces::init::child_slots(id)`.
     /// Its start position at boot; a child a config update adds takes the
     /// lowest free one (its position in the update may differ).
     id: usize,
@@ -482,7 +483,7 @@ fn serve_session_request(
     true
 }
 
-/// The boot image root copied for init (`abi::init`), parsed.
+/// The boot image root copied for init (`interfaces::init`), parsed.
 fn boot_image(len: u64) -> Option<BootImage<'static>> {
     if len > BOOT_INFO_ADDR - BOOT_IMAGE_ADDR {
         println!("init: boot image length {len:#x} is impossible");
@@ -490,7 +491,7 @@ fn boot_image(len: u64) -> Option<BootImage<'static>> {
     }
     // SAFETY: root maps a read-only copy of the boot image, `len` bytes, at
     // BOOT_IMAGE_ADDR before init starts, for init's whole life
-    // (abi::init); the range was checked to end below the boot-information
+    // (interfaces::init); the range was checked to end below the boot-information
     // address, so it stays in the user half and the length fits `isize`.
     let bytes = unsafe { core::slice::from_raw_parts(BOOT_IMAGE_ADDR as *const u8, len as usize) };
     match BootImage::parse(bytes) {
@@ -502,7 +503,7 @@ fn boot_image(len: u64) -> Option<BootImage<'static>> {
     }
 }
 
-/// Builds and starts `kid` from its block and slot range (`abi::init`) on
+/// Builds and starts `kid` from its block and slot range (`interfaces::init`) on
 /// its CPU with its CPU set. A CPU or set the kernel refuses (the machine
 /// has fewer CPUs than the scenario was checked for: `cargo xtask run
 /// --smp`) is reported and the child runs on CPU 0 with the set {0}.

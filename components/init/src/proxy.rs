@@ -30,17 +30,17 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
 use rt::abi::caddr::{own, NULL_SLOT};
-use rt::abi::child::{INIT_PRIORITY, OWN_CSPACE, OWN_VSPACE};
 use rt::abi::ipc_buffer::{RECV_SLOT_OFFSET, SEND_CAP_OFFSET};
 use rt::abi::map::{Cache, MapAttr};
 use rt::abi::{Error, MsgInfo, ObjectType, Rights};
+use rt::interfaces::child::{INIT_PRIORITY, OWN_CSPACE, OWN_VSPACE};
 use rt::resources::{ResourceError, Resources};
 use rt::syscall::{self, Words};
 
 /// Most proxy threads init makes; beyond, jobs wait in init's queue.
 pub const MAX_PROXIES: usize = 4;
 /// The badge bit of a proxy's capability to init's endpoint (above the
-/// children's badges and the session bits of `abi::session`); the low
+/// children's badges and the session bits of `interfaces::session`); the low
 /// bits are the proxy's number.
 pub const PROXY_BADGE: u64 = 1 << 40;
 /// A proxy's first call: it has no result yet.

@@ -33,8 +33,8 @@
 
 use alloc::vec::Vec;
 
-use kcore::bootimage::BootImage;
-use rt::abi::session;
+use formats::bootimage::BootImage;
+use rt::interfaces::session;
 use rt::println;
 use rt::session::reconfig;
 use rt::spawn::{ChildCaps, ParentCaps};

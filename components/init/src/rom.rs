@@ -2,9 +2,10 @@
 //! "Sessions and routing", 6): a `Rom` session routed to `parent` is
 //! answered by init itself, page by page, at once.
 
-use kcore::bootimage::BootImage;
+use formats::bootimage::BootImage;
 use rt::abi::caddr::own;
-use rt::abi::{session, ObjectType, Rights};
+use rt::abi::{ObjectType, Rights};
+use rt::interfaces::session;
 use rt::println;
 use rt::resources::Resources;
 use rt::session::rom;

@@ -1,5 +1,5 @@
 //! Init's side of sessions (docs/architecture.md, "Sessions and
-//! routing"; protocol `abi::session`): a child's `OPEN` answered by its
+//! routing"; protocol `interfaces::session`): a child's `OPEN` answered by its
 //! routes — opened at the sibling that provides the type (with the
 //! client's quota donation passed on), served by init itself (`Rom`), or
 //! refused — its `CLOSE`, and the sessions init closes for a child that
@@ -26,7 +26,8 @@
 use alloc::vec::Vec;
 
 use rt::abi::caddr::own;
-use rt::abi::{session, Error, MsgInfo, Rights};
+use rt::abi::{Error, MsgInfo, Rights};
+use rt::interfaces::session;
 use rt::println;
 use rt::resources::Resources;
 use rt::session::reconfig::Reconfig;

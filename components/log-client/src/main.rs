@@ -24,7 +24,8 @@ extern crate alloc;
 use alloc::string::String;
 
 use rt::abi::caddr::own;
-use rt::abi::{child, MsgInfo};
+use rt::abi::MsgInfo;
+use rt::interfaces::child;
 use rt::println;
 use rt::session::{
     self,

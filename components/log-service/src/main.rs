@@ -13,7 +13,7 @@
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
-use rt::abi::child;
+use rt::interfaces::child;
 use rt::println;
 use rt::server::answer;
 use rt::session::log::{self, LineBuffer, Log};

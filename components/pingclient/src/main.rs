@@ -20,8 +20,8 @@
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
-use rt::abi::child::SERVICE_ENDPOINT;
 use rt::abi::{caddr, MsgInfo};
+use rt::interfaces::child::SERVICE_ENDPOINT;
 use rt::println;
 use rt::proto::ping;
 use rt::syscall;

@@ -1,8 +1,8 @@
 //! pinger: the server of the ping protocol (`rt::proto::ping`), and the
 //! `fuzzer`'s favourite target.
 //!
-//! Root starts it as a server (`abi::child::is_server`): it holds the
-//! service endpoint (`abi::child::SERVICE_ENDPOINT`) with all rights and
+//! Root starts it as a server (`interfaces::child::is_server`): it holds the
+//! service endpoint (`interfaces::child::SERVICE_ENDPOINT`) with all rights and
 //! every other child calls it there, with its child index as the badge.
 //! The loop is one `ReplyRecv` per message:
 //!
@@ -26,8 +26,8 @@
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
-use rt::abi::child::SERVICE_ENDPOINT;
 use rt::abi::{caddr, Error, MsgInfo};
+use rt::interfaces::child::SERVICE_ENDPOINT;
 use rt::println;
 use rt::proto::ping;
 use rt::syscall::{self, Words, NO_WORDS};

@@ -2,14 +2,14 @@
 //! (`rt::session::reconfig`; routed to `parent`), lets the others run for
 //! a while, asks init to apply a module that is not a config ROM (`hello`,
 //! an ELF file: refused, nothing changes) and then the scenario's config
-//! update (`abi::init::UPDATE_ENTRY`), and prints both answers
+//! update (`interfaces::init::UPDATE_ENTRY`), and prints both answers
 //! (`scenarios/reconfig.toml`). Exits 0 when the update was applied and
 //! the malformed one refused, 1 otherwise.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
-use rt::abi::{child, init};
+use rt::interfaces::{child, init};
 use rt::println;
 use rt::session::{self, reconfig::Reconfig};
 use rt::syscall;

@@ -9,7 +9,7 @@
 
 use core::fmt;
 
-use kcore::bootimage::{BootImage, BootImageError};
+use formats::bootimage::{BootImage, BootImageError};
 use rt::abi::bootinfo::{BootInfo, BOOT_IMAGE_ADDR, BOOT_INFO_ADDR, BOOT_INFO_MAGIC};
 
 /// Why root cannot use what it was given.
@@ -72,7 +72,7 @@ pub fn image(info: &BootInfo) -> Result<BootImage<'static>, BootError> {
 }
 
 /// The bytes of the boot image described by `info` (what root copies for
-/// init, `abi::init`).
+/// init, `interfaces::init`).
 pub fn image_bytes(info: &BootInfo) -> Result<&'static [u8], BootError> {
     let len = info.boot_image_len;
     if len > BOOT_INFO_ADDR - BOOT_IMAGE_ADDR {

@@ -101,7 +101,7 @@ fn unknown_syscall() -> Result<(), Error> {
 /// `invalid-opcode` executes `ud2`; an unknown value is reported and
 /// ignored.
 pub fn deliberate_fault(cmdline: &str) {
-    match kcore::cmdline::value(cmdline, FAULT_KEY) {
+    match formats::cmdline::value(cmdline, FAULT_KEY) {
         None => {}
         Some("page-fault") => {
             println!("root: deliberately writing to unmapped address 0xdead0000");

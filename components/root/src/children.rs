@@ -1,12 +1,12 @@
 //! Starting the components of `pecan.start=` — or, when the boot image
-//! has a config ROM, init (`abi::init`) — and supervising them until every
-//! child that is not a server has finished (`abi::child`).
+//! has a config ROM, init (`interfaces::init`) — and supervising them until every
+//! child that is not a server has finished (`interfaces::child`).
 
-use kcore::bootimage::BootImage;
+use formats::bootimage::BootImage;
 use rt::abi::bootinfo::{self, slot, BootInfo, BOOT_IMAGE_ADDR};
 use rt::abi::caddr::{in_table, own};
 use rt::abi::cpu::CpuSet;
-use rt::abi::{child, init};
+use rt::interfaces::{child, init};
 use rt::println;
 use rt::resources::Resources;
 use rt::spawn::{self, ChildCaps, ChildSpec, Grant, ParentCaps, SpawnError, PT_POOL_BITS};
@@ -34,7 +34,7 @@ const CONFIG: &str = "config";
 /// returns root's exit code. With neither nothing happens.
 pub fn run(info: &'static BootInfo) -> i32 {
     let cmdline = info.cmdline();
-    let list = kcore::cmdline::value(cmdline, start::KEY);
+    let list = formats::cmdline::value(cmdline, start::KEY);
     let image = match boot::image(info) {
         Ok(image) => image,
         Err(_) if list.is_none() => return 0,
@@ -117,7 +117,7 @@ pub fn run(info: &'static BootInfo) -> i32 {
 }
 
 /// Builds and starts the child of start-list entry `entry` (its index is
-/// its badge), as `abi::child` specifies.
+/// its badge), as `interfaces::child` specifies.
 fn start_entry(
     res: &mut Resources,
     image: &BootImage<'_>,
@@ -147,7 +147,7 @@ fn start_entry(
 }
 
 /// Builds and starts init with a copy of the boot image and the memory all
-/// children of the config ROM `config` need (`abi::init`). A ROM that does
+/// children of the config ROM `config` need (`interfaces::init`). A ROM that does
 /// not parse still starts init, with only init's own memory: init reports
 /// what is wrong with it.
 fn start_init(
@@ -166,7 +166,7 @@ fn start_init(
         Ok(rom) => ucore::init::pool_bits_with_update(&rom, update.as_ref()),
         Err(_) => ucore::init::OWN_BITS,
     };
-    // Init's devices (abi::init): all I/O ports and the ISA IRQs' handlers.
+    // Init's devices (interfaces::init): all I/O ports and the ISA IRQs' handlers.
     let mut grants = alloc::vec![Grant {
         src: bootinfo::slot::IO_PORTS,
         dst: init::IO_PORTS,

@@ -222,7 +222,7 @@ pub fn run(info: &BootInfo) -> usize {
     );
     c.check(
         "thread-priority",
-        syscall::thread_set_sched_params(THREAD, rt::abi::child::ROOT_PRIORITY, 0),
+        syscall::thread_set_sched_params(THREAD, rt::interfaces::child::ROOT_PRIORITY, 0),
         Ok(()),
     );
     // SAFETY: the new thread runs echo_server on its own stack (mapped

@@ -12,7 +12,7 @@
 //!    (tests of the kernel's handling of a thread without fault handler);
 //! 3. takes over its free capability slots and untyped memory
 //!    (`rt::resources`), starts init when the boot image has a config ROM
-//!    (`abi::init`), else every component of `pecan.start=NAME[:ARG][@MIB],...`,
+//!    (`interfaces::init`), else every component of `pecan.start=NAME[:ARG][@MIB],...`,
 //!    each in its own address space and capability space (`rt::spawn`), and
 //!    supervises them as their fault handler until every child that is not
 //!    a server has exited or faulted, then deletes the children's threads

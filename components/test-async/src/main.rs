@@ -24,8 +24,9 @@
 use core::cell::UnsafeCell;
 
 use rt::abi::caddr::own;
-use rt::abi::child::{self, OWN_CSPACE, OWN_VSPACE, SERVICE_ENDPOINT, UNTYPED};
-use rt::abi::{session as proto, MsgInfo, ObjectType, Rights, MAIN_IPC_BUFFER_ADDR};
+use rt::abi::{MsgInfo, ObjectType, Rights, MAIN_IPC_BUFFER_ADDR};
+use rt::interfaces::child::{self, OWN_CSPACE, OWN_VSPACE, SERVICE_ENDPOINT, UNTYPED};
+use rt::interfaces::session as proto;
 use rt::println;
 use rt::session::log::Log;
 use rt::session::{self, Interface, Session};

@@ -1,5 +1,5 @@
 //! test-caps: checks the capability space root gives a `test-` component
-//! (`abi::child`) by using every capability in it once:
+//! (`interfaces::child`) by using every capability in it once:
 //!
 //! | check | slot | what |
 //! |-------|------|------|
@@ -18,7 +18,8 @@
 
 use rt::abi::caddr::{in_table, own};
 use rt::abi::map::{Cache, MapAttr};
-use rt::abi::{child, Error, ObjectType, Rights};
+use rt::abi::{Error, ObjectType, Rights};
+use rt::interfaces::child;
 use rt::println;
 use rt::syscall;
 

@@ -11,9 +11,9 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 use rt::abi::caddr::own;
-use rt::abi::child::{FIRST_FREE, OWN_VSPACE};
 use rt::abi::{Error, MsgInfo};
 use rt::dataspace::{Attached, Dataspace, DsSize};
+use rt::interfaces::child::{FIRST_FREE, OWN_VSPACE};
 use rt::println;
 use rt::proto::ds_test::{self, DsTest};
 use rt::session::{self, Session};

@@ -21,9 +21,9 @@ extern crate alloc;
 use core::cell::RefCell;
 
 use rt::abi::caddr::own;
-use rt::abi::child::{FIRST_FREE, OWN_THREAD, OWN_VSPACE, UNTYPED};
 use rt::abi::{CapSlot, MsgInfo, ObjectType, Rights};
 use rt::dataspace::{Attached, Dataspace, DsSize};
+use rt::interfaces::child::{FIRST_FREE, OWN_THREAD, OWN_VSPACE, UNTYPED};
 use rt::println;
 use rt::proto::ds_test::{self, DsTest};
 use rt::server::answer;

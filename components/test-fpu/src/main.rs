@@ -1,6 +1,6 @@
 //! test-fpu: every thread's x87/SSE/AVX registers are its own. Started by
 //! root as a *test* child (own thread, capability space and address space,
-//! `abi::child`), normally twice — `pecan.start=test-fpu:1,test-fpu:2` —
+//! `interfaces::child`), normally twice — `pecan.start=test-fpu:1,test-fpu:2` —
 //! so that two address spaces take turns with different register contents.
 //!
 //! Checks, in order (`regs` fills and reads the registers in assembly):
@@ -55,11 +55,11 @@ mod regs;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use rt::abi::child;
 use rt::abi::fault::{LABEL_EXCEPTION, LABEL_EXIT, WORD_CODE};
 use rt::abi::map::{Cache, MapAttr};
 use rt::abi::{Error, MsgInfo, ObjectType};
 use rt::check::Checks;
+use rt::interfaces::child;
 use rt::println;
 use rt::syscall;
 

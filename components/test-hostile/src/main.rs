@@ -46,10 +46,10 @@
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
-use rt::abi::child;
 use rt::abi::map::{Cache, MapAttr, USER_MAP_END, USER_MAP_START};
 use rt::abi::{Error, ObjectType};
 use rt::check::Checks;
+use rt::interfaces::child;
 use rt::println;
 use rt::syscall;
 use ucore::supervise::Event;

@@ -1,5 +1,5 @@
 //! test-isolation: proves that a component is confined to what it was
-//! given. Started by root as a *test* child (see `abi::child`: it holds its
+//! given. Started by root as a *test* child (see `interfaces::child`: it holds its
 //! own thread, capability space and address space), normally twice —
 //! `pecan.start=test-isolation:1,test-isolation:2` — so that each instance
 //! can aim at the other's memory.
@@ -27,11 +27,11 @@
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
-use rt::abi::child;
 use rt::abi::fault::{LABEL_EXCEPTION, LABEL_EXIT, LABEL_PAGE_FAULT};
 use rt::abi::map::{Cache, MapAttr};
 use rt::abi::{caddr, Error, ObjectType, Rights};
 use rt::check::Checks;
+use rt::interfaces::child;
 use rt::println;
 use rt::syscall;
 

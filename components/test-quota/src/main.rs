@@ -1,5 +1,5 @@
 //! test-quota: a component that allocates without end. It keeps one frame
-//! made from its untyped memory (`abi::child::UNTYPED`, its RAM quota), so
+//! made from its untyped memory (`interfaces::child::UNTYPED`, its RAM quota), so
 //! the kernel's watermark never resets, then makes and deletes frames
 //! until `Retype` fails, and reports how much it got:
 //!
@@ -15,8 +15,8 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 use rt::abi::caddr::own;
-use rt::abi::child::{FIRST_FREE, UNTYPED};
 use rt::abi::{Error, ObjectType};
+use rt::interfaces::child::{FIRST_FREE, UNTYPED};
 use rt::println;
 use rt::syscall;
 

@@ -12,8 +12,8 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 use rt::abi::caddr::own;
-use rt::abi::child;
 use rt::abi::map::{Cache, MapAttr};
+use rt::interfaces::child;
 use rt::println;
 use rt::session::{self, rom::Rom};
 use rt::syscall;

@@ -48,12 +48,12 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use rt::abi::caddr::own;
-use rt::abi::child;
 use rt::abi::cpu::CpuSet;
 use rt::abi::fault::{LABEL_EXIT, LABEL_PAGE_FAULT};
 use rt::abi::map::{Cache, MapAttr};
 use rt::abi::{Error, MsgInfo, ObjectType};
 use rt::check::Checks;
+use rt::interfaces::child;
 use rt::println;
 use rt::syscall;
 

@@ -27,8 +27,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use rt::abi::caddr::own;
-use rt::abi::child::{FIRST_FREE, SERVICE_ENDPOINT};
 use rt::abi::MsgInfo;
+use rt::interfaces::child::{FIRST_FREE, SERVICE_ENDPOINT};
 use rt::println;
 use rt::proto::stream as proto;
 use rt::shared::Served;

@@ -56,8 +56,8 @@ use alloc::vec;
 use core::fmt;
 
 use rt::abi::caddr::own;
-use rt::abi::child::{FIRST_FREE, SERVICE_ENDPOINT};
 use rt::abi::MsgInfo;
+use rt::interfaces::child::{FIRST_FREE, SERVICE_ENDPOINT};
 use rt::println;
 use rt::proto::stream as proto;
 use rt::shared::ReceiveError;

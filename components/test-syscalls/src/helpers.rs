@@ -105,7 +105,7 @@ impl Spawn {
             entry,
             arg,
             ipc_buffer: true,
-            priority: rt::abi::child::PRIORITY,
+            priority: rt::interfaces::child::PRIORITY,
         }
     }
 }

@@ -9,7 +9,7 @@
 //! and a user-level pager; reply capabilities (a call saved and answered
 //! later, out of order; stale and deleted replies; a saved fault).
 //!
-//! Root starts it as a *test* component (`abi::child::is_test`): besides
+//! Root starts it as a *test* component (`interfaces::child::is_test`): besides
 //! its untyped memory (1 MiB) it holds its own thread, capability space and
 //! address space, so it can make threads that share its address space.
 //! Such a helper thread runs one of the `extern "C"` functions in
@@ -50,14 +50,14 @@ mod threads;
 
 use core::fmt;
 
-use rt::abi::child::{OWN_CSPACE, OWN_THREAD, OWN_VSPACE, SERVICE_ENDPOINT, UNTYPED};
 use rt::abi::{caddr, CapSlot, Error, ObjectType, Rights, Sys};
+use rt::interfaces::child::{OWN_CSPACE, OWN_THREAD, OWN_VSPACE, SERVICE_ENDPOINT, UNTYPED};
 use rt::println;
 use rt::syscall::{self, RawResult};
 
 rt::entry!(main);
 
-/// Own capabilities (`abi::child`).
+/// Own capabilities (`interfaces::child`).
 pub const UT: CapSlot = caddr::own(UNTYPED);
 pub const SVC: CapSlot = caddr::own(SERVICE_ENDPOINT);
 pub const THREAD: CapSlot = caddr::own(OWN_THREAD);
@@ -286,7 +286,7 @@ fn main(_arg: u64) -> i32 {
     let mut t = Test {
         checks: 0,
         failed: 0,
-        next_slot: rt::abi::child::FIRST_FREE,
+        next_slot: rt::interfaces::child::FIRST_FREE,
         fault_caps: [0; HELPERS],
         fault_ep: 0,
         buffer_frames: [0; HELPERS],

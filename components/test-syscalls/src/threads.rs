@@ -5,11 +5,11 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use rt::abi::child::PRIORITY;
 use rt::abi::fault::{self, LABEL_EXCEPTION, LABEL_PAGE_FAULT};
 use rt::abi::ipc_buffer::registers as reg;
 use rt::abi::map::WRITABLE;
 use rt::abi::{CapSlot, Error, MsgInfo, ObjectType, Rights, Sys};
+use rt::interfaces::child::PRIORITY;
 use rt::syscall;
 
 use crate::helpers::{

@@ -17,7 +17,8 @@ extern crate alloc;
 use alloc::vec::Vec;
 
 use rt::abi::caddr::own;
-use rt::abi::{child, Error};
+use rt::abi::Error;
+use rt::interfaces::child;
 use rt::println;
 use rt::session::timer::{self, Timer, TimerError, TimerService};
 use rt::session::{open, OpenError, REFUSED_FULL};

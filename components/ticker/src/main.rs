@@ -10,7 +10,7 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 use rt::abi::caddr::own;
-use rt::abi::child;
+use rt::interfaces::child;
 use rt::println;
 use rt::session::{self, counter::Counter, Donor};
 use rt::syscall;

@@ -3,11 +3,11 @@
 //!
 //! Its scenario gives it the PIT's ports and interrupt (`io_ports = [{
 //! base = 0x40, count = 4 }]`, `irqs = [0]`, `scenarios/timer.toml`), which
-//! init hands over at `abi::child::io_ports_slot(0)` and
-//! `abi::child::irq_slot(1, 0)` with a notification bound to its thread at
-//! `abi::child::NOTIFICATION`. ISA IRQ 0 arrives at the GSI the MADT's
+//! init hands over at `interfaces::child::io_ports_slot(0)` and
+//! `interfaces::child::irq_slot(1, 0)` with a notification bound to its thread at
+//! `interfaces::child::NOTIFICATION`. ISA IRQ 0 arrives at the GSI the MADT's
 //! interrupt source override names (GSI 2 on QEMU); init resolves that
-//! (`abi::init`), the kernel programs its polarity and trigger mode. The
+//! (`interfaces::init`), the kernel programs its polarity and trigger mode. The
 //! kernel itself uses the PIT only before root starts (channel 2, to
 //! calibrate the local-APIC timer, and the `ioapic-pit` self-test):
 //! channel 0 is this driver's alone.
@@ -43,7 +43,8 @@ use alloc::vec::Vec;
 use core::cell::RefCell;
 
 use rt::abi::caddr::own;
-use rt::abi::{child, CapSlot, ObjectType, Rights, LABEL_NOTIFICATION};
+use rt::abi::{CapSlot, ObjectType, Rights, LABEL_NOTIFICATION};
+use rt::interfaces::child;
 use rt::println;
 use rt::session::timer::{self as timer, TimerService};
 use rt::session::{Donated, Label, Provider, REFUSED_FULL};

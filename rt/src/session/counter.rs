@@ -11,7 +11,7 @@
 //! A fresh session starts at 0; a session reopened after its provider
 //! restarted is a fresh session (the provider's state died with it).
 //! Quota: a client donates a page of RAM and one capability slot per
-//! session (`abi::session`, "Donation"); `counter-service` makes a
+//! session (`interfaces::session`, "Donation"); `counter-service` makes a
 //! notification from it, only to have something to lose when the session
 //! closes (the total lives in its session vector). A client opens with
 //! `rt::session::open_donating` and a `Donor` of
@@ -46,7 +46,7 @@ pub const UNKNOWN: u64 = 0xe0;
 pub enum CounterError {
     /// The call failed: the session is broken (its provider stopped).
     Ipc(Error),
-    /// The provider answered with this label (`abi::session::UNKNOWN_SESSION`
+    /// The provider answered with this label (`interfaces::session::UNKNOWN_SESSION`
     /// for a session it does not know).
     Refused(u64),
 }

@@ -1,18 +1,18 @@
-//! The client's side of quota donation (`abi::session`, "Donation";
+//! The client's side of quota donation (`interfaces::session`, "Donation";
 //! docs/architecture.md, "Quota donation and close"): a block of the
 //! client's own memory that each session's donation is made from and
 //! that closing the session makes whole again.
 
 use abi::caddr::{in_table, own};
-use abi::session as proto;
 use abi::{CapSlot, Error, ObjectType};
+use interfaces::session as proto;
 
 use super::Interface;
 use crate::syscall;
 
 /// Untyped memory a client keeps to donate from, one session at a time:
 /// for each session it makes the donation table and untyped of
-/// `abi::session` ("Donation") from its block; closing the session
+/// `interfaces::session` ("Donation") from its block; closing the session
 /// revokes the block, which destroys both and everything made from them,
 /// so the block is whole again.
 pub struct Donor {

@@ -3,7 +3,7 @@
 //!
 //! | opcode | label | words | reply |
 //! |--------|-------|-------|-------|
-//! | [`WRITE`] | `WRITE` \| n << [`LEN_SHIFT`] \| [`END`] if the line ends here | n ≤ 32 bytes of the line (`abi::session::pack_bytes`) | [`OK`] |
+//! | [`WRITE`] | `WRITE` \| n << [`LEN_SHIFT`] \| [`END`] if the line ends here | n ≤ 32 bytes of the line (`interfaces::session::pack_bytes`) | [`OK`] |
 //! | [`PING`] | `PING` | ignored | [`OK`]: does nothing; a session RPC's bare cost (`log-client` with `arg = 1` measures it) |
 //!
 //! A line longer than 32 bytes goes in several `WRITE`s, the last with
@@ -13,8 +13,8 @@
 
 use alloc::vec::Vec;
 
-use abi::session::{pack_bytes, unpack, NAME_BYTES};
 use abi::{Error, MsgInfo};
+use interfaces::session::{pack_bytes, unpack, NAME_BYTES};
 
 use super::{Interface, Label, Session};
 use crate::server::answer;

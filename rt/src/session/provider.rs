@@ -1,13 +1,14 @@
 //! The provider's side of sessions: [`Provider`] serves the sessions the
 //! parent opens on its endpoint and closes them, and [`Donated`] is what
-//! a client donated for one (`abi::session`; docs/architecture.md,
+//! a client donated for one (`interfaces::session`; docs/architecture.md,
 //! "Sessions and routing").
 
 use core::marker::PhantomData;
 
 use abi::caddr::{in_table, own};
-use abi::session::{self as proto, unpack};
-use abi::{child, CapSlot, Error, MsgInfo, ObjectType, Rights};
+use abi::{CapSlot, Error, MsgInfo, ObjectType, Rights};
+use interfaces::child;
+use interfaces::session::{self as proto, unpack};
 
 use super::{donates, Interface, Label};
 use crate::proto::ping::KERNEL_LABELS;
@@ -15,7 +16,7 @@ use crate::signal::Signals;
 use crate::syscall::{self, Words};
 use crate::transfer;
 
-/// What a client donated for a session (`abi::session`, "Donation"), as
+/// What a client donated for a session (`interfaces::session`, "Donation"), as
 /// the provider sees it: its copy of the donation table.
 #[derive(Clone, Copy, Debug)]
 pub struct Donated {
@@ -75,7 +76,7 @@ impl<S> SessionTable<S> {
 pub const REFUSED_FULL: u64 = 0x5e55_0f01;
 
 /// The answer to a request on a badge that names no session of this
-/// provider (`abi::session::UNKNOWN_SESSION`): an error, never silence,
+/// provider (`interfaces::session::UNKNOWN_SESSION`): an error, never silence,
 /// so a client that holds a stale capability is not left waiting.
 #[cold]
 #[inline(never)]
@@ -105,7 +106,7 @@ impl<I: Interface, S> Provider<I, S> {
     /// request (its session's badge) goes to `dispatch` with that
     /// session's label and state, and its return is the reply. Kernel
     /// messages are not answered; a badge that names no session gets
-    /// `abi::session::UNKNOWN_SESSION`.
+    /// `interfaces::session::UNKNOWN_SESSION`.
     pub fn serve(
         mut self,
         mut new: impl FnMut(&Label, Option<Donated>) -> Result<S, u64>,

@@ -6,7 +6,7 @@
 //!
 //! | opcode | label | words | reply |
 //! |--------|-------|-------|-------|
-//! | [`APPLY`] | `APPLY` | the boot module holding the update (`abi::session::pack`; xtask packs a scenario's `update` as `abi::init::UPDATE_ENTRY`) | [`OK`], words 0..3: children started, stopped, kept; or [`NOT_FOUND`], [`MALFORMED`] (nothing changed) |
+//! | [`APPLY`] | `APPLY` | the boot module holding the update (`interfaces::session::pack`; xtask packs a scenario's `update` as `interfaces::init::UPDATE_ENTRY`) | [`OK`], words 0..3: children started, stopped, kept; or [`NOT_FOUND`], [`MALFORMED`] (nothing changed) |
 //!
 //! Init checks the module exactly as it checks its first config ROM
 //! (`ucore::config::Rom::parse`) and applies the difference by component
@@ -15,8 +15,8 @@
 //! one in both with the same record keeps running untouched, sessions and
 //! all; one whose record changed is stopped and started with the new one.
 
-use abi::session::pack;
 use abi::Error;
+use interfaces::session::pack;
 
 use super::{Interface, Session};
 

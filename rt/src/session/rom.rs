@@ -3,7 +3,7 @@
 //! `parent_provides`). Genode's `rom_session.h`, minus updates.
 //!
 //! The session capability is init's own endpoint, minted write-only with
-//! the client's badge and [`abi::session::PARENT_SESSION`]; init answers
+//! the client's badge and [`interfaces::session::PARENT_SESSION`]; init answers
 //! each request itself, at once (it never calls out while serving one). The
 //! module's name travels in every request (words 0..4, `pack`, at most 32
 //! bytes): `OPEN` carries only the session type until sessions get
@@ -28,10 +28,10 @@
 //! the kernel refuses a writable mapping of it.
 
 use abi::caddr::own;
-use abi::child::OWN_VSPACE;
 use abi::map::{Cache, MapAttr};
-use abi::session::pack;
 use abi::{Error, MsgInfo};
+use interfaces::child::OWN_VSPACE;
+use interfaces::session::pack;
 use ucore::load::PAGE_SIZE;
 
 use super::{Interface, Session};

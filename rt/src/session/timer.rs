@@ -14,7 +14,7 @@
 //!
 //! Each session has its own timeouts (`ucore::timer::MAX_TIMEOUTS`) and
 //! its own notification; capabilities travel only in replies from the
-//! server (`abi::child`), so a client first asks for the notification
+//! server (`interfaces::child`), so a client first asks for the notification
 //! ([`Timer::open`] does) and then waits on it — or, like init, binds it
 //! to its thread so its `Recv` returns the bits as a `LABEL_NOTIFICATION`
 //! message. A bit says *that* its timeout fired since the last wait, not

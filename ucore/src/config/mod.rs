@@ -220,7 +220,7 @@ pub const MAX_COMPONENTS: usize = 64;
 /// Most distinct session types a ROM may name.
 pub const MAX_SERVICES: usize = 256;
 /// Longest component name or binary, in bytes: a boot-image name.
-pub const NAME_LEN: usize = kcore::bootimage::NAME_LEN;
+pub const NAME_LEN: usize = formats::bootimage::NAME_LEN;
 /// Longest session type, in bytes.
 pub const SERVICE_LEN: usize = 32;
 /// The smallest capability quota (slots).
@@ -230,17 +230,18 @@ pub const MAX_CAPS: u32 = 1 << abi::object::MAX_CAP_TABLE_BITS;
 /// Most capability slots all components together may have. Their tables
 /// are paid from [`RESERVED_MIB`]: 65536 slots of 128 bytes are 8 MiB.
 pub const MAX_TOTAL_CAPS: u32 = 65536;
-/// The largest RAM quota in MiB (64 GiB, `abi::child::MAX_UNTYPED_BITS`).
-pub const MAX_RAM_MIB: u32 = 1 << (abi::child::MAX_UNTYPED_BITS - abi::child::MIB_BITS);
+/// The largest RAM quota in MiB (64 GiB, `interfaces::child::MAX_UNTYPED_BITS`).
+pub const MAX_RAM_MIB: u32 =
+    1 << (interfaces::child::MAX_UNTYPED_BITS - interfaces::child::MIB_BITS);
 /// Memory the components' RAM quotas may not use, in MiB: the kernel (image,
 /// heap of at most 16 MiB, page tables, frame bookkeeping: 20 MiB), the
 /// boot image (8 MiB), root and init (12 MiB) and the components'
 /// capability tables (8 MiB, see [`MAX_TOTAL_CAPS`]).
 pub const RESERVED_MIB: u32 = 48;
 /// The highest priority a component may have: init's.
-pub const MAX_PRIORITY: u8 = abi::child::INIT_PRIORITY;
+pub const MAX_PRIORITY: u8 = interfaces::child::INIT_PRIORITY;
 /// A component's priority when the scenario does not give one.
-pub const DEFAULT_PRIORITY: u8 = abi::child::PRIORITY;
+pub const DEFAULT_PRIORITY: u8 = interfaces::child::PRIORITY;
 /// CPUs are numbered below this (QEMU's `-smp` limit for the machines
 /// used here).
 pub const MAX_CPUS: u32 = 255;

@@ -5,7 +5,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use abi::cpu::CpuSet;
-use kcore::bytes::{read_u16 as u16_at, read_u32 as u32_at, read_u64 as u64_at, read_u8 as u8_at};
+use formats::bytes::{
+    read_u16 as u16_at, read_u32 as u32_at, read_u64 as u64_at, read_u8 as u8_at,
+};
 
 use super::value::{self, Table};
 use super::write::{ComponentSpec, RouteSpec, Spec};

@@ -9,7 +9,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::{ValueFault, MAX_DEPTH};
-use kcore::bytes::{read_u16 as u16_at, read_u32 as u32_at, read_u64 as u64_at, read_u8 as u8_at};
+use formats::bytes::{
+    read_u16 as u16_at, read_u32 as u32_at, read_u64 as u64_at, read_u8 as u8_at,
+};
 
 pub(super) const TAG_BOOL: u8 = 1;
 pub(super) const TAG_INTEGER: u8 = 2;

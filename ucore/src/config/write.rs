@@ -40,7 +40,7 @@ pub struct ComponentSpec {
     /// (session type, provider), in the order to store.
     pub routes: Vec<(String, RouteSpec)>,
     /// Its devices: I/O-port ranges first, then IRQs (the order of its
-    /// capability slots, `abi::child::DEVICES`).
+    /// capability slots, `interfaces::child::DEVICES`).
     pub devices: Vec<Device>,
     /// The entries of its config table (stored sorted by key).
     pub config: Vec<(String, ValueBuf)>,

@@ -37,10 +37,10 @@
 //! space or capability space: they cannot undo their own set-up. Root is
 //! each child's fault handler (the fault endpoint is badged with the
 //! child's index, 1-based): a faulting child is reported and stopped, and a
-//! child's exit arrives as a [`crate::fault::LABEL_EXIT`] message.
+//! child's exit arrives as a [`abi::fault::LABEL_EXIT`] message.
 //!
-//! The child's stack (64 KiB) ends at [`crate::MAIN_STACK_TOP`]; its IPC
-//! buffer page is at [`crate::MAIN_IPC_BUFFER_ADDR`].
+//! The child's stack (64 KiB) ends at [`abi::MAIN_STACK_TOP`]; its IPC
+//! buffer page is at [`abi::MAIN_IPC_BUFFER_ADDR`].
 //!
 //! When every started child that is not a server has exited or faulted,
 //! root prints `root: all children finished`, deletes the remaining
@@ -82,8 +82,8 @@ pub const MAX_UNTYPED_BITS: u32 = 36;
 pub const MIB_BITS: u32 = 20;
 /// Priority of children (root runs at 200).
 pub const PRIORITY: u8 = 100;
-/// Root's own priority.
-pub const ROOT_PRIORITY: u8 = 200;
+/// Root's own priority (the kernel starts it there).
+pub const ROOT_PRIORITY: u8 = abi::bootinfo::ROOT_PRIORITY;
 /// Init's priority, once root starts init (the component-framework
 /// issue): below root's, so root finishes a request before init runs on,
 /// and the highest a component of a scenario config may have — the kernel

@@ -44,7 +44,7 @@
 use core::fmt;
 
 use crate::bytes::{read_u16, read_u32, read_u64, read_u8};
-use crate::phys::PAGE_SIZE;
+use crate::PAGE_SIZE;
 
 /// Most `PT_LOAD` segments a component may have; linkers emit three or four.
 pub const MAX_SEGMENTS: usize = 16;

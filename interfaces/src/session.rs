@@ -65,8 +65,8 @@ pub const FIRST_DONATED_SLOT: u32 = 2;
 pub const fn donation_table_bits(caps: u32) -> u32 {
     let need = caps as u64 + FIRST_DONATED_SLOT as u64;
     let bits = u64::BITS - (need - 1).leading_zeros();
-    if bits < crate::object::MIN_CAP_TABLE_BITS {
-        crate::object::MIN_CAP_TABLE_BITS
+    if bits < abi::object::MIN_CAP_TABLE_BITS {
+        abi::object::MIN_CAP_TABLE_BITS
     } else {
         bits
     }
