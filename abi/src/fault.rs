@@ -6,6 +6,14 @@
 //! reply and stops/deletes the thread. Exits are reported the same way
 //! ([`LABEL_EXIT`]).
 
+/// Labels from here up are the kernel's (fault, exception, exit and
+/// notification messages): a protocol between components keeps its labels
+/// below, and a server never replies to one of these (a fault's sender
+/// then stays stopped).
+pub const KERNEL_LABELS: u64 = 0xffff_ffff_0000;
+const _: () = assert!(LABEL_PAGE_FAULT >= KERNEL_LABELS && LABEL_EXCEPTION >= KERNEL_LABELS);
+const _: () = assert!(LABEL_EXIT >= KERNEL_LABELS && crate::LABEL_NOTIFICATION >= KERNEL_LABELS);
+
 /// Labels of fault messages (top of the label space, away from protocols).
 pub const LABEL_PAGE_FAULT: u64 = 0xffff_ffff_0001;
 /// Any other CPU exception (invalid opcode, #GP, divide error, ...).

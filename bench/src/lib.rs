@@ -1,6 +1,6 @@
 //! The benchmark lab's shared measuring logic — one source, two platforms.
 //!
-//! The Pecan benchmark component (`components/bench`) and the Linux
+//! The Pecan benchmark component (`components/bench/bench`) and the Linux
 //! benchmark binary (`bench-linux`) both use this crate for everything but
 //! the operation under test: the timestamp, the measuring loop (warm-up,
 //! the timing stub's own cost measured and subtracted, samples), the

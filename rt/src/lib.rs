@@ -12,8 +12,6 @@
 //!   `DebugWrite` (see [`print`]); no allocation needed.
 //! - A panic handler prints `panic in <component>: <message> at file:line`
 //!   and ends the thread with exit code [`PANIC_EXIT_CODE`].
-//! - [`proto`] defines the small protocols test components speak with each
-//!   other (the ping protocol, the benchmark and packet-stream test pairs);
 //!   [`check`] prints their named checks.
 //! - [`session`]: typed session interfaces (the first: [`session::log`]),
 //!   opening one through the parent and serving them as a provider.
@@ -70,7 +68,6 @@ pub mod dataspace;
 mod heap;
 mod panic;
 pub mod print;
-pub mod proto;
 pub mod resources;
 pub mod server;
 pub mod session;

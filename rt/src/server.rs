@@ -2,8 +2,8 @@
 
 use abi::{CapSlot, MsgInfo};
 
-use crate::proto::ping::KERNEL_LABELS;
 use crate::syscall::{self, Words};
+use abi::fault::KERNEL_LABELS;
 
 /// A reply with `label` and the four register words `words`.
 pub fn answer(label: u64, words: Words) -> (MsgInfo, Words) {

@@ -23,7 +23,7 @@
 //! [`Interface::CAPS`]) is opened with [`open_donating`] and a [`Donor`];
 //! [`Session::close`] closes a session and takes the donation back,
 //! whatever the provider made from it (docs/architecture.md, "Quota
-//! donation and close"). [`counter`] and `components/counter-*` show
+//! donation and close"). [`counter`] and `components/apps/counter-*` show
 //! both (docs/architecture.md, "Restart and reconnect").
 
 use core::fmt;

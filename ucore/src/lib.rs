@@ -1,6 +1,6 @@
 //! Pure logic of Pecan's user-level components: no system calls, no
 //! hardware, builds for the host so `cargo test` exercises it. The root
-//! task (`components/root`) is its first user; init will be the next.
+//! task (`components/core/root`) is its first user; init will be the next.
 //!
 //! - [`slots`]: which slots of a capability space are free.
 //! - [`untyped`]: serving "an object of 2^n bytes" from untyped memory,

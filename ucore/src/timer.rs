@@ -1,4 +1,4 @@
-//! The Timer service's arithmetic and bookkeeping (`components/timer`,
+//! The Timer service's arithmetic and bookkeeping (`components/services/timer`,
 //! `rt::session::timer`): the PIT's clock and each session's timeouts.
 //!
 //! # The clock

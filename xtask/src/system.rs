@@ -54,12 +54,15 @@ pub fn binary_path(root: &Path, name: &str) -> PathBuf {
 }
 
 /// The packages that build for `x86_64-unknown-none` only: the kernel, the
-/// runtime and the components. The host's `cargo clippy --workspace`
-/// excludes them; the bare-metal lint covers them.
+/// runtime, the components and the libraries they share. The host's
+/// `cargo clippy --workspace` excludes them; the bare-metal lint covers
+/// them.
 pub fn bare_metal_packages(root: &Path) -> Result<Vec<String>> {
     let mut packages = vec![kernel::PACKAGE.to_string(), RT_PACKAGE.to_string()];
+    let dir = components::dir(root);
+    packages.extend(components::discover(&dir)?.into_iter().map(|c| c.name));
     packages.extend(
-        components::discover(&components::dir(root))?
+        components::discover_libraries(&dir)?
             .into_iter()
             .map(|c| c.name),
     );

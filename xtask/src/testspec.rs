@@ -546,12 +546,13 @@ exit = "failure"
     fn scenario_is_checked_for_the_test_machine() {
         let dir = crate::util::temp_dir("testspec-machine");
         std::fs::create_dir_all(dir.join("scenarios")).unwrap();
-        std::fs::create_dir_all(dir.join("components/hello")).unwrap();
+        std::fs::create_dir_all(dir.join("components/hello/src")).unwrap();
         std::fs::write(
             dir.join("components/hello/Cargo.toml"),
             "[package]\nname = \"hello\"\n",
         )
         .unwrap();
+        std::fs::write(dir.join("components/hello/src/main.rs"), "").unwrap();
         std::fs::write(
             dir.join("scenarios/two.toml"),
             "description = 'd'\nsmp = 2\n[[component]]\nname = 'hello'\nram_mib = 1\ncaps = 16\ncpu = 1\n",

@@ -11,10 +11,10 @@ use interfaces::child;
 use interfaces::session::{self as proto, unpack};
 
 use super::{donates, Interface, Label};
-use crate::proto::ping::KERNEL_LABELS;
 use crate::signal::Signals;
 use crate::syscall::{self, Words};
 use crate::transfer;
+use abi::fault::KERNEL_LABELS;
 
 /// What a client donated for a session (`interfaces::session`, "Donation"), as
 /// the provider sees it: its copy of the donation table.

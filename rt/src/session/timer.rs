@@ -1,6 +1,6 @@
 //! The Timer session: the time since the timer started, and one-shot and
 //! periodic timeouts signalled on a notification the server makes for the
-//! session. Served by `components/timer` (the PIT driver); the clock and
+//! session. Served by `components/services/timer` (the PIT driver); the clock and
 //! the timeout bookkeeping are `ucore::timer`.
 //!
 //! | opcode | label | words | reply |

@@ -6,12 +6,13 @@ use crate::util::{temp_dir, workspace_root};
 fn workspace(tag: &str) -> PathBuf {
     let root = temp_dir(tag);
     std::fs::create_dir_all(dir(&root)).unwrap();
-    std::fs::create_dir_all(root.join("components/hello")).unwrap();
+    std::fs::create_dir_all(root.join("components/hello/src")).unwrap();
     std::fs::write(
         root.join("components/hello/Cargo.toml"),
         "[package]\nname = \"hello\"\n",
     )
     .unwrap();
+    std::fs::write(root.join("components/hello/src/main.rs"), "").unwrap();
     root
 }
 
