@@ -35,7 +35,11 @@
 //! takes, and switches straight to the partner. Everything else comes
 //! here. Both paths must give the same result; the scenario tests exercise
 //! both (root's checks use long messages, capabilities, faults, bound
-//! notifications and priorities, which all take this path).
+//! notifications and priorities, which all take this path), and compare
+//! them: with the kernel option `pecan.fastpath=off` every `Call` and
+//! `ReplyRecv` comes here (`percpu::disable_fast_path`), and
+//! `tests/*-slowpath.toml` expect the same output as the tests they copy
+//! (docs/testing.md).
 
 use abi::ipc_buffer::{RECV_SLOT_OFFSET, SEND_CAP_OFFSET};
 use abi::{Error, MsgInfo, ObjectType, LABEL_NOTIFICATION, REGISTER_MESSAGE_WORDS};

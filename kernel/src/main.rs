@@ -81,6 +81,18 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
         }
     }
 
+    match formats::cmdline::value(cmdline, "pecan.fastpath") {
+        None | Some("on") => {}
+        Some("off") => {
+            arch::percpu::disable_fast_path();
+            kprintln!("ipc: fast path off (pecan.fastpath=off): every call takes the general path");
+        }
+        Some(other) => {
+            kprintln!("error: unknown pecan.fastpath={other}; known: on, off");
+            exit(ExitCode::Failure);
+        }
+    }
+
     if formats::cmdline::value(cmdline, "pecan.test-compat32") == Some("1") {
         arch::allow_compat_mode();
         kprintln!("warning: pecan.test-compat32=1: user code may enter 32-bit compatibility mode (for the hostile test)");

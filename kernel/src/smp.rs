@@ -92,7 +92,9 @@
 //! the receiver last queued there). The fast path compares that together
 //! with the endpoint's state, one 16-bit compare with a per-CPU word, and
 //! takes `ReplyRecv` only with no other receiver queued. Readers take no
-//! locks and wait for nothing: no deadlock.
+//! locks and wait for nothing: no deadlock. (With `pecan.fastpath=off`
+//! there are no readers: `syscall_entry_locked_general` takes the lock
+//! for every system call.)
 //!
 //! A CPU waiting for the lock serves requests of the holder (TLB
 //! shootdown, FPU state, leaving a destroyed thread) while it spins (with

@@ -12,6 +12,8 @@
 //! interrupts masked — except the run queue, which other CPUs change while
 //! they hold the big kernel lock (`smp.rs`), as does its owner.
 
+use core::sync::atomic::{AtomicBool, Ordering};
+
 use super::{cpu, gdt};
 use crate::static_cell::StaticCell;
 use crate::thread::RunQueue;
@@ -108,6 +110,8 @@ const SFMASK: u64 = (1 << 8) | (1 << 9) | (1 << 10) | (1 << 18) | (1 << 14);
 unsafe extern "C" {
     fn syscall_entry();
     fn syscall_entry_locked();
+    fn syscall_entry_general();
+    fn syscall_entry_locked_general();
     fn syscall_compat_entry();
     static boot_kernel_stack_top: u8;
 }
@@ -172,7 +176,7 @@ pub fn init_cpu(index: usize, tables: *mut gdt::CpuTables, stack_top: u64) {
         cpu::wrmsr(MSR_KERNEL_GS_BASE, 0);
         let star = (u64::from(gdt::USER_CODE32 & !3) << 48) | (u64::from(gdt::KERNEL_CODE) << 32);
         cpu::wrmsr(MSR_STAR, star);
-        cpu::wrmsr(MSR_LSTAR, syscall_entry as *const () as u64);
+        cpu::wrmsr(MSR_LSTAR, syscall_entry_address(false));
         cpu::wrmsr(MSR_CSTAR, syscall_compat_entry as *const () as u64);
         cpu::wrmsr(MSR_SFMASK, SFMASK);
         cpu::wrmsr(MSR_SYSENTER_CS, 0);
@@ -185,8 +189,44 @@ pub fn init_cpu(index: usize, tables: *mut gdt::CpuTables, stack_top: u64) {
 /// lock first (`smp.rs`): done on every CPU when more than one is online.
 pub fn use_locked_syscall_entry() {
     // SAFETY: the locked entry takes the lock and continues at
-    // `syscall_entry` with every register as the CPU left it.
-    unsafe { cpu::wrmsr(MSR_LSTAR, syscall_entry_locked as *const () as u64) };
+    // `syscall_entry` with every register as the CPU left it (or, with the
+    // fast path off, at its general path: `syscall_entry_locked_general`).
+    unsafe { cpu::wrmsr(MSR_LSTAR, syscall_entry_address(true)) };
+}
+
+/// Whether `Call` and `ReplyRecv` try the assembly fast path
+/// (`syscall_entry.s`); cleared once at boot by [`disable_fast_path`]
+/// (`pecan.fastpath=off`). Read only when a CPU's `LSTAR` is written, never
+/// on a system call: the choice is which entry `LSTAR` points at.
+static FAST_PATH: AtomicBool = AtomicBool::new(true);
+
+/// The entry for `LSTAR`: with or without the big kernel lock (`locked`),
+/// with or without the IPC fast path ([`FAST_PATH`]). The entries without
+/// it (`syscall_entry_general`, `syscall_entry_locked_general`) go straight
+/// to the general path, so every `Call` and `ReplyRecv` takes `ipc.rs`.
+fn syscall_entry_address(locked: bool) -> u64 {
+    let entry: unsafe extern "C" fn() = match (locked, FAST_PATH.load(Ordering::Relaxed)) {
+        (false, true) => syscall_entry,
+        (true, true) => syscall_entry_locked,
+        (false, false) => syscall_entry_general,
+        (true, false) => syscall_entry_locked_general,
+    };
+    entry as *const () as u64
+}
+
+/// Turns the IPC fast path off for good (kernel option
+/// `pecan.fastpath=off`, so that the scenario tests can compare both
+/// paths): every `Call` and `ReplyRecv` takes the general path, on every
+/// CPU. Must run on the boot CPU before the other CPUs start and before any
+/// user thread runs: it re-points this CPU's `LSTAR`, and the other CPUs
+/// read the choice when they set theirs.
+pub fn disable_fast_path() {
+    FAST_PATH.store(false, Ordering::Relaxed);
+    // SAFETY: the general entry handles every system call, `Call` and
+    // `ReplyRecv` included, with the registers as the CPU leaves them (it
+    // is the fast-path entry without its dispatch); no system call is in
+    // progress on this CPU while the boot runs.
+    unsafe { cpu::wrmsr(MSR_LSTAR, syscall_entry_address(false)) };
 }
 
 /// CPU `index`'s block (for other CPUs: only its run queue, under the big

@@ -36,6 +36,13 @@
 //! one for `LSTAR`, so one CPU pays nothing. The fast path's run-queue
 //! check reads this CPU's queue GS-relative (`PerCpu::run_queue`).
 //!
+//! With the fast path off (kernel option `pecan.fastpath=off`, to compare
+//! it with the general path: `percpu::disable_fast_path`) the boot picks
+//! `syscall_entry_general` or `syscall_entry_locked_general` instead: the
+//! same entries without the dispatch to the fast paths (the lock is taken
+//! by the same code, `SE_TAKE_LOCK`, assembled once for each locked
+//! entry). Nothing on the fast path tests for the option.
+//!
 //! # The fast path
 //!
 //! `Call` and `ReplyRecv` go to `syscall_fast_call` and

@@ -451,6 +451,8 @@ syscall_slow\sfx:
 .code64
 .global syscall_entry
 .global syscall_entry_locked
+.global syscall_entry_general
+.global syscall_entry_locked_general
 .p2align 4
 SE_BODY , 0
 .p2align 4
@@ -458,48 +460,43 @@ SE_BODY _locked_body, 1
 .p2align 4
 SE_BODY _reader, 2
 
-# The syscall entry while several CPUs are online: take the big kernel lock
-# (a ticket: `lock xadd`, then compare with `serving`), then the ordinary
-# entry (after its swapgs) with every register as the CPU left it. rax and
-# rdx wait in PerCpu::scratch / scratch2 meanwhile (the general path puts
-# the user rsp into scratch only later). A ticket not served yet waits in
-# smp_wait_ticket (out of line, on the kernel stack, serving the holder's
-# requests). With the lock, the caller must still be this CPU's running
-# thread, placed on this CPU, in the loaded address space: while it
-# entered (or ran: smp.rs, "recheck"), another CPU may have destroyed it
-# (current null: its registers go nowhere), stopped it, moved it or taken
-# its address space: then its frame is completed so that it restarts the
-# `syscall` instruction (rip - 2) when it runs again, and
-# smp_syscall_stopped schedules.
-.p2align 4
-syscall_entry_locked:
-    swapgs
-    # Call and ReplyRecv try the fast path without the lock first.
-    cmp ${sys_call}, %rax
-    je syscall_fast_call_reader
-    cmp ${sys_reply_recv}, %rax
-    je syscall_fast_reply_recv_reader
-syscall_entry_locked_gs:
+# Takes the big kernel lock for the entry \name (the part after its swapgs
+# and, in syscall_entry_locked, the reader dispatch; label \name\()_gs),
+# then continues at \body with every register as the CPU left it.
+# Assembled twice: for syscall_entry_locked (\body = the locked entry with
+# its fast paths) and syscall_entry_locked_general (\body = the locked
+# general path: pecan.fastpath=off). rax and rdx wait in PerCpu::scratch /
+# scratch2 meanwhile (the general path puts the user rsp into scratch only
+# later). A ticket not served yet waits in smp_wait_ticket (out of line, on
+# the kernel stack, serving the holder's requests). With the lock, the
+# caller must still be this CPU's running thread, placed on this CPU, in
+# the loaded address space: while it entered (or ran: smp.rs, "recheck"),
+# another CPU may have destroyed it (current null: its registers go
+# nowhere), stopped it, moved it or taken its address space: then its frame
+# is completed so that it restarts the `syscall` instruction (rip - 2) when
+# it runs again, and smp_syscall_stopped schedules (.Lse_locked_check).
+.macro SE_TAKE_LOCK name, body
+\name\()_gs:
     mov %rax, %gs:{pc_scratch}
     mov $1, %eax
     lock xadd %eax, {bkl}+{bkl_next}(%rip)
     cmp %eax, {bkl}+{bkl_serving}(%rip)
-    jne .Lse_locked_wait
-.Lse_locked_have:
+    jne .Lse_locked_wait\@
+.Lse_locked_have\@:
     # The lock is ours: close every online CPU's gate and wait until no
     # fast path runs there (smp::close_gates), then clear this CPU's
     # recheck: the checks below are that check.
     mov %rdx, %gs:{pc_scratch2}
     lea {cpus}(%rip), %rdx
     mov {online_count}(%rip), %eax
-.Lse_close_gate:
+.Lse_close_gate\@:
     lock orb ${closed}, {pc_gate_closed}(%rdx)
-.Lse_drain_gate:
+.Lse_drain_gate\@:
     cmpb $0, {pc_gate}(%rdx)
-    jne .Lse_reader_busy
+    jne .Lse_reader_busy\@
     add ${percpu_stride}, %rdx
     dec %eax
-    jnz .Lse_close_gate
+    jnz .Lse_close_gate\@
     movb $0, %gs:{pc_recheck}
     mov %gs:{pc_current}, %rdx
     test %rdx, %rdx
@@ -517,13 +514,13 @@ syscall_entry_locked_gs:
     jne .Lse_locked_check
     mov %gs:{pc_scratch2}, %rdx
     mov %gs:{pc_scratch}, %rax
-    jmp syscall_entry_locked_body_gs
+    jmp \body
 
-.Lse_reader_busy:
+.Lse_reader_busy\@:
     pause
-    jmp .Lse_drain_gate
+    jmp .Lse_drain_gate\@
 
-.Lse_locked_wait:
+.Lse_locked_wait\@:
     mov %rsp, %gs:{pc_scratch2}
     mov %gs:{pc_kernel_stack_top}, %rsp
     push %rdi
@@ -545,8 +542,41 @@ syscall_entry_locked_gs:
     pop %rsi
     pop %rdi
     mov %gs:{pc_scratch2}, %rsp
-    jmp .Lse_locked_have
+    jmp .Lse_locked_have\@
+.endm
 
+# The syscall entry while several CPUs are online: Call and ReplyRecv try
+# the fast path as a reader first (without the lock); everything else, and
+# a reader that finds its gate closed or gives up, takes the big kernel
+# lock (a ticket: `lock xadd`, then compare with `serving`), then the
+# ordinary locked entry (after its swapgs).
+.p2align 4
+syscall_entry_locked:
+    swapgs
+    # Call and ReplyRecv try the fast path without the lock first.
+    cmp ${sys_call}, %rax
+    je syscall_fast_call_reader
+    cmp ${sys_reply_recv}, %rax
+    je syscall_fast_reply_recv_reader
+    SE_TAKE_LOCK syscall_entry_locked, syscall_entry_locked_body_gs
+
+# The fast path off (pecan.fastpath=off, percpu::disable_fast_path): the
+# entries the boot puts into LSTAR instead, one CPU and several. They go
+# straight to the general path, which handles Call and ReplyRecv like any
+# other call (ipc.rs); neither they nor the general path ever enter a fast
+# path, so every IPC takes the Rust path (the lock-free reader included).
+.p2align 4
+syscall_entry_general:
+    swapgs
+    jmp syscall_general
+
+.p2align 4
+syscall_entry_locked_general:
+    swapgs
+    SE_TAKE_LOCK syscall_entry_locked_general, syscall_general_locked_body
+
+# A caller that another CPU destroyed, stopped, moved or whose address
+# space it took while this one entered (SE_TAKE_LOCK, with the lock).
 .Lse_locked_check:
     mov %gs:{pc_scratch2}, %rdx
     mov %gs:{pc_current}, %rax
