@@ -1,5 +1,6 @@
-//! Named checks for test components, in the format the scenario tests
-//! match:
+//! Named checks, the one reporter of every component that checks something
+//! (test components, root's checks of the kernel), in the one format the
+//! scenario tests match:
 //!
 //! ```text
 //! NAME[N]: check <check>: ok
@@ -9,7 +10,8 @@
 //!
 //! `NAME` is the component's name ([`crate::component`]), `N` the instance
 //! (its start argument), so that two instances of one component can be
-//! told apart in one log.
+//! told apart in one log; a component that runs once may leave the
+//! instance out ([`Checks::unnumbered`]: `NAME: check ...`).
 
 use core::fmt;
 
@@ -17,45 +19,92 @@ use crate::println;
 
 /// A running count of checks.
 pub struct Checks {
-    instance: u64,
+    instance: Option<u64>,
     checks: u32,
     failed: u32,
+}
+
+/// `NAME[N]` or `NAME`: who reports.
+struct Who(Option<u64>);
+
+impl fmt::Display for Who {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = crate::component().name;
+        match self.0 {
+            Some(n) => write!(f, "{name}[{n}]"),
+            None => write!(f, "{name}"),
+        }
+    }
 }
 
 impl Checks {
     /// No checks yet, for instance `instance` of this component.
     pub fn new(instance: u64) -> Checks {
         Checks {
-            instance,
+            instance: Some(instance),
             checks: 0,
             failed: 0,
         }
     }
 
-    /// The instance number.
+    /// No checks yet, for a component that runs once (lines say `NAME:`).
+    pub fn unnumbered() -> Checks {
+        Checks {
+            instance: None,
+            checks: 0,
+            failed: 0,
+        }
+    }
+
+    /// The instance number (0 when unnumbered).
     pub fn instance(&self) -> u64 {
-        self.instance
+        self.instance.unwrap_or(0)
     }
 
     /// Records check `name`: `ok`, or failed with `detail`.
-    pub fn expect(&mut self, name: &str, ok: bool, detail: fmt::Arguments) {
+    pub fn expect(&mut self, name: impl fmt::Display, ok: bool, detail: fmt::Arguments) {
         self.checks += 1;
-        let who = crate::component().name;
+        let who = Who(self.instance);
         if ok {
-            println!("{who}[{}]: check {name}: ok", self.instance);
+            println!("{who}: check {name}: ok");
         } else {
             self.failed += 1;
-            println!("{who}[{}]: check {name}: FAILED ({detail})", self.instance);
+            println!("{who}: check {name}: FAILED ({detail})");
         }
+    }
+
+    /// Records check `name`: a result that must be `want` (any `Ok` value
+    /// when `want` is `Ok`); the detail says what came instead.
+    pub fn result<T: fmt::Debug, E: fmt::Debug + PartialEq>(
+        &mut self,
+        name: impl fmt::Display,
+        got: Result<T, E>,
+        want: Result<(), E>,
+    ) {
+        let ok = match (&got, &want) {
+            (Ok(_), Ok(())) => true,
+            (Err(g), Err(w)) => g == w,
+            _ => false,
+        };
+        self.expect(name, ok, format_args!("got {got:?}, want {want:?}"));
+    }
+
+    /// Checks so far.
+    pub fn count(&self) -> u32 {
+        self.checks
+    }
+
+    /// Failed checks so far.
+    pub fn failed(&self) -> u32 {
+        self.failed
     }
 
     /// Prints the summary line; returns the number of failed checks (the
     /// usual exit code).
     pub fn finish(&self) -> i32 {
         println!(
-            "{}[{}]: {} checks, {} failed",
-            crate::component().name,
-            self.instance,
+            "{}: {} checks, {} failed",
+            Who(self.instance),
             self.checks,
             self.failed
         );

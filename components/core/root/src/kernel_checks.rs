@@ -8,7 +8,8 @@
 //! is revoked, which must destroy every object made from it — a second
 //! thread included — and leave the slots empty.
 //!
-//! Prints `root: kernel check <name>: ok` or `FAILED (...)` per check and
+//! Prints `root: check <name>: ok` or `FAILED (...)` per check (`rt::check`,
+//! counted with the system-call checks of `checks.rs`) and
 //! the call round trip: `root: ipc call+reply round trip min=N median=N
 //! ticks (same address space, 0 words)`.
 
@@ -19,6 +20,7 @@ use rt::abi::bootinfo::{slot, BootInfo};
 use rt::abi::map::{Cache, MapAttr};
 use rt::abi::object::io_ports_range;
 use rt::abi::{Error, MsgInfo, ObjectType, Rights};
+use rt::check::Checks;
 use rt::println;
 use rt::syscall::{self, rdtsc};
 
@@ -39,40 +41,6 @@ const STACK_TOP: u64 = AREA + 2 * 4096;
 const SERVER_IPC_BUFFER: u64 = AREA + 2 * 4096;
 const SCRATCH: u64 = AREA + 3 * 4096;
 const BADGE: u64 = 0x42;
-
-struct Checks {
-    failed: usize,
-}
-
-impl Checks {
-    fn check<T: core::fmt::Debug>(
-        &mut self,
-        name: &str,
-        got: Result<T, Error>,
-        want: Result<(), Error>,
-    ) {
-        let ok = match (&got, want) {
-            (Ok(_), Ok(())) => true,
-            (Err(g), Err(w)) => *g == w,
-            _ => false,
-        };
-        if ok {
-            println!("root: kernel check {name}: ok");
-        } else {
-            println!("root: kernel check {name}: FAILED (got {got:?}, want {want:?})");
-            self.failed += 1;
-        }
-    }
-
-    fn expect(&mut self, name: &str, ok: bool, detail: core::fmt::Arguments) {
-        if ok {
-            println!("root: kernel check {name}: ok");
-        } else {
-            println!("root: kernel check {name}: FAILED ({detail})");
-            self.failed += 1;
-        }
-    }
-}
 
 /// The echo server run by the second thread: answers every call with word
 /// 0 + 1, the caller's badge in word 1 and the received length; words 4..
@@ -116,60 +84,59 @@ fn rw() -> MapAttr {
     }
 }
 
-/// Runs the checks; returns how many failed.
-pub fn run(info: &BootInfo) -> usize {
-    let mut c = Checks { failed: 0 };
+/// Runs the checks, counting them in `c`.
+pub fn run(info: &BootInfo, c: &mut Checks) {
     let Some(source) = info
         .untyped()
         .iter()
         .position(|u| u.device == 0 && u.size_bits >= 21)
     else {
-        println!("root: kernel check setup: FAILED (no untyped of 2 MiB)");
-        return 1;
+        c.expect("setup", false, format_args!("no untyped of 2 MiB"));
+        return;
     };
     let source = u64::from(slot::UNTYPED_FIRST) + source as u64;
-    c.check(
+    c.result(
         "retype-untyped",
         syscall::retype(source, ObjectType::Untyped, 20, SCRATCH_UNTYPED, 1),
         Ok(()),
     );
     let u = SCRATCH_UNTYPED;
-    c.check(
+    c.result(
         "retype-endpoint",
         syscall::retype(u, ObjectType::Endpoint, 0, EP, 1),
         Ok(()),
     );
-    c.check(
+    c.result(
         "retype-notification",
         syscall::retype(u, ObjectType::Notification, 0, NOTIFICATION, 1),
         Ok(()),
     );
-    c.check(
+    c.result(
         "retype-thread",
         syscall::retype(u, ObjectType::Thread, 0, THREAD, 1),
         Ok(()),
     );
-    c.check(
+    c.result(
         "retype-frames",
         syscall::retype(u, ObjectType::Frame4K, 0, FRAMES, FRAME_COUNT),
         Ok(()),
     );
-    c.check(
+    c.result(
         "retype-into-occupied-slot",
         syscall::retype(u, ObjectType::Endpoint, 0, EP, 1),
         Err(Error::SlotOccupied),
     );
-    c.check(
+    c.result(
         "retype-too-big",
         syscall::retype(u, ObjectType::Untyped, 21, SPARE, 1),
         Err(Error::OutOfMemory),
     );
-    c.check(
+    c.result(
         "mint-badged-endpoint",
         syscall::cap_mint(EP, EP_BADGED, Rights::WRITE, BADGE),
         Ok(()),
     );
-    c.check(
+    c.result(
         "mint-more-rights",
         syscall::cap_mint(EP_BADGED, SPARE, Rights::ALL, 0),
         Err(Error::MissingRights),
@@ -180,18 +147,18 @@ pub fn run(info: &BootInfo) -> usize {
         // SAFETY: AREA is far from root's image, stack and heap; nothing of
         // root's lives there.
         let r = unsafe { syscall::map(slot::VSPACE.into(), FRAMES + i, AREA + i * 4096, rw()) };
-        c.check("map-frame", r, Ok(()));
+        c.result("map-frame", r, Ok(()));
     }
     // SAFETY: as above; mapping the same capability twice must fail.
     let again = unsafe { syscall::map(slot::VSPACE.into(), FRAMES, AREA + 0x10_0000, rw()) };
-    c.check("map-same-cap-twice", again, Err(Error::InvalidState));
-    c.check("copy-frame", syscall::cap_copy(FRAMES + 3, SPARE), Ok(()));
+    c.result("map-same-cap-twice", again, Err(Error::InvalidState));
+    c.result("copy-frame", syscall::cap_copy(FRAMES + 3, SPARE), Ok(()));
     // SAFETY: SCRATCH is already mapped: the kernel must refuse.
     let taken = unsafe { syscall::map(slot::VSPACE.into(), SPARE, SCRATCH, rw()) };
-    c.check("map-over-mapping", taken, Err(Error::AlreadyMapped));
+    c.result("map-over-mapping", taken, Err(Error::AlreadyMapped));
     // SAFETY: a kernel address: the kernel must refuse.
     let kernel = unsafe { syscall::map(slot::VSPACE.into(), SPARE, 0xffff_8000_0000_0000, rw()) };
-    c.check("map-kernel-address", kernel, Err(Error::InvalidArgument));
+    c.result("map-kernel-address", kernel, Err(Error::InvalidArgument));
     // SAFETY: SCRATCH was just mapped writable and is used only here.
     let value = unsafe {
         core::ptr::write_volatile(SCRATCH as *mut u64, 0x1234_5678);
@@ -204,7 +171,7 @@ pub fn run(info: &BootInfo) -> usize {
     );
 
     // The second thread: an echo server on EP.
-    c.check(
+    c.result(
         "thread-configure",
         syscall::thread_configure(
             THREAD,
@@ -215,12 +182,12 @@ pub fn run(info: &BootInfo) -> usize {
         ),
         Ok(()),
     );
-    c.check(
+    c.result(
         "thread-priority-above-own",
         syscall::thread_set_sched_params(THREAD, 255, 0),
         Err(Error::InvalidArgument),
     );
-    c.check(
+    c.result(
         "thread-priority",
         syscall::thread_set_sched_params(THREAD, rt::interfaces::child::ROOT_PRIORITY, 0),
         Ok(()),
@@ -230,7 +197,7 @@ pub fn run(info: &BootInfo) -> usize {
     let started = unsafe {
         syscall::thread_start(THREAD, echo_server as *const () as u64, STACK_TOP - 8, EP)
     };
-    c.check("thread-start", started, Ok(()));
+    c.result("thread-start", started, Ok(()));
 
     let reply = syscall::call(
         EP_BADGED,
@@ -260,17 +227,17 @@ pub fn run(info: &BootInfo) -> usize {
         matches!(reply, Ok((info, _)) if info.length() == 64) && echoed,
         format_args!("{reply:?}, words[4..8] = {:?}", &buffer.words[4..8]),
     );
-    c.check(
+    c.result(
         "nb-recv-nobody-sends",
         syscall::nb_recv(EP),
         Err(Error::WouldBlock),
     );
-    c.check(
+    c.result(
         "reply-without-caller",
         syscall::reply(MsgInfo::default(), [0; 4]),
         Err(Error::NoCaller),
     );
-    c.check(
+    c.result(
         "send-needs-write",
         syscall::cap_mint(EP, SPARE + 1, Rights::READ, 0)
             .and_then(|()| syscall::send(SPARE + 1, MsgInfo::default(), [0; 4])),
@@ -278,8 +245,8 @@ pub fn run(info: &BootInfo) -> usize {
     );
 
     // Notifications.
-    c.check("signal", syscall::signal(NOTIFICATION), Ok(()));
-    c.check("signal-twice", syscall::signal(NOTIFICATION), Ok(()));
+    c.result("signal", syscall::signal(NOTIFICATION), Ok(()));
+    c.result("signal-twice", syscall::signal(NOTIFICATION), Ok(()));
     c.expect(
         "poll",
         syscall::poll(NOTIFICATION) == Ok(1),
@@ -290,34 +257,34 @@ pub fn run(info: &BootInfo) -> usize {
         syscall::poll(NOTIFICATION) == Ok(0),
         format_args!("word"),
     );
-    c.check(
+    c.result(
         "wait-on-endpoint",
         syscall::wait(EP),
         Err(Error::WrongObjectType),
     );
 
-    transfer_and_bind_checks(&mut c);
-    measure_call(&mut c);
-    irq_check(&mut c, info);
-    pager_check(&mut c);
-    priority_checks(&mut c);
-    device_memory_check(&mut c, info);
+    transfer_and_bind_checks(c);
+    measure_call(c);
+    irq_check(c, info);
+    pager_check(c);
+    priority_checks(c);
+    device_memory_check(c, info);
 
     // Revoking the untyped destroys everything made from it, the running
     // server thread included.
     // SAFETY: the revoked frames are mapped only at AREA, which root no
     // longer uses after this.
-    c.check(
+    c.result(
         "revoke-untyped",
         unsafe { syscall::cap_revoke(SCRATCH_UNTYPED) },
         Ok(()),
     );
-    c.check(
+    c.result(
         "endpoint-gone-after-revoke",
         syscall::call(EP, MsgInfo::default(), [0; 4]),
         Err(Error::EmptySlot),
     );
-    c.check(
+    c.result(
         "retype-again-after-revoke",
         syscall::retype(SCRATCH_UNTYPED, ObjectType::Untyped, 20, SPARE + 2, 1),
         Ok(()),
@@ -326,7 +293,6 @@ pub fn run(info: &BootInfo) -> usize {
     let _ = unsafe { syscall::cap_revoke(SCRATCH_UNTYPED) };
     // SAFETY: as above.
     let _ = unsafe { syscall::cap_delete(SCRATCH_UNTYPED) };
-    c.failed
 }
 
 const IRQ_NOTIFICATION: u64 = FIRST + 20;
@@ -364,7 +330,7 @@ fn make_worker(c: &mut Checks, i: u64, fault: u64, priority: u8) -> u64 {
             syscall::thread_configure(t, slot::CSPACE.into(), slot::VSPACE.into(), 0, fault)
         })
         .and_then(|()| syscall::thread_set_sched_params(t, priority, 0));
-    c.check("worker-setup", r, Ok(()));
+    c.result("worker-setup", r, Ok(()));
     t
 }
 
@@ -382,12 +348,12 @@ extern "C" fn paged_reader(_: u64) -> ! {
 fn pager_check(c: &mut Checks) {
     let r = syscall::retype(SCRATCH_UNTYPED, ObjectType::Endpoint, 0, FAULT_EP, 1)
         .and_then(|()| syscall::cap_mint(FAULT_EP, FAULT_EP_BADGED, Rights::WRITE, FAULT_BADGE));
-    c.check("fault-endpoint", r, Ok(()));
+    c.result("fault-endpoint", r, Ok(()));
     let t = make_worker(c, 2, FAULT_EP_BADGED, 150);
     // SAFETY: the worker runs paged_reader on its own stack.
     let r =
         unsafe { syscall::thread_start(t, paged_reader as *const () as u64, worker_stack(2), 0) };
-    c.check("pager-start", r, Ok(()));
+    c.result("pager-start", r, Ok(()));
     let fault = syscall::recv(FAULT_EP);
     let ok = matches!(fault, Ok((badge, info, w))
         if badge == FAULT_BADGE && info.label() == rt::abi::fault::LABEL_PAGE_FAULT && w[0] == PAGED);
@@ -399,7 +365,7 @@ fn pager_check(c: &mut Checks) {
         // succeeded), and nothing else of root's uses that page.
         .map(|()| unsafe { core::ptr::write_volatile(PAGED as *mut u64, PAGED_VALUE) })
         .and_then(|()| syscall::reply(MsgInfo::default(), [0; 4]));
-    c.check("pager-map-and-reply", r, Ok(()));
+    c.result("pager-map-and-reply", r, Ok(()));
     let exit = syscall::recv(FAULT_EP);
     let ok = matches!(exit, Ok((badge, info, w))
         if badge == FAULT_BADGE && info.label() == rt::abi::fault::LABEL_EXIT && w[0] == PAGED_VALUE);
@@ -430,7 +396,7 @@ extern "C" fn spinner(i: u64) -> ! {
 /// it makes root run again at once; two equal-priority threads that never
 /// yield are interleaved by the timer.
 fn priority_checks(c: &mut Checks) {
-    c.check(
+    c.result(
         "done-notification",
         syscall::retype(SCRATCH_UNTYPED, ObjectType::Notification, 0, DONE, 1),
         Ok(()),
@@ -443,7 +409,7 @@ fn priority_checks(c: &mut Checks) {
         // SAFETY: each worker runs spinner on its own stack.
         let r =
             unsafe { syscall::thread_start(t, spinner as *const () as u64, worker_stack(i), i) };
-        c.check("spinner-start", r, Ok(()));
+        c.result("spinner-start", r, Ok(()));
     }
     let _ = syscall::yield_now();
     let before = COUNTS[0].load(Ordering::Relaxed) + COUNTS[1].load(Ordering::Relaxed);
@@ -494,7 +460,7 @@ fn irq_check(c: &mut Checks, info: &BootInfo) {
         return;
     }
     let line = |gsi: u32| u64::from(slot::IRQ_FIRST + gsi);
-    c.check(
+    c.result(
         "irq-notification",
         syscall::retype(
             SCRATCH_UNTYPED,
@@ -509,14 +475,14 @@ fn irq_check(c: &mut Checks, info: &BootInfo) {
         let minted = IRQ_NOTIFICATION + 1 + u64::from(gsi);
         let r = syscall::cap_mint(IRQ_NOTIFICATION, minted, Rights::WRITE, badge)
             .and_then(|()| syscall::irq_bind(line(gsi), minted));
-        c.check("irq-bind", r, Ok(()));
+        c.result("irq-bind", r, Ok(()));
     }
-    c.check(
+    c.result(
         "irq-ack-unbound-line",
         syscall::irq_ack(line(1)),
         Err(Error::InvalidState),
     );
-    c.check(
+    c.result(
         "irq-bind-not-an-irq",
         syscall::irq_bind(EP, IRQ_NOTIFICATION),
         Err(Error::WrongObjectType),
@@ -533,8 +499,8 @@ fn irq_check(c: &mut Checks, info: &BootInfo) {
                 syscall::io_port_write(ports, PIT_CHANNEL0, 1, u32::from(PIT_DIVISOR >> 8))
             })
     };
-    c.check("io-port-write", started, Ok(()));
-    c.check(
+    c.result("io-port-write", started, Ok(()));
+    c.result(
         "io-port-bad-width",
         syscall::io_port_read(ports, 0x40, 3),
         Err(Error::InvalidArgument),
@@ -584,13 +550,13 @@ const NARROWER_PORTS: u64 = FIRST + 28;
 /// source's, a reversed range and stray high bits are refused.
 fn io_ports_narrow_check(c: &mut Checks, ports: u64) {
     let mint = |src, word| syscall::cap_mint(src, NARROWER_PORTS, Rights::ALL, word);
-    c.check(
+    c.result(
         "io-ports-narrow",
         syscall::cap_mint(ports, NARROW_PORTS, Rights::ALL, io_ports_range(0x40, 0x43)),
         Ok(()),
     );
     // Channel 1's counter (unused: reading it only flips its byte order).
-    c.check(
+    c.result(
         "io-ports-narrow-inside",
         syscall::io_port_read(NARROW_PORTS, 0x41, 1).map(|_| ()),
         Ok(()),
@@ -600,7 +566,7 @@ fn io_ports_narrow_check(c: &mut Checks, ports: u64) {
         ("io-ports-narrow-above", 0x44, 1),
         ("io-ports-narrow-straddles", 0x42, 4),
     ] {
-        c.check(
+        c.result(
             name,
             syscall::io_port_read(NARROW_PORTS, port, width).map(|_| ()),
             Err(Error::InvalidArgument),
@@ -615,9 +581,9 @@ fn io_ports_narrow_check(c: &mut Checks, ports: u64) {
         ("io-ports-mint-reversed", ports, io_ports_range(0x43, 0x40)),
         ("io-ports-mint-high-bits", ports, 1 << 32),
     ] {
-        c.check(name, mint(src, word), Err(Error::InvalidArgument));
+        c.result(name, mint(src, word), Err(Error::InvalidArgument));
     }
-    c.check(
+    c.result(
         "io-ports-narrow-again",
         mint(NARROW_PORTS, io_ports_range(0x41, 0x41)),
         Ok(()),
@@ -667,12 +633,12 @@ fn device_memory_check(c: &mut Checks, info: &BootInfo) {
         next += 1;
     }
     let frame = next;
-    c.check(
+    c.result(
         "device-frame",
         syscall::retype(untyped, ObjectType::Frame4K, 0, frame, 1),
         Ok(()),
     );
-    c.check(
+    c.result(
         "device-no-kernel-objects",
         syscall::retype(untyped, ObjectType::Endpoint, 0, frame + 1, 1),
         Err(Error::InvalidArgument),
@@ -684,7 +650,7 @@ fn device_memory_check(c: &mut Checks, info: &BootInfo) {
     };
     // SAFETY: DEVICE_VADDR is unused by root; the page is read only here.
     let mapped = unsafe { syscall::map(slot::VSPACE.into(), frame, DEVICE_VADDR, uncached) };
-    c.check("device-map-uncached", mapped, Ok(()));
+    c.result("device-map-uncached", mapped, Ok(()));
     if mapped.is_ok() {
         // SAFETY: just mapped: PCI configuration space of 00:00.0.
         let id = unsafe { core::ptr::read_volatile(DEVICE_VADDR as *const u32) };
@@ -693,7 +659,7 @@ fn device_memory_check(c: &mut Checks, info: &BootInfo) {
             id & 0xffff == INTEL,
             format_args!("vendor/device {id:#010x}"),
         );
-        c.check(
+        c.result(
             "device-memory-is-not-user-memory-to-the-kernel",
             syscall::debug_write_raw(DEVICE_VADDR, 4),
             Err(Error::BadAddress),
@@ -728,7 +694,7 @@ fn transfer_and_bind_checks(c: &mut Checks) {
     mine.send_cap = NOTIFICATION;
     server.recv_slot = RECEIVED_CAP;
     let with_cap = MsgInfo::new(9, 0, 1).unwrap_or_default();
-    c.check(
+    c.result(
         "cap-transfer-needs-grant",
         syscall::call(EP_BADGED, with_cap, [0; 4]),
         Err(Error::MissingRights),
@@ -753,19 +719,19 @@ fn transfer_and_bind_checks(c: &mut Checks) {
     );
     mine.send_cap = 0;
 
-    c.check(
+    c.result(
         "bind-notification",
         syscall::bind_notification(THREAD, NOTIFICATION),
         Ok(()),
     );
-    c.check(
+    c.result(
         "bind-notification-twice",
         syscall::bind_notification(THREAD, NOTIFICATION),
         Err(Error::InvalidState),
     );
     let r = syscall::cap_mint(NOTIFICATION, NOTIFICATION_BADGED, Rights::WRITE, 0x30)
         .and_then(|()| syscall::signal(NOTIFICATION_BADGED));
-    c.check("signal-bound", r, Ok(()));
+    c.result("signal-bound", r, Ok(()));
     // The server (same priority) runs when root yields; a timer tick can
     // preempt it between receiving and recording, so give it a few turns.
     let mut word = 0;
@@ -781,7 +747,7 @@ fn transfer_and_bind_checks(c: &mut Checks) {
         word == 0x30,
         format_args!("the server saw {word:#x}"),
     );
-    c.check(
+    c.result(
         "unbind-notification",
         syscall::bind_notification(THREAD, 0),
         Ok(()),

@@ -23,9 +23,9 @@
 //! ```text
 //! root: hello from user space (boot info at 0x7ffff0000000)
 //! root: null syscall min=N median=N ticks (rdtsc overhead M subtracted)
-//! root: check <name>: ok                 (or: FAILED (got ...))
-//! root: kernel check <name>: ok          (or: FAILED (...))
+//! root: check <name>: ok                 (or: FAILED (...)), system calls, then kernel objects
 //! root: ipc call+reply round trip min=N median=N ticks (same address space, 0 words)
+//! root: N checks, F failed
 //! root: N KiB of untyped memory in N capabilities (N device capabilities unused), N free slots
 //! root: started hello (index 1, entry 0x201120)
 //! root: refusing NAME: <reason>          (not in the boot image, malformed ELF, bad entry)
@@ -59,14 +59,13 @@ const EXIT_NO_BOOT_INFO: i32 = 2;
 fn main(arg: u64) -> i32 {
     println!("root: hello from user space (boot info at {arg:#x})");
     checks::measure_null();
-    let mut failed = checks::run_checks();
+    let mut c = rt::check::Checks::unnumbered();
+    checks::run_checks(&mut c);
     let info = boot::info(arg);
     if let Ok(info) = info {
-        failed += kernel_checks::run(info);
+        kernel_checks::run(info, &mut c);
     }
-    if failed > 0 {
-        println!("root: {failed} checks FAILED");
-    }
+    c.finish();
     let info = match info {
         Ok(info) => info,
         Err(e) => {

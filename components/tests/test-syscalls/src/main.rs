@@ -51,6 +51,7 @@ mod threads;
 use core::fmt;
 
 use rt::abi::{caddr, CapSlot, Error, ObjectType, Rights, Sys};
+use rt::check::Checks;
 use rt::interfaces::child::{OWN_CSPACE, OWN_THREAD, OWN_VSPACE, SERVICE_ENDPOINT, UNTYPED};
 use rt::println;
 use rt::syscall::{self, RawResult};
@@ -142,8 +143,7 @@ pub fn err_code<T>(r: &Result<T, Error>) -> u64 {
 
 /// The test run: counts, and a bump allocator for free slots.
 pub struct Test {
-    checks: u32,
-    failed: u32,
+    checks: Checks,
     next_slot: u32,
     /// Helper `h`'s fault endpoint: the main fault endpoint badged `h + 1`.
     pub fault_caps: [CapSlot; HELPERS],
@@ -162,13 +162,11 @@ impl Test {
         expected: fmt::Arguments,
         got: fmt::Arguments,
     ) {
-        self.checks += 1;
-        if ok {
-            println!("test-syscalls: check {call} {case}: ok");
-        } else {
-            self.failed += 1;
-            println!("test-syscalls: check {call} {case}: FAILED (expected {expected}, got {got})");
-        }
+        self.checks.expect(
+            format_args!("{call} {case}"),
+            ok,
+            format_args!("expected {expected}, got {got}"),
+        );
     }
 
     /// Checks that a result code is `want` (`None`: success).
@@ -284,8 +282,7 @@ impl Test {
 fn main(_arg: u64) -> i32 {
     println!("test-syscalls: start");
     let mut t = Test {
-        checks: 0,
-        failed: 0,
+        checks: Checks::unnumbered(),
         next_slot: rt::interfaces::child::FIRST_FREE,
         fault_caps: [0; HELPERS],
         fault_ep: 0,
@@ -301,6 +298,5 @@ fn main(_arg: u64) -> i32 {
     threads::run(&mut t);
     // Last: it lowers this thread's priority for good.
     threads::priorities(&mut t);
-    println!("test-syscalls: {} checks, {} failed", t.checks, t.failed);
-    t.failed as i32
+    t.checks.finish()
 }

@@ -18,6 +18,7 @@ use alloc::vec::Vec;
 
 use rt::abi::caddr::own;
 use rt::abi::Error;
+use rt::check::Checks;
 use rt::interfaces::child;
 use rt::println;
 use rt::session::timer::{self, Timer, TimerError, TimerService};
@@ -36,18 +37,6 @@ const TICK_US: u64 = 1000;
 /// What a client's wake-up may add to a measured span.
 const SLACK_US: u64 = 200;
 
-/// Counts failed checks.
-struct Checks(i32);
-
-impl Checks {
-    fn expect(&mut self, what: &str, ok: bool) {
-        if !ok {
-            println!("test-timer: FAIL {what}");
-            self.0 += 1;
-        }
-    }
-}
-
 fn main(arg: u64) -> i32 {
     let t = match Timer::open(child::FIRST_FREE, child::FIRST_FREE + 1) {
         Ok(t) => t,
@@ -56,7 +45,7 @@ fn main(arg: u64) -> i32 {
             return 1;
         }
     };
-    let mut c = Checks(0);
+    let mut c = Checks::unnumbered();
     let result = match arg {
         BASIC => basic(&t, &mut c),
         REFUSED => refused(&t, &mut c),
@@ -67,11 +56,13 @@ fn main(arg: u64) -> i32 {
         }
     };
     if let Err(e) = result {
-        println!("test-timer: a Timer request failed: {e}");
-        c.0 += 1;
+        c.expect(
+            "timer-requests",
+            false,
+            format_args!("a Timer request failed: {e}"),
+        );
     }
-    println!("test-timer: done, {} failed", c.0);
-    c.0
+    c.finish()
 }
 
 fn basic(t: &Timer, c: &mut Checks) -> Result<(), TimerError> {
@@ -91,8 +82,9 @@ fn basic(t: &Timer, c: &mut Checks) -> Result<(), TimerError> {
     t.cancel(p)?;
     println!("test-timer: periodic 1000 us: {fires} fires while now() advanced {elapsed} us");
     c.expect(
-        "50 fires in 50 ms",
+        "50-fires-in-50-ms",
         fires == 50 && elapsed < 50_000 + TICK_US + SLACK_US,
+        format_args!("{fires} fires in {elapsed} us"),
     );
 
     for us in [1, 999, 1000, 2500, 20_000] {
@@ -100,8 +92,11 @@ fn basic(t: &Timer, c: &mut Checks) -> Result<(), TimerError> {
         t.sleep(us)?;
         let slept = t.now()? - before;
         println!("test-timer: sleep({us}) took {slept} us");
-        c.expect("sleep long enough", slept >= us);
-        c.expect("sleep not too long", slept <= us + 2 * TICK_US + SLACK_US);
+        c.expect(
+            format_args!("sleep-{us}-us"),
+            (us..=us + 2 * TICK_US + SLACK_US).contains(&slept),
+            format_args!("slept {slept} us"),
+        );
     }
     tick_cost(t)
 }
@@ -138,23 +133,31 @@ fn tick_cost(t: &Timer) -> Result<(), TimerError> {
 fn refused(t: &Timer, c: &mut Checks) -> Result<(), TimerError> {
     let bad =
         |r: Result<timer::Timeout, TimerError>| r == Err(TimerError::Refused(timer::BAD_DURATION));
-    c.expect("one-shot of 0 us", bad(t.oneshot(0)));
-    c.expect("period of 0 us", bad(t.periodic(0)));
-    c.expect("period below a tick", bad(t.periodic(MIN_PERIOD_US - 1)));
-    c.expect("one-shot over an hour", bad(t.oneshot(MAX_US + 1)));
-    c.expect("period of u64::MAX", bad(t.periodic(u64::MAX)));
-    let not_set = Err(TimerError::Refused(timer::NOT_SET));
-    c.expect("cancel of nothing", t.cancel(timer::Timeout(3)) == not_set);
-    c.expect(
-        "cancel out of range",
-        t.cancel(timer::Timeout(u64::MAX)) == not_set,
+    let refused_with = |c: &mut Checks, name: &str, r: Result<timer::Timeout, TimerError>| {
+        c.expect(name, bad(r), format_args!("{r:?}"));
+    };
+    refused_with(&mut *c, "oneshot-0-us", t.oneshot(0));
+    refused_with(&mut *c, "period-0-us", t.periodic(0));
+    refused_with(
+        &mut *c,
+        "period-below-a-tick",
+        t.periodic(MIN_PERIOD_US - 1),
     );
+    refused_with(&mut *c, "oneshot-over-an-hour", t.oneshot(MAX_US + 1));
+    refused_with(&mut *c, "period-u64-max", t.periodic(u64::MAX));
+    let not_set = Err(TimerError::Refused(timer::NOT_SET));
+    let r = t.cancel(timer::Timeout(3));
+    c.expect("cancel-of-nothing", r == not_set, format_args!("{r:?}"));
+    let r = t.cancel(timer::Timeout(u64::MAX));
+    c.expect("cancel-out-of-range", r == not_set, format_args!("{r:?}"));
     for _ in 0..MAX_TIMEOUTS {
         t.oneshot(MAX_US)?;
     }
+    let r = t.oneshot(5);
     c.expect(
-        "one timeout too many",
-        t.oneshot(5) == Err(TimerError::Refused(timer::FULL)),
+        "one-timeout-too-many",
+        r == Err(TimerError::Refused(timer::FULL)),
+        format_args!("{r:?}"),
     );
     for k in 0..MAX_TIMEOUTS as u64 {
         t.cancel(timer::Timeout(k))?;
@@ -164,8 +167,9 @@ fn refused(t: &Timer, c: &mut Checks) -> Result<(), TimerError> {
         .call(99, [1, 2, 3, 4])
         .map_err(TimerError::Ipc)?;
     c.expect(
-        "unknown opcode",
+        "unknown-opcode",
         unknown.0.label() == timer::UNKNOWN && unknown.1[0] == 99,
+        format_args!("label {:#x}, word 0 {}", unknown.0.label(), unknown.1[0]),
     );
     // Sessions until the provider is full (its slots; `caps = 32` here
     // leaves room to get there).
@@ -188,14 +192,16 @@ fn refused(t: &Timer, c: &mut Checks) -> Result<(), TimerError> {
         None => println!("test-timer: {more} more sessions opened, none refused"),
     }
     c.expect(
-        "a full provider refuses",
+        "a-full-provider-refuses",
         full == Some(OpenError::Provider(REFUSED_FULL)),
+        format_args!("{full:?}"),
     );
     // Closing gives the provider's entry back: a session with a running
     // periodic timeout, closed, loses its notification (the provider
     // revokes it) and the next open succeeds.
     if let Some(last) = extra.pop() {
-        c.expect("close", last.close().is_ok());
+        let r = last.close();
+        c.expect("close", r.is_ok(), format_args!("{:?}", r.err()));
     }
     let (session_slot, notification_slot) = (child::FIRST_FREE + 18, child::FIRST_FREE + 19);
     let closed = match Timer::open(session_slot, notification_slot) {
@@ -213,9 +219,18 @@ fn refused(t: &Timer, c: &mut Checks) -> Result<(), TimerError> {
         }
         Err(_) => false,
     };
-    c.expect("a closed session's notification is revoked", closed);
-    let reopened = open::<TimerService>(session_slot).is_ok();
-    c.expect("open after a close", reopened);
+    c.expect(
+        "a-closed-sessions-notification-is-revoked",
+        closed,
+        format_args!("see the line above"),
+    );
+    let reopened = open::<TimerService>(session_slot);
+    c.expect(
+        "open-after-a-close",
+        reopened.is_ok(),
+        format_args!("{:?}", reopened.as_ref().err()),
+    );
+    let reopened = reopened.is_ok();
     println!(
         "test-timer: a closed session's entry serves the next one: {}",
         if closed && reopened { "yes" } else { "NO" }
@@ -223,7 +238,12 @@ fn refused(t: &Timer, c: &mut Checks) -> Result<(), TimerError> {
     // Still serving.
     let before = t.now()?;
     t.sleep(1500)?;
-    c.expect("serving after refusals", t.now()? >= before + 1500);
+    let after = t.now()?;
+    c.expect(
+        "serving-after-refusals",
+        after >= before + 1500,
+        format_args!("slept {} us of 1500", after - before),
+    );
     println!("test-timer: bad requests refused, the server still serves");
     Ok(())
 }
@@ -235,15 +255,17 @@ fn concurrent(t: &Timer, c: &mut Checks, period: u64) -> Result<(), TimerError> 
     let p = t.periodic(period)?;
     let half = t.oneshot(SPAN_US / 2)?;
     let (mut fires, mut half_seen) = (0, false);
+    let mut foreign_bits = 0;
     while fires < count {
         let bits = t.wait()?;
-        c.expect("only its own bits", bits & !(p.bit() | half.bit()) == 0);
+        foreign_bits |= bits & !(p.bit() | half.bit());
         if bits & half.bit() != 0 {
             half_seen = true;
             let at = t.now()? - start;
             c.expect(
-                "one-shot on time",
+                "oneshot-on-time",
                 (SPAN_US / 2..SPAN_US / 2 + TICK_US + SLACK_US).contains(&at),
+                format_args!("at {at} us"),
             );
         }
         if bits & p.bit() != 0 {
@@ -256,10 +278,16 @@ fn concurrent(t: &Timer, c: &mut Checks, period: u64) -> Result<(), TimerError> 
         "test-timer: period {period} us: {fires} fires in {elapsed} us (from {start} us), one-shot {}",
         if half_seen { "seen" } else { "missing" }
     );
-    c.expect("one-shot fired", half_seen);
     c.expect(
-        "span matches the period",
+        "only-its-own-bits",
+        foreign_bits == 0,
+        format_args!("bits {foreign_bits:#x}"),
+    );
+    c.expect("oneshot-fired", half_seen, format_args!("never"));
+    c.expect(
+        "span-matches-the-period",
         (SPAN_US..SPAN_US + TICK_US + SLACK_US).contains(&elapsed),
+        format_args!("{elapsed} us"),
     );
     Ok(())
 }
