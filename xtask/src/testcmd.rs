@@ -52,10 +52,26 @@ pub fn run(args: &TestArgs) -> Result<bool> {
     if filter.is_none_or(|f| "bench-budgets".contains(f) || f.contains("bench")) {
         counts += bench_budgets();
     }
+    if let Some(why) = nothing_ran(filter, &counts) {
+        println!("FAIL {why}");
+        counts.failed += 1;
+    }
 
     println!("total time: {:.1} s", start.elapsed().as_secs_f64());
     println!("{} passed, {} failed", counts.passed, counts.failed);
     Ok(counts.failed == 0)
+}
+
+/// A run that tested nothing did not pass: a filter that matches no host
+/// test, lint, scenario test or budget (a typo, a renamed test) is a
+/// failure, not `0 passed, 0 failed` and success.
+fn nothing_ran(filter: Option<&str>, counts: &Counts) -> Option<String> {
+    (counts.passed == 0 && counts.failed == 0).then(|| match filter {
+        Some(f) => format!(
+            "filter: `{f}` matches no host test, lint, scenario test or benchmark budget"
+        ),
+        None => "nothing was tested".to_string(),
+    })
 }
 
 /// The benchmark regression gate (`bench/budgets.toml`): a quick
@@ -213,4 +229,27 @@ fn default_jobs() -> usize {
         .map(|n| n.get())
         .unwrap_or(1)
         .min(4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_that_tested_nothing_fails() {
+        let none = Counts::default();
+        let why = nothing_ran(Some("nosuchfilter"), &none).unwrap();
+        assert!(why.contains("`nosuchfilter` matches no"), "{why}");
+        assert!(nothing_ran(None, &none).is_some());
+        let one = Counts {
+            passed: 1,
+            failed: 0,
+        };
+        assert_eq!(nothing_ran(Some("boot"), &one), None);
+        let failed = Counts {
+            passed: 0,
+            failed: 1,
+        };
+        assert_eq!(nothing_ran(Some("boot"), &failed), None);
+    }
 }
