@@ -77,6 +77,9 @@ pub struct Scenario {
     /// The checked config update (`update = "NAME"`), packed as the
     /// boot-image entry `config.update`.
     pub update: Option<Box<Scenario>>,
+    /// Whether the file has an `update` key (an update's own is not
+    /// loaded: see [`parse`]).
+    names_an_update: bool,
     /// The file's text and the components it was checked against, to
     /// check it again for another machine.
     text: String,
@@ -121,6 +124,19 @@ pub fn load(root: &Path, name: &str) -> Result<Scenario> {
 /// Parses and checks the scenario file `path` whose contents are `text`;
 /// `binaries` are the components that exist.
 pub fn parse(path: &Path, text: &str, binaries: &[String]) -> Result<Scenario> {
+    parse_following(path, text, binaries, true)
+}
+
+/// [`parse`]; the scenario's `update` is loaded only when `follow_update`
+/// (an update is parsed without following its own, so that a scenario
+/// naming itself, or two naming each other, is an error, not endless
+/// recursion).
+fn parse_following(
+    path: &Path,
+    text: &str,
+    binaries: &[String],
+    follow_update: bool,
+) -> Result<Scenario> {
     let raw: Raw = toml::from_str(text).map_err(|e| parse_error(path, text, &e))?;
     let error = |span, message: &str| tomlfile::error_at(path, text, span, message);
     let smp = match &raw.smp {
@@ -146,8 +162,10 @@ pub fn parse(path: &Path, text: &str, binaries: &[String]) -> Result<Scenario> {
     let machine = Machine { smp, memory_mib };
     let config = check(path, text, &raw, binaries, machine)?;
     let update = match &raw.update {
-        Some(name) => Some(Box::new(load_update(path, text, name, binaries, machine)?)),
-        None => None,
+        Some(name) if follow_update => {
+            Some(Box::new(load_update(path, text, name, binaries, machine)?))
+        }
+        _ => None,
     };
     if update.is_some() && config.is_none() {
         let span = raw.update.as_ref().map(|u| u.span()).unwrap_or(0..0);
@@ -166,6 +184,7 @@ pub fn parse(path: &Path, text: &str, binaries: &[String]) -> Result<Scenario> {
         cmdline: raw.cmdline,
         machine,
         config,
+        names_an_update: raw.update.is_some(),
         update,
         text: text.to_string(),
         binaries: binaries.to_vec(),
@@ -199,8 +218,8 @@ fn load_update(
     }
     let update_text = std::fs::read_to_string(&file)
         .with_context(|| format!("reading {}", display_path(&file)))?;
-    let update = parse(&file, &update_text, binaries)?;
-    if update.update.is_some() {
+    let update = parse_following(&file, &update_text, binaries, false)?;
+    if update.names_an_update {
         return Err(error(&format!(
             "update: {stem} names an update of its own (one update per scenario)"
         )));

@@ -67,9 +67,9 @@ pub fn run(args: &TestArgs) -> Result<bool> {
 /// failure, not `0 passed, 0 failed` and success.
 fn nothing_ran(filter: Option<&str>, counts: &Counts) -> Option<String> {
     (counts.passed == 0 && counts.failed == 0).then(|| match filter {
-        Some(f) => format!(
-            "filter: `{f}` matches no host test, lint, scenario test or benchmark budget"
-        ),
+        Some(f) => {
+            format!("filter: `{f}` matches no host test, lint, scenario test or benchmark budget")
+        }
         None => "nothing was tested".to_string(),
     })
 }

@@ -184,6 +184,21 @@ const CASES: &[(&str, &str, &str)] = &[
     ),
     ("bad-machine", "2:7", "smp: 0 is not from 1 to 255"),
     (
+        "update-self",
+        "2:10",
+        "update: update-self names an update of its own (one update per scenario)",
+    ),
+    (
+        "update-loop-a",
+        "2:10",
+        "update: update-loop-b names an update of its own (one update per scenario)",
+    ),
+    (
+        "update-loop-b",
+        "2:10",
+        "update: update-loop-a names an update of its own (one update per scenario)",
+    ),
+    (
         "update-missing",
         "2:10",
         "update: no scenario file xtask/tests/fixtures/scenarios/no-such-update.toml (the \
@@ -254,6 +269,9 @@ macro_rules! fixture_tests {
 
 fixture_tests! {
     update_missing: "update-missing",
+    update_self: "update-self",
+    update_loop_a: "update-loop-a",
+    update_loop_b: "update-loop-b",
     unknown_key: "unknown-key",
     wrong_type: "wrong-type",
     missing_key: "missing-key",

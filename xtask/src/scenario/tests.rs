@@ -33,10 +33,25 @@ fn listing_and_loading() {
     )
     .unwrap();
     std::fs::write(dir.join("notes.txt"), "not a scenario").unwrap();
+    // A scenario that names itself as its update: an error in the listing
+    // (this recursed until the stack overflowed).
+    std::fs::write(
+        dir.join("loop.toml"),
+        "description = \"x\"\nupdate = \"loop\"\n[[component]]\nname = \"hello\"\nram_mib = 1\ncaps = 16\n",
+    )
+    .unwrap();
 
     let listed = list(&root).unwrap();
     let names: Vec<_> = listed.iter().map(|l| l.name.as_str()).collect();
-    assert_eq!(names, ["bad", "bench", "demo", "worse"]);
+    assert_eq!(names, ["bad", "bench", "demo", "loop", "worse"]);
+    let looped = listed[3].description.as_ref().unwrap_err();
+    assert!(
+        looped.ends_with(
+            "loop.toml:2:10: update: loop names an update of its own (one update per scenario)"
+        ),
+        "{looped}"
+    );
+    let listed: Vec<_> = listed.into_iter().filter(|l| l.name != "loop").collect();
     assert_eq!(listed[2].description, Ok("The demo".to_string()));
     let broken = listed[0].description.as_ref().unwrap_err();
     assert!(broken.contains("bad.toml:2:1"), "{broken}");
