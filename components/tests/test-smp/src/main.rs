@@ -11,11 +11,14 @@
 //! | `move-running` | a thread spinning on CPU 1 (counting) is moved to CPU 0 and back while it runs, suspended (the count stands still), resumed (it counts again); each step is printed (`test-smp: spinner STEP: Ok(true)`) |
 //! | `destroy-running` | the spinning thread is destroyed while it runs on CPU 1: the count stands still, the kernel carries on |
 //! | `fpu-moves-with-thread` | a thread keeps a value in `xmm0`, checks it 20 000 times, moves itself to the other CPU (its state live on the one it leaves), 20 times between CPU 1 and CPU 0, where the main thread waits with another value in its own `xmm0`: neither ever sees a foreign value |
+//! | `cpu1-progress-while-cpu0-yields`, `cpu1-progress-while-cpu0-computes`, `cpu1-syscalls-while-cpu0-yields` | (bit `0x400` only) threads on CPU 1 get their CPU while the main thread keeps CPU 0 busy without `pause`: a spinner counts while CPU 0 yields, then while it computes; a helper's system calls get through while CPU 0 yields (`progress_checks`) |
 //!
 //! The argument is the number of CPUs the machine has; with one, the
 //! cross-CPU checks are reported as skipped. Bit `0x100` runs only the
 //! stress checks (`ipc-under-writers`, `shared-endpoint-under-writers`:
-//! see [`stress`]), bit `0x200` only the CPU-set checks
+//! see [`stress`]), bit `0x400` only the progress checks
+//! (`progress_checks`, under icount: `tests/smp-2-progress.toml`), bit
+//! `0x200` only the CPU-set checks
 //! (`cpu_set_checks`: `cpu-set`, `cpu-set-probe`,
 //! `cpu-set-superset-refused`, `place-each-cpu`, `narrowed-thread`), with
 //! the set the component expects in bits 16..24 (0: every CPU) — under
@@ -69,6 +72,16 @@ const STRESS: u64 = 0x100;
 /// `arg` bit: only the CPU-set checks (`cpu_set_checks`); bits 16..24 of
 /// `arg` are the set the component expects (0: every CPU of the machine).
 const CPU_SET: u64 = 0x200;
+/// `arg` bit: only the progress checks (`progress_checks`): threads on
+/// CPU 1 make progress while the main thread keeps CPU 0 busy.
+const PROGRESS: u64 = 0x400;
+/// How long (TSC ticks; under icount instructions of all CPUs together)
+/// each progress check keeps CPU 0 busy: 10 timer periods.
+const PROGRESS_WINDOW: u64 = 100_000_000;
+/// The least count of the spinner in a progress check: its loop is two
+/// instructions (an `inc` of memory and a jump), so this is a tenth of the
+/// window spent on CPU 1, where an even share is half of it.
+const PROGRESS_MIN: u64 = PROGRESS_WINDOW / 20;
 /// Rounds of the stress check's writer (see `stress`).
 const STRESS_ROUNDS: u64 = 300;
 /// Ping-pong runs (samples of the figure): all pairs, [`ROUNDS`] calls
@@ -130,6 +143,13 @@ fn main(arg: u64) -> i32 {
     let cpus = u64::from(rt::cpu::count());
     if arg & CPU_SET != 0 {
         cpu_set_checks(&mut t, machine_cpus, (arg >> 16) & 0xff);
+        return t.finish();
+    }
+    if arg & PROGRESS != 0 {
+        progress_checks(&mut t, cpus);
+        for i in 0..THREAD_COUNT {
+            let _ = syscall::thread_suspend(THREADS + i);
+        }
         return t.finish();
     }
     if arg & STRESS != 0 {
@@ -920,10 +940,131 @@ extern "C" fn spinner(_: u64) -> ! {
     }
 }
 
+/// The progress checks (arg bit [`PROGRESS`], two CPUs or more, under
+/// icount: the bounds count instructions): threads on CPU 1 must get
+/// their CPU while the main thread keeps CPU 0 busy for
+/// [`PROGRESS_WINDOW`] ticks in loops that never block and execute no
+/// `pause` (under QEMU's TCG a `pause` ends the vCPU's turn and lets the
+/// next one run, which would hide what these checks look for; the
+/// kernel's wait for a lock CPU 1 holds does pause):
+///
+/// - `cpu1-progress-while-cpu0-yields`: the spinner on CPU 1 counts at
+///   least [`PROGRESS_MIN`] while CPU 0 calls `Yield` without end (each
+///   call takes and gives back the big kernel lock);
+/// - `cpu1-progress-while-cpu0-computes`: the same while CPU 0 computes
+///   without a system call;
+/// - `cpu1-syscalls-while-cpu0-yields`: a helper on CPU 1 calling `Null`
+///   (taking the lock too) gets at least a quarter as many calls through
+///   as CPU 0 yields (the ticket lock serves them in turn: about as many).
+///
+/// Not checked: a helper on CPU 1 making system calls while CPU 0
+/// computes. Under icount QEMU 7.2 (this machine's) starves it: once
+/// CPU 1 waits for the lock (`pause`), CPU 0 runs to every timer deadline
+/// and CPU 1 is left a budget of 0 instructions, until CPU 0 itself
+/// pauses or halts (docs/kernel.md, "SMP under icount"; fixed in QEMU
+/// 8.1).
+fn progress_checks(t: &mut Checks, cpus: u64) {
+    if cpus < 2 {
+        println!("test-smp: one CPU: progress checks skipped");
+        return;
+    }
+    if let Err(e) = start(SPINNER, 1, spinner, 0) {
+        t.expect(
+            "cpu1-progress-while-cpu0-yields",
+            false,
+            format_args!("start: {e:?}"),
+        );
+        return;
+    }
+    let before = COUNTER.load(Ordering::Relaxed);
+    let yields = yield_for(PROGRESS_WINDOW);
+    let counted = COUNTER.load(Ordering::Relaxed) - before;
+    println!(
+        "test-smp: spinner on CPU 1 counted {counted} while CPU 0 yielded {yields} times in \
+         {PROGRESS_WINDOW} ticks"
+    );
+    t.expect(
+        "cpu1-progress-while-cpu0-yields",
+        counted >= PROGRESS_MIN,
+        format_args!("counted {counted}, at least {PROGRESS_MIN} expected"),
+    );
+
+    let before = COUNTER.load(Ordering::Relaxed);
+    let t0 = syscall::rdtsc();
+    let mut x = t0 | 1;
+    let mut rounds = 0u64;
+    while syscall::rdtsc() - t0 < PROGRESS_WINDOW {
+        for _ in 0..1000 {
+            // xorshift: work whose result is used (printed below).
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+        rounds += 1;
+    }
+    let counted = COUNTER.load(Ordering::Relaxed) - before;
+    println!(
+        "test-smp: spinner on CPU 1 counted {counted} while CPU 0 computed {rounds} rounds in \
+         {PROGRESS_WINDOW} ticks (xorshift {:#x})",
+        x & 0xff
+    );
+    t.expect(
+        "cpu1-progress-while-cpu0-computes",
+        counted >= PROGRESS_MIN,
+        format_args!("counted {counted}, at least {PROGRESS_MIN} expected"),
+    );
+
+    // The helper alone on CPU 1.
+    let _ = syscall::thread_suspend(THREADS + SPINNER);
+    if let Err(e) = start(BUSY, 1, null_caller, 0) {
+        t.expect(
+            "cpu1-syscalls-while-cpu0-yields",
+            false,
+            format_args!("start: {e:?}"),
+        );
+        return;
+    }
+    let before = NULL_CALLS.load(Ordering::Relaxed);
+    let yields = yield_for(PROGRESS_WINDOW);
+    let calls = NULL_CALLS.load(Ordering::Relaxed) - before;
+    println!(
+        "test-smp: helper on CPU 1 made {calls} system calls while CPU 0 yielded {yields} times \
+         in {PROGRESS_WINDOW} ticks"
+    );
+    t.expect(
+        "cpu1-syscalls-while-cpu0-yields",
+        calls >= yields / 4 && yields > 0,
+        format_args!("{calls} calls, at least {} expected", yields / 4),
+    );
+}
+
+/// Calls `Yield` (without pause) until `ticks` have passed; how often.
+fn yield_for(ticks: u64) -> u64 {
+    let start = syscall::rdtsc();
+    let mut yields = 0u64;
+    while syscall::rdtsc() - start < ticks {
+        let _ = syscall::yield_now();
+        yields += 1;
+    }
+    yields
+}
+
+/// `Null` calls made by [`null_caller`].
+static NULL_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// Calls `Null` without end, counting the calls in [`NULL_CALLS`].
+extern "C" fn null_caller(_: u64) -> ! {
+    loop {
+        let _ = syscall::null();
+        NULL_CALLS.store(NULL_CALLS.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+}
+
 /// Lets the other threads run for a while: a call to the cross-CPU server
 /// on CPU 1 blocks this thread (its CPU may run others or idle) until that
-/// server gets its CPU. (Not a spin: under QEMU's round-robin TCG a vCPU
-/// that spins keeps the host thread for its whole time slice.)
+/// server gets its CPU. (Not a spin: under icount QEMU 7.2 runs a vCPU
+/// that spins without `pause` up to the next timer deadline and may leave
+/// the others nothing meanwhile: docs/kernel.md, "SMP under icount".)
 fn let_others_run() {
     let _ = syscall::call(EPS + MAX_CPUS, MsgInfo(1), [0; 4]);
 }
