@@ -280,7 +280,7 @@ mod tests {
         let triple = GuestExit::from_parts(Some(0), None);
         let r = verdict(&triple, ExpectedExit::Success, Some("tick")).unwrap();
         assert!(
-            r.contains("triple-faulted") && r.contains("`tick` never appeared"),
+            r.contains("triple fault") && r.contains("`tick` never appeared"),
             "{r}"
         );
     }

@@ -26,6 +26,52 @@ pub const EXIT_SUCCESS: i32 = 33;
 pub const EXIT_FAILURE: i32 = 35;
 /// Default guest memory in MiB.
 pub const DEFAULT_MEMORY_MIB: u32 = 256;
+/// The least guest memory a scenario may ask for, in MiB.
+pub const MIN_MEMORY_MIB: u32 = 16;
+/// The most guest memory a scenario may ask for, in MiB: 1 TiB, far above
+/// any guest this project boots (virtual machines of a few GiB must stay
+/// possible) and below what QEMU's q35 machine can address. Whether the
+/// host can give it is checked separately, before a boot
+/// ([`check_host_memory`]).
+pub const MAX_MEMORY_MIB: u32 = 1 << 20;
+
+/// RAM plus swap of this host in MiB, from `/proc/meminfo`: what QEMU can
+/// at most give a guest (it maps guest memory up front and the kernel
+/// refuses a mapping larger than that). `None` when unknown.
+pub fn host_memory_mib() -> Option<u64> {
+    parse_meminfo(&std::fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+/// `MemTotal` + `SwapTotal` of a `/proc/meminfo` text, in MiB.
+fn parse_meminfo(text: &str) -> Option<u64> {
+    let kib = |key: &str| {
+        text.lines().find_map(|l| {
+            l.strip_prefix(key)?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+    };
+    Some((kib("MemTotal:")? + kib("SwapTotal:").unwrap_or(0)) / 1024)
+}
+
+/// Refuses a guest larger than this host's memory before anything is built
+/// or booted (QEMU would fail to start, after the build).
+pub fn check_host_memory(memory_mib: u32) -> anyhow::Result<()> {
+    check_memory_against(memory_mib, host_memory_mib())
+}
+
+fn check_memory_against(memory_mib: u32, host_mib: Option<u64>) -> anyhow::Result<()> {
+    match host_mib {
+        Some(host) if u64::from(memory_mib) > host => anyhow::bail!(
+            "memory_mib = {memory_mib}: this host has {host} MiB of memory and swap in all, \
+             so QEMU cannot give the guest {memory_mib} MiB; ask for less"
+        ),
+        _ => Ok(()),
+    }
+}
 /// Default number of vCPUs.
 pub const DEFAULT_SMP: u32 = 1;
 /// The real-time clock of an instruction-counting machine: a fixed start,
@@ -173,9 +219,20 @@ impl GuestExit {
         match (code, signal) {
             (Some(EXIT_SUCCESS), _) => GuestExit::Success,
             (Some(EXIT_FAILURE), _) => GuestExit::Failure,
-            (Some(n), _) => GuestExit::Other(format!(
-                "QEMU exited with status {n}: the guest triple-faulted or QEMU failed"
-            )),
+            // With -no-reboot a guest reset (a triple fault) ends QEMU
+            // with status 0; QEMU's own errors (it could not start: bad
+            // options, no memory for the guest) end it with 1.
+            (Some(0), _) => GuestExit::Other(
+                "QEMU exited with status 0: the guest reset itself (a triple fault; \
+                 -no-reboot turns the reset into an exit)"
+                    .to_string(),
+            ),
+            (Some(1), _) => GuestExit::Other(
+                "QEMU failed (exit status 1): QEMU itself reported an error (its message is \
+                 on its standard error), the guest may never have run"
+                    .to_string(),
+            ),
+            (Some(n), _) => GuestExit::Other(format!("QEMU exited with status {n}")),
             (None, Some(sig)) => GuestExit::Other(format!("QEMU was killed by signal {sig}")),
             (None, None) => GuestExit::Other("QEMU ended without an exit status".to_string()),
         }
@@ -230,18 +287,30 @@ mod tests {
     fn exit_codes() {
         assert_eq!(GuestExit::from_parts(Some(33), None), GuestExit::Success);
         assert_eq!(GuestExit::from_parts(Some(35), None), GuestExit::Failure);
-        assert_eq!(
-            GuestExit::from_parts(Some(0), None),
-            GuestExit::Other(
-                "QEMU exited with status 0: the guest triple-faulted or QEMU failed".into()
-            )
+        assert!(
+            matches!(GuestExit::from_parts(Some(0), None), GuestExit::Other(t) if t.contains("triple fault") && !t.contains("QEMU failed"))
         );
         assert!(
-            matches!(GuestExit::from_parts(Some(1), None), GuestExit::Other(t) if t.contains("status 1"))
+            matches!(GuestExit::from_parts(Some(1), None), GuestExit::Other(t) if t.contains("QEMU failed (exit status 1)") && !t.contains("triple"))
         );
         assert!(
             matches!(GuestExit::from_parts(None, Some(9)), GuestExit::Other(t) if t.contains("signal 9"))
         );
+    }
+
+    #[test]
+    fn host_memory() {
+        let text = "MemTotal:       24576000 kB\nMemFree:  1 kB\nSwapTotal:       1048576 kB\n";
+        assert_eq!(parse_meminfo(text), Some(25_024));
+        assert_eq!(parse_meminfo("MemTotal: 2097152 kB\n"), Some(2048));
+        assert_eq!(parse_meminfo("nonsense"), None);
+        assert!(check_memory_against(1024, Some(2048)).is_ok());
+        let e = check_memory_against(1_000_000, Some(2048))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("this host has 2048 MiB"), "{e}");
+        // Unknown host: nothing to compare with.
+        assert!(check_memory_against(1_000_000, None).is_ok());
     }
 
     #[test]

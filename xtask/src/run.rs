@@ -40,7 +40,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=255))]
     pub smp: Option<u32>,
     /// Guest memory in MiB [default: the scenario's `memory_mib`, else 256].
-    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(16..))]
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(qemu::MIN_MEMORY_MIB as i64..=qemu::MAX_MEMORY_MIB as i64))]
     pub memory: Option<u32>,
     /// Count instructions, deterministically (`-icount shift=0,align=off,sleep=off`,
     /// a seeded RDRAND, a virtual real-time clock; TCG only).
@@ -58,6 +58,7 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         memory_mib: args.memory.unwrap_or(scenario.machine.memory_mib),
     };
     scenario.check_machine(hardware)?;
+    qemu::check_host_memory(hardware.memory_mib)?;
     setup::ensure_target()?;
     setup::ensure_qemu()?;
     let system = system::build()?;

@@ -150,10 +150,15 @@ fn parse_following(
         None => qemu::DEFAULT_SMP,
     };
     let memory_mib = match &raw.memory_mib {
-        Some(m) if *m.get_ref() < 16 => {
+        Some(m) if !(qemu::MIN_MEMORY_MIB..=qemu::MAX_MEMORY_MIB).contains(m.get_ref()) => {
             return Err(error(
                 m.span(),
-                &format!("memory_mib: {} is less than 16", m.get_ref()),
+                &format!(
+                    "memory_mib: {} is not from {} to {} (1 TiB)",
+                    m.get_ref(),
+                    qemu::MIN_MEMORY_MIB,
+                    qemu::MAX_MEMORY_MIB
+                ),
             ));
         }
         Some(m) => *m.get_ref(),

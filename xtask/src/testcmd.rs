@@ -195,6 +195,11 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
         machine.smp = size.smp;
         machine.memory_mib = size.memory_mib;
         machine.icount = spec.icount && choice.accel == crate::accel::Accel::Tcg;
+        if let Err(e) = crate::qemu::check_host_memory(size.memory_mib) {
+            println!("FAIL {}: {e:#}", spec.name);
+            counts.failed += 1;
+            continue;
+        }
         tests.push(BootTest { spec, machine });
     }
     let jobs = args.jobs.map_or_else(default_jobs, |j| j as usize);

@@ -40,6 +40,7 @@ use toml::Spanned;
 
 use crate::config::Machine;
 use crate::fixtures::Defect;
+use crate::qemu;
 use crate::scenario::{self, Scenario};
 use crate::tomlfile;
 use crate::util::display_path;
@@ -192,8 +193,15 @@ pub fn parse(path: &Path, text: &str) -> Result<TestSpec> {
         None => None,
     };
     let memory_mib = match raw.memory_mib {
-        Some(m) if *m.get_ref() < 16 => {
-            return Err(error(m.span(), "memory_mib must be at least 16".into()));
+        Some(m) if !(qemu::MIN_MEMORY_MIB..=qemu::MAX_MEMORY_MIB).contains(m.get_ref()) => {
+            return Err(error(
+                m.span(),
+                format!(
+                    "memory_mib must be from {} to {}",
+                    qemu::MIN_MEMORY_MIB,
+                    qemu::MAX_MEMORY_MIB
+                ),
+            ));
         }
         Some(m) => Some(m.into_inner()),
         None => None,

@@ -184,6 +184,11 @@ const CASES: &[(&str, &str, &str)] = &[
     ),
     ("bad-machine", "2:7", "smp: 0 is not from 1 to 255"),
     (
+        "memory-too-large",
+        "2:14",
+        "memory_mib: 2000000 is not from 16 to 1048576 (1 TiB)",
+    ),
+    (
         "update-self",
         "2:10",
         "update: update-self names an update of its own (one update per scenario)",
@@ -269,6 +274,7 @@ macro_rules! fixture_tests {
 
 fixture_tests! {
     update_missing: "update-missing",
+    memory_too_large: "memory-too-large",
     update_self: "update-self",
     update_loop_a: "update-loop-a",
     update_loop_b: "update-loop-b",
