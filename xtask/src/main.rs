@@ -84,7 +84,7 @@ fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", util::printable(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }

@@ -133,7 +133,8 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
         match prepared {
             Ok(p) => specs.push(p),
             Err(e) => {
-                println!("FAIL {name}: {}", format!("{e:#}").replace('\n', "\n    "));
+                let why = crate::util::printable(&format!("{e:#}"));
+                println!("FAIL {name}: {}", why.replace('\n', "\n    "));
                 counts.failed += 1;
             }
         }
@@ -211,7 +212,7 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
     let outcomes = boot_test::run_all(tests, jobs, &log_dir, |o| match &o.failure {
         None => println!("PASS {} ({:.1} s)", o.name, o.duration.as_secs_f64()),
         Some(reason) => {
-            println!("FAIL {}: {reason}", o.name);
+            println!("FAIL {}: {}", o.name, crate::util::printable(reason));
             match &o.log_path {
                 Some(p) => println!("    serial log: {}", display_path(p)),
                 None => println!("    (could not write the serial log)"),

@@ -34,6 +34,24 @@ pub fn display_path(path: &Path) -> String {
         .to_string()
 }
 
+/// `text` safe to print on a terminal: control characters other than the
+/// line break (an ANSI escape could clear the screen or forge output) and
+/// the Unicode bidirectional overrides (which reorder what is shown) are
+/// written as Rust escapes, `\u{1b}`. Everything xtask echoes from a file
+/// it was given goes through here on its way out (`main`'s error line).
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if (c.is_control() && c != '\n') || bidi {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The full path of executable `name` on `$PATH`, if there is one.
 pub fn which(name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
@@ -166,6 +184,15 @@ pub fn temp_dir(tag: &str) -> std::path::PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn printable_escapes_what_a_terminal_would_obey() {
+        assert_eq!(printable("plain\nlines"), "plain\nlines");
+        assert_eq!(printable("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
+        assert_eq!(printable("tab\there\r"), "tab\\u{9}here\\u{d}");
+        assert_eq!(printable("x\u{202e}y"), "x\\u{202e}y");
+        assert_eq!(printable("ünïcode ok"), "ünïcode ok");
+    }
 
     #[test]
     fn quoting() {

@@ -184,6 +184,12 @@ const CASES: &[(&str, &str, &str)] = &[
     ),
     ("bad-machine", "2:7", "smp: 0 is not from 1 to 255"),
     (
+        // The escape is shown as \u{1b}, never sent to the terminal.
+        "control-characters",
+        "4:8",
+        "component \"a\\u{1b}[2Jb\": name: must be 1 to 48 ASCII letters, digits, '-', '_' or '.'",
+    ),
+    (
         "memory-too-large",
         "2:14",
         "memory_mib: 2000000 is not from 16 to 1048576 (1 TiB)",
@@ -274,6 +280,7 @@ macro_rules! fixture_tests {
 
 fixture_tests! {
     update_missing: "update-missing",
+    control_characters: "control-characters",
     memory_too_large: "memory-too-large",
     update_self: "update-self",
     update_loop_a: "update-loop-a",
