@@ -198,6 +198,7 @@ pub fn check(
     machine: Machine,
 ) -> Result<Spec, Vec<Diag>> {
     let mut diags = Diags(Vec::new());
+    let lines = crate::tomlfile::LineIndex::new(text);
     let mut parent = Vec::new();
     for service in parent_provides {
         let name = service.get_ref();
@@ -256,7 +257,7 @@ pub fn check(
                 c.name.span(),
                 format!(
                     "{who}name: the component at line {} has this name too",
-                    crate::tomlfile::line_column(text, components[first].span().start).0
+                    lines.line_column(components[first].span().start).0
                 ),
             );
         } else {
@@ -511,7 +512,8 @@ fn check_devices(
     diags: &mut Diags,
     specs: &mut [ComponentSpec],
 ) {
-    let line = |span: &Range<usize>| crate::tomlfile::line_column(text, span.start).0;
+    let lines = crate::tomlfile::LineIndex::new(text);
+    let line = |span: &Range<usize>| lines.line_column(span.start).0;
     // (component index, device) of every valid device so far.
     let mut given: Vec<(usize, Written)> = Vec::new();
     for (index, spanned) in components.iter().enumerate() {

@@ -257,18 +257,30 @@ fn check(
     ) {
         Ok(spec) if spec.components.is_empty() => Ok(None),
         Ok(spec) => Ok(Some(spec)),
-        Err(diags) => Err(anyhow!(
-            "{}",
-            diags
-                .iter()
-                .map(|d| format!(
-                    "{:#}",
-                    tomlfile::error_at(path, text, d.span.clone(), &d.message)
-                ))
-                .collect::<Vec<_>>()
-                .join("\n")
-        )),
+        Err(diags) => Err(anyhow!("{}", report_diags(path, text, &diags))),
     }
+}
+
+/// Errors shown of one file; the rest are counted.
+const MAX_ERRORS_SHOWN: usize = 50;
+
+/// Every error of `diags` as `file:line:col: message` lines, in file order,
+/// at most [`MAX_ERRORS_SHOWN`] of them and then how many more there are.
+fn report_diags(path: &Path, text: &str, diags: &[config::Diag]) -> String {
+    let index = tomlfile::LineIndex::new(text);
+    let mut lines: Vec<String> = diags
+        .iter()
+        .take(MAX_ERRORS_SHOWN)
+        .map(|d| format!("{:#}", index.error_at(path, d.span.clone(), &d.message)))
+        .collect();
+    if diags.len() > MAX_ERRORS_SHOWN {
+        lines.push(format!(
+            "... and {} more errors ({} in all; the first {MAX_ERRORS_SHOWN} are shown)",
+            diags.len() - MAX_ERRORS_SHOWN,
+            diags.len()
+        ));
+    }
+    lines.join("\n")
 }
 
 impl Scenario {

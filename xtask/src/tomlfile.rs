@@ -48,20 +48,50 @@ pub fn key_path(e: &toml::de::Error) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The 1-based line and column of byte `offset` in `text`.
+/// The 1-based line and column of byte `offset` in `text` (one scan of
+/// the text: for many offsets of one text, build a [`LineIndex`]).
 pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let offset = offset.min(text.len());
-    let before = &text.as_bytes()[..offset];
-    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let line_start = before
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |p| p + 1);
-    let column = String::from_utf8_lossy(&before[line_start..])
-        .chars()
-        .count()
-        + 1;
-    (line, column)
+    LineIndex::new(text).line_column(offset)
+}
+
+/// Where the lines of a text start, for many line/column look-ups in
+/// O(log lines) each: reporting all errors of a large file stays linear.
+pub struct LineIndex<'a> {
+    text: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    pub fn new(text: &'a str) -> Self {
+        let newlines = text
+            .bytes()
+            .enumerate()
+            .filter(|&(_, b)| b == b'\n')
+            .map(|(i, _)| i + 1);
+        LineIndex {
+            text,
+            starts: std::iter::once(0).chain(newlines).collect(),
+        }
+    }
+
+    /// The 1-based line and column of byte `offset` (clamped to the text).
+    pub fn line_column(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        // The number of line starts at or before `offset`: at least 1.
+        let line = self.starts.partition_point(|&start| start <= offset);
+        let line_start = self.starts[line - 1];
+        let column = String::from_utf8_lossy(&self.text.as_bytes()[line_start..offset])
+            .chars()
+            .count()
+            + 1;
+        (line, column)
+    }
+
+    /// [`error_at`] with this index.
+    pub fn error_at(&self, path: &Path, span: Range<usize>, message: &str) -> anyhow::Error {
+        let (line, column) = self.line_column(span.start);
+        anyhow!("{}:{line}:{column}: {message}", display_path(path))
+    }
 }
 
 #[cfg(test)]
@@ -75,6 +105,13 @@ mod tests {
         assert_eq!(line_column(text, 6), (2, 1));
         assert_eq!(line_column(text, 8), (2, 3));
         assert_eq!(line_column(text, 1000), (3, 1));
+        let index = LineIndex::new("é\n\nxyz");
+        assert_eq!(index.line_column(0), (1, 1));
+        assert_eq!(index.line_column(2), (1, 2));
+        assert_eq!(index.line_column(3), (2, 1));
+        assert_eq!(index.line_column(4), (3, 1));
+        assert_eq!(index.line_column(6), (3, 3));
+        assert_eq!(LineIndex::new("").line_column(5), (1, 1));
     }
 
     #[test]

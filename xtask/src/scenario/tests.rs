@@ -216,3 +216,35 @@ fn framework_example_is_a_full_config() {
         .routes()
         .any(|r| r.target != ucore::config::Target::Parent)));
 }
+
+#[test]
+fn many_errors_are_capped() {
+    let mut text = String::from("description = 'x'\n");
+    for i in 0..2000 {
+        text.push_str(&format!(
+            "[[component]]\nname = \"c{i}\"\nbinary = \"nope{i}\"\nram_mib = 1\ncaps = 16\n"
+        ));
+    }
+    let e = format!(
+        "{:#}",
+        parse(Path::new("scenarios/x.toml"), &text, &["hello".to_string()]).unwrap_err()
+    );
+    let lines: Vec<&str> = e.lines().collect();
+    assert_eq!(lines.len(), MAX_ERRORS_SHOWN + 1, "{e}");
+    assert_eq!(
+        lines[0],
+        "scenarios/x.toml:4:10: component \"c0\": binary: no component \"nope0\" in components/"
+    );
+    // The 50th error, of the 50th component: its line is computed right.
+    // (2,000 bad binaries, and the RAM and capability totals over the
+    // machine: 2,002 errors.)
+    assert!(
+        lines[49].starts_with("scenarios/x.toml:249:10: component \"c49\""),
+        "{}",
+        lines[49]
+    );
+    assert_eq!(
+        lines[50],
+        "... and 1952 more errors (2002 in all; the first 50 are shown)"
+    );
+}
