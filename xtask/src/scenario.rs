@@ -137,6 +137,7 @@ fn parse_following(
     binaries: &[String],
     follow_update: bool,
 ) -> Result<Scenario> {
+    tomlfile::check_nesting(path, text)?;
     let raw: Raw = toml::from_str(text).map_err(|e| parse_error(path, text, &e))?;
     let error = |span, message: &str| tomlfile::error_at(path, text, span, message);
     let smp = match &raw.smp {
@@ -357,6 +358,38 @@ fn parse_error(path: &Path, text: &str, e: &toml::de::Error) -> anyhow::Error {
     }
 }
 
+/// [`component_at`] for a text that does not parse even leniently (say, an
+/// integer beyond 64 bits): the last `[[component]]` header line before
+/// `offset` and a `name = "..."` line of that table.
+fn component_at_by_lines(text: &str, offset: usize) -> Option<String> {
+    let before = &text[..offset.min(text.len())];
+    let mut index = 0;
+    let mut start = None;
+    let mut at = 0;
+    for line in before.split_inclusive('\n') {
+        if line.trim_start().starts_with("[[component]]") {
+            index += 1;
+            start = Some(at);
+        }
+        at += line.len();
+    }
+    let start = start?;
+    let name = text[start..]
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.trim_start().starts_with('['))
+        .find_map(|l| {
+            let (key, value) = l.split_once('=')?;
+            let value = value.trim();
+            (key.trim() == "name" && value.len() >= 2 && value.starts_with('"'))
+                .then(|| value[1..].split('"').next().unwrap_or("").to_string())
+        });
+    Some(match name {
+        Some(name) => format!("component \"{name}\": "),
+        None => format!("component #{index}: "),
+    })
+}
+
 /// `component "NAME": ` (or `component #N: ` when it has no name) for the
 /// `[[component]]` table that holds byte `offset` of `text`: the last one
 /// whose header is before it.
@@ -366,7 +399,9 @@ fn component_at(text: &str, offset: usize) -> Option<String> {
         #[serde(default)]
         component: Vec<Spanned<toml::Table>>,
     }
-    let lenient: Lenient = toml::from_str(text).ok()?;
+    let Ok(lenient) = toml::from_str::<Lenient>(text) else {
+        return component_at_by_lines(text, offset);
+    };
     let (index, table) = lenient
         .component
         .iter()

@@ -183,6 +183,15 @@ const CASES: &[(&str, &str, &str)] = &[
          string)",
     ),
     ("bad-machine", "2:7", "smp: 0 is not from 1 to 255"),
+    // Was `recursion limit` without a line.
+    ("deep-key", "8:128", "a key of more than 64 parts (a.b.c...)"),
+    // Was `component.ram_mib` without the component.
+    (
+        "huge-integer",
+        "5:11",
+        "component \"hello\": ram_mib: invalid type: integer `99999999999999999999999` as i128, \
+         expected u32",
+    ),
     (
         // The escape is shown as \u{1b}, never sent to the terminal.
         "control-characters",
@@ -280,6 +289,8 @@ macro_rules! fixture_tests {
 
 fixture_tests! {
     update_missing: "update-missing",
+    deep_key: "deep-key",
+    huge_integer: "huge-integer",
     control_characters: "control-characters",
     memory_too_large: "memory-too-large",
     update_self: "update-self",
