@@ -287,9 +287,20 @@ fn exception(frame: &mut TrapFrame) {
         );
     }
     kprintln!("{frame:?}");
-    kprintln!("to see the faulting line: addr2line -e target/x86_64-unknown-none/release/pecan-kernel {:#x}", frame.rip);
+    kprintln!(
+        "to see the faulting line: addr2line -e {KERNEL_ELF} {:#x}",
+        frame.rip
+    );
     crate::exit::exit(crate::exit::ExitCode::Failure);
 }
+
+/// This kernel's ELF file, for the `addr2line` hint: the scenario tests
+/// boot one built with debug assertions (`xtask/src/system.rs`).
+const KERNEL_ELF: &str = if cfg!(debug_assertions) {
+    "target/checked/x86_64-unknown-none/release/pecan-kernel"
+} else {
+    "target/x86_64-unknown-none/release/pecan-kernel"
+};
 
 struct ExceptionName(u64);
 
