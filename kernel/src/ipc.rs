@@ -45,8 +45,9 @@ use abi::ipc_buffer::{RECV_SLOT_OFFSET, SEND_CAP_OFFSET};
 use abi::{Error, MsgInfo, ObjectType, LABEL_NOTIFICATION, REGISTER_MESSAGE_WORDS};
 use kcore::cap;
 
-use crate::object::{self, endpoint, notification, Access, EndpointState, KernelSlots};
-use crate::thread::{self, t, Queue, SendKind, State, Thread, ThreadRef};
+use crate::object::{self, Access, EndpointState};
+use crate::thread::{self, Queue, SendKind, State, Thread, ThreadRef};
+use crate::token::{Kernel, Objects};
 use crate::{mm, vspace};
 
 /// The start of a thread's IPC buffer in the kernel's direct map, if the
@@ -54,12 +55,14 @@ use crate::{mm, vspace};
 ///
 /// The translation is kept in the thread (`thread::IpcBufferCache`) and
 /// used again while the address space has unmapped nothing since.
-pub fn ipc_buffer_ptr(thread: &Thread, write: bool) -> Option<*mut u64> {
+pub fn ipc_buffer_ptr(objects: &Objects, thread: &Thread, write: bool) -> Option<*mut u64> {
     if thread.ipc_buffer == 0 {
         return None;
     }
     let root = thread.page_table_root()?;
-    let unmaps = vspace::header(root).unmaps;
+    // SAFETY: a thread's address space (its address-space slot holds a
+    // capability to it) is live.
+    let unmaps = unsafe { vspace::header(objects, root) }.unmaps;
     let kept = thread.ipc_buffer_cache.get();
     if kept.root == root && kept.va == thread.ipc_buffer && kept.unmaps == unmaps {
         return (kept.writable || !write).then_some(kept.kernel_ptr as *mut u64);
@@ -82,9 +85,9 @@ pub fn ipc_buffer_ptr(thread: &Thread, write: bool) -> Option<*mut u64> {
 
 /// Whether `thread` can send a message of `info` (a long one needs a
 /// readable IPC buffer).
-pub fn check_sendable(thread: &Thread, info: MsgInfo) -> Result<(), Error> {
+pub fn check_sendable(objects: &Objects, thread: &Thread, info: MsgInfo) -> Result<(), Error> {
     if (info.length() > REGISTER_MESSAGE_WORDS || info.caps() > 0)
-        && ipc_buffer_ptr(thread, false).is_none()
+        && ipc_buffer_ptr(objects, thread, false).is_none()
     {
         return Err(Error::BadAddress);
     }
@@ -93,25 +96,26 @@ pub fn check_sendable(thread: &Thread, info: MsgInfo) -> Result<(), Error> {
 
 /// Copies a message from `s` to `r` (see the module doc) and sets `r`'s
 /// result registers.
-fn transfer(s: &mut Thread, r: &mut Thread, badge: u64, grant: bool, kind: SendKind) {
+fn transfer(k: &mut Kernel, s: ThreadRef, r: ThreadRef, badge: u64, grant: bool, kind: SendKind) {
+    let sender = k.threads.get(s);
     let (info, words) = match kind {
         SendKind::Fault | SendKind::Exit => {
-            let m = s.kernel_msg;
+            let m = sender.kernel_msg;
             (
                 MsgInfo(m[0] << 16 | REGISTER_MESSAGE_WORDS as u64),
                 [m[1], m[2], m[3], m[4]],
             )
         }
         SendKind::Send | SendKind::Call => {
-            let f = &s.context.0;
+            let f = &sender.context.0;
             (MsgInfo(f.rsi), [f.rdx, f.r10, f.r8, f.r9])
         }
     };
     let mut length = info.length().min(abi::MAX_MESSAGE_WORDS);
     let mut caps = 0;
     if length > REGISTER_MESSAGE_WORDS || info.caps() > 0 {
-        let src = ipc_buffer_ptr(s, false);
-        let dst = ipc_buffer_ptr(r, true);
+        let src = ipc_buffer_ptr(&k.objects, k.threads.get(s), false);
+        let dst = ipc_buffer_ptr(&k.objects, k.threads.get(r), true);
         match (src, dst) {
             (Some(src), Some(dst)) => {
                 if length > REGISTER_MESSAGE_WORDS {
@@ -136,7 +140,7 @@ fn transfer(s: &mut Thread, r: &mut Thread, badge: u64, grant: bool, kind: SendK
                             dst.add((RECV_SLOT_OFFSET / 8) as usize).read(),
                         )
                     };
-                    if transfer_cap(s, r, send_cap, recv_slot).is_ok() {
+                    if transfer_cap(k, s, r, send_cap, recv_slot).is_ok() {
                         caps = 1;
                     }
                 }
@@ -144,33 +148,39 @@ fn transfer(s: &mut Thread, r: &mut Thread, badge: u64, grant: bool, kind: SendK
             _ => length = length.min(REGISTER_MESSAGE_WORDS),
         }
     }
-    let f = r.frame();
+    let f = k.threads.get_mut(r).frame();
     f.rax = 0;
     f.rdi = badge;
     f.rsi = MsgInfo(info.label() << 16 | (caps as u64) << 8 | length as u64).0;
     [f.rdx, f.r10, f.r8, f.r9] = words;
 }
 
-fn transfer_cap(s: &Thread, r: &Thread, send_cap: u64, recv_slot: u64) -> Result<(), Error> {
+fn transfer_cap(
+    k: &mut Kernel,
+    s: ThreadRef,
+    r: ThreadRef,
+    send_cap: u64,
+    recv_slot: u64,
+) -> Result<(), Error> {
     if recv_slot == abi::caddr::NULL_SLOT {
         return Err(Error::InvalidSlot);
     }
-    let src = object::resolve(s, send_cap, Access::Read)?;
-    let c = object::slot(src).cap.ok_or(Error::EmptySlot)?;
+    let src = object::resolve(k, k.threads.get(s), send_cap, Access::Read)?;
+    let c = k.slot(src).cap.ok_or(Error::EmptySlot)?;
     // A reply capability is the one answer to its caller: never derived.
     if matches!(c.kind, ObjectType::Untyped | ObjectType::Reply) {
         return Err(Error::InvalidArgument);
     }
-    let dst = object::resolve(r, recv_slot, Access::Write)?;
-    cap::copy(&mut KernelSlots, src, dst)?;
-    object::add_ref(&c);
-    clear_mapping(dst);
+    let dst = object::resolve(k, k.threads.get(r), recv_slot, Access::Write)?;
+    cap::copy(k, src, dst)?;
+    object::add_ref(k, &c);
+    clear_mapping(k, dst);
     Ok(())
 }
 
 /// A derived frame capability starts unmapped (one mapping per capability).
-pub fn clear_mapping(id: kcore::cap::SlotId) {
-    if let Some(c) = object::slot(id).cap.as_mut() {
+pub fn clear_mapping(k: &mut Kernel, id: kcore::cap::SlotId) {
+    if let Some(c) = k.slot_mut(id).cap.as_mut() {
         if matches!(c.kind, ObjectType::Frame4K | ObjectType::Frame2M) {
             c.badge = 0;
             c.extra = 0;
@@ -180,28 +190,32 @@ pub fn clear_mapping(id: kcore::cap::SlotId) {
 
 /// Links `caller` (blocked for a reply) to `server`. An older unanswered
 /// caller of `server` is aborted.
-fn set_caller(server: ThreadRef, caller: ThreadRef, is_fault: bool) {
-    object::abandon_caller(server);
-    t!(server).caller = Some(caller);
-    let c = t!(caller);
+fn set_caller(k: &mut Kernel, server: ThreadRef, caller: ThreadRef, is_fault: bool) {
+    object::abandon_caller(k, server);
+    k.threads.get_mut(server).caller = Some(caller);
+    let c = k.threads.get_mut(caller);
     c.reply_from = Some(server);
     c.reply_is_fault = is_fault;
-    thread::set_state(caller, State::BlockedReply);
+    thread::set_state(&mut k.threads, caller, State::BlockedReply);
 }
 
 /// What happens to the sender once its message was taken.
-fn after_sent(sender: ThreadRef, receiver: ThreadRef, kind: SendKind) {
+fn after_sent(k: &mut Kernel, sender: ThreadRef, receiver: ThreadRef, kind: SendKind) {
     match kind {
         SendKind::Send => {}
-        SendKind::Call => set_caller(receiver, sender, false),
-        SendKind::Fault => set_caller(receiver, sender, true),
-        SendKind::Exit => thread::set_state(sender, State::Inactive),
+        SendKind::Call => set_caller(k, receiver, sender, false),
+        SendKind::Fault => set_caller(k, receiver, sender, true),
+        SendKind::Exit => thread::set_state(&mut k.threads, sender, State::Inactive),
     }
 }
 
 /// `sender` sends on the endpoint at `ep_phys`. When nobody receives and
 /// `blocking`, the sender waits in the queue (its state says so).
-pub fn send(
+///
+/// # Safety
+/// `ep_phys` names a live endpoint (`object.rs`, "Access").
+pub unsafe fn send(
+    k: &mut Kernel,
     sender: ThreadRef,
     ep_phys: u64,
     badge: u64,
@@ -209,56 +223,71 @@ pub fn send(
     kind: SendKind,
     blocking: bool,
 ) -> Result<(), Error> {
-    let ep = endpoint(ep_phys);
+    // SAFETY: the caller's promise.
+    let ep = unsafe { k.objects.endpoint_mut(ep_phys) };
     if ep.state == EndpointState::Recv {
-        if let Some(r) = ep.queue.pop_front() {
+        if let Some(r) = ep.queue.pop_front(&mut k.threads) {
             if ep.queue.is_empty() {
                 ep.state = EndpointState::Idle;
             }
-            transfer(t!(sender), t!(r), badge, grant, kind);
-            after_sent(sender, r, kind);
-            thread::make_runnable(r);
+            transfer(k, sender, r, badge, grant, kind);
+            after_sent(k, sender, r, kind);
+            thread::make_runnable(k, r);
             return Ok(());
         }
     }
     if !blocking {
         return Err(Error::WouldBlock);
     }
-    let s = t!(sender);
+    let s = k.threads.get_mut(sender);
     s.send_badge = badge;
     s.send_grant = grant;
     s.send_kind = kind;
-    thread::set_state(sender, State::BlockedSend);
-    ep.queue.push_back(sender, Queue::Object(ep_phys));
+    thread::set_state(&mut k.threads, sender, State::BlockedSend);
+    // SAFETY: the caller's promise.
+    let ep = unsafe { k.objects.endpoint_mut(ep_phys) };
+    ep.queue
+        .push_back(&mut k.threads, sender, Queue::Object(ep_phys));
     ep.state = EndpointState::Send;
     Ok(())
 }
 
 /// `receiver` receives on the endpoint at `ep_phys` (or gets its bound
 /// notification's word first).
-pub fn recv(receiver: ThreadRef, ep_phys: u64, blocking: bool) -> Result<(), Error> {
-    let r = t!(receiver);
-    if r.bound_notification != 0 {
-        let n = notification(r.bound_notification);
+///
+/// # Safety
+/// `ep_phys` names a live endpoint (`object.rs`, "Access").
+pub unsafe fn recv(
+    k: &mut Kernel,
+    receiver: ThreadRef,
+    ep_phys: u64,
+    blocking: bool,
+) -> Result<(), Error> {
+    let bound = k.threads.get(receiver).bound_notification;
+    if bound != 0 {
+        // SAFETY: a thread's bound notification is live (destroying the
+        // notification unbinds it).
+        let n = unsafe { k.objects.notification_mut(bound) };
         if n.word != 0 {
             let word = core::mem::take(&mut n.word);
-            deliver_notification(r, word);
+            deliver_notification(k.threads.get_mut(receiver), word);
             return Ok(());
         }
     }
-    let ep = endpoint(ep_phys);
+    // SAFETY: the caller's promise.
+    let ep = unsafe { k.objects.endpoint_mut(ep_phys) };
     if ep.state == EndpointState::Send {
-        if let Some(s) = ep.queue.pop_front() {
+        if let Some(s) = ep.queue.pop_front(&mut k.threads) {
             if ep.queue.is_empty() {
                 ep.state = EndpointState::Idle;
             }
-            let st = t!(s);
-            let kind = st.send_kind;
-            transfer(st, r, st.send_badge, st.send_grant, kind);
-            after_sent(s, receiver, kind);
+            let st = k.threads.get(s);
+            let (kind, badge, grant) = (st.send_kind, st.send_badge, st.send_grant);
+            transfer(k, s, receiver, badge, grant, kind);
+            after_sent(k, s, receiver, kind);
             if kind == SendKind::Send {
-                st.frame().rax = 0;
-                thread::make_runnable(s);
+                k.threads.get_mut(s).frame().rax = 0;
+                thread::make_runnable(k, s);
             }
             return Ok(());
         }
@@ -266,35 +295,43 @@ pub fn recv(receiver: ThreadRef, ep_phys: u64, blocking: bool) -> Result<(), Err
     if !blocking {
         return Err(Error::WouldBlock);
     }
-    thread::set_state(receiver, State::BlockedRecv);
-    ep.queue.push_back(receiver, Queue::Object(ep_phys));
-    ep.state = EndpointState::Recv;
+    thread::set_state(&mut k.threads, receiver, State::BlockedRecv);
     // The receiver's CPU serves this endpoint's calls on its fast path.
-    ep.fast_cpu = t!(receiver).cpu as u8;
+    let cpu = k.threads.get(receiver).cpu;
+    // SAFETY: the caller's promise.
+    let ep = unsafe { k.objects.endpoint_mut(ep_phys) };
+    ep.queue
+        .push_back(&mut k.threads, receiver, Queue::Object(ep_phys));
+    ep.state = EndpointState::Recv;
+    ep.fast_cpu = cpu as u8;
     Ok(())
 }
 
 /// `server` answers its current caller with the message in its registers.
-pub fn reply(server: ThreadRef) -> Result<(), Error> {
-    let s = t!(server);
-    let c = s.caller.take().ok_or(Error::NoCaller)?;
-    t!(c).reply_from = None;
-    answer(server, c);
+pub fn reply(k: &mut Kernel, server: ThreadRef) -> Result<(), Error> {
+    let c = k
+        .threads
+        .get_mut(server)
+        .caller
+        .take()
+        .ok_or(Error::NoCaller)?;
+    k.threads.get_mut(c).reply_from = None;
+    answer(k, server, c);
     Ok(())
 }
 
 /// `server` answers `caller` (no longer linked to anybody: its reply was
 /// taken from `server`'s reply slot or from a reply capability) with the
 /// message in its registers, and `caller` runs again.
-pub fn answer(server: ThreadRef, caller: ThreadRef) {
-    let ct = t!(caller);
+pub fn answer(k: &mut Kernel, server: ThreadRef, caller: ThreadRef) {
+    let ct = k.threads.get_mut(caller);
     if ct.reply_is_fault {
         // The reply resumes the faulting instruction; its content is unused.
         ct.reply_is_fault = false;
     } else {
-        transfer(t!(server), ct, 0, true, SendKind::Send);
+        transfer(k, server, caller, 0, true, SendKind::Send);
     }
-    thread::make_runnable(caller);
+    thread::make_runnable(k, caller);
 }
 
 fn deliver_notification(r: &mut Thread, word: u64) {
@@ -307,36 +344,48 @@ fn deliver_notification(r: &mut Thread, word: u64) {
 
 /// ORs `badge` (1 if 0) into the notification and wakes a waiter or the
 /// bound thread if it is receiving.
-pub fn signal(n_phys: u64, badge: u64) {
-    let n = notification(n_phys);
+///
+/// # Safety
+/// `n_phys` names a live notification (`object.rs`, "Access").
+pub unsafe fn signal(k: &mut Kernel, n_phys: u64, badge: u64) {
+    // SAFETY: the caller's promise.
+    let n = unsafe { k.objects.notification_mut(n_phys) };
     let bits = if badge == 0 { 1 } else { badge };
-    if let Some(w) = n.waiters.pop_front() {
+    if let Some(w) = n.waiters.pop_front(&mut k.threads) {
         let word = core::mem::take(&mut n.word) | bits;
-        let f = t!(w).frame();
+        let f = k.threads.get_mut(w).frame();
         f.rax = 0;
         f.rdi = word;
-        thread::make_runnable(w);
+        thread::make_runnable(k, w);
         return;
     }
     if let Some(b) = n.bound {
-        if t!(b).state == State::BlockedRecv {
-            object::cancel_ipc(b);
+        if k.threads.get(b).state == State::BlockedRecv {
+            object::cancel_ipc(k, b);
+            // SAFETY: the caller's promise.
+            let n = unsafe { k.objects.notification_mut(n_phys) };
             let word = core::mem::take(&mut n.word) | bits;
-            deliver_notification(t!(b), word);
-            thread::make_runnable(b);
+            deliver_notification(k.threads.get_mut(b), word);
+            thread::make_runnable(k, b);
             return;
         }
     }
-    n.word |= bits;
+    // SAFETY: the caller's promise.
+    unsafe { k.objects.notification_mut(n_phys) }.word |= bits;
 }
 
 /// `Wait`: returns the word at once if non-zero, else blocks.
-pub fn wait(waiter: ThreadRef, n_phys: u64) {
-    let n = notification(n_phys);
+///
+/// # Safety
+/// `n_phys` names a live notification (`object.rs`, "Access").
+pub unsafe fn wait(k: &mut Kernel, waiter: ThreadRef, n_phys: u64) {
+    // SAFETY: the caller's promise.
+    let n = unsafe { k.objects.notification_mut(n_phys) };
     if n.word != 0 {
-        t!(waiter).frame().rdi = core::mem::take(&mut n.word);
+        k.threads.get_mut(waiter).frame().rdi = core::mem::take(&mut n.word);
         return;
     }
-    thread::set_state(waiter, State::BlockedNotification);
-    n.waiters.push_back(waiter, Queue::Object(n_phys));
+    thread::set_state(&mut k.threads, waiter, State::BlockedNotification);
+    n.waiters
+        .push_back(&mut k.threads, waiter, Queue::Object(n_phys));
 }

@@ -15,6 +15,7 @@ use abi::Error;
 use spin::Mutex;
 
 use crate::arch::ioapic;
+use crate::token::Kernel;
 
 /// Lines supported.
 pub const MAX_LINES: usize = abi::bootinfo::slot::IRQ_MAX as usize;
@@ -83,7 +84,7 @@ pub fn notification_destroyed(notification: u64) {
 /// a line bound to a notification is masked until `IrqAck` and the
 /// notification is signalled; the IOAPIC driver counts it and ends it at
 /// the local APIC.
-pub fn on_interrupt(vector: u64) {
+pub fn on_interrupt(k: &mut Kernel, vector: u64) {
     let gsi = vector.wrapping_sub(u64::from(kcore::ioapic::VECTOR_FIRST));
     let bound = (gsi < MAX_LINES as u64)
         .then(|| LINES.lock()[gsi as usize])
@@ -93,7 +94,9 @@ pub fn on_interrupt(vector: u64) {
     }
     ioapic::on_interrupt(vector);
     if let Some(line) = bound {
-        crate::ipc::signal(line.notification, line.badge);
+        // SAFETY: a bound line's notification is live: deleting it
+        // unbinds its lines (`notification_destroyed`).
+        unsafe { crate::ipc::signal(k, line.notification, line.badge) };
     }
 }
 

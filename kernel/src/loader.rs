@@ -23,9 +23,10 @@ use kcore::cap::{self, Capability, SlotId};
 use kcore::phys::{PhysRange, PAGE_SIZE};
 
 use crate::mm;
-use crate::object::{self, KernelSlots};
+use crate::object;
 use crate::pvh::BootInfo;
 use crate::thread::{self, ThreadRef};
+use crate::token::{Kernel, Objects};
 use crate::vspace;
 
 const STACK_PAGES: u64 = 16;
@@ -99,7 +100,9 @@ fn alloc_frames(pages: u64) -> Result<u64, LoadError> {
     Ok(phys)
 }
 
+/// Maps a page into root's address space `space` (made by `load_root`).
 fn map_page(
+    objects: &mut Objects,
     space: u64,
     vaddr: u64,
     phys: u64,
@@ -112,14 +115,15 @@ fn map_page(
         executable,
         cache: abi::map::Cache::WriteBack,
     };
-    vspace::map(space, &frame, vaddr, attr)
+    // SAFETY: `space` is root's address space, made by `load_root`.
+    unsafe { vspace::map(objects, space, &frame, vaddr, attr) }
         .map(|_| ())
         .map_err(LoadError::Map)
 }
 
 /// Loads `root` from the boot image and creates its first thread, ready to
 /// run.
-pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError> {
+pub fn load_root(k: &mut Kernel, boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError> {
     let image_range = boot_image_range(boot).ok_or(LoadError::NoBootImage)?;
     if image_range.start % PAGE_SIZE != 0 {
         return Err(LoadError::MisalignedBootImage(image_range.start));
@@ -140,13 +144,18 @@ pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError
 
     // The three objects.
     let space = alloc_frames((1 << (ROOT_PT_POOL_BITS + 1)) / PAGE_SIZE)?;
-    vspace::init(space, ROOT_PT_POOL_BITS);
-    vspace::note_cpu(space, 0);
+    // SAFETY (three objects): fresh, zeroed, naturally aligned frames of
+    // the objects' sizes from the frame allocator, used by nothing else.
+    unsafe { vspace::init(&mut k.objects, space, ROOT_PT_POOL_BITS) };
+    // SAFETY: the address space just made.
+    unsafe { vspace::note_cpu(&mut k.objects, space, 0) };
     let table =
         alloc_frames((1 << (ROOT_CSPACE_BITS + abi::object::SLOT_BYTES_BITS as u64)) / PAGE_SIZE)?;
-    object::init_object(ObjectType::CapTable, table, ROOT_CSPACE_BITS);
+    // SAFETY: see above.
+    unsafe { object::init_object(k, ObjectType::CapTable, table, ROOT_CSPACE_BITS) };
     let tcb = alloc_frames(1)?;
-    object::init_object(ObjectType::Thread, tcb, 0);
+    // SAFETY: see above.
+    unsafe { object::init_object(k, ObjectType::Thread, tcb, 0) };
 
     // Memory: segments, stack, IPC buffer, boot info, boot image.
     for segment in plan.segments() {
@@ -155,12 +164,20 @@ pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError
         while page < end {
             let frame = alloc_frames(1)?;
             copy_segment_bytes(root.data, segment, page, frame);
-            map_page(space, page, frame, segment.writable, segment.executable)?;
+            map_page(
+                &mut k.objects,
+                space,
+                page,
+                frame,
+                segment.writable,
+                segment.executable,
+            )?;
             page += PAGE_SIZE;
         }
     }
     for i in 1..=STACK_PAGES {
         map_page(
+            &mut k.objects,
             space,
             abi::MAIN_STACK_TOP - i * PAGE_SIZE,
             alloc_frames(1)?,
@@ -169,6 +186,7 @@ pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError
         )?;
     }
     map_page(
+        &mut k.objects,
         space,
         abi::MAIN_IPC_BUFFER_ADDR,
         alloc_frames(1)?,
@@ -176,10 +194,18 @@ pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError
         false,
     )?;
     let info_frame = alloc_frames(1)?;
-    map_page(space, bootinfo::BOOT_INFO_ADDR, info_frame, false, false)?;
+    map_page(
+        &mut k.objects,
+        space,
+        bootinfo::BOOT_INFO_ADDR,
+        info_frame,
+        false,
+        false,
+    )?;
     let mut offset = 0;
     while offset < image_range.len() {
         map_page(
+            &mut k.objects,
             space,
             bootinfo::BOOT_IMAGE_ADDR + offset,
             image_range.start + offset,
@@ -196,31 +222,28 @@ pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError
     let mut table_cap = Capability::new(ObjectType::CapTable, table, Rights::ALL);
     table_cap.extra = object::table_slots(ROOT_CSPACE_BITS);
     cap::insert_root(
-        &mut KernelSlots,
+        k,
         slot_at(slot::THREAD),
         Capability::new(ObjectType::Thread, tcb, Rights::ALL),
     )?;
-    cap::insert_root(&mut KernelSlots, slot_at(slot::CSPACE), table_cap)?;
+    cap::insert_root(k, slot_at(slot::CSPACE), table_cap)?;
     cap::insert_root(
-        &mut KernelSlots,
+        k,
         slot_at(slot::VSPACE),
         Capability::new(ObjectType::AddressSpace, space, Rights::ALL),
     )?;
     let mut ports = Capability::new(ObjectType::IoPorts, 0, Rights::ALL);
     ports.extra = 0xffff;
-    cap::insert_root(&mut KernelSlots, slot_at(slot::IO_PORTS), ports)?;
+    cap::insert_root(k, slot_at(slot::IO_PORTS), ports)?;
     let irq_count = crate::irq::line_count().min(u64::from(slot::IRQ_MAX));
     for line in 0..irq_count {
         let irq = Capability::new(ObjectType::IrqHandler, line, Rights::ALL);
-        cap::insert_root(
-            &mut KernelSlots,
-            slot_at(slot::IRQ_FIRST + line as u32),
-            irq,
-        )?;
+        cap::insert_root(k, slot_at(slot::IRQ_FIRST + line as u32), irq)?;
     }
 
-    let thread = object::thread_at(tcb);
-    let t = thread::t!(thread);
+    // SAFETY: the thread made above.
+    let thread = unsafe { object::thread_at(tcb) };
+    let t = k.threads.get_mut(thread);
     t.set_name("root");
     t.priority = abi::bootinfo::ROOT_PRIORITY;
     // Root may use every CPU online (indices 0 ..< cpu_count).
@@ -235,9 +258,9 @@ pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError
         (object::slot_id(&t.cspace), slot::CSPACE),
         (object::slot_id(&t.vspace), slot::VSPACE),
     ] {
-        cap::copy(&mut KernelSlots, slot_at(src), own)?;
-        if let Some(c) = object::slot(own).cap {
-            object::add_ref(&c);
+        cap::copy(k, slot_at(src), own)?;
+        if let Some(c) = k.slot(own).cap {
+            object::add_ref(k, &c);
         }
     }
 
@@ -274,11 +297,7 @@ pub fn load_root(boot: &BootInfo, cpu_count: u64) -> Result<ThreadRef, LoadError
         }
         let mut c = Capability::new(ObjectType::Untyped, start, Rights::ALL);
         c.badge = object::untyped_badge(bits, is_device);
-        cap::insert_root(
-            &mut KernelSlots,
-            slot_at(slot::UNTYPED_FIRST + index as u32),
-            c,
-        )?;
+        cap::insert_root(k, slot_at(slot::UNTYPED_FIRST + index as u32), c)?;
         info.untyped[index] = UntypedInfo {
             phys: start,
             size_bits: bits as u8,

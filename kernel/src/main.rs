@@ -30,6 +30,7 @@ mod static_cell;
 mod syscall;
 mod thread;
 mod time;
+mod token;
 mod uaccess;
 mod vspace;
 
@@ -119,12 +120,18 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
     let online = smp::start_application_processors(platform.and_then(|p| p.madt.as_ref()));
     arch::set_cpu_count(online);
 
-    match loader::load_root(&boot, arch::cpu_count()) {
+    // From here on the boot CPU is the kernel: interrupts masked (the
+    // handlers of the idle loop take the token themselves), the lock held
+    // (taken by `start_application_processors` with several CPUs).
+    cpu::disable_interrupts();
+    // SAFETY: the lock is held (or one CPU is online), interrupts are
+    // masked, and no token was made before.
+    let mut k = unsafe { token::Kernel::enter() };
+    match loader::load_root(&mut k, &boot, arch::cpu_count()) {
         Ok(root) => {
             kprintln!("kernel: starting root");
-            cpu::disable_interrupts();
-            thread::make_runnable(root);
-            thread::schedule()
+            thread::make_runnable(&mut k, root);
+            thread::schedule(k)
         }
         Err(loader::LoadError::NoBootImage) => {
             kprintln!("nothing to run (no boot image): powering off");

@@ -40,13 +40,30 @@
 //! [`resolve`] turns a user's capability address (`abi::caddr`) into a
 //! [`SlotId`], the slot's kernel virtual address, checking the table, the
 //! index and (for the two-level form) the table capability's rights.
+//!
+//! # Access
+//!
+//! Objects and slots are reached through the kernel token (`token.rs`):
+//! slots through the whole [`Kernel`] ([`Kernel::slot`],
+//! [`Kernel::slot_mut`]; `Kernel` is also the `kcore::cap` slot store),
+//! endpoints, notifications and table headers through its [`Objects`]
+//! part. Objects are named by physical address, so those accessors are
+//! `unsafe fn`s: the address must name a live object of the type — the
+//! `object` of a capability of that kind (a capability keeps its object
+//! alive), a thread's `queue` or `bound_notification` link (kept exact by
+//! the kernel), or memory just retyped. Memory stays the object it was
+//! made as until its untyped memory is revoked and retyped, which is a
+//! system call of its own: within one kernel entry an address found valid
+//! stays valid, even if the object was destroyed meanwhile (its slots are
+//! emptied, its queues drained).
 
 use abi::{Error, ObjectType, Rights};
 use kcore::cap::{self, Capability, Slot, SlotId, SlotStore};
 use spin::Mutex;
 
 use crate::mm::phys_to_virt;
-use crate::thread::{self, t, Queue, State, ThreadQueue, ThreadRef};
+use crate::thread::{self, Queue, State, ThreadQueue, ThreadRef};
+use crate::token::{Kernel, Objects};
 
 const SLOT_BYTES: u64 = 1 << abi::object::SLOT_BYTES_BITS;
 const _: () = assert!(core::mem::size_of::<Slot>() as u64 <= SLOT_BYTES);
@@ -55,29 +72,40 @@ const _: () = assert!(core::mem::size_of::<Endpoint>() as u64 <= 1 << abi::objec
 const _: () =
     assert!(core::mem::size_of::<Notification>() as u64 <= 1 << abi::object::NOTIFICATION_BITS);
 
-/// The slot store over kernel memory: a [`SlotId`] is a slot's kernel
-/// virtual address. Ids come only from [`resolve`], from thread control
-/// blocks and from the derivation links the kernel itself wrote, so they
-/// always name real slots.
-pub struct KernelSlots;
-
-impl SlotStore for KernelSlots {
+/// The slot store over kernel memory is the kernel token itself: a
+/// [`SlotId`] is a slot's kernel virtual address, and `kcore::cap`'s
+/// operations borrow the token for as long as they hold a slot. Ids come
+/// only from [`resolve`], from thread control blocks and from the
+/// derivation links the kernel itself wrote, so they always name real
+/// slots.
+impl SlotStore for Kernel {
+    #[inline(always)]
     fn get(&self, id: SlotId) -> Option<&Slot> {
-        // SAFETY: see the type doc: ids name slots in live kernel objects;
-        // interrupts are disabled, so no other reference is in use.
-        unsafe { (id.0 as *const Slot).as_ref() }
+        Some(self.slot(id))
     }
 
+    #[inline(always)]
     fn get_mut(&mut self, id: SlotId) -> Option<&mut Slot> {
-        // SAFETY: as in `get`.
-        unsafe { (id.0 as *mut Slot).as_mut() }
+        Some(self.slot_mut(id))
     }
 }
 
-/// The slot at `id`, for reading.
-pub fn slot(id: SlotId) -> &'static mut Slot {
-    // SAFETY: as for KernelSlots::get.
-    unsafe { &mut *(id.0 as *mut Slot) }
+impl Kernel {
+    /// The slot at `id`, to read.
+    #[inline(always)]
+    pub fn slot(&self, id: SlotId) -> &Slot {
+        // SAFETY: `id` names a slot in a live capability table or thread
+        // (see `SlotStore for Kernel`); the token is borrowed shared, so no
+        // `&mut` into a slot (or a thread, which holds slots) is live.
+        unsafe { &*(id.0 as *const Slot) }
+    }
+
+    /// The slot at `id`, to change.
+    #[inline(always)]
+    pub fn slot_mut(&mut self, id: SlotId) -> &mut Slot {
+        // SAFETY: as in `slot`; the token is borrowed mutably.
+        unsafe { &mut *(id.0 as *mut Slot) }
+    }
 }
 
 /// A thread control block's own slot, as an id.
@@ -162,43 +190,87 @@ pub struct Notification {
     pub bound: Option<ThreadRef>,
 }
 
-/// The kernel object at physical address `phys` as a `T`.
-pub fn object<T>(phys: u64) -> &'static mut T {
-    // SAFETY: callers pass the `object` field of a capability of the
-    // matching kind (or memory they just retyped); that memory holds a live
-    // T, direct-mapped, and interrupts are disabled, so no other reference
-    // is in use.
-    unsafe { &mut *(phys_to_virt(phys) as *mut T) }
+/// Object access through the token's [`Objects`] part (module doc,
+/// "Access").
+impl Objects {
+    /// The kernel object at physical address `phys` as a `T`.
+    ///
+    /// # Safety
+    /// `phys` names a live `T` (module doc, "Access").
+    #[inline(always)]
+    pub unsafe fn object_mut<T>(&mut self, phys: u64) -> &mut T {
+        // SAFETY: the caller's promise; direct-mapped; the token is
+        // borrowed mutably for the reference's lifetime.
+        unsafe { &mut *(phys_to_virt(phys) as *mut T) }
+    }
+
+    /// # Safety
+    /// `phys` names a live `T` (module doc, "Access").
+    #[inline(always)]
+    pub unsafe fn object<T>(&self, phys: u64) -> &T {
+        // SAFETY: as in `object_mut`, borrowed shared.
+        unsafe { &*(phys_to_virt(phys) as *const T) }
+    }
+
+    /// # Safety
+    /// `phys` names a live endpoint.
+    #[inline(always)]
+    pub unsafe fn endpoint_mut(&mut self, phys: u64) -> &mut Endpoint {
+        // SAFETY: the caller's promise.
+        unsafe { self.object_mut(phys) }
+    }
+
+    /// # Safety
+    /// `phys` names a live notification.
+    #[inline(always)]
+    pub unsafe fn notification(&self, phys: u64) -> &Notification {
+        // SAFETY: the caller's promise.
+        unsafe { self.object(phys) }
+    }
+
+    /// # Safety
+    /// `phys` names a live notification.
+    #[inline(always)]
+    pub unsafe fn notification_mut(&mut self, phys: u64) -> &mut Notification {
+        // SAFETY: the caller's promise.
+        unsafe { self.object_mut(phys) }
+    }
+
+    /// # Safety
+    /// `phys` names a live capability table.
+    #[inline(always)]
+    pub unsafe fn table_header_mut(&mut self, phys: u64) -> &mut TableHeader {
+        // SAFETY: the caller's promise (the header is the table's slot 0).
+        unsafe { self.object_mut(phys) }
+    }
 }
 
-pub fn endpoint(phys: u64) -> &'static mut Endpoint {
-    object(phys)
-}
-
-pub fn notification(phys: u64) -> &'static mut Notification {
-    object(phys)
-}
-
-pub fn thread_at(phys: u64) -> ThreadRef {
-    // SAFETY: `phys` is a thread capability's object: a live Thread.
+/// The thread at physical address `phys`.
+///
+/// # Safety
+/// `phys` names a live thread: the object of a thread capability, or
+/// memory just retyped as one.
+pub unsafe fn thread_at(phys: u64) -> ThreadRef {
+    // SAFETY: the caller's promise.
     unsafe { ThreadRef::from_ptr(phys_to_virt(phys) as *mut thread::Thread) }
-}
-
-pub fn table_header(phys: u64) -> &'static mut TableHeader {
-    object(phys)
 }
 
 /// Initialises a freshly retyped (zeroed) object of `kind` at `phys`.
 /// `size_bits` is the Retype argument.
-pub fn init_object(kind: ObjectType, phys: u64, size_bits: u64) {
+///
+/// # Safety
+/// `phys` is fresh memory of the object's size, aligned to it, that
+/// nothing else uses (just retyped, or taken from the frame allocator).
+pub unsafe fn init_object(k: &mut Kernel, kind: ObjectType, phys: u64, size_bits: u64) {
     match kind {
         ObjectType::Thread => {
-            // SAFETY: fresh, exclusively owned memory of the thread size,
-            // aligned to it.
+            // SAFETY: the caller's promise.
             unsafe { thread::init_at(phys_to_virt(phys) as *mut thread::Thread) };
         }
         ObjectType::Endpoint => {
-            *endpoint(phys) = Endpoint {
+            // SAFETY: the caller's promise; written, not read, below.
+            let ep = unsafe { k.objects.endpoint_mut(phys) };
+            *ep = Endpoint {
                 refs: 1,
                 queue: ThreadQueue::EMPTY,
                 state: EndpointState::Idle,
@@ -206,7 +278,9 @@ pub fn init_object(kind: ObjectType, phys: u64, size_bits: u64) {
             };
         }
         ObjectType::Notification => {
-            *notification(phys) = Notification {
+            // SAFETY: as above.
+            let n = unsafe { k.objects.notification_mut(phys) };
+            *n = Notification {
                 refs: 1,
                 word: 0,
                 waiters: ThreadQueue::EMPTY,
@@ -214,7 +288,9 @@ pub fn init_object(kind: ObjectType, phys: u64, size_bits: u64) {
             };
         }
         ObjectType::CapTable => {
-            *table_header(phys) = TableHeader {
+            // SAFETY: as above.
+            let header = unsafe { k.objects.table_header_mut(phys) };
+            *header = TableHeader {
                 not_a_capability: TableHeader::NOT_A_CAPABILITY,
                 refs: 1,
                 bits: size_bits,
@@ -228,7 +304,8 @@ pub fn init_object(kind: ObjectType, phys: u64, size_bits: u64) {
                 unsafe { ((first + i * SLOT_BYTES) as *mut Slot).write(Slot::default()) };
             }
         }
-        ObjectType::AddressSpace => crate::vspace::init(phys, size_bits),
+        // SAFETY: the caller's promise.
+        ObjectType::AddressSpace => unsafe { crate::vspace::init(&mut k.objects, phys, size_bits) },
         ObjectType::Untyped
         | ObjectType::Frame4K
         | ObjectType::Frame2M
@@ -268,20 +345,27 @@ pub const fn untyped_is_device(cap: &Capability) -> bool {
     cap.badge & (1 << 8) != 0
 }
 
-/// Counts one more capability to the object `cap` names.
-pub fn add_ref(cap: &Capability) {
-    if let Some(refs) = refs_of(cap) {
+/// Counts one more capability to the object `cap` names. `cap` is a
+/// capability that is in a slot (so its object is live).
+pub fn add_ref(k: &mut Kernel, cap: &Capability) {
+    if let Some(refs) = refs_of(k, cap) {
         *refs += 1;
     }
 }
 
-fn refs_of(cap: &Capability) -> Option<&'static mut u64> {
+/// The reference count of the object `cap` names, if it has one. `cap`
+/// is (or was, until this kernel entry) in a slot: its object is live
+/// (module doc, "Access").
+fn refs_of<'k>(k: &'k mut Kernel, cap: &Capability) -> Option<&'k mut u64> {
+    // SAFETY (each arm): the object of a capability of that kind.
     Some(match cap.kind {
-        ObjectType::Thread => &mut t!(thread_at(cap.object)).refs,
-        ObjectType::Endpoint => &mut endpoint(cap.object).refs,
-        ObjectType::Notification => &mut notification(cap.object).refs,
-        ObjectType::CapTable => &mut table_header(cap.object).refs,
-        ObjectType::AddressSpace => &mut crate::vspace::header(cap.object).refs,
+        ObjectType::Thread => &mut k.threads.get_mut(unsafe { thread_at(cap.object) }).refs,
+        ObjectType::Endpoint => &mut unsafe { k.objects.endpoint_mut(cap.object) }.refs,
+        ObjectType::Notification => &mut unsafe { k.objects.notification_mut(cap.object) }.refs,
+        ObjectType::CapTable => &mut unsafe { k.objects.table_header_mut(cap.object) }.refs,
+        ObjectType::AddressSpace => {
+            &mut unsafe { crate::vspace::header_mut(&mut k.objects, cap.object) }.refs
+        }
         _ => return None,
     })
 }
@@ -295,19 +379,23 @@ fn refs_of(cap: &Capability) -> Option<&'static mut u64> {
 static PENDING: Mutex<u64> = Mutex::new(0);
 const PENDING_THREAD: u64 = 1;
 
-fn push_pending(phys: u64, is_thread: bool) {
+/// Queues the dead table or thread at `phys` (the object of the
+/// capability whose removal destroyed it: still its memory).
+fn push_pending(k: &mut Kernel, phys: u64, is_thread: bool) {
     let mut head = PENDING.lock();
     if is_thread {
-        t!(thread_at(phys)).pending_next = *head;
+        // SAFETY: a thread capability's object (see above).
+        k.threads.get_mut(unsafe { thread_at(phys) }).pending_next = *head;
         *head = phys | PENDING_THREAD;
     } else {
-        table_header(phys).pending_next = *head;
+        // SAFETY: a capability table capability's object (see above).
+        unsafe { k.objects.table_header_mut(phys) }.pending_next = *head;
         *head = phys;
     }
 }
 
 /// The next dead object's slots to empty.
-fn pop_pending() -> Option<PendingSlots> {
+fn pop_pending(k: &mut Kernel) -> Option<PendingSlots> {
     let mut head = PENDING.lock();
     let entry = *head;
     if entry == 0 {
@@ -315,7 +403,10 @@ fn pop_pending() -> Option<PendingSlots> {
     }
     let phys = entry & !PENDING_THREAD;
     if entry & PENDING_THREAD != 0 {
-        let thread = t!(thread_at(phys));
+        // SAFETY: pushed by `push_pending` in this kernel entry (every
+        // operation that removes capabilities ends with
+        // `finish_deletions`): still the dead thread's memory.
+        let thread = k.threads.get(unsafe { thread_at(phys) });
         *head = thread.pending_next;
         Some(PendingSlots::Thread([
             slot_id(&thread.cspace),
@@ -323,7 +414,8 @@ fn pop_pending() -> Option<PendingSlots> {
             slot_id(&thread.fault_endpoint),
         ]))
     } else {
-        let header = table_header(phys);
+        // SAFETY: as above, a dead table's memory.
+        let header = unsafe { k.objects.table_header_mut(phys) };
         *head = header.pending_next;
         Some(PendingSlots::Table {
             first: phys_to_virt(phys) + SLOT_BYTES,
@@ -337,45 +429,57 @@ enum PendingSlots {
     Thread([SlotId; 3]),
 }
 
-/// The `on_removed` callback for every kcore::cap delete and revoke.
-pub fn on_cap_removed(slot: SlotId, cap: &Capability) {
+/// The `on_removed` callback for every kcore::cap delete and revoke (run
+/// through [`delete`] and [`revoke`], which lend it the token).
+pub fn on_cap_removed(k: &mut Kernel, slot: SlotId, cap: &Capability) {
     if cap.kind == ObjectType::Frame4K || cap.kind == ObjectType::Frame2M {
-        crate::vspace::unmap_cap(cap);
+        crate::vspace::unmap_cap(&mut k.objects, cap);
         return;
     }
     if cap.kind == ObjectType::IrqHandler {
         return;
     }
     if cap.kind == ObjectType::Reply {
-        crate::reply::removed(slot, cap);
+        crate::reply::removed(k, slot, cap);
         return;
     }
-    let Some(refs) = refs_of(cap) else { return };
+    let Some(refs) = refs_of(k, cap) else { return };
     *refs = refs.saturating_sub(1);
     if *refs > 0 {
         return;
     }
     match cap.kind {
-        ObjectType::Thread => destroy_thread(thread_at(cap.object)),
-        ObjectType::Endpoint => {
-            let ep = endpoint(cap.object);
-            while let Some(w) = ep.queue.pop_front() {
-                abort(w);
-            }
-            ep.state = EndpointState::Idle;
-        }
+        // SAFETY: the object of the thread capability just removed.
+        ObjectType::Thread => destroy_thread(k, unsafe { thread_at(cap.object) }),
+        ObjectType::Endpoint => loop {
+            // SAFETY: the object of the endpoint capability just removed
+            // (its memory until its untyped memory is reused).
+            let ep = unsafe { k.objects.endpoint_mut(cap.object) };
+            let Some(w) = ep.queue.pop_front(&mut k.threads) else {
+                ep.state = EndpointState::Idle;
+                break;
+            };
+            abort(k, w);
+        },
         ObjectType::Notification => {
-            let n = notification(cap.object);
-            while let Some(w) = n.waiters.pop_front() {
-                abort(w);
+            loop {
+                // SAFETY: as above, a notification.
+                let n = unsafe { k.objects.notification_mut(cap.object) };
+                let Some(w) = n.waiters.pop_front(&mut k.threads) else {
+                    break;
+                };
+                abort(k, w);
             }
+            // SAFETY: as above.
+            let n = unsafe { k.objects.notification_mut(cap.object) };
             if let Some(b) = n.bound.take() {
-                t!(b).bound_notification = 0;
+                k.threads.get_mut(b).bound_notification = 0;
             }
             crate::irq::notification_destroyed(cap.object);
         }
-        ObjectType::CapTable => push_pending(cap.object, false),
-        ObjectType::AddressSpace => crate::vspace::destroy(cap.object),
+        ObjectType::CapTable => push_pending(k, cap.object, false),
+        // SAFETY: the object of the address-space capability just removed.
+        ObjectType::AddressSpace => unsafe { crate::vspace::destroy(&mut k.objects, cap.object) },
         _ => {}
     }
 }
@@ -383,30 +487,36 @@ pub fn on_cap_removed(slot: SlotId, cap: &Capability) {
 /// Ends a thread's IPC wait (or a thread's wait for a reply) with `Aborted`
 /// and makes it runnable. A thread waiting to deliver a fault is resumed
 /// without a result: it retries the instruction and faults again.
-pub fn abort(w: ThreadRef) {
-    let thread = t!(w);
+pub fn abort(k: &mut Kernel, w: ThreadRef) {
+    let thread = k.threads.get_mut(w);
     match (thread.state, thread.send_kind) {
         (State::BlockedSend, thread::SendKind::Exit) => {
-            thread::set_state(w, State::Inactive);
+            thread::set_state(&mut k.threads, w, State::Inactive);
             return;
         }
         (State::BlockedSend, thread::SendKind::Fault) => {}
         _ => thread.frame().rax = Error::Aborted.raw(),
     }
     thread.reply_from = None;
-    thread::make_runnable(w);
+    thread::make_runnable(k, w);
 }
 
 /// Takes a thread out of whatever it waits in, without waking it.
-pub fn cancel_ipc(t: ThreadRef) {
-    let thread = t!(t);
+pub fn cancel_ipc(k: &mut Kernel, t: ThreadRef) {
+    let thread = k.threads.get(t);
     match thread.queue {
-        Queue::Run => thread::remove_from_run_queue(t),
+        Queue::Run => thread::remove_from_run_queue(k, t),
         Queue::Object(phys) => match thread.state {
-            State::BlockedNotification => notification(phys).waiters.remove(t),
+            State::BlockedNotification => {
+                // SAFETY: a thread's queue link names the live notification
+                // (or endpoint, below) it waits in.
+                let n = unsafe { k.objects.notification_mut(phys) };
+                n.waiters.remove(&mut k.threads, t);
+            }
             _ => {
-                let ep = endpoint(phys);
-                ep.queue.remove(t);
+                // SAFETY: as above.
+                let ep = unsafe { k.objects.endpoint_mut(phys) };
+                ep.queue.remove(&mut k.threads, t);
                 if ep.queue.is_empty() {
                     ep.state = EndpointState::Idle;
                 }
@@ -414,81 +524,104 @@ pub fn cancel_ipc(t: ThreadRef) {
         },
         Queue::None => {}
     }
-    if let Some(server) = thread.reply_from.take() {
-        t!(server).caller = None;
+    if let Some(server) = k.threads.get_mut(t).reply_from.take() {
+        k.threads.get_mut(server).caller = None;
     }
-    crate::reply::caller_gone(thread);
+    crate::reply::caller_gone(k, t);
 }
 
 /// The thread whose call (or fault) `server` received will get no reply
 /// from it: an ordinary caller gets `Aborted` and runs again, a faulting
 /// thread stays stopped.
-pub fn abandon_caller(server: ThreadRef) {
-    let Some(c) = t!(server).caller.take() else {
+pub fn abandon_caller(k: &mut Kernel, server: ThreadRef) {
+    let Some(c) = k.threads.get_mut(server).caller.take() else {
         return;
     };
-    t!(c).reply_from = None;
-    no_reply(c);
+    k.threads.get_mut(c).reply_from = None;
+    no_reply(k, c);
 }
 
 /// `c`, no longer linked to a server or a reply capability, will get no
 /// reply: `Aborted`, or, for a fault, it stays stopped.
-pub fn no_reply(c: ThreadRef) {
-    let caller = t!(c);
+pub fn no_reply(k: &mut Kernel, c: ThreadRef) {
+    let caller = k.threads.get_mut(c);
     if caller.reply_is_fault {
         caller.reply_is_fault = false;
-        thread::set_state(c, State::Inactive);
+        thread::set_state(&mut k.threads, c, State::Inactive);
     } else {
         caller.frame().rax = Error::Aborted.raw();
-        thread::make_runnable(c);
+        thread::make_runnable(k, c);
     }
 }
 
 /// Stops a thread for good (its last capability went): leaves every queue
 /// and link, and its own slots are emptied.
-fn destroy_thread(t: ThreadRef) {
-    crate::arch::fpu::forget(t.as_ptr());
-    cancel_ipc(t);
-    abandon_caller(t);
-    let thread = t!(t);
-    if thread.bound_notification != 0 {
-        notification(thread.bound_notification).bound = None;
-        thread.bound_notification = 0;
+fn destroy_thread(k: &mut Kernel, t: ThreadRef) {
+    crate::arch::fpu::forget(&mut k.threads, t);
+    cancel_ipc(k, t);
+    abandon_caller(k, t);
+    let bound = core::mem::take(&mut k.threads.get_mut(t).bound_notification);
+    if bound != 0 {
+        // SAFETY: a thread's bound notification is live (destroying the
+        // notification unbinds it).
+        unsafe { k.objects.notification_mut(bound) }.bound = None;
     }
-    thread::set_state(t, State::Inactive);
-    push_pending(thread.object_phys(), true);
+    thread::set_state(&mut k.threads, t, State::Inactive);
+    push_pending(k, t.as_ptr() as u64 - crate::mm::DIRECT_MAP_BASE, true);
 }
 
 /// Empties the slots queued by destroyed tables and threads, which may
 /// destroy further objects; returns when nothing is left. Called at the end
 /// of every operation that can remove capabilities.
-pub fn finish_deletions() {
-    while let Some(pending) = pop_pending() {
+pub fn finish_deletions(k: &mut Kernel) {
+    while let Some(pending) = pop_pending(k) {
         match pending {
             PendingSlots::Table { first, count } => {
                 for i in 0..count {
-                    empty_slot(SlotId(first + i * SLOT_BYTES));
+                    empty_slot(k, SlotId(first + i * SLOT_BYTES));
                 }
             }
-            PendingSlots::Thread(slots) => slots.into_iter().for_each(empty_slot),
+            PendingSlots::Thread(slots) => slots.into_iter().for_each(|id| empty_slot(k, id)),
         }
     }
 }
 
-fn empty_slot(id: SlotId) {
-    if slot(id).cap.is_some() {
+fn empty_slot(k: &mut Kernel, id: SlotId) {
+    if k.slot(id).cap.is_some() {
         // Errors mean corrupt links, which the checks in kcore::cap report
         // without changing anything; the slot stays as it is.
-        if let Err(e) = cap::delete(&mut KernelSlots, id, on_cap_removed) {
+        if let Err(e) = delete(k, id) {
             crate::kprintln!("kernel: warning: cleaning up {id}: {e}");
         }
     }
 }
 
+/// `kcore::cap::delete` with [`on_cap_removed`] (without
+/// [`finish_deletions`]).
+pub fn delete(k: &mut Kernel, id: SlotId) -> Result<(), cap::CapError> {
+    cap::delete(k, id, |slot, cap| {
+        // SAFETY: kcore calls `on_removed` with the removed capability
+        // copied out and no slot borrowed; the token it borrows is this
+        // CPU's (`Kernel::lent`).
+        on_cap_removed(unsafe { Kernel::lent() }, slot, cap)
+    })
+}
+
+/// `kcore::cap::revoke` with [`on_cap_removed`], then
+/// [`finish_deletions`].
+pub fn revoke(k: &mut Kernel, id: SlotId) -> Result<usize, cap::CapError> {
+    let r = cap::revoke(k, id, |slot, cap| {
+        // SAFETY: as in `delete`.
+        on_cap_removed(unsafe { Kernel::lent() }, slot, cap)
+    });
+    finish_deletions(k);
+    r
+}
+
 /// Deletes the capability in `id` (if any) and everything that goes with it.
-pub fn delete_slot(id: SlotId) -> Result<(), Error> {
-    let r = cap::delete(&mut KernelSlots, id, on_cap_removed);
-    finish_deletions();
+pub fn delete_slot(k: &mut Kernel, id: SlotId) -> Result<(), Error> {
+    let r = delete(k, id);
+    finish_deletions(k);
     r.map_err(Error::from)
 }
 
@@ -504,8 +637,14 @@ pub enum Access {
     Write,
 }
 
-/// The slot `addr` names in the capability space of `thread`.
-pub fn resolve(thread: &thread::Thread, addr: u64, access: Access) -> Result<SlotId, Error> {
+/// The slot `addr` names in the capability space of `thread` (borrowed
+/// from `k` like the slots read here).
+pub fn resolve(
+    k: &Kernel,
+    thread: &thread::Thread,
+    addr: u64,
+    access: Access,
+) -> Result<SlotId, Error> {
     let (table, index) = abi::caddr::split(addr);
     let (mut phys, mut slots) = match thread.cspace.cap {
         Some(c) if c.kind == ObjectType::CapTable => (c.object, c.extra),
@@ -513,7 +652,7 @@ pub fn resolve(thread: &thread::Thread, addr: u64, access: Access) -> Result<Slo
     };
     if table != 0 {
         let id = slot_in(phys, slots, table)?;
-        let c = slot(id).cap.ok_or(Error::EmptySlot)?;
+        let c = k.slot(id).cap.ok_or(Error::EmptySlot)?;
         if c.kind != ObjectType::CapTable {
             return Err(Error::WrongObjectType);
         }
@@ -541,15 +680,20 @@ fn slot_in(table_phys: u64, slots: u64, index: u32) -> Result<SlotId, Error> {
 
 /// The `n`-th slot after `id` in the same table (for Retype's range),
 /// checked against the table's size.
-pub fn resolve_range(thread: &thread::Thread, addr: u64, count: u64) -> Result<SlotId, Error> {
-    let first = resolve(thread, addr, Access::Write)?;
+pub fn resolve_range(
+    k: &Kernel,
+    thread: &thread::Thread,
+    addr: u64,
+    count: u64,
+) -> Result<SlotId, Error> {
+    let first = resolve(k, thread, addr, Access::Write)?;
     let (_, index) = abi::caddr::split(addr);
     let last_index = u64::from(index)
         .checked_add(count.saturating_sub(1))
         .ok_or(Error::InvalidSlot)?;
     let last = u32::try_from(last_index).map_err(|_| Error::InvalidSlot)?;
     let (table, _) = abi::caddr::split(addr);
-    resolve(thread, abi::caddr::in_table(table, last), Access::Write)?;
+    resolve(k, thread, abi::caddr::in_table(table, last), Access::Write)?;
     Ok(first)
 }
 
@@ -560,13 +704,14 @@ pub fn nth_slot(first: SlotId, n: u64) -> SlotId {
 
 /// Looks up a capability of `kind` with `rights` at `addr`.
 pub fn lookup(
+    k: &Kernel,
     thread: &thread::Thread,
     addr: u64,
     kind: ObjectType,
     rights: Rights,
 ) -> Result<(SlotId, Capability), Error> {
-    let id = resolve(thread, addr, Access::Read)?;
-    let c = slot(id).cap.ok_or(Error::EmptySlot)?;
+    let id = resolve(k, thread, addr, Access::Read)?;
+    let c = k.slot(id).cap.ok_or(Error::EmptySlot)?;
     if c.kind != kind {
         return Err(Error::WrongObjectType);
     }

@@ -44,8 +44,9 @@ use abi::{Error, ObjectType, Rights};
 use kcore::cap::{self, Capability, SlotId};
 
 use crate::ipc;
-use crate::object::{self, KernelSlots};
-use crate::thread::{t, Thread, ThreadRef};
+use crate::object;
+use crate::thread::{Thread, ThreadRef};
+use crate::token::Kernel;
 
 /// `SaveReply`: whether `server` has a reply to save (decode's check).
 pub fn check_save(server: &Thread) -> Result<(), Error> {
@@ -57,40 +58,47 @@ pub fn check_save(server: &Thread) -> Result<(), Error> {
 
 /// `SaveReply`: moves `server`'s pending reply into the empty slot `dst`
 /// (decode checked both).
-pub fn save(server: ThreadRef, dst: SlotId) -> Result<(), Error> {
-    let s = t!(server);
-    let c = s.caller.ok_or(Error::NoCaller)?;
-    let ct = t!(c);
+pub fn save(k: &mut Kernel, server: ThreadRef, dst: SlotId) -> Result<(), Error> {
+    let c = k.threads.get(server).caller.ok_or(Error::NoCaller)?;
+    let ct = k.threads.get(c);
     let mut cap = Capability::new(ObjectType::Reply, ct.object_phys(), Rights::WRITE);
     cap.extra = ct.id;
-    cap::insert_root(&mut KernelSlots, dst, cap)?;
-    s.caller = None;
+    cap::insert_root(k, dst, cap)?;
+    k.threads.get_mut(server).caller = None;
+    let ct = k.threads.get_mut(c);
     ct.reply_from = None;
     ct.reply_slot = dst.0;
     Ok(())
 }
 
 /// `ReplyTo`'s decode: the thread the reply capability `cap` answers;
-/// `Aborted` if it is stale.
+/// `Aborted` if it is stale. `cap` is a reply capability in a slot.
 pub fn target(cap: &Capability) -> Result<ThreadRef, Error> {
     if cap.object == 0 {
         return Err(Error::Aborted);
     }
-    Ok(object::thread_at(cap.object))
+    // SAFETY: a live (not stale) reply capability names a live thread
+    // (module invariant).
+    Ok(unsafe { object::thread_at(cap.object) })
 }
 
 /// `ReplyTo`: `server` answers `caller` through the reply capability in
 /// `slot` (decode checked it is live), which is used up.
-pub fn answer(server: ThreadRef, slot: SlotId, caller: ThreadRef) -> Result<(), Error> {
-    t!(caller).reply_slot = 0;
+pub fn answer(
+    k: &mut Kernel,
+    server: ThreadRef,
+    slot: SlotId,
+    caller: ThreadRef,
+) -> Result<(), Error> {
+    k.threads.get_mut(caller).reply_slot = 0;
     // Stale now, so its removal below aborts nobody.
-    mark_stale(slot);
-    ipc::answer(server, caller);
-    object::delete_slot(slot)
+    mark_stale(k, slot);
+    ipc::answer(k, server, caller);
+    object::delete_slot(k, slot)
 }
 
-fn mark_stale(slot: SlotId) {
-    if let Some(c) = object::slot(slot).cap.as_mut() {
+fn mark_stale(k: &mut Kernel, slot: SlotId) {
+    if let Some(c) = k.slot_mut(slot).cap.as_mut() {
         if c.kind == ObjectType::Reply {
             c.object = 0;
             c.extra = 0;
@@ -100,24 +108,27 @@ fn mark_stale(slot: SlotId) {
 
 /// `t` stops waiting for its reply other than by an answer (it is being
 /// destroyed or suspended): its reply capability, if saved, goes stale.
-pub fn caller_gone(t: &mut Thread) {
-    if t.reply_slot != 0 {
-        mark_stale(SlotId(core::mem::take(&mut t.reply_slot)));
+pub fn caller_gone(k: &mut Kernel, t: ThreadRef) {
+    let slot = core::mem::take(&mut k.threads.get_mut(t).reply_slot);
+    if slot != 0 {
+        mark_stale(k, SlotId(slot));
     }
 }
 
 /// A reply capability was removed from `slot` unanswered: its caller (if
 /// it still waits) gets no answer.
-pub fn removed(slot: SlotId, cap: &Capability) {
+pub fn removed(k: &mut Kernel, slot: SlotId, cap: &Capability) {
     if cap.object == 0 {
         return;
     }
-    let c = object::thread_at(cap.object);
-    let ct = t!(c);
+    // SAFETY: a reply capability that is not stale names a live thread
+    // (module invariant; it was in a slot until now).
+    let c = unsafe { object::thread_at(cap.object) };
+    let ct = k.threads.get_mut(c);
     // Always true by the module invariant; checked because a wrong guess
     // here would wake an unrelated thread.
     if ct.id == cap.extra && ct.reply_slot == slot.0 {
         ct.reply_slot = 0;
-        object::no_reply(c);
+        object::no_reply(k, c);
     }
 }

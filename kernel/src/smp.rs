@@ -42,6 +42,11 @@
 //! entry code is assembled twice), the Rust side tests the flag, and the
 //! release on the way out is an increment nobody waits for.
 //!
+//! Rust code reaches what the lock protects only through the kernel token
+//! (`token.rs`): each entry makes one after it has the lock and gives it
+//! up before the lock goes, so the borrow checker sees the lock. Debug
+//! builds check it ([`held_here`], `token_claimed`).
+//!
 //! After taking the lock, an entry must check that its thread is still
 //! this CPU's running thread: while it waited, the holder may have
 //! destroyed it (`PerCpu::current` is then null: [`evict`]), stopped it or
@@ -116,6 +121,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use crate::arch::percpu::{self, MAX_CPUS};
 use crate::arch::{cpu, fpu, gdt, lapic, protect};
 use crate::static_cell::StaticCell;
+use crate::token::{Kernel, Threads};
 use crate::{kprintln, mm, time};
 
 /// A ticket lock: fair, and released by one instruction the assembly can
@@ -211,6 +217,7 @@ pub fn open_gates() {
 /// destroyed, reconfigured): its next system call takes the lock and is
 /// checked there (module doc). Called with the lock held.
 fn recheck(index: usize) {
+    debug_assert!(held_here());
     // SAFETY: `recheck` is atomic; lock holders write it, under the lock.
     unsafe {
         (*percpu::cpu_block(index))
@@ -229,6 +236,7 @@ pub fn thread_changed(t: *mut crate::thread::Thread) {
 /// The other online CPUs whose current thread is `t` (none with one CPU
 /// online). Called with the big kernel lock held.
 fn running_elsewhere(t: *mut crate::thread::Thread) -> impl Iterator<Item = usize> {
+    debug_assert!(held_here());
     let (smp, me) = (active(), percpu::this_cpu_index() as usize);
     bits(if smp {
         ONLINE.load(Ordering::Acquire)
@@ -287,12 +295,62 @@ fn lock_now() {
     close_gates();
 }
 
-/// Releases the big kernel lock (the assembly's `SE_UNLOCK` does the same).
+/// Releases the big kernel lock (the assembly's `SE_UNLOCK` does the
+/// same), giving up this CPU's kernel token.
 #[inline(always)]
-pub fn unlock() {
+pub fn unlock(k: Kernel) {
+    k.leave();
     if active() {
         unlock_now();
     }
+}
+
+/// Debug builds: the CPU that holds the kernel token (`token.rs`), as its
+/// index + 1; 0 while no CPU does.
+static TOKEN_HOLDER: AtomicU32 = AtomicU32::new(0);
+
+/// Whether the big kernel lock is taken, as far as the lock can tell: it
+/// does not know by whom (the assembly takes it with one `xadd`).
+fn lock_taken() -> bool {
+    !active() || BKL.next.load(Ordering::Relaxed) != BKL.serving.load(Ordering::Relaxed)
+}
+
+/// Whether this CPU holds the big kernel lock and the kernel token (xv6's
+/// `holding`): the lock is taken (or not in use: one CPU) and, in debug
+/// builds, the token is this CPU's. For `debug_assert!`s on the lock
+/// holder's paths.
+pub fn held_here() -> bool {
+    lock_taken()
+        && (!cfg!(debug_assertions)
+            || TOKEN_HOLDER.load(Ordering::Relaxed) == percpu::this_cpu_index() + 1)
+}
+
+/// Debug builds: a kernel token is made on this CPU (`Kernel::enter`): the
+/// lock must be taken and no CPU may hold a token already.
+#[cfg(debug_assertions)]
+pub fn token_claimed() {
+    let me = percpu::this_cpu_index();
+    assert!(
+        lock_taken(),
+        "cpu {me}: kernel token without the big kernel lock"
+    );
+    let before = TOKEN_HOLDER.swap(me + 1, Ordering::Relaxed);
+    assert!(
+        before == 0,
+        "cpu {me}: a second kernel token (CPU {} holds one)",
+        before.wrapping_sub(1)
+    );
+}
+
+/// Debug builds: this CPU's kernel token is given up.
+#[cfg(debug_assertions)]
+pub fn token_released() {
+    let me = percpu::this_cpu_index();
+    let before = TOKEN_HOLDER.swap(0, Ordering::Relaxed);
+    assert!(
+        before == me + 1,
+        "cpu {me}: gave up a kernel token it did not hold ({before})"
+    );
 }
 
 #[inline(never)]
@@ -315,16 +373,21 @@ extern "C" fn smp_wait_ticket(ticket: u32) {
 /// stopped while it entered (`syscall_entry_locked`); the lock is held.
 #[unsafe(no_mangle)]
 extern "C" fn smp_syscall_stopped() -> ! {
+    // SAFETY: called by the assembly entry with the lock held and
+    // interrupts masked; this CPU has no token (it was in user mode).
+    let k = unsafe { Kernel::enter() };
     match crate::thread::current() {
-        Some(t) => crate::thread::resume(t),
-        None => crate::thread::schedule(),
+        Some(t) => crate::thread::resume(k, t),
+        None => crate::thread::schedule(k),
     }
 }
 
 /// Makes CPU `cpu` look at its run queue soon, where a thread of
 /// `priority` was just put: an IPI when it idles or runs a lower priority
-/// (with the lock held, its `current` cannot change under us).
-pub fn kick(cpu: u32, priority: u8) {
+/// (with the lock held, its `current` cannot change under us). `_threads`:
+/// the caller holds the token and no `&mut` to a thread.
+pub fn kick(_threads: &Threads, cpu: u32, priority: u8) {
+    debug_assert!(held_here());
     if !is_online(cpu) {
         return;
     }
@@ -445,6 +508,7 @@ fn ask(cpus: u64, what: Ask, a: u64, b: u64) {
     if !active() {
         return;
     }
+    debug_assert!(held_here());
     let me = percpu::this_cpu_index();
     let targets = cpus & ONLINE.load(Ordering::Acquire) & !(1 << me);
     for index in bits(targets) {
@@ -498,6 +562,7 @@ pub fn evict(t: *mut crate::thread::Thread) {
     if !active() {
         return;
     }
+    debug_assert!(held_here());
     let me = percpu::this_cpu_index();
     let mut cpus = 0u64;
     for index in bits(ONLINE.load(Ordering::Acquire)) {
@@ -789,5 +854,7 @@ extern "C" fn ap_entry(index: u64) -> ! {
         percpu::use_locked_syscall_entry();
     }
     lock();
-    crate::thread::schedule()
+    // SAFETY: the lock is taken, interrupts are masked (since the start),
+    // and this CPU has made no token before.
+    crate::thread::schedule(unsafe { Kernel::enter() })
 }

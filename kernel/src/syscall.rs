@@ -19,8 +19,9 @@ use kcore::cap::{self, Capability, SlotId};
 
 use crate::arch::syscall_entry::SWITCH;
 use crate::ipc;
-use crate::object::{self, Access, KernelSlots};
-use crate::thread::{self, t, SendKind, State, Thread, ThreadRef};
+use crate::object::{self, Access};
+use crate::thread::{self, SendKind, State, Thread, ThreadRef};
+use crate::token::Kernel;
 use crate::uaccess::{UserSlice, USER_END};
 use crate::vspace;
 
@@ -171,31 +172,34 @@ enum Outcome {
 }
 
 fn lookup(
+    k: &Kernel,
     c: &Thread,
     addr: u64,
     kind: ObjectType,
     rights: Rights,
 ) -> Result<(SlotId, Capability), Error> {
-    object::lookup(c, addr, kind, rights)
+    object::lookup(k, c, addr, kind, rights)
 }
 
-fn full_slot(c: &Thread, addr: u64) -> Result<(SlotId, Capability), Error> {
-    let id = object::resolve(c, addr, Access::Read)?;
-    let cap = object::slot(id).cap.ok_or(Error::EmptySlot)?;
+fn full_slot(k: &Kernel, c: &Thread, addr: u64) -> Result<(SlotId, Capability), Error> {
+    let id = object::resolve(k, c, addr, Access::Read)?;
+    let cap = k.slot(id).cap.ok_or(Error::EmptySlot)?;
     Ok((id, cap))
 }
 
-fn empty_slot(c: &Thread, addr: u64) -> Result<SlotId, Error> {
-    let id = object::resolve(c, addr, Access::Write)?;
-    if object::slot(id).cap.is_some() {
+fn empty_slot(k: &Kernel, c: &Thread, addr: u64) -> Result<SlotId, Error> {
+    let id = object::resolve(k, c, addr, Access::Write)?;
+    if k.slot(id).cap.is_some() {
         return Err(Error::SlotOccupied);
     }
     Ok(id)
 }
 
-fn thread_cap(c: &Thread, addr: u64, rights: Rights) -> Result<ThreadRef, Error> {
-    let (_, cap) = lookup(c, addr, ObjectType::Thread, rights)?;
-    Ok(object::thread_at(cap.object))
+fn thread_cap(k: &Kernel, c: &Thread, addr: u64, rights: Rights) -> Result<ThreadRef, Error> {
+    let (_, cap) = lookup(k, c, addr, ObjectType::Thread, rights)?;
+    // SAFETY: the object of a thread capability (in a slot) is a live
+    // thread.
+    Ok(unsafe { object::thread_at(cap.object) })
 }
 
 fn user_address(a: u64) -> Result<u64, Error> {
@@ -206,20 +210,20 @@ fn user_address(a: u64) -> Result<u64, Error> {
 }
 
 /// Decodes a message-passing or notification call (`sys` is one of
-/// them: [`is_ipc`]).
+/// them: [`is_ipc`]) of the caller `c` (borrowed from `k`).
 #[inline(always)]
-fn decode_ipc(c: &Thread, sys: Sys) -> Result<IpcInvocation, Error> {
+fn decode_ipc(k: &Kernel, c: &Thread, sys: Sys) -> Result<IpcInvocation, Error> {
     let f = &c.context.0;
     let (a0, a1) = (f.rdi, f.rsi);
     Ok(match sys {
         Sys::Send | Sys::NbSend | Sys::Call => {
-            let (_, cap) = lookup(c, a0, ObjectType::Endpoint, Rights::WRITE)?;
+            let (_, cap) = lookup(k, c, a0, ObjectType::Endpoint, Rights::WRITE)?;
             let info = MsgInfo(a1).validate()?;
             let grant = cap.rights.contains(Rights::GRANT);
             if info.caps() > 0 && !grant {
                 return Err(Error::MissingRights);
             }
-            ipc::check_sendable(c, info)?;
+            ipc::check_sendable(&k.objects, c, info)?;
             match sys {
                 Sys::Call => IpcInvocation::Call {
                     ep: cap.object,
@@ -235,7 +239,7 @@ fn decode_ipc(c: &Thread, sys: Sys) -> Result<IpcInvocation, Error> {
             }
         }
         Sys::Recv | Sys::NbRecv => {
-            let (_, cap) = lookup(c, a0, ObjectType::Endpoint, Rights::READ)?;
+            let (_, cap) = lookup(k, c, a0, ObjectType::Endpoint, Rights::READ)?;
             IpcInvocation::Recv {
                 ep: cap.object,
                 blocking: sys == Sys::Recv,
@@ -243,24 +247,24 @@ fn decode_ipc(c: &Thread, sys: Sys) -> Result<IpcInvocation, Error> {
         }
         Sys::Reply => {
             let info = MsgInfo(a1).validate()?;
-            ipc::check_sendable(c, info)?;
+            ipc::check_sendable(&k.objects, c, info)?;
             IpcInvocation::Reply
         }
         Sys::ReplyRecv => {
-            let (_, cap) = lookup(c, a0, ObjectType::Endpoint, Rights::READ)?;
+            let (_, cap) = lookup(k, c, a0, ObjectType::Endpoint, Rights::READ)?;
             let info = MsgInfo(a1).validate()?;
-            ipc::check_sendable(c, info)?;
+            ipc::check_sendable(&k.objects, c, info)?;
             IpcInvocation::ReplyRecv { ep: cap.object }
         }
         Sys::Signal => {
-            let (_, cap) = lookup(c, a0, ObjectType::Notification, Rights::WRITE)?;
+            let (_, cap) = lookup(k, c, a0, ObjectType::Notification, Rights::WRITE)?;
             IpcInvocation::Signal {
                 n: cap.object,
                 badge: cap.badge,
             }
         }
         Sys::Wait | Sys::Poll => {
-            let (_, cap) = lookup(c, a0, ObjectType::Notification, Rights::READ)?;
+            let (_, cap) = lookup(k, c, a0, ObjectType::Notification, Rights::READ)?;
             match sys {
                 Sys::Wait => IpcInvocation::Wait { n: cap.object },
                 _ => IpcInvocation::Poll { n: cap.object },
@@ -295,7 +299,8 @@ fn is_ipc(sys: Sys) -> bool {
     matches!(sys, ipc_calls!())
 }
 
-pub fn decode(c: &Thread) -> Result<Invocation, Error> {
+/// Decodes any other call of the caller `c` (borrowed from `k`).
+pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
     let f = &c.context.0;
     let sys = Sys::from_raw(f.rax).ok_or(Error::UnknownSyscall)?;
     let (a0, a1, a2, a3, a4) = (f.rdi, f.rsi, f.rdx, f.r10, f.r8);
@@ -309,10 +314,10 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
         }
         Sys::Yield => Invocation::Yield,
         Sys::ThreadExit => Invocation::ThreadExit(a0),
-        ipc_calls!() => Invocation::Ipc(decode_ipc(c, sys)?),
+        ipc_calls!() => Invocation::Ipc(decode_ipc(k, c, sys)?),
         Sys::CapCopy | Sys::CapMint => {
-            let (src, cap) = full_slot(c, a0)?;
-            let dst = empty_slot(c, a1)?;
+            let (src, cap) = full_slot(k, c, a0)?;
+            let dst = empty_slot(k, c, a1)?;
             if matches!(cap.kind, ObjectType::Untyped | ObjectType::Reply) {
                 return Err(Error::InvalidArgument);
             }
@@ -339,24 +344,24 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
                 }
             }
         }
-        Sys::CapDelete => Invocation::CapDelete(full_slot(c, a0)?.0),
-        Sys::CapRevoke => Invocation::CapRevoke(full_slot(c, a0)?.0),
-        Sys::Retype => decode_retype(c, a0, a1, a2, a3, a4)?,
+        Sys::CapDelete => Invocation::CapDelete(full_slot(k, c, a0)?.0),
+        Sys::CapRevoke => Invocation::CapRevoke(full_slot(k, c, a0)?.0),
+        Sys::Retype => decode_retype(k, c, a0, a1, a2, a3, a4)?,
         Sys::SaveReply => {
-            let dst = empty_slot(c, a0)?;
+            let dst = empty_slot(k, c, a0)?;
             crate::reply::check_save(c)?;
             Invocation::SaveReply(dst)
         }
         Sys::ReplyTo => {
-            let (slot, cap) = lookup(c, a0, ObjectType::Reply, Rights::WRITE)?;
+            let (slot, cap) = lookup(k, c, a0, ObjectType::Reply, Rights::WRITE)?;
             let info = MsgInfo(a1).validate()?;
-            ipc::check_sendable(c, info)?;
+            ipc::check_sendable(&k.objects, c, info)?;
             let caller = crate::reply::target(&cap)?;
             Invocation::ReplyTo { slot, caller }
         }
         Sys::Map => {
-            let (_, space) = lookup(c, a0, ObjectType::AddressSpace, Rights::WRITE)?;
-            let (frame, fcap) = full_slot(c, a1)?;
+            let (_, space) = lookup(k, c, a0, ObjectType::AddressSpace, Rights::WRITE)?;
+            let (frame, fcap) = full_slot(k, c, a1)?;
             if !matches!(fcap.kind, ObjectType::Frame4K | ObjectType::Frame2M) {
                 return Err(Error::WrongObjectType);
             }
@@ -388,7 +393,7 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
             }
         }
         Sys::Unmap => {
-            let (frame, fcap) = full_slot(c, a0)?;
+            let (frame, fcap) = full_slot(k, c, a0)?;
             if !matches!(fcap.kind, ObjectType::Frame4K | ObjectType::Frame2M) {
                 return Err(Error::WrongObjectType);
             }
@@ -398,15 +403,15 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
             Invocation::Unmap(frame)
         }
         Sys::ThreadConfigure => {
-            let target = thread_cap(c, a0, Rights::WRITE)?;
-            let (cspace, _) = lookup(c, a1, ObjectType::CapTable, Rights::NONE)?;
-            let (vspace, _) = lookup(c, a2, ObjectType::AddressSpace, Rights::NONE)?;
+            let target = thread_cap(k, c, a0, Rights::WRITE)?;
+            let (cspace, _) = lookup(k, c, a1, ObjectType::CapTable, Rights::NONE)?;
+            let (vspace, _) = lookup(k, c, a2, ObjectType::AddressSpace, Rights::NONE)?;
             if a3 % abi::ipc_buffer::IPC_BUFFER_ALIGN != 0 || a3 >= USER_END {
                 return Err(Error::InvalidArgument);
             }
             let fault = match a4 {
                 abi::caddr::NULL_SLOT => None,
-                addr => Some(lookup(c, addr, ObjectType::Endpoint, Rights::WRITE)?.0),
+                addr => Some(lookup(k, c, addr, ObjectType::Endpoint, Rights::WRITE)?.0),
             };
             Invocation::ThreadConfigure {
                 target,
@@ -417,7 +422,7 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
             }
         }
         Sys::ThreadSetSchedParams => {
-            let target = thread_cap(c, a0, Rights::WRITE)?;
+            let target = thread_cap(k, c, a0, Rights::WRITE)?;
             // The new set: the caller's (0), or a subset of it; it holds
             // the CPU, which is online (the caller's set holds only online
             // CPUs).
@@ -438,9 +443,9 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
         }
         Sys::CpuSet => Invocation::CpuSet,
         Sys::ThreadStart => {
-            let target = thread_cap(c, a0, Rights::WRITE)?;
+            let target = thread_cap(k, c, a0, Rights::WRITE)?;
             let (rip, rsp) = (user_address(a1)?, user_address(a2)?);
-            let tt = t!(target);
+            let tt = k.threads.get(target);
             if !matches!(tt.state, State::Inactive | State::Suspended)
                 || tt.page_table_root().is_none()
                 || tt.cspace.cap.is_none()
@@ -454,10 +459,10 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
                 arg: a3,
             }
         }
-        Sys::ThreadSuspend => Invocation::ThreadSuspend(thread_cap(c, a0, Rights::WRITE)?),
+        Sys::ThreadSuspend => Invocation::ThreadSuspend(thread_cap(k, c, a0, Rights::WRITE)?),
         Sys::ThreadResume => {
-            let target = thread_cap(c, a0, Rights::WRITE)?;
-            if t!(target).state != State::Suspended {
+            let target = thread_cap(k, c, a0, Rights::WRITE)?;
+            if k.threads.get(target).state != State::Suspended {
                 return Err(Error::InvalidState);
             }
             Invocation::ThreadResume(target)
@@ -469,14 +474,14 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
                 _ => return Err(Error::InvalidArgument),
             };
             let rights = if write { Rights::WRITE } else { Rights::READ };
-            let target = thread_cap(c, a0, rights)?;
+            let target = thread_cap(k, c, a0, rights)?;
             // The caller's own frame is incomplete while it runs (see
             // arch::x86_64::syscall_entry): its registers are its own
             // business.
-            if core::ptr::eq(t!(target), c) {
+            if core::ptr::eq(target.as_ptr(), c) {
                 return Err(Error::InvalidArgument);
             }
-            let buffer = ipc::ipc_buffer_ptr(c, !write).ok_or(Error::BadAddress)?;
+            let buffer = ipc::ipc_buffer_ptr(&k.objects, c, !write).ok_or(Error::BadAddress)?;
             if write {
                 // SAFETY: the buffer holds REGISTER_COUNT words (checked
                 // mapped by ipc_buffer_ptr, within one page).
@@ -492,8 +497,8 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
             }
         }
         Sys::IrqBind => {
-            let (_, irq) = lookup(c, a0, ObjectType::IrqHandler, Rights::NONE)?;
-            let (_, n) = lookup(c, a1, ObjectType::Notification, Rights::WRITE)?;
+            let (_, irq) = lookup(k, c, a0, ObjectType::IrqHandler, Rights::NONE)?;
+            let (_, n) = lookup(k, c, a1, ObjectType::Notification, Rights::WRITE)?;
             Invocation::IrqBind {
                 line: irq.object,
                 n: n.object,
@@ -501,11 +506,11 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
             }
         }
         Sys::IrqAck => {
-            let (_, irq) = lookup(c, a0, ObjectType::IrqHandler, Rights::NONE)?;
+            let (_, irq) = lookup(k, c, a0, ObjectType::IrqHandler, Rights::NONE)?;
             Invocation::IrqAck { line: irq.object }
         }
         Sys::IoPort => {
-            let (_, ports) = lookup(c, a0, ObjectType::IoPorts, Rights::NONE)?;
+            let (_, ports) = lookup(k, c, a0, ObjectType::IoPorts, Rights::NONE)?;
             let write = match a2 {
                 0 => false,
                 1 => true,
@@ -527,14 +532,14 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
             }
         }
         Sys::BindNotification => {
-            let target = thread_cap(c, a0, Rights::WRITE)?;
+            let target = thread_cap(k, c, a0, Rights::WRITE)?;
             let n = match a1 {
                 abi::caddr::NULL_SLOT => None,
                 addr => {
-                    let (_, n) = lookup(c, addr, ObjectType::Notification, Rights::READ)?;
-                    if t!(target).bound_notification != 0
-                        || object::notification(n.object).bound.is_some()
-                    {
+                    let (_, n) = lookup(k, c, addr, ObjectType::Notification, Rights::READ)?;
+                    // SAFETY: the object of a notification capability.
+                    let bound = unsafe { k.objects.notification(n.object) }.bound;
+                    if k.threads.get(target).bound_notification != 0 || bound.is_some() {
                         return Err(Error::InvalidState);
                     }
                     Some(n.object)
@@ -546,6 +551,7 @@ pub fn decode(c: &Thread) -> Result<Invocation, Error> {
 }
 
 fn decode_retype(
+    k: &Kernel,
     c: &Thread,
     untyped: u64,
     kind: u64,
@@ -553,7 +559,7 @@ fn decode_retype(
     dst: u64,
     count: u64,
 ) -> Result<Invocation, Error> {
-    let (uslot, ucap) = lookup(c, untyped, ObjectType::Untyped, Rights::WRITE)?;
+    let (uslot, ucap) = lookup(k, c, untyped, ObjectType::Untyped, Rights::WRITE)?;
     let kind = ObjectType::from_raw(kind).ok_or(Error::InvalidArgument)?;
     let object_bits = kind.object_bits(size_bits).ok_or(Error::InvalidArgument)?;
     if object::untyped_is_device(&ucap) && !kind.allowed_from_device_memory() {
@@ -562,9 +568,9 @@ fn decode_retype(
     if count == 0 || count > RETYPE_MAX_COUNT {
         return Err(Error::InvalidArgument);
     }
-    let dst = object::resolve_range(c, dst, count)?;
+    let dst = object::resolve_range(k, c, dst, count)?;
     for i in 0..count {
-        if object::slot(object::nth_slot(dst, i)).cap.is_some() {
+        if k.slot(object::nth_slot(dst, i)).cap.is_some() {
             return Err(Error::SlotOccupied);
         }
     }
@@ -573,7 +579,7 @@ fn decode_retype(
         return Err(Error::OutOfMemory);
     }
     // Nothing made from this untyped is left: its memory is free again.
-    let watermark = if cap::has_children(&KernelSlots, uslot)? {
+    let watermark = if cap::has_children(k, uslot)? {
         ucap.extra
     } else {
         0
@@ -599,9 +605,16 @@ fn decode_retype(
 }
 
 /// Performs a checked message-passing or notification call.
+///
+/// The endpoint and notification addresses in the invocation are the
+/// objects of capabilities `decode_ipc` found in the caller's slots a
+/// moment ago: live (`object.rs`, "Access").
 #[inline(always)]
-fn perform_ipc(invocation: IpcInvocation, caller: ThreadRef) -> Result<Outcome, Error> {
-    let c = t!(caller);
+fn perform_ipc(
+    k: &mut Kernel,
+    invocation: IpcInvocation,
+    caller: ThreadRef,
+) -> Result<Outcome, Error> {
     match invocation {
         IpcInvocation::Send {
             ep,
@@ -609,65 +622,80 @@ fn perform_ipc(invocation: IpcInvocation, caller: ThreadRef) -> Result<Outcome, 
             grant,
             blocking,
         } => {
-            ipc::send(caller, ep, badge, grant, SendKind::Send, blocking)?;
-            Ok(after_ipc(caller))
+            // SAFETY: `ep` is live (see above).
+            unsafe { ipc::send(k, caller, ep, badge, grant, SendKind::Send, blocking) }?;
+            Ok(after_ipc(k, caller))
         }
         IpcInvocation::Call { ep, badge, grant } => {
-            ipc::send(caller, ep, badge, grant, SendKind::Call, true)?;
+            // SAFETY: `ep` is live (see above).
+            unsafe { ipc::send(k, caller, ep, badge, grant, SendKind::Call, true) }?;
             Ok(Outcome::Schedule)
         }
         IpcInvocation::Recv { ep, blocking } => {
-            ipc::recv(caller, ep, blocking)?;
-            Ok(after_ipc(caller))
+            // SAFETY: `ep` is live (see above).
+            unsafe { ipc::recv(k, caller, ep, blocking) }?;
+            Ok(after_ipc(k, caller))
         }
         IpcInvocation::Reply => {
-            ipc::reply(caller)?;
-            Ok(after_ipc(caller))
+            ipc::reply(k, caller)?;
+            Ok(after_ipc(k, caller))
         }
         IpcInvocation::ReplyRecv { ep } => {
             // No caller is not an error here: the first ReplyRecv of a
             // server loop has nobody to answer.
-            let _ = ipc::reply(caller);
-            ipc::recv(caller, ep, true)?;
-            Ok(after_ipc(caller))
+            let _ = ipc::reply(k, caller);
+            // SAFETY: `ep` is live (see above; a reply destroys nothing).
+            unsafe { ipc::recv(k, caller, ep, true) }?;
+            Ok(after_ipc(k, caller))
         }
         IpcInvocation::Signal { n, badge } => {
-            ipc::signal(n, badge);
-            Ok(after_ipc(caller))
+            // SAFETY: `n` is live (see above).
+            unsafe { ipc::signal(k, n, badge) };
+            Ok(after_ipc(k, caller))
         }
         IpcInvocation::Wait { n } => {
-            ipc::wait(caller, n);
-            Ok(after_ipc(caller))
+            // SAFETY: `n` is live (see above).
+            unsafe { ipc::wait(k, caller, n) };
+            Ok(after_ipc(k, caller))
         }
         IpcInvocation::Poll { n } => {
-            c.frame().rdi = core::mem::take(&mut object::notification(n).word);
+            // SAFETY: `n` is live (see above).
+            let word = core::mem::take(&mut unsafe { k.objects.notification_mut(n) }.word);
+            k.threads.get_mut(caller).frame().rdi = word;
             Ok(Outcome::Resume)
         }
     }
 }
 
-fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> {
-    let c = t!(caller);
+/// Performs a checked call. Object addresses in the invocation are the
+/// objects of capabilities `decode` found in slots a moment ago: live
+/// (`object.rs`, "Access"), also after a deletion earlier in the same
+/// call (the memory stays the object until its untyped is reused).
+fn perform(k: &mut Kernel, invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> {
     match invocation {
         Invocation::Null => Ok(Outcome::Resume),
         Invocation::DebugWrite(slice) => {
             let mut buffer = [0u8; DEBUG_WRITE_MAX as usize];
             let bytes = &mut buffer[..slice.len() as usize];
-            let root = c.page_table_root().ok_or(Error::BadAddress)?;
+            let root = k
+                .threads
+                .get(caller)
+                .page_table_root()
+                .ok_or(Error::BadAddress)?;
             slice.copy_in(root, bytes)?;
             crate::console::write_bytes(bytes);
             Ok(Outcome::Resume)
         }
         Invocation::Yield => Ok(Outcome::Yield),
         Invocation::ThreadExit(code) => {
-            exit_thread(caller, code);
+            exit_thread(k, caller, code);
             Ok(Outcome::Schedule)
         }
-        Invocation::Ipc(ipc) => perform_ipc(ipc, caller),
+        Invocation::Ipc(ipc) => perform_ipc(k, ipc, caller),
         Invocation::CapCopy { src, dst, cap } => {
-            cap::copy(&mut KernelSlots, src, dst)?;
-            object::add_ref(&cap);
-            ipc::clear_mapping(dst);
+            cap::copy(k, src, dst)?;
+            object::add_ref(k, &cap);
+            ipc::clear_mapping(k, dst);
             Ok(Outcome::Resume)
         }
         Invocation::CapMint {
@@ -677,20 +705,18 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
             rights,
             badge,
         } => {
-            cap::mint(&mut KernelSlots, src, dst, rights, badge)?;
-            object::add_ref(&cap);
-            ipc::clear_mapping(dst);
+            cap::mint(k, src, dst, rights, badge)?;
+            object::add_ref(k, &cap);
+            ipc::clear_mapping(k, dst);
             Ok(Outcome::Resume)
         }
         Invocation::CapDelete(slot) => {
-            object::delete_slot(slot)?;
-            Ok(after_ipc(caller))
+            object::delete_slot(k, slot)?;
+            Ok(after_ipc(k, caller))
         }
         Invocation::CapRevoke(slot) => {
-            let r = cap::revoke(&mut KernelSlots, slot, object::on_cap_removed);
-            object::finish_deletions();
-            r?;
-            Ok(after_ipc(caller))
+            object::revoke(k, slot)?;
+            Ok(after_ipc(k, caller))
         }
         Invocation::Retype {
             untyped,
@@ -701,7 +727,7 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
             dst,
             count,
         } => {
-            let ucap = object::slot(untyped).cap.ok_or(Error::EmptySlot)?;
+            let ucap = k.slot(untyped).cap.ok_or(Error::EmptySlot)?;
             let device = object::untyped_is_device(&ucap);
             for i in 0..count {
                 let phys = ucap.object + offset + (i << object_bits);
@@ -716,18 +742,22 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
                         )
                     };
                 }
-                object::init_object(kind, phys, size_bits);
+                // SAFETY: as above: fresh memory of the object's size,
+                // aligned to it (decode aligned `offset`).
+                unsafe { object::init_object(k, kind, phys, size_bits) };
                 if kind == ObjectType::Thread {
                     // A new thread may use the CPUs of the thread that made it.
-                    t!(object::thread_at(phys)).cpus = t!(caller).cpus;
+                    let cpus = k.threads.get(caller).cpus;
+                    // SAFETY: a thread was just made at `phys`.
+                    k.threads.get_mut(unsafe { object::thread_at(phys) }).cpus = cpus;
                 }
                 let mut new = object::new_cap(kind, phys, size_bits);
                 if kind == ObjectType::Untyped {
                     new.badge = object::untyped_badge(object_bits, device);
                 }
-                cap::insert_child(&mut KernelSlots, untyped, object::nth_slot(dst, i), new)?;
+                cap::insert_child(k, untyped, object::nth_slot(dst, i), new)?;
             }
-            if let Some(u) = object::slot(untyped).cap.as_mut() {
+            if let Some(u) = k.slot_mut(untyped).cap.as_mut() {
                 u.extra = offset + (count << object_bits);
             }
             Ok(Outcome::Resume)
@@ -738,17 +768,20 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
             vaddr,
             attr,
         } => {
-            let fcap = object::slot(frame).cap.ok_or(Error::EmptySlot)?;
-            let (badge, extra) = vspace::map(space, &fcap, vaddr, attr)?;
-            if let Some(f) = object::slot(frame).cap.as_mut() {
+            let fcap = k.slot(frame).cap.ok_or(Error::EmptySlot)?;
+            // SAFETY: `space` is an address-space capability's object.
+            let (badge, extra) = unsafe { vspace::map(&mut k.objects, space, &fcap, vaddr, attr) }?;
+            if let Some(f) = k.slot_mut(frame).cap.as_mut() {
                 f.badge = badge;
                 f.extra = extra;
             }
             Ok(Outcome::Resume)
         }
         Invocation::Unmap(frame) => {
-            if let Some(f) = object::slot(frame).cap.as_mut() {
-                vspace::unmap_cap(f);
+            if let Some(f) = k.slot(frame).cap {
+                vspace::unmap_cap(&mut k.objects, &f);
+            }
+            if let Some(f) = k.slot_mut(frame).cap.as_mut() {
                 f.badge = 0;
                 f.extra = 0;
             }
@@ -761,31 +794,35 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
             ipc_buffer,
             fault,
         } => {
-            let tt = t!(target);
+            let tt = k.threads.get(target);
             let own = [
                 (object::slot_id(&tt.cspace), Some(cspace)),
                 (object::slot_id(&tt.vspace), Some(vspace)),
                 (object::slot_id(&tt.fault_endpoint), fault),
             ];
             for (dst, src) in own {
-                if object::slot(dst).cap.is_some() {
-                    object::delete_slot(dst)?;
+                if k.slot(dst).cap.is_some() {
+                    object::delete_slot(k, dst)?;
                 }
                 if let Some(src) = src {
-                    if let Some(cap) = object::slot(src).cap {
-                        cap::copy(&mut KernelSlots, src, dst)?;
-                        object::add_ref(&cap);
+                    if let Some(cap) = k.slot(src).cap {
+                        cap::copy(k, src, dst)?;
+                        object::add_ref(k, &cap);
                     }
                 }
             }
-            if let Some(root) = tt.page_table_root() {
-                vspace::note_cpu(root, tt.cpu);
-            }
+            let tt = k.threads.get_mut(target);
             tt.ipc_buffer = ipc_buffer;
             tt.ipc_buffer_cache.set(Default::default());
+            let (root, cpu) = (tt.page_table_root(), tt.cpu);
+            if let Some(root) = root {
+                // SAFETY: the thread's address space (its slot holds a
+                // capability to it).
+                unsafe { vspace::note_cpu(&mut k.objects, root, cpu) };
+            }
             // Running on another CPU: its next system call there is checked.
             crate::smp::thread_changed(target.as_ptr());
-            Ok(after_ipc(caller))
+            Ok(after_ipc(k, caller))
         }
         Invocation::ThreadSetSchedParams {
             target,
@@ -793,10 +830,17 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
             cpu,
             cpus,
         } => {
-            t!(target).cpus = cpus;
-            Ok(set_sched_params(caller, target, priority, u32::from(cpu)))
+            k.threads.get_mut(target).cpus = cpus;
+            Ok(set_sched_params(
+                k,
+                caller,
+                target,
+                priority,
+                u32::from(cpu),
+            ))
         }
         Invocation::CpuSet => {
+            let c = k.threads.get_mut(caller);
             c.frame().rdi = c.cpus;
             Ok(Outcome::Resume)
         }
@@ -806,17 +850,16 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
             rsp,
             arg,
         } => {
-            let tt = t!(target);
             // First: a CPU still running it (stopped, not yet left) leaves
             // it, pushing its old registers into the frame.
-            crate::arch::fpu::reset(target.as_ptr());
-            *tt.frame() = thread::initial_frame(rip, rsp, arg);
-            thread::make_runnable(target);
-            Ok(after_ipc(caller))
+            crate::arch::fpu::reset(&mut k.threads, target);
+            *k.threads.get_mut(target).frame() = thread::initial_frame(rip, rsp, arg);
+            thread::make_runnable(k, target);
+            Ok(after_ipc(k, caller))
         }
         Invocation::ThreadSuspend(target) => {
-            suspend(target);
-            Ok(after_ipc(caller))
+            suspend(k, target);
+            Ok(after_ipc(k, caller))
         }
         Invocation::ThreadResume(target) => {
             if crate::smp::current_elsewhere(target.as_ptr()) {
@@ -824,11 +867,11 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
                 // it yet: it simply runs on (that CPU sees it moved, if it
                 // was); queued, a second CPU could start it from its stale
                 // frame while the first still runs it.
-                thread::set_state(target, State::Running);
+                thread::set_state(&mut k.threads, target, State::Running);
             } else {
-                thread::make_runnable(target);
+                thread::make_runnable(k, target);
             }
-            Ok(after_ipc(caller))
+            Ok(after_ipc(k, caller))
         }
         Invocation::ThreadRegisters {
             target,
@@ -838,11 +881,12 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
             // A thread running on another CPU: its frame is incomplete
             // too (see above), and that CPU may write it at any moment —
             // also when it was just stopped but that CPU has not left it.
-            if t!(target).state == State::Running || crate::smp::current_elsewhere(target.as_ptr())
+            if k.threads.get(target).state == State::Running
+                || crate::smp::current_elsewhere(target.as_ptr())
             {
                 return Err(Error::InvalidState);
             }
-            thread_registers(target, write, buffer);
+            thread_registers(k.threads.get_mut(target), write, buffer);
             Ok(Outcome::Resume)
         }
         Invocation::IrqBind { line, n, badge } => {
@@ -859,72 +903,81 @@ fn perform(invocation: Invocation, caller: ThreadRef) -> Result<Outcome, Error> 
             width,
             value,
         } => {
-            c.frame().rdi = crate::irq::io_port(port, write, width, value);
+            k.threads.get_mut(caller).frame().rdi = crate::irq::io_port(port, write, width, value);
             Ok(Outcome::Resume)
         }
         Invocation::BindNotification { target, n } => {
-            let tt = t!(target);
             match n {
                 Some(n) => {
-                    tt.bound_notification = n;
-                    object::notification(n).bound = Some(target);
+                    k.threads.get_mut(target).bound_notification = n;
+                    // SAFETY: a notification capability's object.
+                    unsafe { k.objects.notification_mut(n) }.bound = Some(target);
                 }
                 None => {
-                    if tt.bound_notification != 0 {
-                        object::notification(tt.bound_notification).bound = None;
-                        tt.bound_notification = 0;
+                    let bound = core::mem::take(&mut k.threads.get_mut(target).bound_notification);
+                    if bound != 0 {
+                        // SAFETY: a thread's bound notification is live
+                        // (destroying the notification unbinds it).
+                        unsafe { k.objects.notification_mut(bound) }.bound = None;
                     }
                 }
             }
             Ok(Outcome::Resume)
         }
         Invocation::SaveReply(dst) => {
-            crate::reply::save(caller, dst)?;
+            crate::reply::save(k, caller, dst)?;
             Ok(Outcome::Resume)
         }
         Invocation::ReplyTo { slot, caller: to } => {
-            crate::reply::answer(caller, slot, to)?;
-            Ok(after_ipc(caller))
+            crate::reply::answer(k, caller, slot, to)?;
+            Ok(after_ipc(k, caller))
         }
     }
 }
 
 /// `ThreadSetSchedParams`, out of line (rare; keeps the dispatcher lean).
 #[inline(never)]
-fn set_sched_params(caller: ThreadRef, target: ThreadRef, priority: u8, cpu: u32) -> Outcome {
-    let tt = t!(target);
-    let queued = tt.state == State::Runnable;
+fn set_sched_params(
+    k: &mut Kernel,
+    caller: ThreadRef,
+    target: ThreadRef,
+    priority: u8,
+    cpu: u32,
+) -> Outcome {
+    let queued = k.threads.get(target).state == State::Runnable;
     if queued {
-        thread::remove_from_run_queue(target);
+        thread::remove_from_run_queue(k, target);
     }
-    if tt.cpu != cpu {
+    if k.threads.get(target).cpu != cpu {
         // Its FPU state is saved where it is live, before it can run on
         // the new CPU; the address space may be loaded there from now on.
-        crate::arch::fpu::before_moving(target.as_ptr(), cpu);
-        thread::set_cpu(target, cpu);
-        if let Some(root) = tt.page_table_root() {
-            vspace::note_cpu(root, cpu);
+        crate::arch::fpu::before_moving(&mut k.threads, target, cpu);
+        thread::set_cpu(&mut k.threads, target, cpu);
+        if let Some(root) = k.threads.get(target).page_table_root() {
+            // SAFETY: the thread's address space (its slot holds a
+            // capability to it).
+            unsafe { vspace::note_cpu(&mut k.objects, root, cpu) };
         }
         // Running on another CPU: that CPU lets it go at once.
-        if tt.state == State::Running && target != caller {
+        if k.threads.get(target).state == State::Running && target != caller {
             crate::smp::reschedule_running(target.as_ptr());
         }
     }
-    tt.priority = priority;
+    k.threads.get_mut(target).priority = priority;
     if queued {
-        thread::make_runnable(target);
+        thread::make_runnable(k, target);
     }
     // The caller moved itself: it continues on its new CPU.
-    if target == caller && tt.cpu != crate::arch::percpu::this_cpu_index() {
+    if target == caller && cpu != crate::arch::percpu::this_cpu_index() {
         return Outcome::Yield;
     }
-    after_ipc(caller)
+    after_ipc(k, caller)
 }
 
 /// After a call that may have woken or stopped threads: the caller goes on
 /// if it can and nobody more important waits.
-fn after_ipc(caller: ThreadRef) -> Outcome {
-    let c = t!(caller);
+fn after_ipc(k: &Kernel, caller: ThreadRef) -> Outcome {
+    let c = k.threads.get(caller);
     if c.state != State::Running {
         return Outcome::Schedule;
     }
@@ -936,29 +989,34 @@ fn after_ipc(caller: ThreadRef) -> Outcome {
 
 /// Ends a thread: reported to its fault endpoint if it has one, else
 /// logged; either way it runs no more until started again.
-fn exit_thread(t: ThreadRef, code: u64) {
-    object::abandon_caller(t);
-    let thread = t!(t);
+fn exit_thread(k: &mut Kernel, t: ThreadRef, code: u64) {
+    object::abandon_caller(k, t);
+    let thread = k.threads.get_mut(t);
     if let Some(fault) = thread.fault_endpoint.cap {
         thread.kernel_msg = [abi::fault::LABEL_EXIT, code, 0, 0, 0];
-        if ipc::send(t, fault.object, fault.badge, false, SendKind::Exit, true).is_ok() {
+        // SAFETY: the object of the thread's fault-endpoint capability (an
+        // endpoint: `ThreadConfigure` checked the kind) is a live endpoint.
+        let sent =
+            unsafe { ipc::send(k, t, fault.object, fault.badge, false, SendKind::Exit, true) };
+        if sent.is_ok() {
             return;
         }
     }
+    let thread = k.threads.get(t);
     crate::kprintln!(
         "kernel: thread '{}' (id {}) exited with code {}",
         thread.name(),
         thread.id,
         code as i64
     );
-    thread::set_state(t, State::Inactive);
+    thread::set_state(&mut k.threads, t, State::Inactive);
 }
 
 /// Stops a thread until `ThreadResume`. An IPC it waited in ends with
 /// `Aborted` (a fault it waited to deliver is simply delivered again when
 /// it resumes and retries the instruction).
-pub fn suspend(target: ThreadRef) {
-    let tt = t!(target);
+pub fn suspend(k: &mut Kernel, target: ThreadRef) {
+    let tt = k.threads.get(target);
     match tt.state {
         State::Inactive | State::Suspended => return,
         State::BlockedSend
@@ -968,17 +1026,18 @@ pub fn suspend(target: ThreadRef) {
             let fault = (tt.state == State::BlockedSend && tt.send_kind == SendKind::Fault)
                 || (tt.state == State::BlockedReply && tt.reply_is_fault);
             let exiting = tt.state == State::BlockedSend && tt.send_kind == SendKind::Exit;
-            object::cancel_ipc(target);
+            object::cancel_ipc(k, target);
+            let tt = k.threads.get_mut(target);
             tt.reply_is_fault = false;
             if exiting {
-                thread::set_state(target, State::Inactive);
+                thread::set_state(&mut k.threads, target, State::Inactive);
                 return;
             }
             if !fault {
                 tt.frame().rax = Error::Aborted.raw();
             }
         }
-        State::Runnable => thread::remove_from_run_queue(target),
+        State::Runnable => thread::remove_from_run_queue(k, target),
         // Suspending oneself: the call succeeded when the thread resumes.
         // A thread running on another CPU: that CPU stops it at its next
         // entry, where its frame is completed — or already was, by an
@@ -986,17 +1045,17 @@ pub fn suspend(target: ThreadRef) {
         // thread's own then, not a result, so it is left alone.
         State::Running => {
             if thread::current() == Some(target) {
-                tt.frame().rax = 0;
+                k.threads.get_mut(target).frame().rax = 0;
             } else {
                 crate::smp::reschedule_running(target.as_ptr());
             }
         }
     }
-    thread::set_state(target, State::Suspended);
+    thread::set_state(&mut k.threads, target, State::Suspended);
 }
 
-fn thread_registers(target: ThreadRef, write: bool, buffer: *mut u64) {
-    let f = t!(target).frame();
+fn thread_registers(target: &mut Thread, write: bool, buffer: *mut u64) {
+    let f = target.frame();
     let fields: [&mut u64; reg::REGISTER_COUNT] = [
         &mut f.rip,
         &mut f.rsp,
@@ -1051,46 +1110,52 @@ fn thread_registers(target: ThreadRef, write: bool, buffer: *mut u64) {
 /// (the general path is a tail call), it costs a handful of instructions.
 #[unsafe(no_mangle)]
 extern "C" fn syscall_from_user(caller: ThreadRef) -> u64 {
-    if t!(caller).context.0.rax == Sys::Null as u64 {
+    // SAFETY: the assembly entry calls this with the big kernel lock held
+    // (or one CPU online) and interrupts masked (SFMASK), from user mode,
+    // where this CPU holds no token.
+    let mut k = unsafe { Kernel::enter() };
+    if k.threads.get(caller).context.0.rax == Sys::Null as u64 {
         return 0;
     }
-    general_path(caller)
+    general_path(&mut k, caller)
 }
 
 #[inline(never)]
-fn general_path(caller: ThreadRef) -> u64 {
-    let c = t!(caller);
-    let result = match Sys::from_raw(c.context.0.rax) {
-        Some(sys) if is_ipc(sys) => {
-            decode_ipc(c, sys).and_then(|invocation| perform_ipc(invocation, caller))
-        }
-        _ => decode(c).and_then(|invocation| perform(invocation, caller)),
+fn general_path(k: &mut Kernel, caller: ThreadRef) -> u64 {
+    let result = match Sys::from_raw(k.threads.get(caller).context.0.rax) {
+        Some(sys) if is_ipc(sys) => decode_ipc(k, k.threads.get(caller), sys)
+            .and_then(|invocation| perform_ipc(k, invocation, caller)),
+        _ => decode(k, k.threads.get(caller)).and_then(|invocation| perform(k, invocation, caller)),
     };
     let outcome = match result {
         Ok(outcome) => {
             if !matches!(outcome, Outcome::Schedule) {
-                c.frame().rax = 0;
+                k.threads.get_mut(caller).frame().rax = 0;
             }
             outcome
         }
         Err(e) => {
-            c.frame().rax = e.raw();
+            k.threads.get_mut(caller).frame().rax = e.raw();
             Outcome::Resume
         }
     };
     match outcome {
-        Outcome::Resume if thread::can_return_directly(caller) => c.context.0.rax,
-        Outcome::Resume => switch_later((c.state == State::Running).then_some(caller)),
+        Outcome::Resume if thread::can_return_directly(&k.threads, caller) => {
+            k.threads.get(caller).context.0.rax
+        }
+        Outcome::Resume => {
+            switch_later((k.threads.get(caller).state == State::Running).then_some(caller))
+        }
         // The next thread is chosen here, as `thread::schedule` would (the
         // caller is queued or stopped): `syscall_continue` switches to it
         // straight away, or schedules (and idles) when there is none.
         Outcome::Yield => {
-            if c.state == State::Running {
-                thread::make_runnable(caller);
+            if k.threads.get(caller).state == State::Running {
+                thread::make_runnable(k, caller);
             }
-            switch_later(thread::pop_highest_here())
+            switch_later(thread::pop_highest_here(k))
         }
-        Outcome::Schedule => switch_later(thread::pop_highest_here()),
+        Outcome::Schedule => switch_later(thread::pop_highest_here(k)),
     }
 }
 
@@ -1103,8 +1168,12 @@ fn switch_later(next: Option<ThreadRef>) -> u64 {
 /// is complete now.
 #[unsafe(no_mangle)]
 extern "C" fn syscall_continue() -> ! {
+    // SAFETY: the assembly entry calls this after `syscall_from_user`
+    // returned `SWITCH` (its token given up), with the lock still held and
+    // interrupts masked.
+    let k = unsafe { Kernel::enter() };
     match thread::take_next() {
-        Some(next) => thread::switch_to(next),
-        None => thread::schedule(),
+        Some(next) => thread::switch_to(k, next),
+        None => thread::schedule(k),
     }
 }

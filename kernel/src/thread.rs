@@ -38,8 +38,19 @@
 //!   when it reaches zero.
 //! - The kernel runs with interrupts disabled and, with several CPUs
 //!   online, under the big kernel lock (`smp.rs`), so these structures
-//!   need no locks of their own; every `unsafe` access to a
-//!   `Thread` relies on that.
+//!   need no locks of their own. The borrow checker enforces it: a
+//!   `Thread` is reached only through the kernel token's [`Threads`] part
+//!   (`token.rs`) — [`Threads::get`], [`Threads::get_mut`] — so a thread
+//!   reference lives no longer than
+//!   the borrow of the token, and two `&mut` to one thread do not
+//!   compile. Functions that change threads take `&mut Threads` (or the
+//!   whole `&mut Kernel` when they also change run queues or objects);
+//!   the ones that do not return take the token by value and give it up
+//!   on the way out.
+//! - A thread that is another CPU's current thread may have its frame
+//!   written by that CPU's entry paths at any moment (they store into it
+//!   before they take the lock): a token holder does not touch such a
+//!   thread's frame (`smp::current_elsewhere`; `syscall.rs`).
 
 use core::ptr::NonNull;
 
@@ -48,6 +59,7 @@ use kcore::cap::Slot;
 use crate::arch::percpu;
 use crate::arch::trap::TrapFrame;
 use crate::arch::{cpu, fpu, gdt};
+use crate::token::{Kernel, Objects, Threads};
 
 /// A thread's state. The encoding is fixed (`repr(u8)`, explicit values)
 /// because the IPC fast path (`arch::x86_64::syscall_entry`) reads and
@@ -121,8 +133,9 @@ pub struct Thread {
     /// one word, so that a live thread fails its "same CPU" check.
     pub fpu_live: u32,
     /// `cpu`'s run queue (kept with `cpu`: one load instead of an index
-    /// computation on every wake-up).
-    pub run_queue: *mut RunQueue,
+    /// computation on every wake-up). Private: always
+    /// `percpu::run_queue_of(cpu)` ([`init_at`], [`set_cpu`]).
+    run_queue: *mut RunQueue,
     /// The CPUs this thread may place threads on (`abi::cpu`): given by
     /// `ThreadSetSchedParams` (a subset of the caller's, holding `cpu`),
     /// else the set of the thread that made it (`Retype`).
@@ -236,7 +249,12 @@ impl Thread {
 
 /// A pointer to a live thread control block. A `Thread` is destroyed (see
 /// `object::destroy_thread`) only after every `ThreadRef` to it has been
-/// removed from queues, `caller`/`reply_from` links and per-CPU state.
+/// removed from queues, `caller`/`reply_from` links and per-CPU state (its
+/// memory stays a `Thread` until its untyped memory is revoked and
+/// retyped, which no `ThreadRef` survives). Made only by `unsafe`
+/// constructors ([`ThreadRef::from_ptr`], `object::thread_at`) and by the
+/// entry paths from `PerCpu::current`, so a `ThreadRef` is a valid handle
+/// and reaching the thread through the kernel token ([`Threads`]) is safe.
 ///
 /// `repr(transparent)` over `NonNull`, so `Option<ThreadRef>` is a plain
 /// pointer with `None` = null (guaranteed by Rust; the IPC fast path relies
@@ -245,8 +263,8 @@ impl Thread {
 #[repr(transparent)]
 pub struct ThreadRef(NonNull<Thread>);
 
-// SAFETY: a ThreadRef is only dereferenced with interrupts disabled by the
-// CPU that holds the big kernel lock (`smp.rs`; with one CPU: the CPU).
+// SAFETY: a ThreadRef is only dereferenced through the kernel token
+// (`token.rs`), which only the holder of the big kernel lock has.
 unsafe impl Send for ThreadRef {}
 
 impl ThreadRef {
@@ -259,34 +277,33 @@ impl ThreadRef {
     ///
     /// # Safety
     /// `ptr` must point to an initialised `Thread` that stays alive while
-    /// the reference is used.
+    /// the handle is used.
     pub unsafe fn from_ptr(ptr: *mut Thread) -> ThreadRef {
         // SAFETY: the caller promises a valid, hence non-null, pointer.
         ThreadRef(unsafe { NonNull::new_unchecked(ptr) })
     }
+}
 
-    /// # Safety
-    /// No other reference to the thread may be live (interrupts disabled,
-    /// single owner CPU), and the thread must be alive.
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn get(&self) -> &'static mut Thread {
-        // SAFETY: see the function contract.
-        unsafe { &mut *self.0.as_ptr() }
+/// Thread access through the kernel token: every reference borrows the
+/// token, so it cannot outlive the lock and cannot alias a `&mut`.
+impl Threads {
+    /// The thread `t`, to read.
+    #[inline(always)]
+    pub fn get(&self, t: ThreadRef) -> &Thread {
+        // SAFETY: `t` names a live thread (`ThreadRef`'s constructors);
+        // the token is borrowed shared for the reference's lifetime, so no
+        // `&mut Thread` is live (every one borrows the token mutably).
+        unsafe { &*t.as_ptr() }
+    }
+
+    /// The thread `t`, to change.
+    #[inline(always)]
+    pub fn get_mut(&mut self, t: ThreadRef) -> &mut Thread {
+        // SAFETY: as in `get`; the token is borrowed mutably for the
+        // reference's lifetime, so no other reference to a thread is live.
+        unsafe { &mut *t.as_ptr() }
     }
 }
-
-/// Shorthand for the kernel-wide rule that makes thread access sound.
-macro_rules! t {
-    ($r:expr) => {
-        // SAFETY: interrupts are disabled and one CPU at a time runs the
-        // kernel (the big kernel lock, `smp.rs`), so
-        // no other reference to the thread is in use; the ThreadRef came
-        // from a queue, a link or a capability, all of which only name live
-        // threads (see the module invariants).
-        unsafe { $r.get() }
-    };
-}
-pub(crate) use t;
 
 /// Interrupts enabled, IOPL 0; the RFLAGS a thread starts with.
 pub const USER_RFLAGS: u64 = 0x202;
@@ -384,38 +401,40 @@ impl ThreadQueue {
         self.head.is_none()
     }
 
-    pub fn push_back(&mut self, t: ThreadRef, queue: Queue) {
-        let thread = t!(t);
+    pub fn push_back(&mut self, threads: &mut Threads, t: ThreadRef, queue: Queue) {
+        let tail = self.tail;
+        let thread = threads.get_mut(t);
         thread.next = None;
-        thread.prev = self.tail;
+        thread.prev = tail;
         thread.queue = queue;
-        match self.tail {
-            Some(tail) => t!(tail).next = Some(t),
+        match tail {
+            Some(tail) => threads.get_mut(tail).next = Some(t),
             None => self.head = Some(t),
         }
         self.tail = Some(t);
     }
 
-    pub fn pop_front(&mut self) -> Option<ThreadRef> {
+    pub fn pop_front(&mut self, threads: &mut Threads) -> Option<ThreadRef> {
         let t = self.head?;
-        self.remove(t);
+        self.remove(threads, t);
         Some(t)
     }
 
     /// Unlinks `t`, which must be in this queue.
-    pub fn remove(&mut self, t: ThreadRef) {
-        let thread = t!(t);
-        match thread.prev {
-            Some(p) => t!(p).next = thread.next,
-            None => self.head = thread.next,
-        }
-        match thread.next {
-            Some(n) => t!(n).prev = thread.prev,
-            None => self.tail = thread.prev,
-        }
+    pub fn remove(&mut self, threads: &mut Threads, t: ThreadRef) {
+        let thread = threads.get_mut(t);
+        let (prev, next) = (thread.prev, thread.next);
         thread.next = None;
         thread.prev = None;
         thread.queue = Queue::None;
+        match prev {
+            Some(p) => threads.get_mut(p).next = next,
+            None => self.head = next,
+        }
+        match next {
+            Some(n) => threads.get_mut(n).prev = prev,
+            None => self.tail = prev,
+        }
     }
 }
 
@@ -443,16 +462,16 @@ impl RunQueue {
         }
     }
 
-    fn push(&mut self, t: ThreadRef, priority: u8) {
+    fn push(&mut self, threads: &mut Threads, t: ThreadRef, priority: u8) {
         let p = usize::from(priority);
-        self.queues[p].push_back(t, Queue::Run);
+        self.queues[p].push_back(threads, t, Queue::Run);
         self.nonempty[p / 64] |= 1 << (p % 64);
         self.summary |= 1 << (p / 64);
     }
 
-    fn remove(&mut self, t: ThreadRef, priority: u8) {
+    fn remove(&mut self, threads: &mut Threads, t: ThreadRef, priority: u8) {
         let p = usize::from(priority);
-        self.queues[p].remove(t);
+        self.queues[p].remove(threads, t);
         if self.queues[p].is_empty() {
             self.nonempty[p / 64] &= !(1 << (p % 64));
             if self.nonempty[p / 64] == 0 {
@@ -471,11 +490,26 @@ impl RunQueue {
         Some((word * 64 + 63 - bits.leading_zeros() as usize) as u8)
     }
 
-    fn pop_highest(&mut self) -> Option<ThreadRef> {
+    fn pop_highest(&mut self, threads: &mut Threads) -> Option<ThreadRef> {
         let p = self.highest_priority()?;
         let t = self.queues[usize::from(p)].head?;
-        self.remove(t, p);
+        self.remove(threads, t, p);
         Some(t)
+    }
+}
+
+impl Objects {
+    /// The run queue at `rq`.
+    ///
+    /// # Safety
+    /// `rq` is some CPU's run queue: a thread's `run_queue` (always its
+    /// CPU's) or `percpu::run_queue_of`. Run queues are shared state under
+    /// the big kernel lock (a lock-free reader reads only its own CPU's
+    /// bitmaps, and never while a token exists: `smp.rs`).
+    #[inline(always)]
+    unsafe fn run_queue_mut(&mut self, rq: *mut RunQueue) -> &mut RunQueue {
+        // SAFETY: the caller's promise; borrowed from the token.
+        unsafe { &mut *rq }
     }
 }
 
@@ -486,8 +520,8 @@ pub(crate) const RUN_QUEUE_SUMMARY: usize = core::mem::offset_of!(RunQueue, summ
 static LIVE_THREADS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
 /// Moves thread `t` (in no run queue) to CPU `cpu`.
-pub fn set_cpu(t: ThreadRef, cpu: u32) {
-    let thread = t!(t);
+pub fn set_cpu(threads: &mut Threads, t: ThreadRef, cpu: u32) {
+    let thread = threads.get_mut(t);
     thread.cpu = cpu;
     thread.run_queue = percpu::run_queue_of(cpu as usize);
 }
@@ -498,8 +532,8 @@ pub fn live_threads() -> u64 {
 
 /// Changes a thread's state and keeps [`live_threads`] exact. Queue
 /// membership is the caller's business.
-pub fn set_state(t: ThreadRef, state: State) {
-    let thread = t!(t);
+pub fn set_state(threads: &mut Threads, t: ThreadRef, state: State) {
+    let thread = threads.get_mut(t);
     let (was, is) = (thread.state.is_live(), state.is_live());
     thread.state = state;
     use core::sync::atomic::Ordering::Relaxed;
@@ -513,14 +547,15 @@ pub fn set_state(t: ThreadRef, state: State) {
 /// Makes a thread runnable and puts it at the end of its priority's queue
 /// (its CPU's); when that CPU is another, [`queued_on_other_cpu`] follows.
 #[inline(always)]
-pub fn make_runnable(t: ThreadRef) {
-    set_state(t, State::Runnable);
-    let thread = t!(t);
-    let rq = thread.run_queue;
-    // SAFETY: see `run_queue`.
-    unsafe { (*rq).push(t, thread.priority) };
+pub fn make_runnable(k: &mut Kernel, t: ThreadRef) {
+    k.check();
+    set_state(&mut k.threads, t, State::Runnable);
+    let thread = k.threads.get(t);
+    let (rq, priority) = (thread.run_queue, thread.priority);
+    // SAFETY: a thread's `run_queue` is its CPU's.
+    unsafe { k.objects.run_queue_mut(rq) }.push(&mut k.threads, t, priority);
     if !percpu::is_own_run_queue(rq) {
-        queued_on_other_cpu(t);
+        queued_on_other_cpu(k, t);
     }
 }
 
@@ -532,24 +567,23 @@ pub fn make_runnable(t: ThreadRef) {
 /// CPU saves it before it idles.)
 #[cold]
 #[inline(never)]
-fn queued_on_other_cpu(t: ThreadRef) {
-    let thread = t!(t);
-    if thread.fpu_live != 0 {
-        fpu::before_moving(t.as_ptr(), thread.cpu);
+fn queued_on_other_cpu(k: &mut Kernel, t: ThreadRef) {
+    let thread = k.threads.get(t);
+    let (fpu_live, cpu, priority) = (thread.fpu_live, thread.cpu, thread.priority);
+    if fpu_live != 0 {
+        fpu::before_moving(&mut k.threads, t, cpu);
     }
-    crate::smp::kick(thread.cpu, thread.priority);
+    crate::smp::kick(&k.threads, cpu, priority);
 }
 
 /// Takes a thread out of whatever run queue it is in (it must be
 /// `Runnable`).
-pub fn remove_from_run_queue(t: ThreadRef) {
-    let thread = t!(t);
+pub fn remove_from_run_queue(k: &mut Kernel, t: ThreadRef) {
+    let thread = k.threads.get(t);
     if thread.queue == Queue::Run {
-        // SAFETY: interrupts are disabled in the kernel and the kernel
-        // runs under the big kernel lock when more than one CPU is online
-        // (`smp.rs`), so this is the only reference in use (see the module
-        // invariants).
-        unsafe { (*thread.run_queue).remove(t, thread.priority) };
+        let (rq, priority) = (thread.run_queue, thread.priority);
+        // SAFETY: a thread's `run_queue` is its CPU's.
+        unsafe { k.objects.run_queue_mut(rq) }.remove(&mut k.threads, t, priority);
     }
 }
 
@@ -569,9 +603,11 @@ pub fn higher_priority_waiting(priority: u8) -> bool {
 
 /// Takes the highest-priority runnable thread of this CPU's run queue.
 #[inline(always)]
-pub fn pop_highest_here() -> Option<ThreadRef> {
-    // SAFETY: this CPU's own run queue (see `run_queue`).
-    unsafe { &mut (*percpu::this_cpu()).run_queue }.pop_highest()
+pub fn pop_highest_here(k: &mut Kernel) -> Option<ThreadRef> {
+    // SAFETY: this CPU's PerCpu (a raw place, no reference made).
+    let rq = unsafe { &raw mut (*percpu::this_cpu()).run_queue };
+    // SAFETY: this CPU's run queue.
+    unsafe { k.objects.run_queue_mut(rq) }.pop_highest(&mut k.threads)
 }
 
 /// The thread that entered the kernel on this CPU.
@@ -584,8 +620,8 @@ pub fn current() -> Option<ThreadRef> {
 /// Whether a system call can return straight to `t`, the calling thread:
 /// it still runs and its address space is the one loaded.
 #[inline(always)]
-pub fn can_return_directly(t: ThreadRef) -> bool {
-    let thread = t!(t);
+pub fn can_return_directly(threads: &Threads, t: ThreadRef) -> bool {
+    let thread = threads.get(t);
     thread.state == State::Running && thread.page_table_root() == Some(cpu::read_cr3())
 }
 
@@ -608,22 +644,23 @@ pub fn take_next() -> Option<ThreadRef> {
 /// switches address space and restores its user context. A thread whose address
 /// space was deleted cannot run: it is made inactive (and reported) and
 /// the scheduler picks another.
-pub fn switch_to(t: ThreadRef) -> ! {
+pub fn switch_to(mut k: Kernel, t: ThreadRef) -> ! {
+    k.check();
     // First, while `t` is the only value the (rare) call must keep.
-    fpu::before_running(percpu::this_cpu(), t.as_ptr());
-    let thread = t!(t);
+    fpu::before_running(&mut k.threads, percpu::this_cpu(), t);
+    let thread = k.threads.get(t);
     let Some(root) = thread.page_table_root() else {
         crate::kprintln!(
             "kernel: thread '{}' (id {}) has no address space: stopped",
             thread.name(),
             thread.id
         );
-        set_state(t, State::Inactive);
-        schedule()
+        set_state(&mut k.threads, t, State::Inactive);
+        schedule(k)
     };
-    set_state(t, State::Running);
-    enter(t, root);
-    restore(thread)
+    set_state(&mut k.threads, t, State::Running);
+    enter(&mut k.threads, t, root);
+    restore(k, t)
 }
 
 /// Makes `t` (already marked running) this CPU's current thread with the
@@ -632,8 +669,8 @@ pub fn switch_to(t: ThreadRef) -> ! {
 /// Its context is loaded by the caller. The IPC fast path does the same in
 /// assembly (`SE_ENTER` in `arch/x86_64/syscall_entry.s`): keep the two in
 /// step.
-pub fn enter(t: ThreadRef, root: u64) {
-    let thread = t!(t);
+pub fn enter(threads: &mut Threads, t: ThreadRef, root: u64) {
+    let thread = threads.get_mut(t);
     thread.state = State::Running;
     // SAFETY: this CPU's PerCpu, interrupts disabled.
     unsafe { (*percpu::this_cpu()).current = t.0.as_ptr() };
@@ -650,60 +687,67 @@ pub fn enter(t: ThreadRef, root: u64) {
 /// describe this thread (the common syscall return path). Should the
 /// system call have stopped the thread or changed its address space, it
 /// takes the long way.
-pub fn resume(t: ThreadRef) -> ! {
-    let thread = t!(t);
+pub fn resume(k: Kernel, t: ThreadRef) -> ! {
+    k.check();
+    let thread = k.threads.get(t);
     if thread.state != State::Running {
-        schedule()
+        schedule(k)
     }
     // Moved to another CPU while it ran here (`smp.rs`): it goes there.
     if thread.cpu != percpu::this_cpu_index() {
-        preempt(t)
+        preempt(k, t)
     }
     match thread.page_table_root() {
-        Some(root) if root == cpu::read_cr3() => restore(thread),
-        _ => switch_to(t),
+        Some(root) if root == cpu::read_cr3() => restore(k, t),
+        _ => switch_to(k, t),
     }
 }
 
-fn restore(thread: &Thread) -> ! {
+/// Loads `t`'s user context: the way out to user mode. The token is given
+/// up here, right before `return_to_user` releases the lock.
+fn restore(k: Kernel, t: ThreadRef) -> ! {
     unsafe extern "C" {
         fn return_to_user(frame: *const TrapFrame) -> !;
     }
+    let frame = &raw const k.threads.get(t).context.0;
     // The lock-free IPC fast path may run again (only this thread's frame
     // is read from here on; `return_to_user` then gives the lock on).
     if crate::smp::active() {
         crate::smp::open_gates();
     }
+    k.leave();
     // SAFETY: the frame is a complete user context (built by the entry
     // path, by initial_frame or by ThreadRegisters, which checks rip/rsp)
     // with user selectors, so iretq/sysretq return to user mode; a syscall
-    // frame's rip came from the CPU and is canonical.
-    unsafe { return_to_user(&thread.context.0) }
+    // frame's rip came from the CPU and is canonical. `t` is this CPU's
+    // current thread: nobody else writes its frame now.
+    unsafe { return_to_user(frame) }
 }
 
 /// Ends the current thread's turn: it goes to the back of its queue.
-pub fn preempt(t: ThreadRef) -> ! {
-    if t!(t).state == State::Running {
-        make_runnable(t);
+pub fn preempt(mut k: Kernel, t: ThreadRef) -> ! {
+    if k.threads.get(t).state == State::Running {
+        make_runnable(&mut k, t);
     }
-    schedule()
+    schedule(k)
 }
 
 /// Waits for an interrupt with nothing to run: no thread's FPU state
 /// stays live here (it may move to another CPU meanwhile), and the big
 /// kernel lock is released meanwhile (interrupts in here take it
-/// themselves when they need it). With several CPUs, a wake-up that
+/// themselves when they need it), so the token is given up and a fresh
+/// one is returned. With several CPUs, a wake-up that
 /// queued nothing here (a timer tick) goes back to sleep without the
 /// lock: an idle CPU does not compete for it 100 times a second. (A
 /// thread queued here comes with a reschedule IPI, sent after the queue
 /// was written.)
 #[inline(never)]
-fn idle() {
+fn idle(mut k: Kernel) -> Kernel {
     let smp = crate::smp::active();
     if smp {
-        fpu::release_live();
+        fpu::release_live(&mut k.threads);
     }
-    crate::smp::unlock();
+    crate::smp::unlock(k);
     loop {
         cpu::enable_interrupts_and_halt();
         cpu::disable_interrupts();
@@ -712,30 +756,35 @@ fn idle() {
         }
     }
     crate::smp::lock();
+    // SAFETY: the lock is taken again, interrupts are masked, and this
+    // CPU's token was given up by `unlock` above (the interrupt handlers
+    // that ran meanwhile gave theirs up before they returned).
+    unsafe { Kernel::enter() }
 }
 
 /// Picks the next thread and runs it; halts while there is none. When no
 /// live thread is left, the machine is powered off.
-pub fn schedule() -> ! {
+pub fn schedule(mut k: Kernel) -> ! {
     // Interrupts are masked on every way here (the kernel runs with them
     // masked; the idle loop masks them again after its halt).
     loop {
+        k.check();
         if let Some(cur) = current() {
             // A thread that was running and is still marked so (e.g. it
             // yielded without being requeued) would be lost: requeue it.
-            if t!(cur).state == State::Running {
-                make_runnable(cur);
+            if k.threads.get(cur).state == State::Running {
+                make_runnable(&mut k, cur);
             }
         }
         // SAFETY: this CPU's PerCpu, interrupts disabled: nothing runs now.
         unsafe { (*percpu::this_cpu()).current = core::ptr::null_mut() };
-        if let Some(next) = pop_highest_here() {
-            switch_to(next);
+        if let Some(next) = pop_highest_here(&mut k) {
+            switch_to(k, next);
         }
         if live_threads() == 0 {
             crate::kprintln!("kernel: no user threads left: powering off");
             crate::exit::exit(crate::exit::ExitCode::Success);
         }
-        idle();
+        k = idle(k);
     }
 }

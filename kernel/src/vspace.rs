@@ -38,6 +38,7 @@ use spin::Mutex;
 
 use crate::arch::cpu;
 use crate::mm::{self, phys_to_virt};
+use crate::token::Objects;
 
 #[repr(C)]
 pub struct Header {
@@ -105,15 +106,35 @@ fn alloc_asid(space: u64) -> Option<u64> {
     Some(index as u64)
 }
 
-pub fn header(space: u64) -> &'static mut Header {
-    crate::object::object(space + PAGE_SIZE)
+/// The header of the address space at `space`.
+///
+/// # Safety
+/// `space` names a live address space: the object of an address-space
+/// capability (as in `object.rs`, "Access"), a thread's
+/// `page_table_root`, a live entry of the ASID table, or one just made.
+pub unsafe fn header(objects: &Objects, space: u64) -> &Header {
+    // SAFETY: the caller's promise; page 1 of the object.
+    unsafe { objects.object(space + PAGE_SIZE) }
+}
+
+/// [`header`], to change.
+///
+/// # Safety
+/// As for [`header`].
+pub unsafe fn header_mut(objects: &mut Objects, space: u64) -> &mut Header {
+    // SAFETY: the caller's promise; page 1 of the object.
+    unsafe { objects.object_mut(space + PAGE_SIZE) }
 }
 
 /// Sets up a freshly retyped (zeroed) address space at `space` with a pool
 /// sized by `size_bits`. The caller checked that an ASID is free.
-pub fn init(space: u64, size_bits: u64) {
+///
+/// # Safety
+/// `space` is fresh memory of the object's size (2^(`size_bits` + 1)
+/// bytes), aligned to it, that nothing else uses.
+pub unsafe fn init(objects: &mut Objects, space: u64, size_bits: u64) {
     let kernel = mm::kernel_page_table();
-    let mut mem = Pool { space };
+    let mut mem = Pool { space, objects };
     for index in 256..512 {
         let entry = mem.read_entry(kernel, index);
         mem.write_entry(space, index, entry);
@@ -127,7 +148,7 @@ pub fn init(space: u64, size_bits: u64) {
         free_head = phys;
     }
     let asid = alloc_asid(space).unwrap_or(0);
-    *header(space) = Header {
+    *mem.header() = Header {
         refs: 1,
         asid,
         free_head,
@@ -139,8 +160,12 @@ pub fn init(space: u64, size_bits: u64) {
 }
 
 /// The last capability to the address space went.
-pub fn destroy(space: u64) {
-    let h = header(space);
+///
+/// # Safety
+/// `space` names the address space (the object of that capability).
+pub unsafe fn destroy(objects: &mut Objects, space: u64) {
+    // SAFETY: the caller's promise.
+    let h = unsafe { header_mut(objects, space) };
     {
         let mut table = ASIDS.lock();
         if let Some(entry) = table.entries.get_mut(h.asid as usize) {
@@ -158,12 +183,21 @@ pub fn destroy(space: u64) {
     }
 }
 
-/// Page-table memory of one address space: its pool.
-struct Pool {
+/// Page-table memory of one address space: its pool. Made only for a live
+/// address space (the functions that make one say why `space` is).
+struct Pool<'k> {
     space: u64,
+    objects: &'k mut Objects,
 }
 
-impl TableMemory for Pool {
+impl Pool<'_> {
+    fn header(&mut self) -> &mut Header {
+        // SAFETY: `space` names a live address space (type doc).
+        unsafe { header_mut(self.objects, self.space) }
+    }
+}
+
+impl TableMemory for Pool<'_> {
     fn read_entry(&self, table_phys: u64, index: usize) -> u64 {
         // SAFETY: tables are the PML4 or pool pages of a live address space
         // (or the kernel's PML4), RAM in the direct map.
@@ -177,7 +211,7 @@ impl TableMemory for Pool {
     }
 
     fn alloc_table(&mut self) -> Option<u64> {
-        let h = header(self.space);
+        let h = self.header();
         let page = h.free_head;
         if page == 0 {
             return None;
@@ -193,7 +227,7 @@ impl TableMemory for Pool {
     }
 
     fn free_table(&mut self, phys: u64) {
-        let h = header(self.space);
+        let h = self.header();
         // SAFETY: an emptied (all-zero) table of this pool goes back on the
         // free list.
         unsafe { (phys_to_virt(phys) as *mut u64).write(h.free_head) };
@@ -221,7 +255,16 @@ pub fn frame_size(kind: abi::ObjectType) -> PageSize {
 /// Maps `frame` into `space` at `vaddr`; on success returns the values to
 /// record in the frame capability (`badge`, `extra`). Changes nothing on
 /// error.
-pub fn map(space: u64, frame: &Capability, vaddr: u64, attr: MapAttr) -> Result<(u64, u64), Error> {
+///
+/// # Safety
+/// `space` names a live address space ([`header`]).
+pub unsafe fn map(
+    objects: &mut Objects,
+    space: u64,
+    frame: &Capability,
+    vaddr: u64,
+    attr: MapAttr,
+) -> Result<(u64, u64), Error> {
     let flags = MapFlags {
         writable: attr.writable,
         user: true,
@@ -229,8 +272,9 @@ pub fn map(space: u64, frame: &Capability, vaddr: u64, attr: MapAttr) -> Result<
         global: false,
     };
     let size = frame_size(frame.kind);
+    let mut pool = Pool { space, objects };
     let result = PageTable::new(space).map(
-        &mut Pool { space },
+        &mut pool,
         vaddr,
         frame.object,
         size,
@@ -245,7 +289,7 @@ pub fn map(space: u64, frame: &Capability, vaddr: u64, attr: MapAttr) -> Result<
         Err(MapError::OutOfTableMemory) => return Err(Error::OutOfMemory),
         Err(_) => return Err(Error::InvalidArgument),
     }
-    let h = header(space);
+    let h = pool.header();
     let generation = ASIDS.lock().entries.get(h.asid as usize).map_or(0, |e| e.1);
     Ok((h.asid | (generation << 16), vaddr | 1))
 }
@@ -258,7 +302,7 @@ pub fn is_mapped(frame: &Capability) -> bool {
 /// Removes the mapping a frame capability records, if its address space
 /// is still alive and still maps this frame there. The caller clears the
 /// record.
-pub fn unmap_cap(frame: &Capability) {
+pub fn unmap_cap(objects: &mut Objects, frame: &Capability) {
     if !is_mapped(frame) {
         return;
     }
@@ -269,22 +313,30 @@ pub fn unmap_cap(frame: &Capability) {
         Some(&(space, gen)) if space != 0 && space != u64::MAX && gen == generation => space,
         _ => return,
     };
-    let mut pool = Pool { space };
+    // The ASID table names live address spaces only (`destroy` frees the
+    // entry), so `space` is one.
+    let mut pool = Pool { space, objects };
     let table = PageTable::new(space);
     match table.translate(&pool, vaddr) {
         Some(t) if t.phys == frame.object && t.size == frame_size(frame.kind) => {}
         _ => return,
     }
     if table.unmap(&mut pool, vaddr).is_ok() {
-        header(space).unmaps += 1;
+        let h = pool.header();
+        h.unmaps += 1;
+        let cpus = h.cpus;
         if cpu::read_cr3() == space {
             cpu::invlpg(vaddr);
         }
-        crate::smp::shootdown(space, header(space).cpus, vaddr);
+        crate::smp::shootdown(space, cpus, vaddr);
     }
 }
 
 /// A thread on CPU `cpu` may load address space `space` from now on.
-pub fn note_cpu(space: u64, cpu: u32) {
-    header(space).cpus |= 1 << (cpu & 63);
+///
+/// # Safety
+/// `space` names a live address space ([`header`]).
+pub unsafe fn note_cpu(objects: &mut Objects, space: u64, cpu: u32) {
+    // SAFETY: the caller's promise.
+    unsafe { header_mut(objects, space) }.cpus |= 1 << (cpu & 63);
 }

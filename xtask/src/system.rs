@@ -69,6 +69,50 @@ pub fn bare_metal_packages(root: &Path) -> Result<Vec<String>> {
     Ok(packages)
 }
 
+/// Where the scenario tests' kernel is built ([`build_checked_kernel`]):
+/// a target directory of its own, so that it and the release build (the
+/// benchmarks' kernel) do not evict each other from cargo's cache.
+pub const CHECKED_TARGET_DIR: &str = "target/checked";
+
+/// Builds the kernel once more with debug assertions on
+/// (`CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=true`: the release profile
+/// otherwise, optimised) into [`CHECKED_TARGET_DIR`] and returns its ELF:
+/// the kernel `cargo xtask test` boots for the scenario tests, so the
+/// kernel's own checks (`debug_assert!`, e.g. that the big kernel lock is
+/// held wherever kernel objects are touched) and the standard library's
+/// undefined-behaviour checks run on every test. The benchmarks boot the
+/// release kernel of [`build`], without them.
+pub fn build_checked_kernel() -> Result<PathBuf> {
+    let root = workspace_root();
+    println!("==> building the kernel with debug assertions (for the scenario tests)");
+    let status = cargo()
+        .args([
+            "build",
+            "--release",
+            "--target",
+            TARGET,
+            "-p",
+            kernel::PACKAGE,
+            "--target-dir",
+            CHECKED_TARGET_DIR,
+        ])
+        .env("CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS", "true")
+        .status()
+        .context("running cargo build")?;
+    if !status.success() {
+        bail!("building the kernel with debug assertions failed ({status})");
+    }
+    let elf = root
+        .join(CHECKED_TARGET_DIR)
+        .join(TARGET)
+        .join("release")
+        .join(kernel::PACKAGE);
+    if !elf.is_file() {
+        bail!("cargo built the kernel, but {} is missing", elf.display());
+    }
+    Ok(elf)
+}
+
 /// Builds the kernel and the components (cargo's output goes to the
 /// terminal) and packs the boot image.
 pub fn build() -> Result<System> {

@@ -108,7 +108,12 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
     if found.is_empty() && filter.is_some() {
         return Ok(counts);
     }
-    let system = match system::build() {
+    // The scenario tests boot the kernel built with debug assertions.
+    let built = system::build().and_then(|mut system| {
+        system.kernel = system::build_checked_kernel()?;
+        Ok(system)
+    });
+    let system = match built {
         Ok(system) => system,
         Err(e) => {
             println!("FAIL build: {e:#}");

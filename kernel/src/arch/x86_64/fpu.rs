@@ -84,7 +84,8 @@
 use core::sync::atomic::{AtomicU8, Ordering};
 
 use super::{cpu, percpu};
-use crate::thread::Thread;
+use crate::thread::{Thread, ThreadRef};
+use crate::token::Threads;
 
 /// Bytes of a thread's state: the legacy area (x87 and SSE, 512), the XSAVE
 /// header (64) and the AVX upper halves (256), standard layout.
@@ -294,12 +295,13 @@ fn save(state: &mut FpuState) {
 /// Before `next` runs on this CPU (`thread::switch_to`): if another thread's
 /// state is live, save it and reset the registers (see the module docs).
 /// Three instructions when no state is live (the common case: a load, a
-/// test, a branch).
+/// test, a branch). `_threads`: the caller holds the kernel token and no
+/// thread reference (the live thread is written through a pointer).
 #[inline(always)]
-pub fn before_running(pc: *mut percpu::PerCpu, next: *mut Thread) {
+pub fn before_running(_threads: &mut Threads, pc: *mut percpu::PerCpu, next: ThreadRef) {
     // SAFETY: this CPU's PerCpu, interrupts disabled.
     if !unsafe { (*pc).fpu_live }.is_null() {
-        release_unless(pc, next);
+        release_unless(pc, next.as_ptr());
     }
 }
 
@@ -321,8 +323,9 @@ fn release_unless(pc: *mut percpu::PerCpu, next: *mut Thread) {
 fn release(pc: *mut percpu::PerCpu, live: *mut Thread) {
     // SAFETY: `live` is this CPU's live thread, alive (destroying a thread
     // calls `forget` first), and no other reference to it is in use
-    // (interrupts disabled; the big kernel lock held, or this CPU serving
-    // the request of the holder, which waits).
+    // (interrupts disabled; the caller lent its kernel token — every
+    // public way here takes `&mut Threads` — or this CPU serves the
+    // request of the lock holder, which waits).
     let thread = unsafe { &mut *live };
     save(&mut thread.fpu);
     restore(&CLEAN);
@@ -336,7 +339,8 @@ fn release(pc: *mut percpu::PerCpu, live: *mut Thread) {
 /// x87/SSE/AVX instruction with TS set. Loads its state and makes it live;
 /// returns `false` if its state already was (TS clear: then the #NM is not
 /// ours and stays a fault of the thread).
-pub fn device_not_available(t: *mut Thread) -> bool {
+pub fn device_not_available(_threads: &mut Threads, t: ThreadRef) -> bool {
+    let t = t.as_ptr();
     let pc = percpu::this_cpu();
     // SAFETY: this CPU's PerCpu, interrupts disabled.
     let live = unsafe { (*pc).fpu_live };
@@ -350,7 +354,7 @@ pub fn device_not_available(t: *mut Thread) -> bool {
     }
     cpu::clts();
     // SAFETY: `t` is this CPU's running thread; no other reference to it
-    // is in use (interrupts disabled).
+    // is in use (the caller lends us its token: `_threads`).
     let thread = unsafe { &mut *t };
     restore(&thread.fpu);
     // The CPU index + 1: nonzero, and says where (`smp.rs` asks that CPU
@@ -365,12 +369,14 @@ pub fn device_not_available(t: *mut Thread) -> bool {
 /// or on another CPU, drop it (registers to the clean state, TS set)
 /// without saving; a destroyed thread that runs on another CPU is left by
 /// that CPU (`smp::evict`). Afterwards no per-CPU state refers to `t`.
-pub fn forget(t: *mut Thread) {
-    crate::smp::evict(t);
-    forget_here(t);
+/// Called with the kernel token (`_threads`: no thread reference is live).
+pub fn forget(_threads: &mut Threads, t: ThreadRef) {
+    crate::smp::evict(t.as_ptr());
+    forget_here(t.as_ptr());
 }
 
-/// [`forget`] on this CPU only (also serves another CPU's request).
+/// [`forget`] on this CPU only (also serves another CPU's request, without
+/// the lock: the asker holds it and waits, and touches nothing meanwhile).
 pub fn forget_here(t: *mut Thread) {
     let pc = percpu::this_cpu();
     // SAFETY: this CPU's PerCpu, interrupts disabled; `t` is alive (the
@@ -386,7 +392,8 @@ pub fn forget_here(t: *mut Thread) {
 }
 
 /// Saves whatever thread's state is live on this CPU (before it idles).
-pub fn release_live() {
+/// `_threads`: the caller's token, lent while the live thread is written.
+pub fn release_live(_threads: &mut Threads) {
     let pc = percpu::this_cpu();
     // SAFETY: this CPU's PerCpu, interrupts disabled.
     let live = unsafe { (*pc).fpu_live };
@@ -396,7 +403,8 @@ pub fn release_live() {
 }
 
 /// If `t`'s state is live on this CPU, saves it (`t` moves to another
-/// CPU; serves that request from the CPU that moves it).
+/// CPU; serves that request from the CPU that moves it, which holds the
+/// lock and waits: or is this CPU, lending its token).
 pub fn release_here(t: *mut Thread) {
     let pc = percpu::this_cpu();
     // SAFETY: this CPU's PerCpu, interrupts disabled.
@@ -407,13 +415,14 @@ pub fn release_here(t: *mut Thread) {
 
 /// `t` is about to run on CPU `cpu` (it was queued there): if its state
 /// is live on another CPU, that CPU saves it first, so that `t` never
-/// finds stale registers. Called with the big kernel lock held.
-pub fn before_moving(t: *mut Thread, cpu: u32) {
-    // SAFETY: `t` is a live thread; under the big kernel lock.
-    let live = unsafe { (*t).fpu_live };
+/// finds stale registers. Called with the kernel token (`threads`: no
+/// thread reference is live while `t` is saved through a pointer).
+pub fn before_moving(threads: &mut Threads, t: ThreadRef, cpu: u32) {
+    let live = threads.get(t).fpu_live;
     if live == 0 || live == cpu + 1 {
         return;
     }
+    let t = t.as_ptr();
     if live - 1 == percpu::this_cpu_index() {
         release_here(t);
     } else {
@@ -423,9 +432,7 @@ pub fn before_moving(t: *mut Thread, cpu: u32) {
 
 /// `t` starts afresh (`ThreadStart`): its state becomes the clean state,
 /// like its general registers.
-pub fn reset(t: *mut Thread) {
-    forget(t);
-    // SAFETY: `t` is a live Thread, not live in the FPU any more (above);
-    // no other reference to it is in use (interrupts disabled).
-    unsafe { (*t).fpu = FpuState::CLEAN };
+pub fn reset(threads: &mut Threads, t: ThreadRef) {
+    forget(threads, t);
+    threads.get_mut(t).fpu = FpuState::CLEAN;
 }

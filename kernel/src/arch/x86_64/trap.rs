@@ -9,6 +9,8 @@ use core::fmt;
 
 use super::{cpu, ioapic, lapic};
 use crate::kprintln;
+use crate::thread::ThreadRef;
+use crate::token::Kernel;
 
 /// The saved context of an interrupted thread, in the order `trap.s` pushes.
 #[derive(Clone, Copy, Default)]
@@ -111,8 +113,12 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
         }
         v if ioapic::is_line_vector(v) => {
             crate::smp::lock();
-            crate::irq::on_interrupt(v);
-            crate::smp::unlock();
+            // SAFETY: the lock is taken, interrupts are masked (an
+            // interrupt gate), and the idle loop this interrupted gave its
+            // token up (boot makes none while interrupts are enabled).
+            let mut k = unsafe { Kernel::enter() };
+            crate::irq::on_interrupt(&mut k, v);
+            crate::smp::unlock(k);
         }
         v if (VECTOR_PIC_BASE..VECTOR_PIC_BASE + 16).contains(&v) => {} // masked PIC noise
         v => {
@@ -133,89 +139,93 @@ extern "C" fn trap_from_user(frame: *mut TrapFrame) -> ! {
     let entry_vector = unsafe { (*frame).vector };
     crate::smp::serve_requests();
     crate::smp::lock();
+    // SAFETY: the lock is taken, interrupts are masked (interrupt gate),
+    // and this CPU came from user mode, where it holds no token.
+    let mut k = unsafe { Kernel::enter() };
     let Some(current) = crate::thread::current() else {
         // Destroyed by another CPU while this one entered the kernel.
-        acknowledge_interrupt_only(entry_vector);
-        crate::thread::schedule()
+        acknowledge_interrupt_only(&mut k, entry_vector);
+        crate::thread::schedule(k)
     };
-    // SAFETY: the current thread of this CPU; under the big kernel lock.
-    let thread = unsafe { current.get() };
-    let vector = thread.context.0.vector;
-    if thread.state != crate::thread::State::Running && vector >= 32 {
+    let thread = k.threads.get(current);
+    let (vector, state, cpu, priority) = (
+        thread.context.0.vector,
+        thread.state,
+        thread.cpu,
+        thread.priority,
+    );
+    if state != crate::thread::State::Running && vector >= 32 {
         // Stopped by another CPU meanwhile: the interrupt is handled, the
         // thread not resumed (the frame is complete).
-        acknowledge_interrupt_only(vector);
-        crate::thread::schedule()
+        acknowledge_interrupt_only(&mut k, vector);
+        crate::thread::schedule(k)
     }
     match vector {
-        VECTOR_DEVICE_NOT_AVAILABLE if super::fpu::device_not_available(current.as_ptr()) => {
-            crate::thread::resume(current)
+        VECTOR_DEVICE_NOT_AVAILABLE
+            if super::fpu::device_not_available(&mut k.threads, current) =>
+        {
+            crate::thread::resume(k, current)
         }
-        0..=31 if thread.state != crate::thread::State::Running => crate::thread::schedule(),
+        0..=31 if state != crate::thread::State::Running => crate::thread::schedule(k),
         0..=31 => {
-            user_fault(current);
-            crate::thread::schedule()
+            user_fault(&mut k, current);
+            crate::thread::schedule(k)
         }
         VECTOR_TIMER => {
             crate::time::on_timer_tick();
             lapic::end_of_interrupt();
-            crate::thread::preempt(current)
+            crate::thread::preempt(k, current)
         }
-        VECTOR_SPURIOUS => crate::thread::resume(current),
+        VECTOR_SPURIOUS => crate::thread::resume(k, current),
         v if ioapic::is_line_vector(v) => {
-            crate::irq::on_interrupt(v);
-            if crate::thread::higher_priority_waiting(unsafe_priority(current)) {
-                crate::thread::preempt(current)
+            crate::irq::on_interrupt(&mut k, v);
+            let priority = k.threads.get(current).priority;
+            if crate::thread::higher_priority_waiting(priority) {
+                crate::thread::preempt(k, current)
             }
-            crate::thread::resume(current)
+            crate::thread::resume(k, current)
         }
         v if v == u64::from(crate::smp::VECTOR_RESCHEDULE)
             || v == u64::from(crate::smp::VECTOR_REQUEST) =>
         {
             lapic::end_of_interrupt();
             // A thread moved to another CPU leaves this one at once.
-            if thread.cpu != super::percpu::this_cpu_index()
-                || crate::thread::higher_priority_waiting(thread.priority)
+            if cpu != super::percpu::this_cpu_index()
+                || crate::thread::higher_priority_waiting(priority)
             {
-                crate::thread::preempt(current)
+                crate::thread::preempt(k, current)
             }
-            crate::thread::resume(current)
+            crate::thread::resume(k, current)
         }
         v => {
             if !(VECTOR_PIC_BASE..VECTOR_PIC_BASE + 16).contains(&v) {
                 kprintln!("warning: unexpected interrupt vector {v}");
                 lapic::end_of_interrupt();
             }
-            crate::thread::resume(current)
+            crate::thread::resume(k, current)
         }
     }
 }
 
 /// The hardware side of an interrupt whose thread will not be resumed.
-fn acknowledge_interrupt_only(vector: u64) {
+fn acknowledge_interrupt_only(k: &mut Kernel, vector: u64) {
     match vector {
         0..=31 | VECTOR_SPURIOUS => {}
         VECTOR_TIMER => {
             crate::time::on_timer_tick();
             lapic::end_of_interrupt();
         }
-        v if ioapic::is_line_vector(v) => crate::irq::on_interrupt(v),
+        v if ioapic::is_line_vector(v) => crate::irq::on_interrupt(k, v),
         v if (VECTOR_PIC_BASE..VECTOR_PIC_BASE + 16).contains(&v) => {}
         _ => lapic::end_of_interrupt(),
     }
 }
 
-fn unsafe_priority(t: crate::thread::ThreadRef) -> u8 {
-    // SAFETY: interrupts are disabled; t is this CPU's thread.
-    unsafe { t.get() }.priority
-}
-
 /// A user thread's exception: a fault message to its fault endpoint, which
 /// the handler answers to resume the thread; without a handler the thread
 /// is stopped and reported, and the rest of the system keeps running.
-fn user_fault(current: crate::thread::ThreadRef) {
-    // SAFETY: interrupts are disabled; current is this CPU's thread.
-    let thread = unsafe { current.get() };
+fn user_fault(k: &mut Kernel, current: ThreadRef) {
+    let thread = k.threads.get_mut(current);
     let frame = thread.context.0;
     let msg = if frame.vector == VECTOR_PAGE_FAULT {
         [
@@ -236,18 +246,24 @@ fn user_fault(current: crate::thread::ThreadRef) {
     };
     if let Some(handler) = thread.fault_endpoint.cap {
         thread.kernel_msg = msg;
-        let sent = crate::ipc::send(
-            current,
-            handler.object,
-            handler.badge,
-            false,
-            crate::thread::SendKind::Fault,
-            true,
-        );
+        // SAFETY: the object of the thread's fault-endpoint capability (an
+        // endpoint: `ThreadConfigure` checked the kind) is a live endpoint.
+        let sent = unsafe {
+            crate::ipc::send(
+                k,
+                current,
+                handler.object,
+                handler.badge,
+                false,
+                crate::thread::SendKind::Fault,
+                true,
+            )
+        };
         if sent.is_ok() {
             return;
         }
     }
+    let thread = k.threads.get(current);
     if frame.vector == VECTOR_PAGE_FAULT {
         kprintln!(
             "kernel: thread '{}' (id {}) faulted: page fault at {:#x} ({}), rip {:#x}; no fault handler: thread stopped",
@@ -267,7 +283,7 @@ fn user_fault(current: crate::thread::ThreadRef) {
             frame.rip
         );
     }
-    crate::thread::set_state(current, crate::thread::State::Inactive);
+    crate::thread::set_state(&mut k.threads, current, crate::thread::State::Inactive);
 }
 
 fn exception(frame: &mut TrapFrame) {
@@ -287,9 +303,20 @@ fn exception(frame: &mut TrapFrame) {
         );
     }
     kprintln!("{frame:?}");
-    kprintln!("to see the faulting line: addr2line -e target/x86_64-unknown-none/release/pecan-kernel {:#x}", frame.rip);
+    kprintln!(
+        "to see the faulting line: addr2line -e {KERNEL_ELF} {:#x}",
+        frame.rip
+    );
     crate::exit::exit(crate::exit::ExitCode::Failure);
 }
+
+/// This kernel's ELF file, for the `addr2line` hint: the scenario tests
+/// boot one built with debug assertions (`xtask/src/system.rs`).
+const KERNEL_ELF: &str = if cfg!(debug_assertions) {
+    "target/checked/x86_64-unknown-none/release/pecan-kernel"
+} else {
+    "target/x86_64-unknown-none/release/pecan-kernel"
+};
 
 struct ExceptionName(u64);
 
