@@ -112,6 +112,72 @@ pub fn has_own_caps(name: &str) -> bool {
     is_test(name) || is_bench(name)
 }
 
+/// Which of its own kernel objects a child gets capabilities to
+/// ([`OWN_THREAD`], [`OWN_CSPACE`], [`OWN_VSPACE`]): a set of
+/// [`OwnCaps::THREAD`], [`OwnCaps::CSPACE`] and [`OwnCaps::VSPACE`], as the
+/// child's start-list entry (`+own`: all three) or scenario entry (`own =
+/// ["thread", ...]`) declares. Stored in the config ROM as its bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct OwnCaps(u8);
+
+impl OwnCaps {
+    /// No own capabilities (the default).
+    pub const NONE: OwnCaps = OwnCaps(0);
+    /// Its own thread, at [`OWN_THREAD`].
+    pub const THREAD: OwnCaps = OwnCaps(1);
+    /// Its own capability space, at [`OWN_CSPACE`].
+    pub const CSPACE: OwnCaps = OwnCaps(2);
+    /// Its own address space, at [`OWN_VSPACE`].
+    pub const VSPACE: OwnCaps = OwnCaps(4);
+    /// All three (`+own`).
+    pub const ALL: OwnCaps = OwnCaps(7);
+    /// Each one: its word in a scenario's `own` list, the set of it alone
+    /// and the slot it is put in.
+    pub const KINDS: [(&'static str, OwnCaps, u32); 3] = [
+        ("thread", OwnCaps::THREAD, OWN_THREAD),
+        ("cspace", OwnCaps::CSPACE, OWN_CSPACE),
+        ("vspace", OwnCaps::VSPACE, OWN_VSPACE),
+    ];
+
+    /// The set's bits (bit 0 thread, 1 cspace, 2 vspace).
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// The set with these bits; `None` when a bit names nothing.
+    pub const fn from_bits(bits: u8) -> Option<OwnCaps> {
+        if bits & !OwnCaps::ALL.0 == 0 {
+            Some(OwnCaps(bits))
+        } else {
+            None
+        }
+    }
+
+    /// The set of one kind by its word (`"thread"`, `"cspace"`, `"vspace"`).
+    pub fn from_word(word: &str) -> Option<OwnCaps> {
+        OwnCaps::KINDS
+            .iter()
+            .find(|(w, _, _)| *w == word)
+            .map(|&(_, set, _)| set)
+    }
+
+    /// Whether every capability of `other` is in the set.
+    pub const fn contains(self, other: OwnCaps) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Both sets together.
+    #[must_use]
+    pub const fn union(self, other: OwnCaps) -> OwnCaps {
+        OwnCaps(self.0 | other.0)
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
 /// log2 of the untyped bytes a `@MIB` entry gets: `mib` MiB rounded up to
 /// a power of two; `None` for 0 or more than 2^[`MAX_UNTYPED_BITS`] bytes.
 pub const fn untyped_bits_for_mib(mib: u64) -> Option<u32> {
@@ -153,5 +219,29 @@ mod tests {
             assert!(!has_own_caps(name), "{name}");
         }
         assert!(is_server("bench-server"));
+    }
+
+    #[test]
+    fn own_caps_sets() {
+        assert_eq!(OwnCaps::default(), OwnCaps::NONE);
+        assert!(OwnCaps::NONE.is_empty() && !OwnCaps::THREAD.is_empty());
+        let all = OwnCaps::KINDS
+            .iter()
+            .fold(OwnCaps::NONE, |set, &(_, one, _)| set.union(one));
+        assert_eq!(all, OwnCaps::ALL);
+        assert_eq!(OwnCaps::from_word("cspace"), Some(OwnCaps::CSPACE));
+        assert_eq!(OwnCaps::from_word("stack"), None);
+        assert_eq!(OwnCaps::from_word("Thread"), None);
+        let two = OwnCaps::THREAD.union(OwnCaps::VSPACE);
+        assert!(two.contains(OwnCaps::VSPACE) && !two.contains(OwnCaps::CSPACE));
+        assert!(!two.contains(OwnCaps::ALL) && OwnCaps::ALL.contains(two));
+        assert_eq!(two.bits(), 5);
+        for bits in 0..=7 {
+            assert_eq!(OwnCaps::from_bits(bits).map(OwnCaps::bits), Some(bits));
+        }
+        assert_eq!(OwnCaps::from_bits(8), None);
+        assert_eq!(OwnCaps::from_bits(0xff), None);
+        let slots: [u32; 3] = OwnCaps::KINDS.map(|(_, _, slot)| slot);
+        assert_eq!(slots, [OWN_THREAD, OWN_CSPACE, OWN_VSPACE]);
     }
 }
