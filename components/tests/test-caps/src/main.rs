@@ -1,5 +1,5 @@
-//! test-caps: checks the capability space root gives a `test-` component
-//! (`interfaces::child`) by using every capability in it once:
+//! test-caps: checks the capability space root gives a component started
+//! with `+own` (`interfaces::child`) by using every capability in it once:
 //!
 //! | check | slot | what |
 //! |-------|------|------|
