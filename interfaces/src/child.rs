@@ -3,28 +3,43 @@
 //! capability space — also init's children (with a boot image that has a
 //! config ROM, root starts only init: [`crate::init`]).
 //!
-//! `pecan.start=NAME[:ARG][@MIB],...` lists components of the boot image;
-//! root starts them in order, each in its own address space and capability
-//! space, at priority [`PRIORITY`], with `rdi = ARG` (decimal or `0x` hex;
-//! 0 if absent) and untyped memory of `MIB` MiB rounded up to a power of
-//! two (decimal or `0x` hex; 2^[`UNTYPED_BITS`] bytes = 1 MiB if absent;
-//! see [`untyped_bits_for_mib`]). A name that is not in the boot image, or
-//! whose ELF file is malformed, an `ARG` that is not a number, or a `MIB`
-//! of 0 or above 2^[`MAX_UNTYPED_BITS`] bytes is refused with a message
-//! naming the entry and the reason; the others still start. Memory that
-//! root does not have is reported when the child is started (`root: cannot
-//! start NAME: no untyped memory left ...`).
+//! `pecan.start=NAME[:ARG][@MIB][+own][+serve],...` lists components of
+//! the boot image; root starts them in order, each in its own address
+//! space and capability space, at priority [`PRIORITY`], with `rdi = ARG`
+//! (decimal or `0x` hex; 0 if absent) and untyped memory of `MIB` MiB
+//! rounded up to a power of two (decimal or `0x` hex; 2^[`UNTYPED_BITS`]
+//! bytes = 1 MiB if absent; see [`untyped_bits_for_mib`]). The markers
+//! after the entry grant authority (`ucore::start`): `+own` capabilities
+//! to the child's own thread, capability space and address space
+//! ([`OwnCaps::ALL`]), `+serve` the service endpoint with all rights (the
+//! child serves it; root does not wait for it). A name that is not in the
+//! boot image, or whose ELF file is malformed, an `ARG` that is not a
+//! number, a `MIB` of 0 or above 2^[`MAX_UNTYPED_BITS`] bytes, or a marker
+//! that is unknown or given twice is refused with a message naming the
+//! entry and the reason; the others still start. Memory that root does not
+//! have is reported when the child is started (`root: cannot start NAME:
+//! no untyped memory left ...`).
+//!
+//! # Authority is declared, never inferred from a name
+//!
+//! What a child may do beyond using its untyped memory and calling the
+//! service endpoint is written down where it is started: the markers of
+//! its `pecan.start=` entry, or the keys `own` and `shared_endpoint` of its
+//! scenario entry (`docs/scenarios.md`), which init reads from the config
+//! ROM. The name of a component or of its binary decides nothing.
 //!
 //! Each child's capability space (2^[`CSPACE_BITS`] slots) holds:
 //!
-//! | slot | capability |
-//! |------|------------|
-//! | [`UNTYPED`] | untyped memory of 2^[`UNTYPED_BITS`] bytes (or as `@MIB` asks), the child's own to retype |
-//! | [`SERVICE_ENDPOINT`] | an endpoint shared by all children root starts: a *server* (see below) gets all rights and receives on it; every other child gets it write-only, badged with its index, and calls it |
-//! | [`PARENT`] | only for init's children: init's endpoint, minted with `WRITE` and `GRANT` (a request may carry a capability) and the child's badge: where it asks for sessions (`crate::session`) |
-//! | [`OWN_THREAD`], [`OWN_CSPACE`], [`OWN_VSPACE`] | only for components that [`has_own_caps`]: *test* components (name starts with `test-`) and *benchmark* components (name starts with `bench`): the child's own thread, capability space and address space, so it can start threads and map memory in its own address space |
-//! | [`NOTIFICATION`] | only for init's children with IRQs (a driver): a notification (all rights) bound to its thread, so its `Recv` on its service endpoint also returns when the notification is signalled (label `LABEL_NOTIFICATION`, badge = the bits): bind the IRQs to it and serve requests and interrupts in one loop |
-//! | [`FIRST_FREE`].. | empty — but see [`DEVICES`] |
+//! | slot | capability | granted by |
+//! |------|------------|------------|
+//! | [`UNTYPED`] | untyped memory of 2^[`UNTYPED_BITS`] bytes (or as `@MIB` asks), the child's own to retype | always |
+//! | [`SERVICE_ENDPOINT`] | an endpoint shared by all children of one parent: a child that *serves* it gets all rights and receives on it; every other child gets it write-only, badged with its index, and calls it. (Init's children that `provide` sessions find an endpoint of their own here instead.) | all rights: `+serve` / `shared_endpoint = "serve"`; else write-only |
+//! | [`PARENT`] | only for init's children: init's endpoint, minted with `WRITE` and `GRANT` (a request may carry a capability) and the child's badge: where it asks for sessions (`crate::session`) | init, always |
+//! | [`OWN_THREAD`] | the child's own thread, so it can set its own scheduling and bind notifications to itself | `+own` / `own = ["thread"]` |
+//! | [`OWN_CSPACE`] | its own capability space, so it can configure threads it makes and address its table as a table | `+own` / `own = ["cspace"]` |
+//! | [`OWN_VSPACE`] | its own address space, so it can map memory (shared frames, dataspaces, ROM pages) and configure threads | `+own` / `own = ["vspace"]` |
+//! | [`NOTIFICATION`] | only for init's children with IRQs (a driver): a notification (all rights) bound to its thread, so its `Recv` on its service endpoint also returns when the notification is signalled (label `LABEL_NOTIFICATION`, badge = the bits): bind the IRQs to it and serve requests and interrupts in one loop | `irqs` |
+//! | [`FIRST_FREE`].. | empty — but see [`DEVICES`] | |
 //!
 //! A component of a scenario config that names devices (`io_ports`,
 //! `irqs`, `docs/scenarios.md`) finds them from [`DEVICES`] on, in the
@@ -33,20 +48,20 @@
 //! the GSI where it arrives, [`irq_slot`]); its free slots start after the
 //! last of them. Components without devices have nothing there.
 //!
-//! Other children do not hold capabilities to their own thread, address
-//! space or capability space: they cannot undo their own set-up. Root is
-//! each child's fault handler (the fault endpoint is badged with the
-//! child's index, 1-based): a faulting child is reported and stopped, and a
-//! child's exit arrives as a [`abi::fault::LABEL_EXIT`] message.
+//! A child without the grant has nothing in the own-capability slots: it
+//! cannot undo its own set-up. Root is each child's fault handler (the
+//! fault endpoint is badged with the child's index, 1-based): a faulting
+//! child is reported and stopped, and a child's exit arrives as a
+//! [`abi::fault::LABEL_EXIT`] message.
 //!
 //! The child's stack (64 KiB) ends at [`abi::MAIN_STACK_TOP`]; its IPC
 //! buffer page is at [`abi::MAIN_IPC_BUFFER_ADDR`].
 //!
-//! When every started child that is not a server has exited or faulted,
-//! root prints `root: all children finished`, deletes the remaining
-//! children and exits, which ends the run (the kernel powers off when no
-//! thread is left). A child is a *server* when its name ends in `-server`
-//! or is `pinger`: root does not wait for it.
+//! When every started child that does not serve (`+serve`) has exited or
+//! faulted, root prints `root: all children finished`, deletes the
+//! remaining children and exits, which ends the run (the kernel powers off
+//! when no thread is left): a server answers for ever, so root does not
+//! wait for it.
 
 pub const UNTYPED: u32 = 1;
 pub const SERVICE_ENDPOINT: u32 = 2;
@@ -90,26 +105,70 @@ pub const ROOT_PRIORITY: u8 = abi::bootinfo::ROOT_PRIORITY;
 /// lets a thread give no other thread more than its own priority.
 pub const INIT_PRIORITY: u8 = 150;
 
-/// Whether root treats `name` as a server (does not wait for it).
-pub fn is_server(name: &str) -> bool {
-    name == "pinger" || name.ends_with("-server")
-}
+/// Which of its own kernel objects a child gets capabilities to
+/// ([`OWN_THREAD`], [`OWN_CSPACE`], [`OWN_VSPACE`]): a set of
+/// [`OwnCaps::THREAD`], [`OwnCaps::CSPACE`] and [`OwnCaps::VSPACE`], as the
+/// child's start-list entry (`+own`: all three) or scenario entry (`own =
+/// ["thread", ...]`) declares. Stored in the config ROM as its bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct OwnCaps(u8);
 
-/// Whether `name` is a test component (name starts with `test-`).
-pub fn is_test(name: &str) -> bool {
-    name.starts_with("test-")
-}
+impl OwnCaps {
+    /// No own capabilities (the default).
+    pub const NONE: OwnCaps = OwnCaps(0);
+    /// Its own thread, at [`OWN_THREAD`].
+    pub const THREAD: OwnCaps = OwnCaps(1);
+    /// Its own capability space, at [`OWN_CSPACE`].
+    pub const CSPACE: OwnCaps = OwnCaps(2);
+    /// Its own address space, at [`OWN_VSPACE`].
+    pub const VSPACE: OwnCaps = OwnCaps(4);
+    /// All three (`+own`).
+    pub const ALL: OwnCaps = OwnCaps(7);
+    /// Each one: its word in a scenario's `own` list, the set of it alone
+    /// and the slot it is put in.
+    pub const KINDS: [(&'static str, OwnCaps, u32); 3] = [
+        ("thread", OwnCaps::THREAD, OWN_THREAD),
+        ("cspace", OwnCaps::CSPACE, OWN_CSPACE),
+        ("vspace", OwnCaps::VSPACE, OWN_VSPACE),
+    ];
 
-/// Whether `name` is a benchmark component (name starts with `bench`, such
-/// as `bench` and `bench-server`).
-pub fn is_bench(name: &str) -> bool {
-    name.starts_with("bench")
-}
+    /// The set's bits (bit 0 thread, 1 cspace, 2 vspace).
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
 
-/// Whether root gives `name` capabilities to itself ([`OWN_THREAD`],
-/// [`OWN_CSPACE`], [`OWN_VSPACE`]): test and benchmark components.
-pub fn has_own_caps(name: &str) -> bool {
-    is_test(name) || is_bench(name)
+    /// The set with these bits; `None` when a bit names nothing.
+    pub const fn from_bits(bits: u8) -> Option<OwnCaps> {
+        if bits & !OwnCaps::ALL.0 == 0 {
+            Some(OwnCaps(bits))
+        } else {
+            None
+        }
+    }
+
+    /// The set of one kind by its word (`"thread"`, `"cspace"`, `"vspace"`).
+    pub fn from_word(word: &str) -> Option<OwnCaps> {
+        OwnCaps::KINDS
+            .iter()
+            .find(|(w, _, _)| *w == word)
+            .map(|&(_, set, _)| set)
+    }
+
+    /// Whether every capability of `other` is in the set.
+    pub const fn contains(self, other: OwnCaps) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Both sets together.
+    #[must_use]
+    pub const fn union(self, other: OwnCaps) -> OwnCaps {
+        OwnCaps(self.0 | other.0)
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
 }
 
 /// log2 of the untyped bytes a `@MIB` entry gets: `mib` MiB rounded up to
@@ -145,13 +204,26 @@ mod tests {
     }
 
     #[test]
-    fn own_caps_for_tests_and_benchmarks() {
-        for name in ["test-caps", "bench", "bench-server"] {
-            assert!(has_own_caps(name), "{name}");
+    fn own_caps_sets() {
+        assert_eq!(OwnCaps::default(), OwnCaps::NONE);
+        assert!(OwnCaps::NONE.is_empty() && !OwnCaps::THREAD.is_empty());
+        let all = OwnCaps::KINDS
+            .iter()
+            .fold(OwnCaps::NONE, |set, &(_, one, _)| set.union(one));
+        assert_eq!(all, OwnCaps::ALL);
+        assert_eq!(OwnCaps::from_word("cspace"), Some(OwnCaps::CSPACE));
+        assert_eq!(OwnCaps::from_word("stack"), None);
+        assert_eq!(OwnCaps::from_word("Thread"), None);
+        let two = OwnCaps::THREAD.union(OwnCaps::VSPACE);
+        assert!(two.contains(OwnCaps::VSPACE) && !two.contains(OwnCaps::CSPACE));
+        assert!(!two.contains(OwnCaps::ALL) && OwnCaps::ALL.contains(two));
+        assert_eq!(two.bits(), 5);
+        for bits in 0..=7 {
+            assert_eq!(OwnCaps::from_bits(bits).map(OwnCaps::bits), Some(bits));
         }
-        for name in ["hello", "echo-server", "ipcbench", "testing"] {
-            assert!(!has_own_caps(name), "{name}");
-        }
-        assert!(is_server("bench-server"));
+        assert_eq!(OwnCaps::from_bits(8), None);
+        assert_eq!(OwnCaps::from_bits(0xff), None);
+        let slots: [u32; 3] = OwnCaps::KINDS.map(|(_, _, slot)| slot);
+        assert_eq!(slots, [OWN_THREAD, OWN_CSPACE, OWN_VSPACE]);
     }
 }

@@ -12,7 +12,7 @@
 //! | what | value |
 //! |------|-------|
 //! | priority | [`crate::child::INIT_PRIORITY`], CPU 0 |
-//! | capability table | 2^[`CSPACE_BITS`] slots: `child::UNTYPED`, `child::SERVICE_ENDPOINT` (root's, unused yet) and `child::OWN_THREAD`, `OWN_CSPACE`, `OWN_VSPACE`, as `test-` components get them |
+//! | capability table | 2^[`CSPACE_BITS`] slots: `child::UNTYPED`, `child::SERVICE_ENDPOINT` (root's, unused yet) and `child::OWN_THREAD`, `OWN_CSPACE`, `OWN_VSPACE` (`child::OwnCaps::ALL`, as `+own` grants them) |
 //! | devices | at [`IO_PORTS`] all I/O ports (root's own capability, copied); at [`isa_irq_slot`]`(i)` the IRQ handler of the GSI where ISA IRQ `i` arrives (`bootinfo::BootInfo::isa_gsi`, the MADT's overrides applied — on QEMU IRQ 0 at GSI 2), for each `i < 16` that arrives at a line root has; empty otherwise |
 //! | untyped memory | at `child::UNTYPED`: 2^`ucore::init::pool_bits_with_update(rom, update)` bytes — every child's block (its RAM quota and what its existence costs) of the config and of its update ([`UPDATE_ENTRY`], if any) plus init's own, rounded up to a power of two |
 //! | page-table pool | 2^[`PT_POOL_BITS`] bytes |
@@ -59,11 +59,14 @@
 //! sessions (`crate::session`). A component that provides a service gets,
 //! at `child::SERVICE_ENDPOINT`, an endpoint of its own that init makes
 //! from the component's block (so it goes, with every session capability
-//! minted from it, when the block is revoked) and keeps a capability to; the others (and the old `*-server`s, by binary
-//! name, `child::is_server`) get init's shared service endpoint, like
-//! root's children. Own-capability slots by binary name
-//! (`child::has_own_caps`). Init is every child's fault
-//! handler (badge = index + 1).
+//! minted from it, when the block is revoked) and keeps a capability to;
+//! the others get init's shared service endpoint, like root's children:
+//! with all rights if their entry says `shared_endpoint = "serve"` (then
+//! init does not wait for them), else write-only and badged. The
+//! own-capability slots (`child::OWN_THREAD`, `OWN_CSPACE`, `OWN_VSPACE`)
+//! hold what the entry's `own` list names and nothing else: the binary's
+//! name grants nothing. Init is every child's fault handler (badge =
+//! index + 1).
 
 /// The boot-image entry of a scenario's config update (its `update` key,
 /// docs/scenarios.md): a config ROM init applies when a component with a

@@ -15,9 +15,9 @@
 //!    rights; others: minted write-only with the child's badge), with
 //!    `parent_endpoint` the parent's endpoint at `child::PARENT` (minted
 //!    with `WRITE` and `GRANT` and the child's badge: a session request
-//!    may carry a capability, `interfaces::session`) and, with
-//!    `own_caps`, copies of its own thread, table and address space
-//!    capabilities (`child::OWN_THREAD`, ...), and the `grants` (device
+//!    may carry a capability, `interfaces::session`) and, for each of
+//!    `own`, a copy of its own thread, table or address space capability
+//!    (`child::OWN_THREAD`, ...), and the `grants` (device
 //!    capabilities, minted from the parent's). With `notification`, a
 //!    notification bound to the thread at `child::NOTIFICATION`.
 //! 4. Every page of every segment is a fresh `Frame4K`. Pages with file
@@ -87,8 +87,9 @@ pub struct ChildSpec<'a> {
     pub cpus: CpuSet,
     /// Whether it gets the service endpoint with all rights (it receives).
     pub server: bool,
-    /// Whether it gets its own thread, table and address space.
-    pub own_caps: bool,
+    /// Which of its own thread, table and address space it gets
+    /// capabilities to (`child::OwnCaps`).
+    pub own: child::OwnCaps,
     /// Whether it gets the parent's fault endpoint, minted write-only with
     /// `badge`, at `child::PARENT`: where init's children ask for sessions
     /// (`interfaces::session`).
@@ -263,12 +264,12 @@ pub fn spawn(
         syscall::cap_mint(own(g.src), in_table(cspace, g.dst), Rights::ALL, g.word)
             .map_err(failed("CapMint"))?;
     }
-    if spec.own_caps {
-        for (src, dst) in [
-            (thread, child::OWN_THREAD),
-            (cspace, child::OWN_CSPACE),
-            (vspace, child::OWN_VSPACE),
-        ] {
+    // `OwnCaps::KINDS` lists thread, capability table, address space.
+    for (src, (_, kind, dst)) in [thread, cspace, vspace]
+        .into_iter()
+        .zip(child::OwnCaps::KINDS)
+    {
+        if spec.own.contains(kind) {
             syscall::cap_copy(own(src), in_table(cspace, dst)).map_err(failed("CapCopy"))?;
         }
     }

@@ -6,7 +6,8 @@
 //! - [`untyped`]: serving "an object of 2^n bytes" from untyped memory,
 //!   splitting large untyped capabilities buddy-style; the system call is
 //!   behind a trait, so tests run it against a model of the kernel.
-//! - [`start`]: the `pecan.start=NAME[:ARG],...` list of the command line.
+//! - [`start`]: the `pecan.start=NAME[:ARG][@MIB][+own][+serve],...` list of
+//!   the command line.
 //! - [`load`]: where a child's segments, stack and IPC buffer go, and which
 //!   file bytes each page of a segment receives.
 //! - [`supervise`]: what a message on root's fault endpoint means, and which

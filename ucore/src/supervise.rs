@@ -7,8 +7,10 @@
 //! address, instruction pointer and error code) or another exception
 //! (vector, instruction pointer and error code). A faulted child waits for a reply that never comes: root stops
 //! it ([`Handled::stop`]). Exited and faulted children are *finished*; root
-//! is done when no child that is not a server (`interfaces::child::is_server`) is
-//! left running ([`Supervisor::waiting`]).
+//! is done when no child that is not a server is left running
+//! ([`Supervisor::waiting`]). Whether a child is a server is declared where
+//! it is started (root: the `+serve` marker, `crate::start`; init: the
+//! scenario's `shared_endpoint` and `provides`), never read from its name.
 
 use alloc::vec::Vec;
 use core::fmt;
@@ -156,15 +158,8 @@ impl<'a, T> Supervisor<'a, T> {
         Self::default()
     }
 
-    /// Records a started child; it is a server when its name says so
-    /// (`interfaces::child::is_server`).
-    pub fn add(&mut self, index: usize, name: &'a str, caps: T) {
-        self.add_as(index, name, interfaces::child::is_server(name), caps);
-    }
-
-    /// Records a started child that is a server or not whatever its name
-    /// (init's children: the binary decides, the name is the instance's).
-    pub fn add_as(&mut self, index: usize, name: &'a str, server: bool, caps: T) {
+    /// Records a started child; a `server` is not waited for.
+    pub fn add(&mut self, index: usize, name: &'a str, server: bool, caps: T) {
         self.children.push(Child {
             index,
             name,
@@ -266,10 +261,10 @@ mod tests {
     #[test]
     fn waits_for_non_servers_only() {
         let mut s: Supervisor<'_, u32> = Supervisor::new();
-        s.add(1, "hello", 10);
-        s.add(3, "log-server", 11);
-        s.add(4, "hello", 12);
-        s.add(5, "pinger", 13);
+        s.add(1, "hello", false, 10);
+        s.add(3, "log-server", true, 11);
+        s.add(4, "hello", false, 12);
+        s.add(5, "pinger", true, 13);
         assert_eq!(s.waiting(), 2);
         assert!(s.children()[1].server && s.children()[3].server);
 
@@ -300,8 +295,13 @@ mod tests {
     #[test]
     fn servers_by_flag_and_restarted_children() {
         let mut s: Supervisor<'_, u32> = Supervisor::new();
-        s.add_as(1, "echo", true, 1);
-        s.add_as(2, "crash", false, 2);
+        s.add(1, "echo", true, 1);
+        s.add(2, "crash", false, 2);
+        // The flag decides, not the name.
+        s.add(3, "echo-server", false, 3);
+        s.add(4, "test-x", true, 4);
+        assert_eq!(s.waiting(), 2);
+        s.handle(3, LABEL_EXIT, [0; 4]);
         assert_eq!(s.waiting(), 1);
         let h = s.handle(2, LABEL_PAGE_FAULT, [0x1000, 0x20_0000, 6, 0]);
         assert!(h.stop());
@@ -314,13 +314,13 @@ mod tests {
             text(&s.handle(2, LABEL_EXIT, [0; 4])),
             "child crash exited with code 0"
         );
-        assert!(s.child_mut(3).is_none());
+        assert!(s.child_mut(5).is_none());
     }
 
     #[test]
     fn other_messages_are_ignored() {
         let mut s: Supervisor<'_, ()> = Supervisor::new();
-        s.add(2, "hello", ());
+        s.add(2, "hello", false, ());
         let h = s.handle(2, 0x42, [1, 2, 3, 4]);
         assert!(!h.finished_now && !h.stop());
         assert_eq!(text(&h), "ignoring a message (label 0x42) from child hello");

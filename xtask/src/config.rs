@@ -16,8 +16,8 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 use ucore::config::{
-    self as rom, valid_caps, valid_name, valid_service, ComponentSpec, CpuSet, Device, Restart,
-    RouteSpec, Spec, ValueBuf,
+    self as rom, valid_caps, valid_name, valid_service, ComponentSpec, CpuSet, Device, OwnCaps,
+    Restart, RouteSpec, SharedEndpoint, Spec, ValueBuf,
 };
 
 use crate::components::ROOT;
@@ -53,6 +53,9 @@ pub struct RawComponent {
     io_ports: Vec<Spanned<RawPorts>>,
     #[serde(default)]
     irqs: Vec<Spanned<u32>>,
+    #[serde(default)]
+    own: Vec<Spanned<String>>,
+    shared_endpoint: Option<Spanned<String>>,
 }
 
 /// An entry of `io_ports`: `{ base = 0x40, count = 4 }`.
@@ -374,6 +377,8 @@ pub fn check(
             None => Restart::Never,
             Some(r) => check_restart(r, &who, &mut diags),
         };
+        let own = check_own(c, &who, &mut diags);
+        let shared_endpoint = check_shared_endpoint(c, &who, &mut diags);
 
         for service in c.routes.keys() {
             if !valid_service(service.get_ref()) {
@@ -398,6 +403,8 @@ pub fn check(
             cpu: u16::try_from(cpu).unwrap_or(u16::MAX),
             cpus,
             restart,
+            own,
+            shared_endpoint,
             provides,
             routes: Vec::new(),
             devices: Vec::new(),
@@ -491,6 +498,75 @@ fn check_cpus(c: &RawComponent, who: &str, machine: Machine, diags: &mut Diags) 
         );
     }
     (cpu, set)
+}
+
+/// The component's `own` list: which of its own kernel objects it gets
+/// capabilities to, each named once.
+fn check_own(c: &RawComponent, who: &str, diags: &mut Diags) -> OwnCaps {
+    let mut own = OwnCaps::NONE;
+    for (i, word) in c.own.iter().enumerate() {
+        let w = word.get_ref();
+        match OwnCaps::from_word(w) {
+            None => {
+                let words: Vec<String> = OwnCaps::KINDS
+                    .iter()
+                    .map(|(w, _, _)| format!("\"{w}\""))
+                    .collect();
+                diags.push(
+                    word.span(),
+                    format!(
+                        "{who}own[{i}]: unknown \"{w}\" (expected {} or {})",
+                        words[..words.len() - 1].join(", "),
+                        words[words.len() - 1]
+                    ),
+                );
+            }
+            Some(one) if own.contains(one) => {
+                diags.push(
+                    word.span(),
+                    format!("{who}own[{i}]: \"{w}\" is listed twice"),
+                );
+            }
+            Some(one) => own = own.union(one),
+        }
+    }
+    own
+}
+
+/// The component's `shared_endpoint`: `"call"` (the default) or
+/// `"serve"`, and neither for a component that provides sessions (it finds
+/// an endpoint of its own where the shared one would be).
+fn check_shared_endpoint(c: &RawComponent, who: &str, diags: &mut Diags) -> SharedEndpoint {
+    let Some(word) = &c.shared_endpoint else {
+        return SharedEndpoint::Call;
+    };
+    let Some(grant) = SharedEndpoint::from_word(word.get_ref()) else {
+        diags.push(
+            word.span(),
+            format!(
+                "{who}shared_endpoint: unknown value \"{}\" (expected \"call\" or \"serve\")",
+                word.get_ref()
+            ),
+        );
+        return SharedEndpoint::Call;
+    };
+    if !c.provides.is_empty() {
+        let provided: Vec<String> = c
+            .provides
+            .iter()
+            .map(|p| format!("\"{}\"", p.get_ref()))
+            .collect();
+        diags.push(
+            word.span(),
+            format!(
+                "{who}shared_endpoint: not for a component that provides sessions (provides = \
+                 [{}]): it finds an endpoint of its own in the shared endpoint's slot",
+                provided.join(", ")
+            ),
+        );
+        return SharedEndpoint::Call;
+    }
+    grant
 }
 
 /// A device as written: the device, the place of its entry, its key

@@ -14,8 +14,8 @@
 //! per one-way call (1,111 calls each):
 //!
 //! ```text
-//! cargo xtask profile kernel --cmdline 'pecan.start=bench-server@16,bench:0x8@64' \
-//!     --baseline 'pecan.start=bench-server@16,bench:0x2@64' --per 1111
+//! cargo xtask profile kernel --cmdline 'pecan.start=bench-server@16+own+serve,bench:0x8@64+own' \
+//!     --baseline 'pecan.start=bench-server@16+own+serve,bench:0x2@64+own' --per 1111
 //! ```
 //!
 //! How the trace is read: QEMU prints each block it translates (`IN:` and

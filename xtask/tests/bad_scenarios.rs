@@ -45,7 +45,7 @@ const CASES: &[(&str, &str, &str)] = &[
         "7:1",
         "component \"hello\": unknown field `colour`, expected one of `name`, `binary`, \
          `ram_mib`, `caps`, `priority`, `cpu`, `cpus`, `provides`, `restart`, `routes`, \
-         `config`, `io_ports`, `irqs`",
+         `config`, `io_ports`, `irqs`, `own`, `shared_endpoint`",
     ),
     (
         "wrong-type",
@@ -247,6 +247,34 @@ const CASES: &[(&str, &str, &str)] = &[
          IRQ 0, line 8): a device has one driver",
     ),
     (
+        "own-unknown",
+        "7:18",
+        "component \"hello\": own[1]: unknown \"memory\" (expected \"thread\", \"cspace\" or \
+         \"vspace\")",
+    ),
+    (
+        "own-duplicate",
+        "7:28",
+        "component \"hello\": own[2]: \"vspace\" is listed twice",
+    ),
+    (
+        "own-wrong-type",
+        "7:7",
+        "component \"hello\": own: invalid type: boolean `true`, expected a sequence",
+    ),
+    (
+        "shared-endpoint-unknown",
+        "8:19",
+        "component \"echo\": shared_endpoint: unknown value \"receive\" (expected \"call\" or \
+         \"serve\")",
+    ),
+    (
+        "shared-endpoint-provider",
+        "10:19",
+        "component \"echo\": shared_endpoint: not for a component that provides sessions \
+         (provides = [\"Echo\"]): it finds an endpoint of its own in the shared endpoint's slot",
+    ),
+    (
         "too-many-devices",
         "12:5",
         "component \"hello\": io_ports: 5 entries, at most 4",
@@ -328,4 +356,9 @@ fixture_tests! {
     bad_irq: "bad-irq",
     device_shared: "device-shared",
     too_many_devices: "too-many-devices",
+    own_unknown: "own-unknown",
+    own_duplicate: "own-duplicate",
+    own_wrong_type: "own-wrong-type",
+    shared_endpoint_unknown: "shared-endpoint-unknown",
+    shared_endpoint_provider: "shared-endpoint-provider",
 }

@@ -118,7 +118,7 @@ impl Session<Rom> {
 
     /// Maps module `name` read-only at `va`, its page frames in the empty
     /// slots `first_slot..end_slot` of the caller's; returns its bytes.
-    /// Needs `child::OWN_VSPACE` (test and benchmark components).
+    /// Needs `child::OWN_VSPACE` (a component granted `own = ["vspace"]`).
     ///
     /// # Safety
     ///

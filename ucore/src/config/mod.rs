@@ -10,7 +10,7 @@
 //! rule below before it hands anything out, turns a broken ROM into a
 //! [`RomError`] and never panics, whatever the bytes.
 //!
-//! # Format, version 3
+//! # Format, version 4
 //!
 //! All integers are little-endian; nothing is aligned (readers read byte
 //! by byte), so the ROM can sit anywhere in the boot image.
@@ -18,8 +18,9 @@
 //! ```text
 //! offset 0: header, 32 bytes
 //!   magic       [u8; 8] = b"PECANCFG"
-//!   version     u32     = 3 (version 2 added the device table, version 3
-//!                       the CPU set of a component record)
+//!   version     u32     = 4 (version 2 added the device table, version 3
+//!                       the CPU set of a component record, version 4 its
+//!                       own capabilities and shared-endpoint grant)
 //!   size        u32     bytes of the whole ROM
 //!   components  u16     C, at most 64
 //!   services    u16     S, at most 256: the distinct session types
@@ -64,7 +65,11 @@
 //! 50  devices_count   u16     [first, first + count); I/O ports first
 //! 52  cpus            u64   its CPU set (`abi::cpu::CpuSet`, bit i =
 //!                         CPU i): not empty, holds `cpu`
-//! 60  reserved        [u8; 4] = 0
+//! 60  own             u8    its own capabilities (`interfaces::child::OwnCaps`):
+//!                         bit 0 thread, 1 cspace, 2 vspace; others 0
+//! 61  shared_endpoint u8    0 = call (write-only), 1 = serve (all rights);
+//!                         serve only without provides entries
+//! 62  reserved        [u8; 2] = 0
 //! ```
 //!
 //! A config tree is one value, always a table at the top; a value is a
@@ -94,7 +99,9 @@
 //!   binaries follow [`valid_name`], session types [`valid_service`];
 //!   component names are unique, and so are session types.
 //! - Every field is in the range given above; the capability quotas add up
-//!   to at most [`MAX_TOTAL_CAPS`].
+//!   to at most [`MAX_TOTAL_CAPS`]. A component that provides services
+//!   does not serve the shared endpoint (its slot for it holds an endpoint
+//!   of its own).
 //! - Each component's provides entries, route records and config tree lie
 //!   inside their tables; a component provides a service at most once and
 //!   routes it at most once; the parent list names a service at most once.
@@ -119,6 +126,7 @@ mod write;
 use core::fmt;
 
 pub use abi::cpu::CpuSet;
+pub use interfaces::child::OwnCaps;
 pub use read::{Component, Components, Devices, Route, Routes, Services, Target};
 pub use value::{parse_tree, Array, Table, Value, ValueBuf};
 pub use write::{encode, encoded_config_len, ComponentSpec, EncodeError, RouteSpec, Spec};
@@ -126,7 +134,7 @@ pub use write::{encode, encoded_config_len, ComponentSpec, EncodeError, RouteSpe
 /// The first eight bytes of every config ROM.
 pub const MAGIC: [u8; 8] = *b"PECANCFG";
 /// The format version this module reads and writes.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Size of the header.
 pub const HEADER_SIZE: usize = 32;
 /// Size of a component record.
@@ -330,6 +338,50 @@ impl Restart {
     }
 }
 
+/// What a component that provides no sessions finds of the service
+/// endpoint its parent's children share (`interfaces::child::SERVICE_ENDPOINT`):
+/// the scenario key `shared_endpoint`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SharedEndpoint {
+    /// Write-only, badged with its index: it calls the server there.
+    #[default]
+    Call,
+    /// All rights: it receives on it and answers; it is a server, so its
+    /// parent does not wait for it to finish.
+    Serve,
+}
+
+impl SharedEndpoint {
+    /// Both, with their words in a scenario.
+    pub const WORDS: [(&'static str, SharedEndpoint); 2] = [
+        ("call", SharedEndpoint::Call),
+        ("serve", SharedEndpoint::Serve),
+    ];
+
+    /// The grant written as `word` (`"call"`, `"serve"`).
+    pub fn from_word(word: &str) -> Option<SharedEndpoint> {
+        SharedEndpoint::WORDS
+            .iter()
+            .find(|(w, _)| *w == word)
+            .map(|&(_, e)| e)
+    }
+
+    fn to_raw(self) -> u8 {
+        match self {
+            SharedEndpoint::Call => 0,
+            SharedEndpoint::Serve => 1,
+        }
+    }
+
+    fn from_raw(raw: u8) -> Option<SharedEndpoint> {
+        match raw {
+            0 => Some(SharedEndpoint::Call),
+            1 => Some(SharedEndpoint::Serve),
+            _ => None,
+        }
+    }
+}
+
 /// Where in the ROM a fault is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Place {
@@ -352,6 +404,11 @@ pub enum Field {
     /// The CPU set is empty or lacks `cpu`.
     Cpus,
     Restart,
+    /// Bits of the own-capability set that name nothing.
+    Own,
+    /// Neither call nor serve, or serve by a component that provides
+    /// services.
+    SharedEndpoint,
     Reserved,
 }
 

@@ -12,10 +12,10 @@ use formats::bytes::{
 use super::value::{self, Table};
 use super::write::{ComponentSpec, RouteSpec, Spec};
 use super::{
-    valid_caps, valid_name, valid_service, Device, Fault, Field, List, Place, Restart, Rom,
-    RomError, COMPONENT_SIZE, DEVICE_SIZE, HEADER_SIZE, MAGIC, MAX_COMPONENTS, MAX_CONFIG_BYTES,
-    MAX_CPUS, MAX_IO_RANGES, MAX_IRQS, MAX_PRIORITY, MAX_RAM_MIB, MAX_SERVICES, MAX_TOTAL_CAPS,
-    PARENT, ROUTE_SIZE, SERVICE_SIZE, VERSION,
+    valid_caps, valid_name, valid_service, Device, Fault, Field, List, OwnCaps, Place, Restart,
+    Rom, RomError, SharedEndpoint, COMPONENT_SIZE, DEVICE_SIZE, HEADER_SIZE, MAGIC, MAX_COMPONENTS,
+    MAX_CONFIG_BYTES, MAX_CPUS, MAX_IO_RANGES, MAX_IRQS, MAX_PRIORITY, MAX_RAM_MIB, MAX_SERVICES,
+    MAX_TOTAL_CAPS, PARENT, ROUTE_SIZE, SERVICE_SIZE, VERSION,
 };
 
 /// Where the parts of a ROM are, from its header's counts.
@@ -82,6 +82,8 @@ struct Record {
     routes: (u16, u16),
     config: (u32, u32),
     devices: (u16, u16),
+    own: u8,
+    shared_endpoint: u8,
     reserved_zero: bool,
 }
 
@@ -103,7 +105,9 @@ fn record(rom: &[u8], layout: &Layout, index: usize) -> Option<Record> {
         config: (u32_at(r, 40)?, u32_at(r, 44)?),
         devices: (u16_at(r, 48)?, u16_at(r, 50)?),
         cpus: u64_at(r, 52)?,
-        reserved_zero: r.get(60..64)?.iter().all(|&b| b == 0),
+        own: u8_at(r, 60)?,
+        shared_endpoint: u8_at(r, 61)?,
+        reserved_zero: r.get(62..64)?.iter().all(|&b| b == 0),
     })
 }
 
@@ -265,6 +269,8 @@ impl<'a> Rom<'a> {
             cpu: r.cpu,
             cpus: CpuSet(r.cpus),
             restart: Restart::from_raw(r.restart, r.restart_max, r.backoff_ms)?,
+            own: OwnCaps::from_bits(r.own)?,
+            shared_endpoint: SharedEndpoint::from_raw(r.shared_endpoint)?,
             provides: r.provides,
             routes: r.routes,
             devices: r.devices,
@@ -379,6 +385,15 @@ fn check_components(rom: &[u8], layout: &Layout) -> Result<(), RomError> {
             (
                 Field::Restart,
                 Restart::from_raw(r.restart, r.restart_max, r.backoff_ms).is_some(),
+            ),
+            (Field::Own, OwnCaps::from_bits(r.own).is_some()),
+            (
+                Field::SharedEndpoint,
+                match SharedEndpoint::from_raw(r.shared_endpoint) {
+                    Some(SharedEndpoint::Call) => true,
+                    Some(SharedEndpoint::Serve) => r.provides.1 == 0,
+                    None => false,
+                },
             ),
             (Field::Reserved, r.reserved_zero),
         ];
@@ -539,6 +554,12 @@ pub struct Component<'a> {
     /// The CPUs it may place its threads on (holds `cpu`).
     pub cpus: CpuSet,
     pub restart: Restart,
+    /// Its own capabilities (scenario key `own`).
+    pub own: OwnCaps,
+    /// What it gets of the shared service endpoint (scenario key
+    /// `shared_endpoint`; always `Call` for a component that provides
+    /// services, which gets an endpoint of its own instead).
+    pub shared_endpoint: SharedEndpoint,
     provides: (u16, u16),
     routes: (u16, u16),
     devices: (u16, u16),
@@ -633,6 +654,8 @@ impl<'a> Component<'a> {
             cpu: self.cpu,
             cpus: self.cpus,
             restart: self.restart,
+            own: self.own,
+            shared_endpoint: self.shared_endpoint,
             provides: self.provides().map(String::from).collect(),
             routes,
             devices: self.devices().collect(),

@@ -19,6 +19,8 @@ fn component(name: &str) -> ComponentSpec {
         cpu: 0,
         cpus: CpuSet::single(0),
         restart: Restart::Never,
+        own: OwnCaps::NONE,
+        shared_endpoint: SharedEndpoint::Call,
         provides: vec![],
         routes: vec![],
         devices: vec![],
@@ -61,6 +63,8 @@ fn sample() -> Spec {
     ];
     sd.priority = MAX_PRIORITY;
     let mut fs = component("fs");
+    fs.own = OwnCaps::CSPACE.union(OwnCaps::VSPACE);
+    fs.shared_endpoint = SharedEndpoint::Serve;
     fs.ram_mib = 64;
     fs.caps = 1024;
     fs.routes = vec![
@@ -152,8 +156,14 @@ fn round_trip() {
             backoff_ms: 100
         }
     );
+    assert_eq!(
+        (timer.own, timer.shared_endpoint),
+        (OwnCaps::NONE, SharedEndpoint::Call)
+    );
     let fs = rom.find("fs").unwrap();
     assert_eq!((fs.ram_mib, fs.caps), (64, 1024));
+    assert_eq!(fs.own, OwnCaps::CSPACE.union(OwnCaps::VSPACE));
+    assert_eq!(fs.shared_endpoint, SharedEndpoint::Serve);
     assert_eq!(fs.route("Block"), Some(Target::Component(1)));
     let cache = fs.config.get("cache").unwrap().as_table().unwrap();
     assert_eq!(cache.get("blocks").unwrap().as_integer(), Some(-4096));
@@ -488,10 +498,33 @@ fn record_faults() {
     set_u32(&mut b, record(0), u32::MAX - 2);
     assert_eq!(Rom::parse(&b), Err(at(c(0), Fault::BadString)));
     let mut b = good.clone();
-    b[record(1) + 60] = 1;
+    b[record(1) + 62] = 1;
     assert_eq!(
         Rom::parse(&b),
         Err(at(c(1), Fault::BadField(Field::Reserved)))
+    );
+    // Own capabilities: bits 0..=2 only.
+    let mut b = good.clone();
+    b[record(1) + 60] = 7;
+    assert_eq!(
+        Rom::parse(&b).unwrap().component(1).unwrap().own,
+        OwnCaps::ALL
+    );
+    b[record(1) + 60] = 8;
+    assert_eq!(Rom::parse(&b), Err(at(c(1), Fault::BadField(Field::Own))));
+    // The shared endpoint: call or serve, and serve only for a component
+    // that provides nothing (sd provides Block).
+    let mut b = good.clone();
+    b[record(2) + 61] = 2;
+    assert_eq!(
+        Rom::parse(&b),
+        Err(at(c(2), Fault::BadField(Field::SharedEndpoint)))
+    );
+    let mut b = good.clone();
+    b[record(1) + 61] = 1;
+    assert_eq!(
+        Rom::parse(&b),
+        Err(at(c(1), Fault::BadField(Field::SharedEndpoint)))
     );
     let mut b = good.clone();
     b[record(1) + 21] = 2;
@@ -500,10 +533,10 @@ fn record_faults() {
         Err(at(c(1), Fault::BadField(Field::Restart)))
     );
     let mut b = good.clone();
-    set_u16(&mut b, record(2) + 34, 100);
+    set_u16(&mut b, record(0) + 34, 100);
     assert_eq!(
         Rom::parse(&b),
-        Err(at(c(2), Fault::BadRange(List::Provides)))
+        Err(at(c(0), Fault::BadRange(List::Provides)))
     );
     let mut b = good.clone();
     set_u16(&mut b, record(2) + 36, 4);

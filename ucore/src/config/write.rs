@@ -10,8 +10,8 @@ use abi::cpu::CpuSet;
 
 use super::value::{self, ValueBuf};
 use super::{
-    Device, Restart, Rom, RomError, COMPONENT_SIZE, DEVICE_SIZE, HEADER_SIZE, MAGIC,
-    MAX_COMPONENTS, MAX_SERVICES, PARENT, VERSION,
+    Device, OwnCaps, Restart, Rom, RomError, SharedEndpoint, COMPONENT_SIZE, DEVICE_SIZE,
+    HEADER_SIZE, MAGIC, MAX_COMPONENTS, MAX_SERVICES, PARENT, VERSION,
 };
 
 /// A whole config, owned: what xtask's checker produces and [`encode`]
@@ -36,6 +36,11 @@ pub struct ComponentSpec {
     /// The CPUs it may use; must hold `cpu`.
     pub cpus: CpuSet,
     pub restart: Restart,
+    /// Its own capabilities (`interfaces::child::OWN_THREAD`, ...).
+    pub own: OwnCaps,
+    /// What it gets of the shared service endpoint; `Serve` only without
+    /// `provides`.
+    pub shared_endpoint: SharedEndpoint,
     pub provides: Vec<String>,
     /// (session type, provider), in the order to store.
     pub routes: Vec<(String, RouteSpec)>,
@@ -200,6 +205,8 @@ pub fn encode(spec: &Spec) -> Result<Vec<u8>, EncodeError> {
         record[48..50].copy_from_slice(&u16_of(devices.len() / DEVICE_SIZE)?.to_le_bytes());
         record[50..52].copy_from_slice(&u16_of(c.devices.len())?.to_le_bytes());
         record[52..60].copy_from_slice(&c.cpus.bits().to_le_bytes());
+        record[60] = c.own.bits();
+        record[61] = c.shared_endpoint.to_raw();
         for device in &c.devices {
             let (kind, a, b) = device.to_raw();
             devices.extend_from_slice(&[kind, 0]);

@@ -126,7 +126,7 @@ pub fn pecan_mask(names: &[&str]) -> u64 {
 /// The kernel command line that runs the selected Pecan benchmarks.
 pub fn pecan_cmdline(names: &[&str]) -> String {
     format!(
-        "pecan.start=bench-server@16,bench:{:#x}@64",
+        "pecan.start=bench-server@16+own+serve,bench:{:#x}@64+own",
         pecan_mask(names)
     )
 }
@@ -615,7 +615,7 @@ mod tests {
         );
         assert_eq!(
             pecan_cmdline(&["null-syscall"]),
-            "pecan.start=bench-server@16,bench:0x1@64"
+            "pecan.start=bench-server@16+own+serve,bench:0x1@64+own"
         );
     }
 }

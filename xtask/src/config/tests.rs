@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use ucore::config::{CpuSet, Device, Restart, RouteSpec, ValueBuf};
+use ucore::config::{CpuSet, Device, OwnCaps, Restart, RouteSpec, SharedEndpoint, ValueBuf};
 
 use crate::scenario::{self, Scenario};
 
@@ -180,13 +180,95 @@ fn defaults_and_variants() {
 }
 
 #[test]
+fn authority_is_declared() {
+    // Without the keys nothing is granted, whatever the binary is called
+    // (sd runs echo-server, fs pinger).
+    let spec = parse(GOOD).unwrap().config.unwrap();
+    for c in &spec.components {
+        assert_eq!(c.own, OwnCaps::NONE, "{}", c.name);
+        assert_eq!(c.shared_endpoint, SharedEndpoint::Call, "{}", c.name);
+    }
+    let text = edit(
+        30,
+        "own = [\"vspace\", \"thread\"]\nshared_endpoint = \"serve\"",
+    );
+    let text = text.replace("cpu = 1\n", "cpu = 1\nown = []\n");
+    let spec = parse(&text).unwrap().config.unwrap();
+    let fs = &spec.components[2];
+    assert_eq!(fs.own, OwnCaps::THREAD.union(OwnCaps::VSPACE));
+    assert_eq!(fs.shared_endpoint, SharedEndpoint::Serve);
+    assert_eq!(spec.components[1].own, OwnCaps::NONE);
+    let text = edit(
+        30,
+        "own = [\"cspace\", \"thread\", \"vspace\"]\nshared_endpoint = \"call\"",
+    );
+    let fs = &parse(&text).unwrap().config.unwrap().components[2];
+    assert_eq!(
+        (fs.own, fs.shared_endpoint),
+        (OwnCaps::ALL, SharedEndpoint::Call)
+    );
+    // Into the ROM and back.
+    let s = parse(&text).unwrap();
+    let rom = s.rom().unwrap().unwrap();
+    let parsed = ucore::config::Rom::parse(&rom).unwrap();
+    assert_eq!(parsed.find("fs").unwrap().own, OwnCaps::ALL);
+}
+
+#[test]
+fn bad_authority() {
+    refused(
+        30,
+        "own = [\"thread\", \"stack\"]",
+        "scenarios/t.toml:30:18: component \"fs\": own[1]: unknown \"stack\" (expected \
+         \"thread\", \"cspace\" or \"vspace\")",
+    );
+    refused(
+        30,
+        "own = [\"vspace\", \"cspace\", \"vspace\"]",
+        "scenarios/t.toml:30:28: component \"fs\": own[2]: \"vspace\" is listed twice",
+    );
+    refused(
+        30,
+        "own = \"thread\"",
+        "scenarios/t.toml:30:7: component \"fs\": own: invalid type: string \"thread\", \
+         expected a sequence",
+    );
+    refused(
+        30,
+        "own = [1]",
+        "scenarios/t.toml:30:8: component \"fs\": own: invalid type: integer `1`, expected \
+         a string",
+    );
+    refused(
+        30,
+        "shared_endpoint = \"receive\"",
+        "scenarios/t.toml:30:19: component \"fs\": shared_endpoint: unknown value \"receive\" \
+         (expected \"call\" or \"serve\")",
+    );
+    refused(
+        30,
+        "shared_endpoint = true",
+        "scenarios/t.toml:30:19: component \"fs\": shared_endpoint: invalid type: boolean \
+         `true`, expected a string",
+    );
+    // A provider finds its own endpoint where the shared one would be.
+    refused(
+        19,
+        "cpu = 1\nshared_endpoint = \"serve\"",
+        "scenarios/t.toml:20:19: component \"sd\": shared_endpoint: not for a component that \
+         provides sessions (provides = [\"Block\"]): it finds an endpoint of its own in the \
+         shared endpoint's slot",
+    );
+}
+
+#[test]
 fn unknown_keys() {
     refused(
         30,
         "colour = 120",
         "scenarios/t.toml:30:1: component \"fs\": unknown field `colour`, expected one of \
          `name`, `binary`, `ram_mib`, `caps`, `priority`, `cpu`, `cpus`, `provides`, \
-         `restart`, `routes`, `config`, `io_ports`, `irqs`",
+         `restart`, `routes`, `config`, `io_ports`, `irqs`, `own`, `shared_endpoint`",
     );
     refused(
         2,

@@ -1,10 +1,10 @@
 //! bench-server: the partner of the `bench` component in another address
-//! space (protocol: `bench_protocol`). A server in root's sense (its
-//! name ends in `-server`): it receives on the service endpoint with all
-//! rights, and root does not wait for it. Its name also starts with
-//! `bench`, so it holds its own address space capability to map the
-//! shared frame (`interfaces::child::has_own_caps`). Start it with enough
-//! untyped memory for a 2 MiB frame: `pecan.start=bench-server@16,...`.
+//! space (protocol: `bench_protocol`). Start it as a server that holds its
+//! own capabilities, with enough untyped memory for a 2 MiB frame:
+//! `pecan.start=bench-server@16+own+serve,...` — `+serve`: it receives on
+//! the service endpoint with all rights, and root does not wait for it;
+//! `+own`: it holds its own address space capability to map the shared
+//! frame (`interfaces::child::OwnCaps`).
 //!
 //! For the one-way IPC benchmark it records the time right after its
 //! receive returns, in the frame it shares with `bench`, and answers with

@@ -8,13 +8,13 @@
 //! sense, see `interfaces::child`) and enough memory:
 //!
 //! ```text
-//! pecan.start=bench-server@16,bench:ARG@64
+//! pecan.start=bench-server@16+own+serve,bench:ARG@64+own
 //! ```
 //!
 //! (`cargo xtask run bench --icount` boots `scenarios/bench.toml`, which
 //! runs all of them). Both hold their own thread, capability space and
-//! address space capabilities (`interfaces::child::has_own_caps`: their names
-//! start with `bench`): they start threads and map memory.
+//! address space capabilities (the `+own` markers,
+//! `interfaces::child::OwnCaps`): they start threads and map memory.
 //!
 //! # ARG: which benchmarks
 //!

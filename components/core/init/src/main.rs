@@ -35,9 +35,10 @@
 //!    Timer yet)` — a busy wait on `rdtsc` would need a TSC calibration
 //!    user space does not have and would burn the CPU its siblings need.
 //!    After the last restart: `init: NAME stopped after max restarts`.
-//! 4. When no child that is not a server (by binary, `interfaces::child::is_server`)
-//!    runs, init prints `init: all children finished`, revokes every
-//!    block (the servers stop) and exits 0.
+//! 4. When no child that is not a server (one that `provides` sessions or
+//!    has `shared_endpoint = "serve"`, [`serves`]) runs, init prints
+//!    `init: all children finished`, revokes every block (the servers
+//!    stop) and exits 0.
 //!
 //! 5. Sessions: a child's `OPEN` on its parent endpoint is answered by its
 //!    routes — opened at the sibling that provides the type (through the
@@ -123,7 +124,7 @@ use rt::println;
 use rt::resources::Resources;
 use rt::spawn::{self, ChildCaps, ChildSpec, ParentCaps, SpawnError, PT_POOL_BITS};
 use rt::syscall;
-use ucore::config::{Component, CpuSet, Device, Restart, Rom};
+use ucore::config::{Component, CpuSet, Device, Restart, Rom, SharedEndpoint};
 
 use backoff::BackOff;
 use ucore::supervise::Supervisor;
@@ -418,7 +419,7 @@ fn launch<'a>(
                 "init: started {} (binary {}, {} MiB, {} caps, priority {}, cpu {}, cpus {})",
                 c.name, c.binary, c.ram_mib, c.caps, c.priority, c.cpu, c.cpus
             );
-            children.add_as(id + 1, c.name, is_server(&c), caps);
+            children.add(id + 1, c.name, serves(&c), caps);
         }
         Err(e) => println!("init: cannot start {}: {e}", c.name),
     }
@@ -576,9 +577,11 @@ fn build(
         priority: c.priority,
         cpu,
         cpus,
-        server: is_server(c),
+        // All rights on what is in slot 2: its own endpoint (a provider)
+        // or the shared one (`shared_endpoint = "serve"`).
+        server: serves(c),
         parent_endpoint: true,
-        own_caps: child::has_own_caps(c.binary),
+        own: c.own,
         rom: None,
         grants: &devices::grants(c, scratch)?,
         notification: c.devices().any(|d| matches!(d, Device::Irq(_))),
@@ -587,16 +590,17 @@ fn build(
 }
 
 /// Whether `c` serves sessions through an endpoint of its own: it
-/// provides a service and is not a server of the shared endpoint
-/// (`child::is_server`, the echo servers of the first scenarios, which
-/// keep the endpoint all init's children share).
+/// provides a service (then it does not serve the shared endpoint: the
+/// config ROM's rules, `ucore::config`).
 fn is_provider(c: &Component<'_>) -> bool {
-    c.provides().next().is_some() && !child::is_server(c.binary)
+    c.provides().next().is_some()
 }
 
-/// Whether init does not wait for `c` to finish: it serves.
-fn is_server(c: &Component<'_>) -> bool {
-    is_provider(c) || child::is_server(c.binary)
+/// Whether init does not wait for `c` to finish: it serves sessions
+/// ([`is_provider`]) or the endpoint all init's children share
+/// (`shared_endpoint = "serve"`), as its config entry declares.
+fn serves(c: &Component<'_>) -> bool {
+    is_provider(c) || c.shared_endpoint == SharedEndpoint::Serve
 }
 
 /// Revokes `kid`'s block: every object made from it goes.

@@ -1,6 +1,8 @@
 //! Starting the components of `pecan.start=` — or, when the boot image
 //! has a config ROM, init (`interfaces::init`) — and supervising them until every
-//! child that is not a server has finished (`interfaces::child`).
+//! child that is not a server has finished (`interfaces::child`). What each
+//! child may do is what its entry's markers grant (`+own`, `+serve`,
+//! `ucore::start`), whatever its name.
 
 use formats::bootimage::BootImage;
 use rt::abi::bootinfo::{self, slot, BootInfo, BOOT_IMAGE_ADDR};
@@ -86,7 +88,7 @@ pub fn run(info: &'static BootInfo) -> i32 {
         match start_init(&mut res, &image, info, endpoints, config.data) {
             Ok((caps, entry_point)) => {
                 println!("root: started init (index 1, entry {entry_point:#x})");
-                children.add(1, "init", caps);
+                children.add(1, "init", false, caps);
             }
             Err(e) => println!("root: cannot start init: {e}"),
         }
@@ -104,7 +106,7 @@ pub fn run(info: &'static BootInfo) -> i32 {
         match start_entry(&mut res, &image, endpoints, &entry) {
             Ok((caps, entry_point)) => {
                 println!("root: started {name} (index {index}, entry {entry_point:#x})");
-                children.add(index, name, caps);
+                children.add(index, name, entry.serve, caps);
             }
             Err(e) if e.is_refusal() => println!("root: refusing {name}: {e}"),
             Err(e) => println!("root: cannot start {name}: {e}"),
@@ -136,9 +138,9 @@ fn start_entry(
         priority: child::PRIORITY,
         cpu: 0,
         cpus: CpuSet::EMPTY,
-        server: child::is_server(name),
+        server: entry.serve,
         parent_endpoint: false,
-        own_caps: child::has_own_caps(name),
+        own: entry.own,
         rom: None,
         grants: &[],
         notification: false,
@@ -191,7 +193,7 @@ fn start_init(
         cpus: CpuSet::EMPTY,
         server: false,
         parent_endpoint: false,
-        own_caps: true,
+        own: child::OwnCaps::ALL,
         rom: Some((BOOT_IMAGE_ADDR, bytes)),
         grants: &grants,
         notification: false,

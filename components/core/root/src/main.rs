@@ -12,11 +12,12 @@
 //!    (tests of the kernel's handling of a thread without fault handler);
 //! 3. takes over its free capability slots and untyped memory
 //!    (`rt::resources`), starts init when the boot image has a config ROM
-//!    (`interfaces::init`), else every component of `pecan.start=NAME[:ARG][@MIB],...`,
-//!    each in its own address space and capability space (`rt::spawn`), and
-//!    supervises them as their fault handler until every child that is not
-//!    a server has exited or faulted, then deletes the children's threads
-//!    ([`children`]);
+//!    (`interfaces::init`), else every component of
+//!    `pecan.start=NAME[:ARG][@MIB][+own][+serve],...`, each in its own
+//!    address space and capability space (`rt::spawn`) with the authority
+//!    its markers grant, and supervises them as their fault handler until
+//!    every child that does not serve (`+serve`) has exited or faulted,
+//!    then deletes the children's threads ([`children`]);
 //! 4. returns, which ends its thread; with no thread left the kernel powers
 //!    the machine off.
 //!

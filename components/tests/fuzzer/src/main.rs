@@ -99,7 +99,7 @@
 //! # Replaying
 //!
 //! The argument sequence depends only on the seed (results never feed the
-//! generator), so `pecan.start=pinger,pingclient,fuzzer:S` replays a run;
+//! generator), so `pecan.start=pinger+serve,pingclient,fuzzer:S` replays a run;
 //! the kernel's state can still differ slightly, since the pinger's and
 //! pingclient's calls interleave with timer preemption. When the kernel
 //! dies, the last progress line bounds the call; rerun with the calls field

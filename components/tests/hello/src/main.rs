@@ -14,14 +14,16 @@
 //! | 1 | writes to the unmapped address 0xdead0000 (a page fault) |
 //! | 2 | executes `ud2` (an invalid-opcode exception, vector 6) |
 //! | 3 | calls the service endpoint (slot `interfaces::child::SERVICE_ENDPOINT`) with word 41 and prints the answer of the server there (`echo-server`: 42 and the caller's badge): `hello: the server answered 42, my badge is N`; exits 0, or 1 if the call fails |
+//! | 4 | reports which own capabilities it holds — for each of slots 4, 5 and 6 (`interfaces::child::OWN_THREAD`, `OWN_CSPACE`, `OWN_VSPACE`) `hello: own thread (slot 4): held` (the capability is there and works on its own object: `protocols::own_caps::probe`) or `...: empty`; exits 0, or 1 if a probe fails. Its name grants it nothing: only its start entry (`+own`, a scenario's `own`) does |
 //! | anything else | returns 0, so its thread exits with code 0 |
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+use protocols::own_caps::{self, Slot};
 use rt::abi::caddr::own;
 use rt::abi::MsgInfo;
-use rt::interfaces::child;
+use rt::interfaces::child::{self, OwnCaps};
 use rt::println;
 use rt::syscall;
 
@@ -45,6 +47,7 @@ fn main(arg: u64) -> i32 {
             unsafe { core::arch::asm!("ud2") };
         }
         3 => return call_server(),
+        4 => return report_own_caps(),
         _ => {}
     }
     0
@@ -66,4 +69,20 @@ fn call_server() -> i32 {
             1
         }
     }
+}
+
+/// Probes each own-capability slot and prints what it holds.
+fn report_own_caps() -> i32 {
+    let mut code = 0;
+    for (word, kind, slot) in OwnCaps::KINDS {
+        match own_caps::probe(kind, child::FIRST_FREE) {
+            Ok(Slot::Held) => println!("hello: own {word} (slot {slot}): held"),
+            Ok(Slot::Empty) => println!("hello: own {word} (slot {slot}): empty"),
+            Err((step, e)) => {
+                println!("hello: own {word} (slot {slot}): {step} failed: {e}");
+                code = 1;
+            }
+        }
+    }
+    code
 }

@@ -1,9 +1,10 @@
 //! pinger: the server of the ping protocol (`protocols::ping`), and the
 //! `fuzzer`'s favourite target.
 //!
-//! Root starts it as a server (`interfaces::child::is_server`): it holds the
-//! service endpoint (`interfaces::child::SERVICE_ENDPOINT`) with all rights and
-//! every other child calls it there, with its child index as the badge.
+//! Start it as the server of the service endpoint (`pecan.start=pinger+serve`):
+//! it holds the endpoint (`interfaces::child::SERVICE_ENDPOINT`) with all
+//! rights and every other child calls it there, with its child index as
+//! the badge; root does not wait for it.
 //! The loop is one `ReplyRecv` per message:
 //!
 //! - `PING [n]` → `PONG [n + 1, caller's badge, fuzzer done, pings answered]`;

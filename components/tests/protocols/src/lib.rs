@@ -7,12 +7,15 @@
 //! - [`stream`]: between the packet-stream test pair `test-stream-source`
 //!   and `test-stream-sink-server`;
 //! - [`ds_test`]: the `Ds_test` session between the dataspace test pair
-//!   `test-dataspace-client` and `test-dataspace-service`.
+//!   `test-dataspace-client` and `test-dataspace-service`;
+//! - [`own_caps`]: not a protocol but a probe both `test-caps` and `hello`
+//!   run, of the own-capability slots their parent granted or not.
 //!
 //! Only tests link this crate; the runtime every component links (`rt`)
 //! does not carry it.
 #![no_std]
 
 pub mod ds_test;
+pub mod own_caps;
 pub mod ping;
 pub mod stream;

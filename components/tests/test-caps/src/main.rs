@@ -1,25 +1,37 @@
-//! test-caps: checks the capability space root gives a `test-` component
-//! (`interfaces::child`) by using every capability in it once:
+//! test-caps: checks the capability space its parent gives it
+//! (`interfaces::child`) by using every capability in it once. `ARG` is the
+//! set of own capabilities it expects (`interfaces::child::OwnCaps` bits:
+//! 1 thread, 2 capability space, 4 address space) — what its start entry
+//! grants (`pecan.start=test-caps:7+own`, or a scenario's `own` list); the
+//! others must be missing, however the component is called.
 //!
 //! | check | slot | what |
 //! |-------|------|------|
 //! | `untyped` | 1 | retype an endpoint from the child's untyped into slot 8 |
 //! | `service-write-only` | 2 | minting a readable copy of the service endpoint fails (`MissingRights`) |
-//! | `own-thread` | 4 | set its own thread's priority to the children's |
-//! | `own-cspace` | 5 | copy slot 8 to slot 9 through its own table's capability (`caddr::in_table(5, ..)`) |
-//! | `own-vspace` | 6 | map a frame retyped from its untyped into its own address space and use it |
+//! | `own-thread` / `no-own-thread` | 4 | expected: set its own thread's priority to the children's (it must run at it, on CPU 0); else the slot is empty |
+//! | `own-cspace` / `no-own-cspace` | 5 | expected: copy the service endpoint into its slot 9 through its own table's capability (`caddr::in_table(5, ..)`) and find it there; else the slot is empty |
+//! | `own-vspace` / `no-own-vspace` | 6 | expected: map a frame retyped from its untyped into its own address space and use it; else the slot is empty |
 //!
-//! Prints `test-caps: check NAME: ok` (or `FAILED (...)`) for each, then
+//! (The probes are `protocols::own_caps`, which `hello` runs too.) Prints
+//! `test-caps: check NAME: ok` (or `FAILED (...)`) for each, then
 //! `test-caps: N of M checks failed` or `test-caps: all checks passed`;
-//! its exit code is the number of failed checks.
+//! its exit code is the number of failed checks (1 for an `ARG` that is
+//! no set).
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
-use rt::abi::caddr::{in_table, own};
-use rt::abi::map::{Cache, MapAttr};
+extern crate alloc;
+
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt;
+
+use protocols::own_caps::{self, Slot};
+use rt::abi::caddr::own;
 use rt::abi::{Error, ObjectType, Rights};
-use rt::interfaces::child;
+use rt::interfaces::child::{self, OwnCaps};
 use rt::println;
 use rt::syscall;
 
@@ -27,51 +39,78 @@ rt::entry!(main);
 
 /// Slots this component fills (its first free ones).
 const ENDPOINT: u32 = child::FIRST_FREE;
-const ENDPOINT_COPY: u32 = child::FIRST_FREE + 1;
+const SCRATCH: u32 = child::FIRST_FREE + 1;
 const READABLE: u32 = child::FIRST_FREE + 2;
-const FRAME: u32 = child::FIRST_FREE + 3;
-/// Where the frame is mapped: far below the stack, above the image.
-const PAGE: u64 = 0x0000_0010_0000_0000;
 
-fn main(_arg: u64) -> i32 {
-    let checks: [(&str, Result<(), Error>); 5] = [
-        (
-            "untyped",
-            syscall::retype(
-                own(child::UNTYPED),
-                ObjectType::Endpoint,
-                0,
-                own(ENDPOINT),
-                1,
-            ),
-        ),
-        (
-            "service-write-only",
-            match syscall::cap_mint(own(child::SERVICE_ENDPOINT), own(READABLE), Rights::READ, 0) {
-                Err(Error::MissingRights) => Ok(()),
-                Ok(()) => Err(Error::InvalidState),
-                Err(e) => Err(e),
-            },
-        ),
-        (
-            "own-thread",
-            syscall::thread_set_sched_params(own(child::OWN_THREAD), child::PRIORITY, 0),
-        ),
-        (
-            "own-cspace",
-            syscall::cap_copy(
-                in_table(child::OWN_CSPACE, ENDPOINT),
-                in_table(child::OWN_CSPACE, ENDPOINT_COPY),
-            ),
-        ),
-        ("own-vspace", use_own_vspace()),
+/// Why a check failed.
+enum Failure {
+    /// A system call returned this error.
+    Kernel(Error),
+    /// A step of a probe failed (`protocols::own_caps::Failed`).
+    Probe(&'static str, Error),
+    /// A slot that should be empty holds a working capability.
+    Held,
+    /// A slot that should hold a capability is empty.
+    Empty,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Kernel(e) => write!(f, "{e}"),
+            Failure::Probe(step, e) => write!(f, "{step} failed: {e}"),
+            Failure::Held => f.write_str("the slot holds the capability"),
+            Failure::Empty => f.write_str("the slot is empty"),
+        }
+    }
+}
+
+fn main(arg: u64) -> i32 {
+    let Some(expected) = u8::try_from(arg).ok().and_then(OwnCaps::from_bits) else {
+        println!(
+            "test-caps: ARG {arg:#x} is no set of own capabilities (bits 1 thread, 2 cspace, \
+             4 vspace)"
+        );
+        return 1;
+    };
+    let untyped = syscall::retype(
+        own(child::UNTYPED),
+        ObjectType::Endpoint,
+        0,
+        own(ENDPOINT),
+        1,
+    );
+    let write_only =
+        match syscall::cap_mint(own(child::SERVICE_ENDPOINT), own(READABLE), Rights::READ, 0) {
+            Err(Error::MissingRights) => Ok(()),
+            Ok(()) => Err(Error::InvalidState),
+            Err(e) => Err(e),
+        };
+    let mut checks: Vec<(&str, Result<(), Failure>)> = vec![
+        ("untyped", untyped.map_err(Failure::Kernel)),
+        ("service-write-only", write_only.map_err(Failure::Kernel)),
     ];
+    let names = [
+        ("own-thread", "no-own-thread"),
+        ("own-cspace", "no-own-cspace"),
+        ("own-vspace", "no-own-vspace"),
+    ];
+    for ((_, kind, _), (held, missing)) in OwnCaps::KINDS.into_iter().zip(names) {
+        let want_held = expected.contains(kind);
+        let result = match (own_caps::probe(kind, SCRATCH), want_held) {
+            (Ok(Slot::Held), true) | (Ok(Slot::Empty), false) => Ok(()),
+            (Ok(Slot::Held), false) => Err(Failure::Held),
+            (Ok(Slot::Empty), true) => Err(Failure::Empty),
+            (Err((step, e)), _) => Err(Failure::Probe(step, e)),
+        };
+        checks.push((if want_held { held } else { missing }, result));
+    }
     let mut failed = 0;
     for (name, result) in &checks {
         match result {
             Ok(()) => println!("test-caps: check {name}: ok"),
-            Err(e) => {
-                println!("test-caps: check {name}: FAILED ({e})");
+            Err(why) => {
+                println!("test-caps: check {name}: FAILED ({why})");
                 failed += 1;
             }
         }
@@ -82,28 +121,4 @@ fn main(_arg: u64) -> i32 {
         println!("test-caps: {failed} of {} checks failed", checks.len());
     }
     failed
-}
-
-/// Retypes a frame, maps it at [`PAGE`] in its own address space, writes
-/// and reads it back.
-fn use_own_vspace() -> Result<(), Error> {
-    syscall::retype(own(child::UNTYPED), ObjectType::Frame4K, 0, own(FRAME), 1)?;
-    let rw = MapAttr {
-        writable: true,
-        executable: false,
-        cache: Cache::WriteBack,
-    };
-    // SAFETY: nothing of this component lives at PAGE (its image is at
-    // 0x200000, its stack and IPC buffer near the top of the user half).
-    unsafe { syscall::map(own(child::OWN_VSPACE), own(FRAME), PAGE, rw) }?;
-    // SAFETY: one page is mapped writable at PAGE, used only here.
-    let value = unsafe {
-        core::ptr::write_volatile(PAGE as *mut u64, 0x5eed);
-        core::ptr::read_volatile(PAGE as *const u64)
-    };
-    if value == 0x5eed {
-        Ok(())
-    } else {
-        Err(Error::InvalidState)
-    }
 }

@@ -9,9 +9,9 @@
 //!
 //! It also shares the dataspace read-only (the client checks that it
 //! cannot map it writable) and, on request, unregisters a session's
-//! context (the client checks that its capability is gone). A `test-`
-//! component: it holds its own thread and address space, to bind the
-//! notification and map the dataspaces.
+//! context (the client checks that its capability is gone). Its
+//! scenario grants it its own thread and address space (`own = ["thread",
+//! "vspace"]`), to bind the notification and map the dataspaces.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]

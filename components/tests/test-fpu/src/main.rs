@@ -1,6 +1,6 @@
 //! test-fpu: every thread's x87/SSE/AVX registers are its own. Started by
 //! root as a *test* child (own thread, capability space and address space,
-//! `interfaces::child`), normally twice — `pecan.start=test-fpu:1,test-fpu:2` —
+//! `interfaces::child`), normally twice — `pecan.start=test-fpu:1+own,test-fpu:2+own` —
 //! so that two address spaces take turns with different register contents.
 //!
 //! Checks, in order (`regs` fills and reads the registers in assembly):

@@ -1,7 +1,7 @@
 //! test-isolation: proves that a component is confined to what it was
 //! given. Started by root as a *test* child (see `interfaces::child`: it holds its
 //! own thread, capability space and address space), normally twice —
-//! `pecan.start=test-isolation:1,test-isolation:2` — so that each instance
+//! `pecan.start=test-isolation:1+own,test-isolation:2+own` — so that each instance
 //! can aim at the other's memory.
 //!
 //! Each instance maps a page holding a secret at `SECRET_BASE + ARG * 4096`

@@ -5,8 +5,8 @@
 //! through too — and prints its size and FNV-1a checksum. It reads its own
 //! `config` ROM and prints the `greeting` and `answer` its scenario gives
 //! it. Then it shows that the frames are read-only (a writable mapping of
-//! one is refused) and that a name that does not exist is refused. A `test-` component: it holds its own address space, to map
-//! the dataspace.
+//! one is refused) and that a name that does not exist is refused. Its scenario grants it its own address space (`own =
+//! ["vspace"]`), to map the ROM pages.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]

@@ -1,5 +1,7 @@
 //! test-smp: the kernel's SMP support, seen from a component with its own
-//! thread, capability space and address space (a `test-` component).
+//! capability space and address space (`pecan.start=test-smp:ARG+own`, a
+//! scenario's `own = ["cspace", "vspace"]`): it makes and configures
+//! threads.
 //!
 //! | check | what |
 //! |-------|------|

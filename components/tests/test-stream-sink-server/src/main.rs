@@ -1,11 +1,10 @@
 //! test-stream-sink-server: the sink end of the packet-stream tests
 //! (protocol: `protocols::stream`; the stream itself:
-//! `ucore::packet_stream`). A server in root's sense (its name ends in
-//! `-server`): it receives on the service endpoint with all rights and
-//! root does not wait for it. Its name starts with `test-`, so it holds its
-//! own address space capability to map the shared frame. Start it with
-//! enough untyped memory for a 2 MiB frame:
-//! `pecan.start=test-stream-sink-server@16,test-stream-source`.
+//! `ucore::packet_stream`). Start it as the server of the service endpoint
+//! (`+serve`: it receives there with all rights and root does not wait for
+//! it) with its own capabilities (`+own`: it maps the shared frame in its
+//! own address space) and enough untyped memory for a 2 MiB frame:
+//! `pecan.start=test-stream-sink-server@16+own+serve,test-stream-source+own`.
 //!
 //! It makes the shared frame and the two notifications and hands them to
 //! `test-stream-source` in the replies to `SETUP` (capabilities travel only

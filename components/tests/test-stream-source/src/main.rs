@@ -3,7 +3,7 @@
 //! (protocol: `protocols::stream`; the stream: `ucore::packet_stream`).
 //!
 //! ```text
-//! pecan.start=test-stream-sink-server@16,test-stream-source[:SEED][@MIB]
+//! pecan.start=test-stream-sink-server@16+own+serve,test-stream-source[:SEED][@MIB]+own
 //! ```
 //!
 //! It asks the sink for the shared 2 MiB frame and the two notifications

@@ -9,9 +9,10 @@
 //! and a user-level pager; reply capabilities (a call saved and answered
 //! later, out of order; stale and deleted replies; a saved fault).
 //!
-//! Root starts it as a *test* component (`interfaces::child::is_test`): besides
-//! its untyped memory (1 MiB) it holds its own thread, capability space and
-//! address space, so it can make threads that share its address space.
+//! Start it with its own capabilities (`pecan.start=test-syscalls+own`,
+//! `interfaces::child::OwnCaps`): besides its untyped memory (1 MiB) it
+//! then holds its own thread, capability space and address space, so it
+//! can make threads that share its address space.
 //! Such a helper thread runs one of the `extern "C"` functions in
 //! [`helpers`] on a 16 KiB stack the main thread maps for it (with an IPC
 //! buffer page of its own when it needs one), has the main thread's fault
