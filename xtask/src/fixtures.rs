@@ -165,13 +165,29 @@ pub fn corrupt(elf: &[u8], defect: Defect) -> Result<Vec<u8>> {
 /// modules (it boots its scenario's image).
 pub fn test_image(
     spec: &TestSpec,
+    base: &[(String, Vec<u8>)],
     components: &[(String, Vec<u8>)],
     dir: &Path,
 ) -> Result<Option<PathBuf>> {
     if spec.modules.is_empty() {
         return Ok(None);
     }
-    let mut entries: Vec<(String, Vec<u8>)> = components.to_vec();
+    let mut entries: Vec<(String, Vec<u8>)> = base.to_vec();
+    // A module named like the config ROM makes root start init (the boot
+    // protocol, `interfaces::init`): init must be in the image then.
+    let config_module = spec
+        .modules
+        .iter()
+        .any(|m| m.name == crate::system::CONFIG_ENTRY);
+    let has_init = entries.iter().any(|(n, _)| n == crate::components::INIT);
+    if config_module && !has_init {
+        if let Some(init) = components
+            .iter()
+            .find(|(n, _)| n == crate::components::INIT)
+        {
+            entries.insert(1.min(entries.len()), init.clone());
+        }
+    }
     for module in &spec.modules {
         let Some((_, source)) = components.iter().find(|(n, _)| *n == module.from) else {
             let known: Vec<&str> = components.iter().map(|(n, _)| n.as_str()).collect();
@@ -314,7 +330,10 @@ mod tests {
             ("root".to_string(), b"root bytes".to_vec()),
             ("hello".to_string(), sample_elf()),
         ];
-        let e = format!("{:#}", test_image(&spec, &components, &dir).unwrap_err());
+        let e = format!(
+            "{:#}",
+            test_image(&spec, &components, &components, &dir).unwrap_err()
+        );
         assert_eq!(
             e,
             "tests/mods.toml:9:1: no component `nope` to derive module `bad-wx` from \
@@ -324,7 +343,9 @@ mod tests {
         let spec =
             crate::testspec::parse(Path::new("tests/mods.toml"), &text.replace("nope", "hello"))
                 .unwrap();
-        let path = test_image(&spec, &components, &dir).unwrap().unwrap();
+        let path = test_image(&spec, &components, &components, &dir)
+            .unwrap()
+            .unwrap();
         assert_eq!(path, dir.join("mods.img"));
         let bytes = std::fs::read(&path).unwrap();
         let image = formats::bootimage::BootImage::parse(&bytes).unwrap();
@@ -341,7 +362,10 @@ mod tests {
             &text[..text.find("[[").unwrap()],
         )
         .unwrap();
-        assert_eq!(test_image(&plain, &components, &dir).unwrap(), None);
+        assert_eq!(
+            test_image(&plain, &components, &components, &dir).unwrap(),
+            None
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -84,9 +84,9 @@ pub fn run(args: &ProfileArgs) -> Result<bool> {
     let root = workspace_root();
     let scenario = scenario::load(&root, &args.scenario)?;
     let system = system::build()?;
-    let image = system::scenario_image(&system, &scenario)?;
-    let symbols = Symbols::read(&system.kernel)?;
     let cmdline = args.cmdline.clone().unwrap_or(scenario.cmdline.clone());
+    let image = system::scenario_image(&system, &scenario, &cmdline, &scenario.name)?;
+    let symbols = Symbols::read(&system.kernel)?;
     let mut machine = Machine::new(system.kernel.clone(), Some(image), cmdline, Accel::Tcg);
     machine.icount = true;
     machine.smp = scenario.machine.smp;

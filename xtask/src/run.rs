@@ -62,7 +62,7 @@ pub fn run(args: &RunArgs) -> Result<bool> {
     setup::ensure_target()?;
     setup::ensure_qemu()?;
     let system = system::build()?;
-    let boot_image = system::scenario_image(&system, &scenario)?;
+    let boot_image = system::scenario_image(&system, &scenario, &scenario.cmdline, &scenario.name)?;
     let elf = system.kernel.clone();
     let choice = accel::choose(
         args.accel,

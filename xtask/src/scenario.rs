@@ -56,6 +56,10 @@ struct Raw {
     /// Another scenario of the same directory whose components are the
     /// config update init may be told to apply at run time.
     update: Option<Spanned<String>>,
+    /// Components packed into the boot image although nothing starts them:
+    /// boot modules a component reads as ROMs (`Rom` sessions).
+    #[serde(default)]
+    boot_modules: Vec<Spanned<String>>,
     #[serde(default, rename = "component")]
     components: Vec<Spanned<RawComponent>>,
 }
@@ -77,6 +81,9 @@ pub struct Scenario {
     /// The checked config update (`update = "NAME"`), packed as the
     /// boot-image entry `config.update`.
     pub update: Option<Box<Scenario>>,
+    /// Components packed as boot modules without being started
+    /// (`boot_modules`), checked to exist.
+    pub boot_modules: Vec<String>,
     /// Whether the file has an `update` key (an update's own is not
     /// loaded: see [`parse`]).
     names_an_update: bool,
@@ -166,6 +173,23 @@ fn parse_following(
         None => qemu::DEFAULT_MEMORY_MIB,
     };
     let machine = Machine { smp, memory_mib };
+    let mut boot_modules = Vec::new();
+    for module in &raw.boot_modules {
+        let name = module.get_ref();
+        if !binaries.contains(name) {
+            return Err(error(
+                module.span(),
+                &format!("boot_modules: no component \"{name}\" in components/"),
+            ));
+        }
+        if boot_modules.contains(name) {
+            return Err(error(
+                module.span(),
+                &format!("boot_modules: \"{name}\" is listed twice"),
+            ));
+        }
+        boot_modules.push(name.clone());
+    }
     let config = check(path, text, &raw, binaries, machine)?;
     let update = match &raw.update {
         Some(name) if follow_update => {
@@ -191,6 +215,7 @@ fn parse_following(
         machine,
         config,
         names_an_update: raw.update.is_some(),
+        boot_modules,
         update,
         text: text.to_string(),
         binaries: binaries.to_vec(),
@@ -301,6 +326,37 @@ impl Scenario {
                     self.name, machine.smp, machine.memory_mib
                 )
             })
+    }
+
+    /// The components the boot image of this scenario must carry when the
+    /// kernel's command line is `cmdline` (the scenario's, plus a test's
+    /// additions): root; with components, init and every component's
+    /// binary, also those of the config update; the components the
+    /// command line's `pecan.start=` list names (those that exist: a test
+    /// may name a missing one on purpose); and `boot_modules`.
+    pub fn image_components(&self, cmdline: &str) -> std::collections::BTreeSet<String> {
+        let mut names = std::collections::BTreeSet::new();
+        names.insert(components::ROOT.to_string());
+        let add_config = |scenario: &Scenario, names: &mut std::collections::BTreeSet<String>| {
+            if let Some(spec) = &scenario.config {
+                names.insert(components::INIT.to_string());
+                names.extend(spec.components.iter().map(|c| c.binary.clone()));
+            }
+        };
+        add_config(self, &mut names);
+        if let Some(update) = &self.update {
+            add_config(update, &mut names);
+        }
+        if let Some(list) = formats::cmdline::value(cmdline, ucore::start::KEY) {
+            names.extend(
+                ucore::start::entries(list)
+                    .flatten()
+                    .map(|e| e.name.to_string())
+                    .filter(|name| self.binaries.contains(name)),
+            );
+        }
+        names.extend(self.boot_modules.iter().cloned());
+        names
     }
 
     /// The config update's ROM, when the scenario has one.

@@ -154,13 +154,23 @@ pub fn build() -> Result<System> {
     })
 }
 
-/// The boot-image entries for `scenario`: the components, then its config
-/// ROM when it has components.
+/// The boot-image entries for `scenario` booted with kernel command line
+/// `cmdline`: the components it needs ([`Scenario::image_components`]:
+/// root first, then the others in the system's order), then its config ROM
+/// and config update when it has components. Only what the scenario names
+/// is packed, so images stay small as components (drivers, guest kernels,
+/// disk images) are added.
 pub fn image_entries(
     components: &[(String, Vec<u8>)],
     scenario: &Scenario,
+    cmdline: &str,
 ) -> Result<Vec<(String, Vec<u8>)>> {
-    let mut entries = components.to_vec();
+    let wanted = scenario.image_components(cmdline);
+    let mut entries: Vec<(String, Vec<u8>)> = components
+        .iter()
+        .filter(|(name, _)| wanted.contains(name))
+        .cloned()
+        .collect();
     if let Some(rom) = scenario.rom()? {
         if components.iter().any(|(name, _)| name == CONFIG_ENTRY) {
             bail!(
@@ -177,20 +187,21 @@ pub fn image_entries(
     Ok(entries)
 }
 
-/// The boot image for `scenario`: the system's image, or for a scenario
-/// with components one with its config ROM, written to
-/// `target/pecan/scenarios/NAME.img`.
-pub fn scenario_image(system: &System, scenario: &Scenario) -> Result<PathBuf> {
-    if scenario.config.is_none() {
-        return Ok(system.boot_image.clone());
-    }
-    let entries = image_entries(&system.components, scenario)?;
-    let root = workspace_root();
-    let path = root
+/// The boot image for `scenario` booted with kernel command line
+/// `cmdline` ([`image_entries`]), written to
+/// `target/pecan/images/NAME.img` (`name`: the scenario's, or a test's).
+pub fn scenario_image(
+    system: &System,
+    scenario: &Scenario,
+    cmdline: &str,
+    name: &str,
+) -> Result<PathBuf> {
+    let entries = image_entries(&system.components, scenario, cmdline)?;
+    let path = workspace_root()
         .join("target")
         .join("pecan")
-        .join("scenarios")
-        .join(format!("{}.img", scenario.name));
+        .join("images")
+        .join(format!("{name}.img"));
     write_boot_image(&entries, &path)
         .with_context(|| format!("the boot image of scenario {}", scenario.name))?;
     Ok(path)
@@ -257,19 +268,60 @@ mod tests {
     fn scenario_entries_end_with_the_config_rom() {
         let components = vec![
             ("root".to_string(), b"root elf".to_vec()),
+            ("init".to_string(), b"init elf".to_vec()),
             ("hello".to_string(), b"hello elf".to_vec()),
+            ("other".to_string(), b"other elf".to_vec()),
         ];
-        let binaries = vec!["root".to_string(), "hello".to_string()];
+        let binaries: Vec<String> = components.iter().map(|(n, _)| n.clone()).collect();
+        let names = |entries: &[(String, Vec<u8>)]| -> Vec<String> {
+            entries.iter().map(|(n, _)| n.clone()).collect()
+        };
         let path = Path::new("scenarios/x.toml");
         let plain = crate::scenario::parse(path, "description = 'x'\n", &binaries).unwrap();
-        assert_eq!(image_entries(&components, &plain).unwrap(), components);
+        // Only what the command line starts (a missing name is left to root
+        // to refuse), root always.
+        assert_eq!(
+            names(&image_entries(&components, &plain, "").unwrap()),
+            ["root"]
+        );
+        let started = image_entries(
+            &components,
+            &plain,
+            "a=b pecan.start=hello:1+own,nothere,hello:2",
+        )
+        .unwrap();
+        assert_eq!(names(&started), ["root", "hello"]);
+        assert_eq!(started[1].1, b"hello elf");
+        // Boot modules are packed without being started.
+        let with_module = crate::scenario::parse(
+            path,
+            "description = 'x'\nboot_modules = ['other']\n",
+            &binaries,
+        )
+        .unwrap();
+        assert_eq!(
+            names(&image_entries(&components, &with_module, "").unwrap()),
+            ["root", "other"]
+        );
+        let e = format!(
+            "{:#}",
+            crate::scenario::parse(
+                path,
+                "description = 'x'\nboot_modules = ['nope']\n",
+                &binaries
+            )
+            .unwrap_err()
+        );
+        assert_eq!(
+            e,
+            "scenarios/x.toml:2:17: boot_modules: no component \"nope\" in components/"
+        );
 
         let text = "description = 'x'\n[[component]]\nname = 'hello'\nram_mib = 1\ncaps = 16\n";
         let with = crate::scenario::parse(path, text, &binaries).unwrap();
-        let entries = image_entries(&components, &with).unwrap();
-        let names: Vec<&str> = entries.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["root", "hello", CONFIG_ENTRY]);
-        let rom = ucore::config::Rom::parse(&entries[2].1).unwrap();
+        let entries = image_entries(&components, &with, "").unwrap();
+        assert_eq!(names(&entries), ["root", "init", "hello", CONFIG_ENTRY]);
+        let rom = ucore::config::Rom::parse(&entries[3].1).unwrap();
         assert_eq!(rom.find("hello").unwrap().caps, 16);
         // The packed image carries it under its name.
         let image = crate::bootimage::write_image(
@@ -280,11 +332,11 @@ mod tests {
         )
         .unwrap();
         let parsed = formats::bootimage::BootImage::parse(&image).unwrap();
-        assert_eq!(parsed.find(CONFIG_ENTRY).unwrap().data, &entries[2].1[..]);
+        assert_eq!(parsed.find(CONFIG_ENTRY).unwrap().data, &entries[3].1[..]);
 
         let mut clash = components.clone();
         clash.push((CONFIG_ENTRY.to_string(), b"a component".to_vec()));
-        let e = format!("{:#}", image_entries(&clash, &with).unwrap_err());
+        let e = format!("{:#}", image_entries(&clash, &with, "").unwrap_err());
         assert!(e.starts_with("a component is named `config`"), "{e}");
     }
 
@@ -293,7 +345,7 @@ mod tests {
         let root = workspace_root();
         let scenario = crate::scenario::load(&root, "reconfig").unwrap();
         let components = vec![("root".to_string(), b"root elf".to_vec())];
-        let entries = image_entries(&components, &scenario).unwrap();
+        let entries = image_entries(&components, &scenario, "").unwrap();
         let names: Vec<&str> = entries.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["root", CONFIG_ENTRY, UPDATE_ENTRY]);
         let update = ucore::config::Rom::parse(&entries[2].1).unwrap();

@@ -158,20 +158,28 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
     // Tests of scenarios with components boot their scenario's image (with
     // the config ROM); tests that add malformed modules images of their own.
     let images_dir = root.join("target").join("pecan").join("tests");
-    let mut scenario_images: HashMap<String, PathBuf> = HashMap::new();
+    // One image per set of components (tests of one scenario with the same
+    // `pecan.start=` list share it).
+    let mut scenario_images: HashMap<(String, Vec<String>), PathBuf> = HashMap::new();
     let mut tests: Vec<BootTest> = Vec::new();
     for (spec, scenario) in specs {
+        let cmdline = spec.full_cmdline(&scenario);
+        let key = (
+            scenario.name.clone(),
+            scenario.image_components(&cmdline).into_iter().collect(),
+        );
         let image = if !spec.modules.is_empty() {
-            system::image_entries(&system.components, &scenario).and_then(|entries| {
-                fixtures::test_image(&spec, &entries, &images_dir)?
+            system::image_entries(&system.components, &scenario, &cmdline).and_then(|entries| {
+                fixtures::test_image(&spec, &entries, &system.components, &images_dir)?
                     .context("a test with modules gets an image of its own")
             })
-        } else if let Some(image) = scenario_images.get(&scenario.name) {
+        } else if let Some(image) = scenario_images.get(&key) {
             Ok(image.clone())
         } else {
-            system::scenario_image(&system, &scenario).inspect(|image| {
-                scenario_images.insert(scenario.name.clone(), image.clone());
-            })
+            system::scenario_image(&system, &scenario, &cmdline, &format!("test-{}", spec.name))
+                .inspect(|image| {
+                    scenario_images.insert(key, image.clone());
+                })
         };
         let image = match image {
             Ok(image) => image,

@@ -241,7 +241,7 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
     for (name, names) in &selection.scenarios {
         let scenario = crate::scenario::load(&root, name)?;
         // A scenario with components boots init with its config ROM.
-        let image = system::scenario_image(&system, &scenario)?;
+        let image = system::scenario_image(&system, &scenario, &scenario.cmdline, &scenario.name)?;
         let smp = scenario.machine.smp;
         scenarios.push((*name, scenario.cmdline, image, smp, names.clone()));
     }
