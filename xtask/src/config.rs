@@ -808,6 +808,16 @@ fn check_config(v: &Spanned<RawValue>, who: &str, diags: &mut Diags) -> Vec<(Str
         diags.push(v.span(), format!("{who}config: must be a table"));
         return Vec::new();
     };
+    // `arg` becomes the component's argument word (init reads it as an
+    // integer): any other type would be dropped, so it is refused here.
+    if let Some((_, arg)) = entries.iter().find(|(k, _)| k == "arg") {
+        if !matches!(arg.get_ref(), RawValue::Integer(_)) {
+            diags.push(
+                arg.span(),
+                format!("{who}config.arg: must be an integer (it becomes the component's argument word)"),
+            );
+        }
+    }
     let before = diags.0.len();
     let entries: Vec<(String, ValueBuf)> = entries
         .iter()

@@ -183,6 +183,13 @@ const CASES: &[(&str, &str, &str)] = &[
          string)",
     ),
     ("bad-machine", "2:7", "smp: 0 is not from 1 to 255"),
+    // Was accepted, and the component saw arg = 0.
+    (
+        "config-arg-not-integer",
+        "8:7",
+        "component \"hello\": config.arg: must be an integer (it becomes the component's \
+         argument word)",
+    ),
     // Was `recursion limit` without a line.
     ("deep-key", "8:128", "a key of more than 64 parts (a.b.c...)"),
     // Was `component.ram_mib` without the component.
@@ -317,6 +324,7 @@ macro_rules! fixture_tests {
 
 fixture_tests! {
     update_missing: "update-missing",
+    config_arg_not_integer: "config-arg-not-integer",
     deep_key: "deep-key",
     huge_integer: "huge-integer",
     control_characters: "control-characters",
