@@ -287,7 +287,7 @@ pub fn load_root(k: &mut Kernel, boot: &BootInfo, cpu_count: u64) -> Result<Thre
     let mut index = 0usize;
     let mut lost = 0u64;
     let ram = untyped_blocks().map(|block| (block, false));
-    let device = device_blocks(boot).into_iter().map(|block| (block, true));
+    let device = device_blocks(boot).map(|block| (block, true));
     for ((start, bits), is_device) in ram.chain(device) {
         if index == bootinfo::MAX_UNTYPED {
             if !is_device {
@@ -329,18 +329,19 @@ pub fn load_root(k: &mut Kernel, boot: &BootInfo, cpu_count: u64) -> Result<Thre
 /// Takes every free frame but a small kernel reserve, as aligned blocks.
 fn untyped_blocks() -> impl Iterator<Item = (u64, u32)> {
     let mut guard = mm::FRAMES.lock();
-    let mut ranges = alloc::vec::Vec::new();
-    if let Some(frames) = guard.as_mut() {
+    // The taken ranges are an owned list (no heap), independent of the lock.
+    let ranges = guard.as_mut().map(|frames| {
         let reserve = frames.alloc(KERNEL_RESERVE_PAGES, 1).ok();
-        ranges.extend(frames.take_all());
+        let taken = frames.take_all();
         if let Some(start) = reserve {
             let _ = frames.free(PhysRange::new(
                 start,
                 start + KERNEL_RESERVE_PAGES * PAGE_SIZE,
             ));
         }
-    }
-    ranges.into_iter().flat_map(|r| {
+        taken
+    });
+    ranges.into_iter().flatten().flat_map(|r| {
         kcore::phys::aligned_blocks(
             r,
             abi::object::MIN_UNTYPED_BITS,
@@ -357,7 +358,7 @@ const DEVICE_WINDOW_END: u64 = 0xfec0_0000;
 /// [`DEVICE_WINDOW_END`] that is not RAM or ACPI memory — where PCI devices'
 /// memory (and the PCI configuration window) lives — as aligned blocks for
 /// device untyped memory.
-fn device_blocks(boot: &BootInfo) -> alloc::vec::Vec<(u64, u32)> {
+fn device_blocks(boot: &BootInfo) -> impl Iterator<Item = (u64, u32)> + '_ {
     use kcore::phys::RegionKind;
     let is_memory = |kind: RegionKind| {
         matches!(
@@ -372,28 +373,33 @@ fn device_blocks(boot: &BootInfo) -> alloc::vec::Vec<(u64, u32)> {
         .map(|(r, _)| r.end)
         .max()
         .unwrap_or(0);
-    let mut start = top_of_ram.div_ceil(PAGE_SIZE) * PAGE_SIZE;
-    let mut blocks = alloc::vec::Vec::new();
-    let mut memory: alloc::vec::Vec<PhysRange> = boot
+    let start = top_of_ram.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+    // The memory above the start, in address order (the memory map keeps
+    // its regions sorted), then the window's end; the gaps between them.
+    let memory = boot
         .memory_map
         .regions()
-        .filter(|(r, kind)| is_memory(*kind) && r.end > start && r.start < DEVICE_WINDOW_END)
+        .filter(move |(r, kind)| is_memory(*kind) && r.end > start && r.start < DEVICE_WINDOW_END)
         .map(|(r, _)| r)
-        .collect();
-    memory.sort_by_key(|r| r.start);
-    memory.push(PhysRange::new(DEVICE_WINDOW_END, DEVICE_WINDOW_END));
-    for m in memory {
-        if m.start > start {
-            let gap = PhysRange::new(start, m.start.min(DEVICE_WINDOW_END));
-            blocks.extend(kcore::phys::aligned_blocks(
+        .chain(core::iter::once(PhysRange::new(
+            DEVICE_WINDOW_END,
+            DEVICE_WINDOW_END,
+        )));
+    memory
+        .scan(start, |start, m| {
+            let gap =
+                (m.start > *start).then(|| PhysRange::new(*start, m.start.min(DEVICE_WINDOW_END)));
+            *start = (*start).max(m.end.div_ceil(PAGE_SIZE) * PAGE_SIZE);
+            Some(gap)
+        })
+        .flatten()
+        .flat_map(|gap| {
+            kcore::phys::aligned_blocks(
                 gap,
                 abi::object::MIN_UNTYPED_BITS,
                 abi::object::MAX_UNTYPED_BITS,
-            ));
-        }
-        start = start.max(m.end.div_ceil(PAGE_SIZE) * PAGE_SIZE);
-    }
-    blocks
+            )
+        })
 }
 
 /// Copies the part of the segment's file bytes that falls into the user

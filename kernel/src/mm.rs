@@ -1,5 +1,7 @@
 //! Kernel memory: the physical frame allocator, the kernel's page tables,
-//! the direct map, device (MMIO) mappings and the kernel heap.
+//! the direct map and device (MMIO) mappings. The kernel has no heap: its
+//! few tables are static or fixed-capacity, and kernel objects are made from
+//! the creator's untyped memory, so no allocation can fail with a panic.
 //!
 //! Virtual layout (top half only; the bottom half belongs to user space):
 //!
@@ -11,7 +13,7 @@
 //!
 //! Invariants: kernel page tables live below 4 GiB (so the boot tables can
 //! reach them while the kernel builds its own); a frame is either free in
-//! [`FRAMES`], or owned by exactly one user (page tables, heap, later the
+//! [`FRAMES`], or owned by exactly one user (page tables, later the
 //! root task's untyped memory); the page below the boot stack is unmapped.
 
 use core::fmt;
@@ -50,7 +52,6 @@ pub const MMIO_BASE: u64 = 0xffff_a000_0000_0000;
 pub const KERNEL_STACKS_BASE: u64 = 0xffff_c000_0000_0000;
 pub const KERNEL_VMA: u64 = 0xffff_ffff_8000_0000;
 const FOUR_GIB: u64 = 1 << 32;
-const MAX_HEAP_BYTES: u64 = 16 << 20;
 
 /// The physical frames nobody owns yet.
 pub static FRAMES: Mutex<Option<FrameAllocator>> = Mutex::new(None);
@@ -58,9 +59,6 @@ pub static FRAMES: Mutex<Option<FrameAllocator>> = Mutex::new(None);
 static KERNEL_PML4: AtomicU64 = AtomicU64::new(0);
 /// Serialises changes to the kernel's page tables.
 static KERNEL_TABLES_LOCK: Mutex<()> = Mutex::new(());
-
-#[global_allocator]
-static HEAP: linked_list_allocator::LockedHeap = linked_list_allocator::LockedHeap::empty();
 
 unsafe extern "C" {
     static __kernel_phys_start: u8;
@@ -179,7 +177,6 @@ pub enum MmInitError {
     Frames(kcore::phys::InitError),
     Map(&'static str, kcore::paging::MapError),
     NoTableMemory,
-    NoHeapMemory,
 }
 
 impl fmt::Display for MmInitError {
@@ -188,13 +185,12 @@ impl fmt::Display for MmInitError {
             Self::Frames(e) => write!(f, "cannot build the frame allocator: {e}"),
             Self::Map(what, e) => write!(f, "cannot map {what}: {e}"),
             Self::NoTableMemory => write!(f, "no memory below 4 GiB for the kernel page tables"),
-            Self::NoHeapMemory => write!(f, "no memory for the kernel heap"),
         }
     }
 }
 
-/// Builds the frame allocator, the kernel page tables and the heap, and
-/// switches to the new tables.
+/// Builds the frame allocator and the kernel page tables, and switches to
+/// the new tables.
 pub fn init(boot: &BootInfo) -> Result<(), MmInitError> {
     let mut reserved = [PhysRange { start: 0, end: 0 }; 16];
     let mut count = 0;
@@ -252,17 +248,6 @@ pub fn init(boot: &BootInfo) -> Result<(), MmInitError> {
     unsafe { cpu::write_cr3(root) };
     cpu::flush_tlb_all();
     KERNEL_PML4.store(root, Ordering::Release);
-
-    let heap_bytes = (boot.memory_map.usable_bytes() / 8).min(MAX_HEAP_BYTES) & !(PAGE_SIZE - 1);
-    let heap_phys = frames
-        .alloc(heap_bytes / PAGE_SIZE, 1)
-        .map_err(|_| MmInitError::NoHeapMemory)?;
-    // SAFETY: the heap frames were just taken from the allocator and are
-    // owned by the heap from now on; they are direct-mapped and writable.
-    unsafe {
-        HEAP.lock()
-            .init(phys_to_virt(heap_phys) as *mut u8, heap_bytes as usize)
-    };
 
     *FRAMES.lock() = Some(frames);
     Ok(())

@@ -27,8 +27,6 @@
 //! Pool pages are zero except for the free-list link in their first word,
 //! which is cleared when a page is handed out as a table.
 
-use alloc::vec::Vec;
-
 use abi::map::{Cache, MapAttr};
 use abi::Error;
 use kcore::cap::Capability;
@@ -69,33 +67,29 @@ pub const MAX_ASIDS: usize = 16384;
 
 struct AsidTable {
     /// Per ASID: the address space's physical address (0 = free) and the
-    /// generation, bumped on every release.
-    entries: Vec<(u64, u64)>,
+    /// generation, bumped on every release. A static table (256 KiB of
+    /// .bss), not a heap allocation: the kernel has no heap, so making an
+    /// address space can fail only with a value, never with a panic.
+    entries: [(u64, u64); MAX_ASIDS],
     free: usize,
 }
 
 static ASIDS: Mutex<AsidTable> = Mutex::new(AsidTable {
-    entries: Vec::new(),
-    free: 0,
+    entries: {
+        let mut entries = [(0, 0); MAX_ASIDS];
+        entries[0] = (u64::MAX, 0); // ASID 0 is never used
+        entries
+    },
+    free: MAX_ASIDS - 1,
 });
 
 /// Number of address spaces that can still be made.
 pub fn free_asids() -> usize {
-    let table = ASIDS.lock();
-    if table.entries.is_empty() {
-        MAX_ASIDS
-    } else {
-        table.free
-    }
+    ASIDS.lock().free
 }
 
 fn alloc_asid(space: u64) -> Option<u64> {
     let mut table = ASIDS.lock();
-    if table.entries.is_empty() {
-        table.entries = alloc::vec![(0, 0); MAX_ASIDS];
-        table.free = MAX_ASIDS - 1;
-        table.entries[0] = (u64::MAX, 0); // ASID 0 is never used
-    }
     let (index, entry) = table
         .entries
         .iter_mut()

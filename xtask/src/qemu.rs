@@ -26,8 +26,10 @@ pub const EXIT_SUCCESS: i32 = 33;
 pub const EXIT_FAILURE: i32 = 35;
 /// Default guest memory in MiB.
 pub const DEFAULT_MEMORY_MIB: u32 = 256;
-/// The least guest memory a scenario may ask for, in MiB.
-pub const MIN_MEMORY_MIB: u32 = 16;
+/// The least guest memory a scenario may ask for, in MiB: what the kernel
+/// and root need (the kernel refuses less than 11 MiB usable, which QEMU
+/// `-m 12` gives; `kernel/src/selftest.rs`, `MIN_USABLE_BYTES`).
+pub const MIN_MEMORY_MIB: u32 = 12;
 /// The most guest memory a scenario may ask for, in MiB: 1 TiB, far above
 /// any guest this project boots (virtual machines of a few GiB must stay
 /// possible) and below what QEMU's q35 machine can address. Whether the

@@ -208,7 +208,7 @@ const CASES: &[(&str, &str, &str)] = &[
     (
         "memory-too-large",
         "2:14",
-        "memory_mib: 2000000 is not from 16 to 1048576 (1 TiB)",
+        "memory_mib: 2000000 is not from 12 to 1048576 (1 TiB)",
     ),
     (
         "update-self",

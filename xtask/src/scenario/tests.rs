@@ -133,11 +133,11 @@ fn machine_and_defaults() {
     );
     assert_eq!(
         e("description = 'x'\nmemory_mib = 8\n"),
-        "scenarios/x.toml:2:14: memory_mib: 8 is not from 16 to 1048576 (1 TiB)"
+        "scenarios/x.toml:2:14: memory_mib: 8 is not from 12 to 1048576 (1 TiB)"
     );
     assert_eq!(
         e("description = 'x'\nmemory_mib = 1048577\n"),
-        "scenarios/x.toml:2:14: memory_mib: 1048577 is not from 16 to 1048576 (1 TiB)"
+        "scenarios/x.toml:2:14: memory_mib: 1048577 is not from 12 to 1048576 (1 TiB)"
     );
     assert_eq!(
         e("description = 'x'\nsmp = '2'\n"),
