@@ -25,6 +25,10 @@ use crate::util::display_path;
 /// The component the kernel starts; always first in the boot image.
 pub const ROOT: &str = "root";
 
+/// The component root starts when the boot image has a config ROM; it
+/// starts the scenario's components and is not one of them.
+pub const INIT: &str = "init";
+
 /// The components directory of the workspace at `root`.
 pub fn dir(root: &Path) -> PathBuf {
     root.join("components")
