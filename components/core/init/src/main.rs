@@ -14,8 +14,9 @@
 //!    wrong`) and init exits with `interfaces::init::EXIT_BAD_CONFIG`.
 //! 2. For each component in order: cut its block from init's pool, build
 //!    and start it from its block (`init: started NAME (binary B, N MiB,
-//!    N caps, priority P, cpu C, cpus C,D)`: its CPU and CPU set, the CPUs
-//!    it may place its threads on, `rt::cpu`); a component that cannot be started is
+//!    N caps, priority P, cpu C, cpus C,D)`: the CPU and CPU set it runs
+//!    with, the CPUs it may place its threads on, `rt::cpu` — CPU 0 and
+//!    {0} when the kernel refused its config's, `ucore::init::Started`); a component that cannot be started is
 //!    reported (`init: cannot start NAME: why`) and the others start.
 //! 3. Supervise: each exit or fault is logged (`init: child NAME exited
 //!    with code N`, `init: child NAME faulted: ...`). The child's memory is
@@ -38,7 +39,10 @@
 //! 4. When no child that is not a server (one that `provides` sessions or
 //!    has `shared_endpoint = "serve"`, [`serves`]) runs, init prints
 //!    `init: all children finished`, revokes every block (the servers
-//!    stop) and exits 0.
+//!    stop) and exits 0 — or, when a component could not be started or
+//!    restarted, `init: N start(s) of components failed: exiting with 6`
+//!    and `interfaces::init::EXIT_NOT_STARTED`, which makes root end the
+//!    run with failure.
 //!
 //! 5. Sessions: a child's `OPEN` on its parent endpoint is answered by its
 //!    routes — opened at the sibling that provides the type (through the
@@ -125,7 +129,8 @@ use rt::println;
 use rt::resources::Resources;
 use rt::spawn::{self, ChildCaps, ChildSpec, ParentCaps, SpawnError, PT_POOL_BITS};
 use rt::syscall;
-use ucore::config::{Component, CpuSet, Device, Restart, Rom, SharedEndpoint};
+use ucore::config::{Component, Device, Restart, Rom, SharedEndpoint};
+use ucore::init::{Placement, Started};
 
 use backoff::BackOff;
 use sessions::Sessions;
@@ -174,6 +179,8 @@ struct Init<'a> {
     kids: Vec<Kid<'a>>,
     children: Supervisor<'a, ChildCaps>,
     backoff: BackOff<'a>,
+    /// Starts and restarts that failed (`init: cannot start ...`).
+    failed_starts: u32,
 }
 
 /// What building a child takes besides the child: the boot image (its
@@ -275,6 +282,7 @@ impl<'a> Init<'a> {
             kids: Vec::new(),
             children: Supervisor::new(),
             backoff: BackOff::new(&rom),
+            failed_starts: 0,
         })
     }
 
@@ -310,6 +318,14 @@ impl<'a> Init<'a> {
         println!("init: all children finished");
         for kid in &mut self.kids {
             release(kid);
+        }
+        if self.failed_starts > 0 {
+            println!(
+                "init: {} start(s) of components failed: exiting with {}",
+                self.failed_starts,
+                init::EXIT_NOT_STARTED
+            );
+            return init::EXIT_NOT_STARTED;
         }
         0
     }
@@ -461,6 +477,7 @@ impl<'a> Init<'a> {
                     "init: cannot start {}: no block of 2^{block_bits} bytes: {e}",
                     c.name
                 );
+                self.failed_starts += 1;
                 return;
             }
         };
@@ -474,15 +491,16 @@ impl<'a> Init<'a> {
             service: None,
         };
         match self.builder.start(&mut kid) {
-            Ok(caps) => {
+            Ok((caps, at)) => {
                 kid.caps = Some(caps);
-                println!(
-                    "init: started {} (binary {}, {} MiB, {} caps, priority {}, cpu {}, cpus {})",
-                    c.name, c.binary, c.ram_mib, c.caps, c.priority, c.cpu, c.cpus
-                );
+                let started = Started { component: &c, at };
+                println!("init: {started}");
                 self.children.add(id + 1, c.name, serves(&c), caps);
             }
-            Err(e) => println!("init: cannot start {}: {e}", c.name),
+            Err(e) => {
+                println!("init: cannot start {}: {e}", c.name);
+                self.failed_starts += 1;
+            }
         }
         self.kids.push(kid);
     }
@@ -498,14 +516,17 @@ impl<'a> Init<'a> {
             max_restarts(&kid.component)
         );
         match self.builder.start(kid) {
-            Ok(caps) => {
+            Ok((caps, _)) => {
                 kid.caps = Some(caps);
                 if let Some(c) = self.children.child_mut(kid.id + 1) {
                     c.caps = caps;
                     c.finished = false;
                 }
             }
-            Err(e) => println!("init: cannot restart {}: {e}", kid.component.name),
+            Err(e) => {
+                println!("init: cannot restart {}: {e}", kid.component.name);
+                self.failed_starts += 1;
+            }
         }
     }
 }
@@ -565,29 +586,30 @@ impl Builder<'_> {
     /// (`interfaces::init`) on its CPU with its CPU set. A CPU or set the
     /// kernel refuses (the machine has fewer CPUs than the scenario was
     /// checked for: `cargo xtask run --smp`) is reported and the child
-    /// runs on CPU 0 with the set {0}.
-    fn start(&self, kid: &mut Kid<'_>) -> Result<ChildCaps, SpawnError> {
+    /// runs on CPU 0 with the set {0}. Its capabilities and where it runs.
+    fn start(&self, kid: &mut Kid<'_>) -> Result<(ChildCaps, Placement), SpawnError> {
         let c = kid.component;
-        let home = CpuSet::single(0);
-        match self.build(kid, c.cpu.into(), c.cpus) {
+        let (asked, home) = (Placement::asked(&c), Placement::home());
+        match self.build(kid, asked) {
+            Ok(caps) => Ok((caps, asked)),
             Err(SpawnError::Syscall {
                 call: "ThreadSetSchedParams",
                 error: Error::InvalidArgument,
-            }) if c.cpus != home => {
+            }) if asked.cpus != home.cpus => {
                 println!(
                     "init: {}: the kernel refuses CPU {} or CPUs {} (the machine has fewer \
                      CPUs); running it on CPU 0",
                     c.name, c.cpu, c.cpus
                 );
                 revoke_block(kid);
-                self.build(kid, 0, home)
+                Ok((self.build(kid, home)?, home))
             }
-            result => result,
+            Err(e) => Err(e),
         }
     }
 
-    /// Builds and starts `kid` on `cpu` with the CPU set `cpus`.
-    fn build(&self, kid: &mut Kid<'_>, cpu: u32, cpus: CpuSet) -> Result<ChildCaps, SpawnError> {
+    /// Builds and starts `kid` on `at.cpu` with the CPU set `at.cpus`.
+    fn build(&self, kid: &mut Kid<'_>, at: Placement) -> Result<ChildCaps, SpawnError> {
         let component = kid.component;
         let c = &component;
         let file = self
@@ -626,8 +648,8 @@ impl Builder<'_> {
             pt_pool_bits: PT_POOL_BITS,
             untyped_bits: ucore::init::quota_bits(c.ram_mib),
             priority: c.priority,
-            cpu,
-            cpus,
+            cpu: at.cpu,
+            cpus: at.cpus,
             // All rights on what is in slot 2: its own endpoint (a provider)
             // or the shared one (`shared_endpoint = "serve"`).
             server: serves(c),
