@@ -25,7 +25,10 @@
 //! root's memory once.
 //!
 //! Root waits for init as for any other child: `root: child init exited
-//! with code N`, then `root: all children finished`.
+//! with code N`, then `root: all children finished`. Init's exit code is
+//! the scenario's result: anything but 0 (a bad config ROM, a component
+//! it could not start, [`EXIT_NOT_STARTED`]) or a fault of init, and root
+//! ends the run with the failure status.
 //!
 //! # Init's slots
 //!
@@ -99,6 +102,10 @@ pub const EXIT_BAD_CONFIG: i32 = 3;
 pub const EXIT_NO_RESOURCES: i32 = 4;
 /// Init's exit code when receiving on its endpoint fails.
 pub const EXIT_RECV_FAILED: i32 = 5;
+/// Init's exit code when a component could not be started (or restarted)
+/// — the others ran; root ends the run with failure for any exit code but
+/// 0.
+pub const EXIT_NOT_STARTED: i32 = 6;
 
 /// Root's I/O-port capability (all ports), past the 64 children's ranges.
 pub const IO_PORTS: u32 = child_slots(64);

@@ -23,7 +23,9 @@
 //! quota split over several untypeds would give the rest); the image's
 //! cost is paid from the block's other half rather than from `ram_mib`.
 
-use crate::config::Rom;
+use core::fmt;
+
+use crate::config::{Component, CpuSet, Rom};
 
 /// log2 of one MiB.
 pub const MIB_BITS: u32 = 20;
@@ -75,9 +77,59 @@ pub fn pool_bits_with_update(rom: &Rom<'_>, update: Option<&Rom<'_>>) -> u32 {
     u64::BITS - (total - 1).leading_zeros()
 }
 
+/// Where init runs a child: its first thread's CPU and the CPU set its
+/// threads may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub cpu: u32,
+    pub cpus: CpuSet,
+}
+
+impl Placement {
+    /// Where `c`'s config asks to run: its `cpu` and `cpus`.
+    pub fn asked(c: &Component<'_>) -> Placement {
+        Placement {
+            cpu: c.cpu.into(),
+            cpus: c.cpus,
+        }
+    }
+
+    /// CPU 0 with the set {0}: where init runs a child whose CPU or set
+    /// the kernel refused (the machine has fewer CPUs than the scenario
+    /// was checked for).
+    pub fn home() -> Placement {
+        Placement {
+            cpu: 0,
+            cpus: CpuSet::single(0),
+        }
+    }
+}
+
+/// Init's log line for component `c` started `at` a placement — where it
+/// runs, which is not what its config asks when the kernel refused that:
+/// `started NAME (binary B, N MiB, N caps, priority P, cpu C, cpus S)`.
+pub struct Started<'c, 'a> {
+    pub component: &'c Component<'a>,
+    pub at: Placement,
+}
+
+impl fmt::Display for Started<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = self.component;
+        write!(
+            f,
+            "started {} (binary {}, {} MiB, {} caps, priority {}, cpu {}, cpus {})",
+            c.name, c.binary, c.ram_mib, c.caps, c.priority, self.at.cpu, self.at.cpus
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{encode, ComponentSpec, OwnCaps, Restart, SharedEndpoint, Spec};
+    use alloc::string::ToString;
+    use alloc::vec;
 
     #[test]
     fn quotas_round_down_blocks_hold_both_halves() {
@@ -92,5 +144,51 @@ mod tests {
         assert_eq!(block_bits(4, 128), 23);
         // 65536 slots take 8 MiB: the other half must hold them twice over.
         assert_eq!(block_bits(1, 65536), 25);
+    }
+
+    /// The line names the CPU the child runs on: what it asked for, or
+    /// CPU 0 after the kernel refused that (`cpu = 12` on a machine of 8).
+    #[test]
+    fn started_line_names_the_placement() {
+        let cpus = CpuSet::range(12, 2);
+        let spec = Spec {
+            parent_provides: vec![],
+            components: vec![ComponentSpec {
+                name: "log".into(),
+                binary: "log-service".into(),
+                ram_mib: 2,
+                caps: 64,
+                priority: 90,
+                cpu: 12,
+                cpus,
+                restart: Restart::Never,
+                own: OwnCaps::NONE,
+                shared_endpoint: SharedEndpoint::Call,
+                provides: vec![],
+                routes: vec![],
+                devices: vec![],
+                config: vec![],
+            }],
+        };
+        let bytes = encode(&spec).unwrap();
+        let rom = Rom::parse(&bytes).unwrap();
+        let c = rom.components().next().unwrap();
+        let asked = Placement::asked(&c);
+        assert_eq!(
+            Started {
+                component: &c,
+                at: asked
+            }
+            .to_string(),
+            "started log (binary log-service, 2 MiB, 64 caps, priority 90, cpu 12, cpus 12,13)"
+        );
+        assert_eq!(
+            Started {
+                component: &c,
+                at: Placement::home()
+            }
+            .to_string(),
+            "started log (binary log-service, 2 MiB, 64 caps, priority 90, cpu 0, cpus 0)"
+        );
     }
 }

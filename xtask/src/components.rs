@@ -27,6 +27,10 @@ pub const ROOT: &str = "root";
 /// The component root starts when the boot image has a config ROM.
 pub const INIT: &str = "init";
 
+/// The component root starts when the boot image has a config ROM; it
+/// starts the scenario's components and is not one of them.
+pub const INIT: &str = "init";
+
 /// The components directory of the workspace at `root`.
 pub fn dir(root: &Path) -> PathBuf {
     root.join("components")

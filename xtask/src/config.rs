@@ -20,7 +20,7 @@ use ucore::config::{
     Restart, RouteSpec, SharedEndpoint, Spec, ValueBuf,
 };
 
-use crate::components::ROOT;
+use crate::components::{INIT, ROOT};
 
 /// The route target that means the parent.
 pub const PARENT: &str = "parent";
@@ -282,6 +282,14 @@ pub fn check(
                 format!(
                     "{who}binary: \"{ROOT}\" is the root task, which the kernel starts; it cannot \
                      be a component{default_note}"
+                ),
+            );
+        } else if binary == INIT {
+            diags.push(
+                binary_span.clone(),
+                format!(
+                    "{who}binary: \"{INIT}\" is the init that root starts for the scenario; it \
+                     cannot be a component{default_note}"
                 ),
             );
         } else if !binaries.contains(&binary) {

@@ -84,6 +84,12 @@ const CASES: &[(&str, &str, &str)] = &[
          it cannot be a component",
     ),
     (
+        "init-binary",
+        "5:10",
+        "component \"second-init\": binary: \"init\" is the init that root starts for the \
+         scenario; it cannot be a component",
+    ),
+    (
         "route-to-nothing",
         "11:1",
         "component \"fs\": route Block -> \"sd\": no component \"sd\"",
@@ -340,6 +346,7 @@ fixture_tests! {
     duplicate_name: "duplicate-name",
     missing_binary: "missing-binary",
     root_binary: "root-binary",
+    init_binary: "init-binary",
     route_to_nothing: "route-to-nothing",
     route_to_non_provider: "route-to-non-provider",
     service_nobody_provides: "service-nobody-provides",

@@ -14,8 +14,9 @@
 //!    wrong`) and init exits with `interfaces::init::EXIT_BAD_CONFIG`.
 //! 2. For each component in order: cut its block from init's pool, build
 //!    and start it from its block (`init: started NAME (binary B, N MiB,
-//!    N caps, priority P, cpu C, cpus C,D)`: its CPU and CPU set, the CPUs
-//!    it may place its threads on, `rt::cpu`); a component that cannot be started is
+//!    N caps, priority P, cpu C, cpus C,D)`: the CPU and CPU set it runs
+//!    with, the CPUs it may place its threads on, `rt::cpu` — CPU 0 and
+//!    {0} when the kernel refused its config's, `ucore::init::Started`); a component that cannot be started is
 //!    reported (`init: cannot start NAME: why`) and the others start.
 //! 3. Supervise: each exit or fault is logged (`init: child NAME exited
 //!    with code N`, `init: child NAME faulted: ...`). The child's memory is
@@ -38,7 +39,10 @@
 //! 4. When no child that is not a server (one that `provides` sessions or
 //!    has `shared_endpoint = "serve"`, [`serves`]) runs, init prints
 //!    `init: all children finished`, revokes every block (the servers
-//!    stop) and exits 0.
+//!    stop) and exits 0 — or, when a component could not be started or
+//!    restarted, `init: N start(s) of components failed: exiting with 6`
+//!    and `interfaces::init::EXIT_NOT_STARTED`, which makes root end the
+//!    run with failure.
 //!
 //! 5. Sessions: a child's `OPEN` on its parent endpoint is answered by its
 //!    routes — opened at the sibling that provides the type (through the
@@ -114,22 +118,34 @@ mod rom;
 mod sessions;
 
 use alloc::vec::Vec;
+use core::fmt;
 
 use formats::bootimage::BootImage;
 use rt::abi::bootinfo::{BOOT_IMAGE_ADDR, BOOT_INFO_ADDR};
 use rt::abi::caddr::own;
-use rt::abi::{Error, ObjectType, LABEL_NOTIFICATION};
+use rt::abi::{Error, MsgInfo, ObjectType, LABEL_NOTIFICATION};
 use rt::interfaces::{child, init, session};
 use rt::println;
 use rt::resources::Resources;
 use rt::spawn::{self, ChildCaps, ChildSpec, ParentCaps, SpawnError, PT_POOL_BITS};
 use rt::syscall;
-use ucore::config::{Component, CpuSet, Device, Restart, Rom, SharedEndpoint};
+use ucore::config::{Component, Device, Restart, Rom, SharedEndpoint};
+use ucore::init::{Placement, Started};
 
 use backoff::BackOff;
+use sessions::Sessions;
 use ucore::supervise::Supervisor;
 
 rt::entry!(main);
+
+fn main(image_len: u64) -> i32 {
+    let mut init = match Init::new(image_len) {
+        Ok(init) => init,
+        Err(code) => return code,
+    };
+    init.start_all();
+    init.run()
+}
 
 /// What init keeps per child besides the supervisor's record.
 struct Kid<'a> {
@@ -149,228 +165,377 @@ struct Kid<'a> {
     service: Option<u32>,
 }
 
-fn main(image_len: u64) -> i32 {
-    let image = match boot_image(image_len) {
-        Some(image) => image,
-        None => return init::EXIT_BAD_IMAGE,
-    };
-    let Some(entry) = image.find("config") else {
-        println!("init: no config ROM (boot-image entry `config`)");
-        return init::EXIT_BAD_CONFIG;
-    };
-    let mut rom = match Rom::parse(entry.data) {
-        Ok(rom) => rom,
-        Err(e) => {
-            println!("init: {e}; starting nothing");
-            return init::EXIT_BAD_CONFIG;
-        }
-    };
-    let update = image
-        .find(init::UPDATE_ENTRY)
-        .and_then(|e| Rom::parse(e.data).ok());
-    let pool_bits = ucore::init::pool_bits_with_update(&rom, update.as_ref());
-    println!(
-        "init: config ROM with {} components, {} MiB of untyped memory",
-        rom.component_count(),
-        1u64 << (pool_bits - ucore::init::MIB_BITS)
-    );
-    let own_res = Resources::new(
-        child::FIRST_FREE,
-        init::OWN_SLOTS_END,
-        child::UNTYPED,
-        pool_bits as u8,
-    );
-    let mut pool = match own_res {
-        Ok(res) => Pool {
-            res,
-            free: Vec::new(),
-            scratch: 0,
-        },
-        Err(e) => {
-            println!("init: cannot take over its memory: {e}");
-            return init::EXIT_NO_RESOURCES;
-        }
-    };
-    let own_res = &mut pool.res;
-    let parent = match ParentCaps::make(own_res, child::OWN_VSPACE) {
-        Ok(caps) => caps,
-        Err(e) => {
-            println!("init: cannot make its endpoints: {e}");
-            return init::EXIT_NO_RESOURCES;
-        }
-    };
-
-    // Where a session capability passes through init on its way from the
-    // provider to the client.
-    let transit = match own_res.slot() {
-        Ok(slot) => slot,
-        Err(e) => {
-            println!("init: cannot reserve its transit slot: {e}");
-            return init::EXIT_NO_RESOURCES;
-        }
-    };
-    // Where a client's quota donation arrives with its OPEN.
-    let donation = match own_res.slot() {
-        Ok(slot) => slot,
-        Err(e) => {
-            println!("init: cannot reserve its donation slot: {e}");
-            return init::EXIT_NO_RESOURCES;
-        }
-    };
-    // Where init tries each device capability before a child gets it.
-    pool.scratch = match pool.res.slot() {
-        Ok(slot) => slot,
-        Err(e) => {
-            println!("init: cannot reserve its scratch slot: {e}");
-            return init::EXIT_NO_RESOURCES;
-        }
-    };
-    let mut sessions = sessions::Sessions::new(parent.fault, transit, donation);
-    let mut kids: Vec<Kid<'_>> = Vec::new();
-    let mut children: Supervisor<'_, ChildCaps> = Supervisor::new();
-    for c in rom.components() {
-        let place = (&image, parent, &mut pool);
-        launch(place, &mut kids, &mut children, c, c.index);
-    }
-
-    let mut backoff = BackOff::new(&rom);
-    while children.waiting() > 0 || backoff.waiting() {
-        // Opens parked for a provider that was restarted (or stopped for
-        // good, or was removed) since the last message go on now.
-        sessions.unpark(&rom, &mut pool.res, (&kids, &|id| backoff.is_waiting(id)));
-        sessions.accept_donation();
-        let (badge, info, words) = match syscall::recv(own(parent.fault)) {
-            Ok(message) => message,
-            Err(e) => {
-                println!("init: Recv on its endpoint failed: {e}; giving up on its children");
-                return init::EXIT_RECV_FAILED;
-            }
-        };
-        if info.label() == LABEL_NOTIFICATION {
-            // Back-offs that ended (init's Timer notification is bound to
-            // its thread).
-            for (id, waited_us) in backoff.fired(badge) {
-                let Some(kid) = kids.iter_mut().find(|k| k.id == id) else {
-                    continue;
-                };
-                let delay = kid.component.restart.delay_ms(kid.restarts).unwrap_or(0);
-                let max = max_restarts(&kid.component);
-                if waited_us < u64::from(delay) * 1000 {
-                    println!(
-                        "init: back-off of {} ended early, after {waited_us} us",
-                        kid.component.name
-                    );
-                }
-                println!(
-                    "init: restarting {} (restart {} of {max}, after {delay} ms back-off)",
-                    kid.component.name, kid.restarts
-                );
-                restart(&image, parent, pool.scratch, kid, &mut children);
-            }
-            continue;
-        }
-        let served = serve_session_request(
-            (&mut sessions, &mut pool.res),
-            &rom,
-            (&kids, &|id| backoff.is_waiting(id)),
-            (badge, info, &words),
-        );
-        sessions.drop_donation(info);
-        if served {
-            continue;
-        }
-        if badge & session::RECONFIG_SESSION != 0 {
-            let mut update = reconfig::Update {
-                image: &image,
-                parent,
-                pool: &mut pool,
-                kids: &mut kids,
-                children: &mut children,
-                sessions: &mut sessions,
-            };
-            update.serve(&mut rom, badge, info.label(), &words);
-            // A child it stopped no longer waits for its restart (its id
-            // may be a new child's now).
-            backoff.forget_gone(&kids);
-            continue;
-        }
-        if badge & session::PARENT_SESSION != 0 {
-            let rom_service = rom::RomService {
-                image: &image,
-                res: &mut pool.res,
-                vspace: parent.vspace,
-                transit,
-            };
-            rom_service.serve(&kids, badge, info.label(), &words);
-            continue;
-        }
-        let handled = children.handle(badge, info.label(), words);
-        println!("init: {handled}");
-        if !handled.finished_now {
-            continue;
-        }
-        let index = badge as usize;
-        sessions.finished(&kids, &mut pool.res, index.wrapping_sub(1));
-        let Some(position) = kids.iter().position(|k| k.id + 1 == index) else {
-            continue;
-        };
-        release(&mut kids[position]);
-        if backoff.is_provider(&kids[position]) {
-            // Its sessions end with it: restart what waited on it now.
-            for id in backoff.timer_gone() {
-                let Some(kid) = kids.iter_mut().find(|k| k.id == id) else {
-                    continue;
-                };
-                println!(
-                    "init: restarting {} (restart {} of {}; back-off not waited: its Timer stopped)",
-                    kid.component.name,
-                    kid.restarts,
-                    max_restarts(&kid.component)
-                );
-                restart(&image, parent, pool.scratch, kid, &mut children);
-            }
-        }
-        let kid = &mut kids[position];
-        let name = kid.component.name;
-        let Some(delay) = kid.component.restart.delay_ms(kid.restarts + 1) else {
-            if let Restart::Always { max, .. } = kid.component.restart {
-                println!("init: {name} stopped after {max} restarts");
-            }
-            continue;
-        };
-        kid.restarts += 1;
-        let max = max_restarts(&kid.component);
-        let id = kid.id;
-        let waiting = delay != 0 && backoff.wait(&kids, &mut pool.res, id, delay);
-        let kid = &mut kids[position];
-        match waiting {
-            true => continue,
-            false if delay == 0 => println!(
-                "init: restarting {name} (restart {} of {max}, after 0 ms back-off)",
-                kid.restarts
-            ),
-            false => println!(
-                "init: restarting {name} (restart {} of {max}; back-off {delay} ms not waited: no Timer yet)",
-                kid.restarts
-            ),
-        }
-        restart(&image, parent, pool.scratch, kid, &mut children);
-    }
-    println!("init: all children finished");
-    for kid in &mut kids {
-        release(kid);
-    }
-    0
+/// Init's state: the boot image and the running config, its memory, its
+/// children and their sessions. Each kind of message on init's endpoint
+/// has its handler (`on_*`), called from [`Init::run`].
+struct Init<'a> {
+    /// The running config (a config update replaces it).
+    rom: Rom<'a>,
+    builder: Builder<'a>,
+    pool: Pool,
+    /// Where a session capability passes through init (`rom`).
+    transit: u32,
+    sessions: Sessions,
+    kids: Vec<Kid<'a>>,
+    children: Supervisor<'a, ChildCaps>,
+    backoff: BackOff<'a>,
+    /// Starts and restarts that failed (`init: cannot start ...`).
+    failed_starts: u32,
 }
 
-/// Init's untyped memory and slots, the blocks of children a config
-/// update removed (slot, log2 of bytes), for the children it adds, and a
-/// scratch slot (where a device capability is tried before a child gets
-/// it, `devices`).
+/// What building a child takes besides the child: the boot image (its
+/// binary), init's endpoints and the scratch slot for device capabilities.
+#[derive(Clone, Copy)]
+struct Builder<'a> {
+    image: BootImage<'a>,
+    parent: ParentCaps,
+    scratch: u32,
+}
+
+/// How a restart came about, for its log line (`init: restarting NAME
+/// (restart n of max...)`).
+#[derive(Clone, Copy)]
+enum Restarting {
+    /// After its back-off of this many ms (0: none to wait).
+    Waited(u32),
+    /// Its Timer provider stopped while it waited.
+    TimerStopped,
+    /// At once: no Timer to wait this many ms on.
+    NoTimer(u32),
+}
+
+impl fmt::Display for Restarting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Restarting::Waited(ms) => write!(f, ", after {ms} ms back-off"),
+            Restarting::TimerStopped => write!(f, "; back-off not waited: its Timer stopped"),
+            Restarting::NoTimer(ms) => write!(f, "; back-off {ms} ms not waited: no Timer yet"),
+        }
+    }
+}
+
+/// Takes a slot of init's own for `what`, or says why not.
+fn own_slot(res: &mut Resources, what: &str) -> Result<u32, i32> {
+    res.slot().map_err(|e| {
+        println!("init: cannot reserve its {what} slot: {e}");
+        init::EXIT_NO_RESOURCES
+    })
+}
+
+impl<'a> Init<'a> {
+    /// Reads the boot image and the config ROM and takes over init's
+    /// memory and slots; on failure init's exit code (the reason is
+    /// logged).
+    fn new(image_len: u64) -> Result<Init<'static>, i32> {
+        let image = boot_image(image_len).ok_or(init::EXIT_BAD_IMAGE)?;
+        let Some(entry) = image.find("config") else {
+            println!("init: no config ROM (boot-image entry `config`)");
+            return Err(init::EXIT_BAD_CONFIG);
+        };
+        let rom = Rom::parse(entry.data).map_err(|e| {
+            println!("init: {e}; starting nothing");
+            init::EXIT_BAD_CONFIG
+        })?;
+        let update = image
+            .find(init::UPDATE_ENTRY)
+            .and_then(|e| Rom::parse(e.data).ok());
+        let pool_bits = ucore::init::pool_bits_with_update(&rom, update.as_ref());
+        println!(
+            "init: config ROM with {} components, {} MiB of untyped memory",
+            rom.component_count(),
+            1u64 << (pool_bits - ucore::init::MIB_BITS)
+        );
+        let own_res = Resources::new(
+            child::FIRST_FREE,
+            init::OWN_SLOTS_END,
+            child::UNTYPED,
+            pool_bits as u8,
+        );
+        let mut res = own_res.map_err(|e| {
+            println!("init: cannot take over its memory: {e}");
+            init::EXIT_NO_RESOURCES
+        })?;
+        let parent = ParentCaps::make(&mut res, child::OWN_VSPACE).map_err(|e| {
+            println!("init: cannot make its endpoints: {e}");
+            init::EXIT_NO_RESOURCES
+        })?;
+        // Where a session capability passes through init on its way from
+        // the provider to the client.
+        let transit = own_slot(&mut res, "transit")?;
+        // Where a client's quota donation arrives with its OPEN.
+        let donation = own_slot(&mut res, "donation")?;
+        // Where init tries each device capability before a child gets it.
+        let scratch = own_slot(&mut res, "scratch")?;
+        Ok(Init {
+            rom,
+            builder: Builder {
+                image,
+                parent,
+                scratch,
+            },
+            pool: Pool {
+                res,
+                free: Vec::new(),
+            },
+            transit,
+            sessions: Sessions::new(parent.fault, transit, donation),
+            kids: Vec::new(),
+            children: Supervisor::new(),
+            backoff: BackOff::new(&rom),
+            failed_starts: 0,
+        })
+    }
+
+    /// Starts the config's components in order.
+    fn start_all(&mut self) {
+        for c in self.rom.components() {
+            self.launch(c, c.index);
+        }
+    }
+
+    /// Serves its endpoint while a child init waits for runs or waits
+    /// for its restart; then stops the servers. Init's exit code.
+    fn run(&mut self) -> i32 {
+        while self.children.waiting() > 0 || self.backoff.waiting() {
+            // Opens parked for a provider that was restarted (or stopped
+            // for good, or was removed) since the last message go on now.
+            let backoff = &self.backoff;
+            self.sessions.unpark(
+                &self.rom,
+                &mut self.pool.res,
+                (&self.kids, &|id| backoff.is_waiting(id)),
+            );
+            self.sessions.accept_donation();
+            let (badge, info, words) = match syscall::recv(own(self.builder.parent.fault)) {
+                Ok(message) => message,
+                Err(e) => {
+                    println!("init: Recv on its endpoint failed: {e}; giving up on its children");
+                    return init::EXIT_RECV_FAILED;
+                }
+            };
+            self.on_message(badge, info, &words);
+        }
+        println!("init: all children finished");
+        for kid in &mut self.kids {
+            release(kid);
+        }
+        if self.failed_starts > 0 {
+            println!(
+                "init: {} start(s) of components failed: exiting with {}",
+                self.failed_starts,
+                init::EXIT_NOT_STARTED
+            );
+            return init::EXIT_NOT_STARTED;
+        }
+        0
+    }
+
+    /// Hands message `(badge, info, words)` to its handler: a back-off's
+    /// timeout, a proxy's result, a child's `OPEN` or `CLOSE`, a request
+    /// on a session init serves (`Reconfig`, `Rom`), or a child's exit or
+    /// fault.
+    fn on_message(&mut self, badge: u64, info: MsgInfo, words: &[u64; 4]) {
+        let label = info.label();
+        if label == LABEL_NOTIFICATION {
+            // Init's Timer notification is bound to its thread.
+            return self.on_timer(badge);
+        }
+        let at_parent = badge & session::PARENT_SESSION != 0;
+        let session_request = match label {
+            _ if badge & proxy::PROXY_BADGE != 0 => {
+                self.sessions
+                    .proxy_message(&self.kids, &mut self.pool.res, badge, label, words);
+                true
+            }
+            session::OPEN if !at_parent => {
+                self.on_open(badge, info, words);
+                true
+            }
+            session::CLOSE if !at_parent => {
+                self.sessions
+                    .close(&self.kids, &mut self.pool.res, badge, words);
+                true
+            }
+            _ => false,
+        };
+        // A donation the request did not pass on goes.
+        self.sessions.drop_donation(info);
+        if session_request {
+            return;
+        }
+        if at_parent && badge & session::RECONFIG_SESSION != 0 {
+            self.on_reconfig(badge, label, words);
+        } else if at_parent {
+            self.on_rom(badge, label, words);
+        } else {
+            self.on_child_report(badge, label, *words);
+        }
+    }
+
+    /// Back-offs that ended (the notification bits `bits`): their
+    /// children restart.
+    fn on_timer(&mut self, bits: u64) {
+        for (id, waited_us) in self.backoff.fired(bits) {
+            let Some(position) = self.position(id) else {
+                continue;
+            };
+            let kid = &self.kids[position];
+            let delay = kid.component.restart.delay_ms(kid.restarts).unwrap_or(0);
+            if waited_us < u64::from(delay) * 1000 {
+                println!(
+                    "init: back-off of {} ended early, after {waited_us} us",
+                    kid.component.name
+                );
+            }
+            self.restart(position, Restarting::Waited(delay));
+        }
+    }
+
+    /// A child's `OPEN` (`sessions`).
+    fn on_open(&mut self, badge: u64, info: MsgInfo, words: &[u64; 4]) {
+        let backoff = &self.backoff;
+        self.sessions.open(
+            (&self.rom, &mut self.pool.res),
+            (&self.kids, &|id| backoff.is_waiting(id)),
+            badge,
+            info,
+            words,
+        );
+    }
+
+    /// A request on a child's `Rom` session (`rom`).
+    fn on_rom(&mut self, badge: u64, label: u64, words: &[u64; 4]) {
+        let rom_service = rom::RomService {
+            image: &self.builder.image,
+            res: &mut self.pool.res,
+            vspace: self.builder.parent.vspace,
+            transit: self.transit,
+        };
+        rom_service.serve(&self.kids, badge, label, words);
+    }
+
+    /// A child's exit or fault, as the kernel reports it (badge: its id +
+    /// 1): logged; a child that finished now (a faulted one too: its
+    /// thread goes with its block) is released and restarted by its policy.
+    fn on_child_report(&mut self, badge: u64, label: u64, words: [u64; 4]) {
+        let handled = self.children.handle(badge, label, words);
+        println!("init: {handled}");
+        if handled.finished_now {
+            self.finished(badge as usize);
+        }
+    }
+
+    /// Child `index` (its id + 1) finished: its sessions are closed, its
+    /// memory returned, and it restarts now, after its back-off, or never.
+    fn finished(&mut self, index: usize) {
+        self.sessions
+            .finished(&self.kids, &mut self.pool.res, index.wrapping_sub(1));
+        let Some(position) = self.kids.iter().position(|k| k.id + 1 == index) else {
+            return;
+        };
+        release(&mut self.kids[position]);
+        if self.backoff.is_provider(&self.kids[position]) {
+            // Its sessions end with it: restart what waited on it now.
+            for id in self.backoff.timer_gone() {
+                if let Some(waiting) = self.position(id) {
+                    self.restart(waiting, Restarting::TimerStopped);
+                }
+            }
+        }
+        let kid = &mut self.kids[position];
+        let Some(delay) = kid.component.restart.delay_ms(kid.restarts + 1) else {
+            if let Restart::Always { max, .. } = kid.component.restart {
+                println!("init: {} stopped after {max} restarts", kid.component.name);
+            }
+            return;
+        };
+        kid.restarts += 1;
+        let id = kid.id;
+        if delay != 0 && self.backoff.wait(&self.kids, &mut self.pool.res, id, delay) {
+            return;
+        }
+        let how = match delay {
+            0 => Restarting::Waited(0),
+            _ => Restarting::NoTimer(delay),
+        };
+        self.restart(position, how);
+    }
+
+    /// The position in `kids` of child `id`.
+    fn position(&self, id: usize) -> Option<usize> {
+        self.kids.iter().position(|k| k.id == id)
+    }
+
+    /// Starts component `c` as child `id` from a block of init's pool and
+    /// records it (`init: started ...` or `init: cannot start ...`).
+    fn launch(&mut self, c: Component<'a>, id: usize) {
+        let block_bits = ucore::init::block_bits(c.ram_mib, c.caps);
+        let block = match self.pool.block(block_bits) {
+            Ok(slot) => slot,
+            Err(e) => {
+                println!(
+                    "init: cannot start {}: no block of 2^{block_bits} bytes: {e}",
+                    c.name
+                );
+                self.failed_starts += 1;
+                return;
+            }
+        };
+        let mut kid = Kid {
+            id,
+            component: c,
+            block,
+            block_bits,
+            restarts: 0,
+            caps: None,
+            service: None,
+        };
+        match self.builder.start(&mut kid) {
+            Ok((caps, at)) => {
+                kid.caps = Some(caps);
+                let started = Started { component: &c, at };
+                println!("init: {started}");
+                self.children.add(id + 1, c.name, serves(&c), caps);
+            }
+            Err(e) => {
+                println!("init: cannot start {}: {e}", c.name);
+                self.failed_starts += 1;
+            }
+        }
+        self.kids.push(kid);
+    }
+
+    /// Rebuilds and starts `kids[position]` (its block was revoked), says
+    /// so (`how`) and tells the supervisor it runs again.
+    fn restart(&mut self, position: usize, how: Restarting) {
+        let kid = &mut self.kids[position];
+        println!(
+            "init: restarting {} (restart {} of {}{how})",
+            kid.component.name,
+            kid.restarts,
+            max_restarts(&kid.component)
+        );
+        match self.builder.start(kid) {
+            Ok((caps, _)) => {
+                kid.caps = Some(caps);
+                if let Some(c) = self.children.child_mut(kid.id + 1) {
+                    c.caps = caps;
+                    c.finished = false;
+                }
+            }
+            Err(e) => {
+                println!("init: cannot restart {}: {e}", kid.component.name);
+                self.failed_starts += 1;
+            }
+        }
+    }
+}
+
+/// Init's untyped memory and slots, and the blocks of children a config
+/// update removed (slot, log2 of bytes), for the children it adds.
 struct Pool {
     res: Resources,
     free: Vec<(u32, u32)>,
-    scratch: u32,
 }
 
 impl Pool {
@@ -383,49 +548,6 @@ impl Pool {
     }
 }
 
-/// Starts component `c` as child `id` from a block of init's `pool` and
-/// records it (`init: started ...` or `init: cannot start ...`).
-fn launch<'a>(
-    (image, parent, pool): (&BootImage<'_>, ParentCaps, &mut Pool),
-    kids: &mut Vec<Kid<'a>>,
-    children: &mut Supervisor<'a, ChildCaps>,
-    c: Component<'a>,
-    id: usize,
-) {
-    let block_bits = ucore::init::block_bits(c.ram_mib, c.caps);
-    let block = match pool.block(block_bits) {
-        Ok(slot) => slot,
-        Err(e) => {
-            println!(
-                "init: cannot start {}: no block of 2^{block_bits} bytes: {e}",
-                c.name
-            );
-            return;
-        }
-    };
-    let mut kid = Kid {
-        id,
-        component: c,
-        block,
-        block_bits,
-        restarts: 0,
-        caps: None,
-        service: None,
-    };
-    match start(image, parent, &mut kid, pool.scratch) {
-        Ok(caps) => {
-            kid.caps = Some(caps);
-            println!(
-                "init: started {} (binary {}, {} MiB, {} caps, priority {}, cpu {}, cpus {})",
-                c.name, c.binary, c.ram_mib, c.caps, c.priority, c.cpu, c.cpus
-            );
-            children.add(id + 1, c.name, serves(&c), caps);
-        }
-        Err(e) => println!("init: cannot start {}: {e}", c.name),
-    }
-    kids.push(kid);
-}
-
 /// The restarts `c`'s policy allows.
 fn max_restarts(c: &Component<'_>) -> u32 {
     match c.restart {
@@ -434,54 +556,9 @@ fn max_restarts(c: &Component<'_>) -> u32 {
     }
 }
 
-/// Rebuilds and starts `kid` (its block was revoked) and tells the
-/// supervisor it runs again.
-fn restart(
-    image: &BootImage<'_>,
-    parent: ParentCaps,
-    scratch: u32,
-    kid: &mut Kid<'_>,
-    children: &mut Supervisor<'_, ChildCaps>,
-) {
-    match start(image, parent, kid, scratch) {
-        Ok(caps) => {
-            kid.caps = Some(caps);
-            if let Some(c) = children.child_mut(kid.id + 1) {
-                c.caps = caps;
-                c.finished = false;
-            }
-        }
-        Err(e) => println!("init: cannot restart {}: {e}", kid.component.name),
-    }
-}
-
 /// The name of child `id`.
 fn name_of_id<'a>(kids: &[Kid<'a>], id: usize) -> Option<&'a str> {
     kids.iter().find(|k| k.id == id).map(|k| k.component.name)
-}
-
-/// Answers a child's `OPEN` or `CLOSE` (`sessions`), or takes a proxy
-/// thread's result (`proxy`); whether the message `(badge, info, words)`
-/// was one of these.
-fn serve_session_request(
-    (sessions, res): (&mut sessions::Sessions, &mut Resources),
-    rom: &Rom<'_>,
-    (kids, in_backoff): (&[Kid<'_>], &dyn Fn(usize) -> bool),
-    (badge, info, words): (u64, rt::abi::MsgInfo, &[u64; 4]),
-) -> bool {
-    if badge & proxy::PROXY_BADGE != 0 {
-        sessions.proxy_message(kids, res, badge, info.label(), words);
-        return true;
-    }
-    if badge & session::PARENT_SESSION != 0 {
-        return false;
-    }
-    match info.label() {
-        session::OPEN => sessions.open((rom, res), (kids, in_backoff), badge, info, words),
-        session::CLOSE => sessions.close(kids, res, badge, words),
-        _ => return false,
-    }
-    true
 }
 
 /// The boot image root copied for init (`interfaces::init`), parsed.
@@ -504,89 +581,86 @@ fn boot_image(len: u64) -> Option<BootImage<'static>> {
     }
 }
 
-/// Builds and starts `kid` from its block and slot range (`interfaces::init`) on
-/// its CPU with its CPU set. A CPU or set the kernel refuses (the machine
-/// has fewer CPUs than the scenario was checked for: `cargo xtask run
-/// --smp`) is reported and the child runs on CPU 0 with the set {0}.
-fn start(
-    image: &BootImage<'_>,
-    parent: ParentCaps,
-    kid: &mut Kid<'_>,
-    scratch: u32,
-) -> Result<ChildCaps, SpawnError> {
-    let c = kid.component;
-    let home = CpuSet::single(0);
-    match build(image, parent, kid, (c.cpu.into(), c.cpus), scratch) {
-        Err(SpawnError::Syscall {
-            call: "ThreadSetSchedParams",
-            error: Error::InvalidArgument,
-        }) if c.cpus != home => {
-            println!(
-                "init: {}: the kernel refuses CPU {} or CPUs {} (the machine has fewer \
-                 CPUs); running it on CPU 0",
-                c.name, c.cpu, c.cpus
-            );
-            revoke_block(kid);
-            build(image, parent, kid, (0, home), scratch)
+impl Builder<'_> {
+    /// Builds and starts `kid` from its block and slot range
+    /// (`interfaces::init`) on its CPU with its CPU set. A CPU or set the
+    /// kernel refuses (the machine has fewer CPUs than the scenario was
+    /// checked for: `cargo xtask run --smp`) is reported and the child
+    /// runs on CPU 0 with the set {0}. Its capabilities and where it runs.
+    fn start(&self, kid: &mut Kid<'_>) -> Result<(ChildCaps, Placement), SpawnError> {
+        let c = kid.component;
+        let (asked, home) = (Placement::asked(&c), Placement::home());
+        match self.build(kid, asked) {
+            Ok(caps) => Ok((caps, asked)),
+            Err(SpawnError::Syscall {
+                call: "ThreadSetSchedParams",
+                error: Error::InvalidArgument,
+            }) if asked.cpus != home.cpus => {
+                println!(
+                    "init: {}: the kernel refuses CPU {} or CPUs {} (the machine has fewer \
+                     CPUs); running it on CPU 0",
+                    c.name, c.cpu, c.cpus
+                );
+                revoke_block(kid);
+                Ok((self.build(kid, home)?, home))
+            }
+            Err(e) => Err(e),
         }
-        result => result,
     }
-}
 
-/// Builds and starts `kid` on `cpu` with the CPU set `cpus`.
-fn build(
-    image: &BootImage<'_>,
-    parent: ParentCaps,
-    kid: &mut Kid<'_>,
-    (cpu, cpus): (u32, CpuSet),
-    scratch: u32,
-) -> Result<ChildCaps, SpawnError> {
-    let component = kid.component;
-    let c = &component;
-    let file = image.find(c.binary).ok_or(SpawnError::NotInImage)?.data;
-    let first = init::child_slots(kid.id as u32);
-    let mut res = Resources::new(
-        first,
-        first + init::CHILD_SLOTS,
-        kid.block,
-        kid.block_bits as u8,
-    )?;
-    // A provider's endpoint is made from its own block, so it dies with
-    // it: revoking the block wakes every client queued on it (and every
-    // session capability minted from it goes).
-    kid.service = match is_provider(c) {
-        true => Some(res.make(ObjectType::Endpoint, 0)?),
-        false => None,
-    };
-    let parent = ParentCaps {
-        service: kid.service.unwrap_or(parent.service),
-        ..parent
-    };
-    let arg = c
-        .config
-        .get("arg")
-        .and_then(|v| v.as_integer())
-        .unwrap_or(0);
-    let spec = ChildSpec {
-        file,
-        badge: kid.id as u64 + 1,
-        arg: arg as u64,
-        cspace_bits: ucore::init::cspace_bits(c.caps),
-        pt_pool_bits: PT_POOL_BITS,
-        untyped_bits: ucore::init::quota_bits(c.ram_mib),
-        priority: c.priority,
-        cpu,
-        cpus,
-        // All rights on what is in slot 2: its own endpoint (a provider)
-        // or the shared one (`shared_endpoint = "serve"`).
-        server: serves(c),
-        parent_endpoint: true,
-        own: c.own,
-        rom: None,
-        grants: &devices::grants(c, scratch)?,
-        notification: c.devices().any(|d| matches!(d, Device::Irq(_))),
-    };
-    spawn::spawn(&mut res, parent, &spec).map(|(caps, _)| caps)
+    /// Builds and starts `kid` on `at.cpu` with the CPU set `at.cpus`.
+    fn build(&self, kid: &mut Kid<'_>, at: Placement) -> Result<ChildCaps, SpawnError> {
+        let component = kid.component;
+        let c = &component;
+        let file = self
+            .image
+            .find(c.binary)
+            .ok_or(SpawnError::NotInImage)?
+            .data;
+        let first = init::child_slots(kid.id as u32);
+        let mut res = Resources::new(
+            first,
+            first + init::CHILD_SLOTS,
+            kid.block,
+            kid.block_bits as u8,
+        )?;
+        // A provider's endpoint is made from its own block, so it dies with
+        // it: revoking the block wakes every client queued on it (and every
+        // session capability minted from it goes).
+        kid.service = match is_provider(c) {
+            true => Some(res.make(ObjectType::Endpoint, 0)?),
+            false => None,
+        };
+        let parent = ParentCaps {
+            service: kid.service.unwrap_or(self.parent.service),
+            ..self.parent
+        };
+        let arg = c
+            .config
+            .get("arg")
+            .and_then(|v| v.as_integer())
+            .unwrap_or(0);
+        let spec = ChildSpec {
+            file,
+            badge: kid.id as u64 + 1,
+            arg: arg as u64,
+            cspace_bits: ucore::init::cspace_bits(c.caps),
+            pt_pool_bits: PT_POOL_BITS,
+            untyped_bits: ucore::init::quota_bits(c.ram_mib),
+            priority: c.priority,
+            cpu: at.cpu,
+            cpus: at.cpus,
+            // All rights on what is in slot 2: its own endpoint (a provider)
+            // or the shared one (`shared_endpoint = "serve"`).
+            server: serves(c),
+            parent_endpoint: true,
+            own: c.own,
+            rom: None,
+            grants: &devices::grants(c, self.scratch)?,
+            notification: c.devices().any(|d| matches!(d, Device::Irq(_))),
+        };
+        spawn::spawn(&mut res, parent, &spec).map(|(caps, _)| caps)
+    }
 }
 
 /// Whether `c` serves sessions through an endpoint of its own: it

@@ -31,42 +31,34 @@
 //! component asking for it stops it before the answer, which then goes
 //! nowhere.
 
-use alloc::vec::Vec;
-
-use formats::bootimage::BootImage;
 use rt::interfaces::session;
 use rt::println;
 use rt::session::reconfig;
-use rt::spawn::{ChildCaps, ParentCaps};
 use ucore::config::Rom;
-use ucore::supervise::Supervisor;
 
-use crate::sessions::{reply, Sessions};
-use crate::{launch, release, Kid, Pool};
+use crate::sessions::reply;
+use crate::{release, Init};
 
-/// What a config update works on: init's state.
-pub struct Update<'r, 'a> {
-    pub image: &'r BootImage<'a>,
-    pub parent: ParentCaps,
-    pub pool: &'r mut Pool,
-    pub kids: &'r mut Vec<Kid<'a>>,
-    pub children: &'r mut Supervisor<'a, ChildCaps>,
-    pub sessions: &'r mut Sessions,
-}
-
-impl<'a> Update<'_, 'a> {
+impl<'a> Init<'a> {
     /// Answers request `label`, `words` on the Reconfig session with
-    /// badge `badge`; `rom` is the running config, replaced by the update
-    /// when it is applied.
-    pub fn serve(&mut self, rom: &mut Rom<'a>, badge: u64, label: u64, words: &[u64; 4]) {
+    /// badge `badge`; the running config is replaced by the update when
+    /// it is applied.
+    pub fn on_reconfig(&mut self, badge: u64, label: u64, words: &[u64; 4]) {
+        self.serve_reconfig(badge, label, words);
+        // A child it stopped no longer waits for its restart (its id may
+        // be a new child's now).
+        self.backoff.forget_gone(&self.kids);
+    }
+
+    fn serve_reconfig(&mut self, badge: u64, label: u64, words: &[u64; 4]) {
         let asker = badge & !(session::PARENT_SESSION | session::RECONFIG_SESSION);
-        let asker = crate::name_of_id(self.kids, asker.wrapping_sub(1) as usize).unwrap_or("?");
+        let asker = crate::name_of_id(&self.kids, asker.wrapping_sub(1) as usize).unwrap_or("?");
         if label != reconfig::APPLY {
             return reply(reconfig::UNKNOWN, [label, 0, 0, 0], None);
         }
         let (bytes, len) = session::unpack(words);
         let module = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
-        let Some(entry) = self.image.find(module) else {
+        let Some(entry) = self.builder.image.find(module) else {
             println!("init: {asker} asks for config update {module:?}: no such module; refused");
             return reply(reconfig::NOT_FOUND, [0; 4], None);
         };
@@ -83,8 +75,8 @@ impl<'a> Update<'_, 'a> {
             "init: {asker} asks for config update {module:?} ({} components)",
             update.component_count()
         );
-        let counts = self.apply(&update);
-        *rom = update;
+        let counts = self.apply_update(&update);
+        self.rom = update;
         println!(
             "init: config update {module:?} applied: {} started, {} stopped, {} kept",
             counts[0], counts[1], counts[2]
@@ -94,7 +86,7 @@ impl<'a> Update<'_, 'a> {
 
     /// Applies `update` (see the module doc); children started, stopped,
     /// kept.
-    fn apply(&mut self, update: &Rom<'a>) -> [u64; 3] {
+    fn apply_update(&mut self, update: &Rom<'a>) -> [u64; 3] {
         let (mut stopped, mut kept) = (0, 0);
         let mut i = 0;
         while let Some(kid) = self.kids.get_mut(i) {
@@ -110,7 +102,7 @@ impl<'a> Update<'_, 'a> {
                         Some(_) => "its record changed",
                         None => "removed from the config",
                     };
-                    self.stop(i);
+                    self.stop_kid(i);
                     println!("init: stopped {name} ({why})");
                     stopped += 1;
                 }
@@ -126,8 +118,7 @@ impl<'a> Update<'_, 'a> {
                 println!("init: cannot start {}: no free child slot range", c.name);
                 continue;
             };
-            let place = (self.image, self.parent, &mut *self.pool);
-            launch(place, self.kids, self.children, c, id);
+            self.launch(c, id);
             started += 1;
         }
         [started, stopped, kept]
@@ -135,9 +126,9 @@ impl<'a> Update<'_, 'a> {
 
     /// Stops `kids[i]` for good: closes its sessions, returns its memory
     /// (its block kept for a child to come) and forgets it.
-    fn stop(&mut self, i: usize) {
+    fn stop_kid(&mut self, i: usize) {
         let id = self.kids[i].id;
-        self.sessions.finished(self.kids, &mut self.pool.res, id);
+        self.sessions.finished(&self.kids, &mut self.pool.res, id);
         let mut kid = self.kids.remove(i);
         release(&mut kid);
         self.children.remove(id + 1);

@@ -755,7 +755,7 @@ fn answer_saved(
 /// `name`: init's own endpoint `own_ep`, minted write-only with
 /// `session_badge` (the child's badge, `session::PARENT_SESSION` and the
 /// service's bit), passed on through `transit` to `to`. Init answers it
-/// itself (`rom::RomService`, `reconfig::Update`): no call out, so no
+/// itself (`rom::RomService`, `Init::on_reconfig`): no call out, so no
 /// client can block init.
 fn open_at_init(
     res: &mut Resources,

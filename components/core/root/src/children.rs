@@ -14,7 +14,7 @@ use rt::resources::Resources;
 use rt::spawn::{self, ChildCaps, ChildSpec, Grant, ParentCaps, SpawnError, PT_POOL_BITS};
 use rt::syscall;
 use ucore::start::{self, StartEntry};
-use ucore::supervise::Supervisor;
+use ucore::supervise::{Event, Supervisor};
 
 use crate::boot;
 
@@ -26,6 +26,12 @@ pub mod exit {
     pub const NO_RESOURCES: i32 = 4;
     /// `Recv` on root's endpoint failed, so children could not be supervised.
     pub const RECV_FAILED: i32 = 5;
+    /// An entry of `pecan.start=` was refused or could not be started (the
+    /// others ran), or init could not be started (nothing ran).
+    pub const NOT_STARTED: i32 = 6;
+    /// Init ended with an exit code other than 0 (a component it could not
+    /// start, a bad config ROM: `interfaces::init`) or faulted.
+    pub const INIT_FAILED: i32 = 7;
 }
 
 /// The boot-image entry of the config ROM.
@@ -33,7 +39,10 @@ const CONFIG: &str = "config";
 
 /// Starts init when the boot image has a config ROM, else the children
 /// named on the command line; waits for them and stops the servers;
-/// returns root's exit code. With neither nothing happens.
+/// returns root's exit code: [`exit::NOT_STARTED`] when init or an entry
+/// of the list could not be started (init: at once, nothing runs),
+/// [`exit::INIT_FAILED`] when init did not exit with 0. With neither
+/// nothing happens.
 pub fn run(info: &'static BootInfo) -> i32 {
     let cmdline = info.cmdline();
     let list = formats::cmdline::value(cmdline, start::KEY);
@@ -90,15 +99,20 @@ pub fn run(info: &'static BootInfo) -> i32 {
                 println!("root: started init (index 1, entry {entry_point:#x})");
                 children.add(1, "init", false, caps);
             }
-            Err(e) => println!("root: cannot start init: {e}"),
+            Err(e) => {
+                println!("root: cannot start init: {e}");
+                return exit::NOT_STARTED;
+            }
         }
     }
+    let mut not_started = 0;
     let list = if config.is_none() { list } else { None };
     for entry in list.into_iter().flat_map(start::entries) {
         let entry = match entry {
             Ok(entry) => entry,
             Err(bad) => {
                 println!("root: refusing {bad}");
+                not_started += 1;
                 continue;
             }
         };
@@ -111,10 +125,18 @@ pub fn run(info: &'static BootInfo) -> i32 {
             Err(e) if e.is_refusal() => println!("root: refusing {name}: {e}"),
             Err(e) => println!("root: cannot start {name}: {e}"),
         }
+        if children.child_mut(index).is_none() {
+            not_started += 1;
+        }
     }
-    let code = supervise(&mut children, endpoints.fault);
+    let init = config.map(|_| 1);
+    let code = supervise(&mut children, endpoints.fault, init);
     println!("root: all children finished");
     stop_all(&children);
+    if code == 0 && not_started > 0 {
+        println!("root: {not_started} entries of pecan.start= could not be started");
+        return exit::NOT_STARTED;
+    }
     code
 }
 
@@ -201,8 +223,15 @@ fn start_init(
     spawn::spawn(res, parent, &spec)
 }
 
-/// Receives on root's endpoint until no child that is not a server runs.
-fn supervise(children: &mut Supervisor<'static, ChildCaps>, endpoint: u32) -> i32 {
+/// Receives on root's endpoint until no child that is not a server runs;
+/// [`exit::INIT_FAILED`] when child `init` (its index) finished otherwise
+/// than with exit code 0.
+fn supervise(
+    children: &mut Supervisor<'static, ChildCaps>,
+    endpoint: u32,
+    init: Option<usize>,
+) -> i32 {
+    let mut code = 0;
     while children.waiting() > 0 {
         let (badge, info, words) = match syscall::recv(own(endpoint)) {
             Ok(message) => message,
@@ -213,13 +242,17 @@ fn supervise(children: &mut Supervisor<'static, ChildCaps>, endpoint: u32) -> i3
         };
         let handled = children.handle(badge, info.label(), words);
         println!("root: {handled}");
+        let is_init = handled.child.is_some_and(|c| Some(c.index) == init);
+        if is_init && handled.finished_now && !matches!(handled.event, Event::Exited { code: 0 }) {
+            code = exit::INIT_FAILED;
+        }
         if let (true, Some(c)) = (handled.stop(), handled.child) {
             if let Err(e) = syscall::thread_suspend(own(c.caps.thread)) {
                 println!("root: cannot suspend {}: {e}", c.name);
             }
         }
     }
-    0
+    code
 }
 
 /// Deletes everything each child made from its memory (its other

@@ -19,7 +19,10 @@
 //!    every child that does not serve (`+serve`) has exited or faulted,
 //!    then deletes the children's threads ([`children`]);
 //! 4. returns, which ends its thread; with no thread left the kernel powers
-//!    the machine off.
+//!    the machine off. A run that failed — root's exit code is not 0: a
+//!    component of the list or init could not be started, init did not
+//!    exit with 0 ([`children::exit`]) — root ends itself with the failure
+//!    status ([`power`]), so `cargo xtask run` and the tests see it.
 //!
 //! ```text
 //! root: hello from user space (boot info at 0x7ffff0000000)
@@ -35,6 +38,7 @@
 //! root: child NAME faulted: exception vector V at ip 0x..
 //! root: all children finished
 //! root: done
+//! root: the run failed (exit code N): powering off with the failure status
 //! ```
 //!
 //! Exit codes: 0 normally, 2 without a valid boot-information page, and
@@ -49,6 +53,7 @@ mod boot;
 mod checks;
 mod children;
 mod kernel_checks;
+mod power;
 
 use rt::println;
 
@@ -58,6 +63,15 @@ rt::entry!(main);
 const EXIT_NO_BOOT_INFO: i32 = 2;
 
 fn main(arg: u64) -> i32 {
+    let code = run(arg);
+    if code != 0 {
+        power::fail(code);
+    }
+    code
+}
+
+/// Everything root does (the module doc); its exit code.
+fn run(arg: u64) -> i32 {
     println!("root: hello from user space (boot info at {arg:#x})");
     checks::measure_null();
     let mut c = rt::check::Checks::unnumbered();
