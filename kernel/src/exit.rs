@@ -6,7 +6,41 @@
 //! device (real hardware), the kernel falls back to ACPI soft-off, and if
 //! that is unavailable too, halts.
 
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
 use crate::arch::cpu;
+
+/// The thread id of root, the first user thread (set when it is made).
+static ROOT_ID: AtomicU64 = AtomicU64::new(u64::MAX);
+/// Whether root ended badly: an exit code other than 0, or a fault with
+/// no handler to report it to.
+static ROOT_FAILED: AtomicBool = AtomicBool::new(false);
+
+/// Records which thread is root.
+pub fn set_root(id: u64) {
+    ROOT_ID.store(id, Ordering::Relaxed);
+}
+
+/// Notes how thread `id` ended (exit code, or `None` for a fault without a
+/// handler); only root's end decides the run's status. Whether the run
+/// failed is root's to say: it knows what it was asked to start (docs/
+/// architecture.md, "Ending the machine"); the kernel only carries its
+/// word to the power-off.
+pub fn note_end(id: u64, code: Option<i64>) {
+    if id == ROOT_ID.load(Ordering::Relaxed) && code != Some(0) {
+        ROOT_FAILED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// How the machine ends when no user thread is left: failure when root
+/// ended badly, success otherwise.
+pub fn run_status() -> ExitCode {
+    if ROOT_FAILED.load(Ordering::Relaxed) {
+        ExitCode::Failure
+    } else {
+        ExitCode::Success
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExitCode {

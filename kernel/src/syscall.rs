@@ -1009,6 +1009,7 @@ fn exit_thread(k: &mut Kernel, t: ThreadRef, code: u64) {
         thread.id,
         code as i64
     );
+    crate::exit::note_end(thread.id, Some(code as i32 as i64));
     thread::set_state(&mut k.threads, t, State::Inactive);
 }
 

@@ -782,8 +782,16 @@ pub fn schedule(mut k: Kernel) -> ! {
             switch_to(k, next);
         }
         if live_threads() == 0 {
-            crate::kprintln!("kernel: no user threads left: powering off");
-            crate::exit::exit(crate::exit::ExitCode::Success);
+            let status = crate::exit::run_status();
+            match status {
+                crate::exit::ExitCode::Success => {
+                    crate::kprintln!("kernel: no user threads left: powering off")
+                }
+                crate::exit::ExitCode::Failure => crate::kprintln!(
+                    "kernel: no user threads left: powering off with the failure status (root ended with an error)"
+                ),
+            }
+            crate::exit::exit(status);
         }
         k = idle(k);
     }

@@ -24,9 +24,6 @@ use crate::util::display_path;
 
 /// The component the kernel starts; always first in the boot image.
 pub const ROOT: &str = "root";
-/// The component root starts when the boot image has a config ROM.
-pub const INIT: &str = "init";
-
 /// The component root starts when the boot image has a config ROM; it
 /// starts the scenario's components and is not one of them.
 pub const INIT: &str = "init";

@@ -283,6 +283,7 @@ fn user_fault(k: &mut Kernel, current: ThreadRef) {
             frame.rip
         );
     }
+    crate::exit::note_end(thread.id, None);
     crate::thread::set_state(&mut k.threads, current, crate::thread::State::Inactive);
 }
 
