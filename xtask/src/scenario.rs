@@ -516,4 +516,6 @@ pub fn format_listing(listed: &[Listed]) -> String {
 }
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;
