@@ -63,6 +63,8 @@ use core::fmt;
 
 use abi::{ObjectType, Rights};
 
+use crate::typed::IoPortsCap;
+
 /// The walk bound used when a store does not give a tighter
 /// [`SlotStore::capacity_hint`]: more slots than a machine can hold, so it
 /// never cuts a legitimate walk short, yet finite, so a cycle still ends.
@@ -272,15 +274,6 @@ pub fn copy<S: SlotStore + ?Sized>(
     insert_child(store, src, dst, cap)
 }
 
-/// The ports `first..=last` that the `CapMint` word `word`
-/// (`abi::object::io_ports_range`) asks for from the I/O-port capability
-/// `cap` (ports `cap.object..=cap.extra`), if they lie inside its range.
-pub fn io_ports_sub_range(cap: &Capability, word: u64) -> Option<(u64, u64)> {
-    let (first, last) = (word & 0xffff, (word >> 16) & 0xffff);
-    let inside = word >> 32 == 0 && first <= last && first >= cap.object && last <= cap.extra;
-    inside.then_some((first, last))
-}
-
 /// Derives a capability from `src` into the empty slot `dst`, as a child of
 /// `src`, with `rights` (which must be a subset of `src`'s, else
 /// [`CapError::MissingRights`]) and `badge`. A non-zero `badge` may only be
@@ -288,7 +281,7 @@ pub fn io_ports_sub_range(cap: &Capability, word: u64) -> Option<(u64, u64)> {
 /// [`CapError::InvalidArgument`]): a badge identifies a sender, so letting a
 /// holder re-badge would let it impersonate another. Badge 0 keeps `src`'s.
 ///
-/// On an I/O-port capability (ports `object..=extra`) a non-zero `badge`
+/// On an I/O-port capability ([`IoPortsCap`]) a non-zero `badge`
 /// is instead a sub-range, `abi::object::io_ports_range(first, last)`:
 /// the copy covers `first..=last`, which must lie inside the source's
 /// range (else [`CapError::InvalidArgument`]) — how a driver gets exactly
@@ -306,14 +299,10 @@ pub fn mint<S: SlotStore + ?Sized>(
         return Err(CapError::MissingRights);
     }
     if src_cap.kind == ObjectType::IoPorts && badge != 0 {
-        let (first, last) = io_ports_sub_range(&src_cap, badge).ok_or(CapError::InvalidArgument)?;
-        let cap = Capability {
-            rights,
-            object: first,
-            extra: last,
-            ..src_cap
-        };
-        return insert_child(store, src, dst, cap);
+        let ports = IoPortsCap::from_cap(&src_cap)
+            .and_then(|p| p.sub_range(badge))
+            .ok_or(CapError::InvalidArgument)?;
+        return insert_child(store, src, dst, ports.to_cap(rights));
     }
     let badge = if badge == 0 {
         src_cap.badge

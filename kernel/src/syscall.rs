@@ -16,6 +16,7 @@ use abi::ipc_buffer::registers as reg;
 use abi::map::MapAttr;
 use abi::{Error, MsgInfo, ObjectType, Rights, Sys};
 use kcore::cap::{self, Capability, SlotId};
+use kcore::typed::{FrameCap, IoPortsCap, UntypedCap};
 
 use crate::arch::syscall_entry::SWITCH;
 use crate::ipc;
@@ -331,7 +332,9 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
                 let badgeable = matches!(cap.kind, ObjectType::Endpoint | ObjectType::Notification);
                 if cap.kind == ObjectType::IoPorts && a3 != 0 {
                     // A sub-range (abi::object::io_ports_range) of the source's.
-                    kcore::cap::io_ports_sub_range(&cap, a3).ok_or(Error::InvalidArgument)?;
+                    IoPortsCap::from_cap(&cap)
+                        .and_then(|p| p.sub_range(a3))
+                        .ok_or(Error::InvalidArgument)?;
                 } else if a3 != 0 && (!badgeable || cap.badge != 0) {
                     return Err(Error::InvalidArgument);
                 }
@@ -362,9 +365,7 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
         Sys::Map => {
             let (_, space) = lookup(k, c, a0, ObjectType::AddressSpace, Rights::WRITE)?;
             let (frame, fcap) = full_slot(k, c, a1)?;
-            if !matches!(fcap.kind, ObjectType::Frame4K | ObjectType::Frame2M) {
-                return Err(Error::WrongObjectType);
-            }
+            let fview = FrameCap::from_cap(&fcap).ok_or(Error::WrongObjectType)?;
             let attr = MapAttr::from_raw(a3).ok_or(Error::InvalidArgument)?;
             let mut need = Rights::READ;
             if attr.writable {
@@ -382,7 +383,7 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
             if a2 % size != 0 || !abi::map::user_mappable(a2, size) {
                 return Err(Error::InvalidArgument);
             }
-            if vspace::is_mapped(&fcap) {
+            if fview.mapping.is_some() {
                 return Err(Error::InvalidState);
             }
             Invocation::Map {
@@ -394,10 +395,8 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
         }
         Sys::Unmap => {
             let (frame, fcap) = full_slot(k, c, a0)?;
-            if !matches!(fcap.kind, ObjectType::Frame4K | ObjectType::Frame2M) {
-                return Err(Error::WrongObjectType);
-            }
-            if !vspace::is_mapped(&fcap) {
+            let fview = FrameCap::from_cap(&fcap).ok_or(Error::WrongObjectType)?;
+            if fview.mapping.is_none() {
                 return Err(Error::NotMapped);
             }
             Invocation::Unmap(frame)
@@ -520,8 +519,8 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
                 1 | 2 | 4 => a3,
                 _ => return Err(Error::InvalidArgument),
             };
-            let last = a1.checked_add(width - 1).ok_or(Error::InvalidArgument)?;
-            if a1 < ports.object || last > ports.extra || a4 > u64::from(u32::MAX) {
+            let range = IoPortsCap::from_cap(&ports).ok_or(Error::InvalidArgument)?;
+            if !range.covers(a1, width) || a4 > u64::from(u32::MAX) {
                 return Err(Error::InvalidArgument);
             }
             Invocation::IoPort {
@@ -560,9 +559,10 @@ fn decode_retype(
     count: u64,
 ) -> Result<Invocation, Error> {
     let (uslot, ucap) = lookup(k, c, untyped, ObjectType::Untyped, Rights::WRITE)?;
+    let ucap = UntypedCap::from_cap(&ucap).ok_or(Error::InvalidState)?;
     let kind = ObjectType::from_raw(kind).ok_or(Error::InvalidArgument)?;
     let object_bits = kind.object_bits(size_bits).ok_or(Error::InvalidArgument)?;
-    if object::untyped_is_device(&ucap) && !kind.allowed_from_device_memory() {
+    if ucap.device && !kind.allowed_from_device_memory() {
         return Err(Error::InvalidArgument);
     }
     if count == 0 || count > RETYPE_MAX_COUNT {
@@ -574,13 +574,13 @@ fn decode_retype(
             return Err(Error::SlotOccupied);
         }
     }
-    let ubits = object::untyped_size_bits(&ucap);
+    let ubits = ucap.size_bits;
     if object_bits > ubits {
         return Err(Error::OutOfMemory);
     }
     // Nothing made from this untyped is left: its memory is free again.
     let watermark = if cap::has_children(k, uslot)? {
-        ucap.extra
+        ucap.watermark
     } else {
         0
     };
@@ -728,9 +728,13 @@ fn perform(k: &mut Kernel, invocation: Invocation, caller: ThreadRef) -> Result<
             count,
         } => {
             let ucap = k.slot(untyped).cap.ok_or(Error::EmptySlot)?;
-            let device = object::untyped_is_device(&ucap);
+            let (rights, ucap) = (
+                ucap.rights,
+                UntypedCap::from_cap(&ucap).ok_or(Error::InvalidState)?,
+            );
+            let device = ucap.device;
             for i in 0..count {
-                let phys = ucap.object + offset + (i << object_bits);
+                let phys = ucap.phys + offset + (i << object_bits);
                 if !device {
                     // SAFETY: the range lies inside the untyped memory past
                     // its watermark (checked by decode): nothing uses it.
@@ -751,14 +755,15 @@ fn perform(k: &mut Kernel, invocation: Invocation, caller: ThreadRef) -> Result<
                     // SAFETY: a thread was just made at `phys`.
                     k.threads.get_mut(unsafe { object::thread_at(phys) }).cpus = cpus;
                 }
-                let mut new = object::new_cap(kind, phys, size_bits);
-                if kind == ObjectType::Untyped {
-                    new.badge = object::untyped_badge(object_bits, device);
-                }
+                let new = object::new_cap(kind, phys, size_bits, object_bits, device);
                 cap::insert_child(k, untyped, object::nth_slot(dst, i), new)?;
             }
             if let Some(u) = k.slot_mut(untyped).cap.as_mut() {
-                u.extra = offset + (count << object_bits);
+                *u = UntypedCap {
+                    watermark: offset + (count << object_bits),
+                    ..ucap
+                }
+                .to_cap(rights);
             }
             Ok(Outcome::Resume)
         }
@@ -769,22 +774,23 @@ fn perform(k: &mut Kernel, invocation: Invocation, caller: ThreadRef) -> Result<
             attr,
         } => {
             let fcap = k.slot(frame).cap.ok_or(Error::EmptySlot)?;
+            let fview = FrameCap::from_cap(&fcap).ok_or(Error::WrongObjectType)?;
             // SAFETY: `space` is an address-space capability's object.
-            let (badge, extra) = unsafe { vspace::map(&mut k.objects, space, &fcap, vaddr, attr) }?;
+            let mapping = unsafe { vspace::map(&mut k.objects, space, &fview, vaddr, attr) }?;
             if let Some(f) = k.slot_mut(frame).cap.as_mut() {
-                f.badge = badge;
-                f.extra = extra;
+                *f = FrameCap {
+                    mapping: Some(mapping),
+                    ..fview
+                }
+                .to_cap(f.rights);
             }
             Ok(Outcome::Resume)
         }
         Invocation::Unmap(frame) => {
-            if let Some(f) = k.slot(frame).cap {
+            if let Some(f) = k.slot(frame).cap.as_ref().and_then(FrameCap::from_cap) {
                 vspace::unmap_cap(&mut k.objects, &f);
             }
-            if let Some(f) = k.slot_mut(frame).cap.as_mut() {
-                f.badge = 0;
-                f.extra = 0;
-            }
+            ipc::clear_mapping(k, frame);
             Ok(Outcome::Resume)
         }
         Invocation::ThreadConfigure {
