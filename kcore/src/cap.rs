@@ -238,16 +238,8 @@ pub fn insert_child<S: SlotStore + ?Sized>(
     dst: SlotId,
     cap: Capability,
 ) -> Result<(), CapError> {
+    check_insert_child(store, parent, dst)?;
     let (p, _) = full(store, parent)?;
-    vacant(store, dst)?;
-    // The old first child becomes dst's next sibling; check it really is the
-    // head of this list before pointing its prev link at dst.
-    if let Some(first) = p.first_child {
-        let f = linked(store, first)?;
-        if f.parent != Some(parent) || f.prev_sibling.is_some() {
-            return Err(CapError::Corrupt);
-        }
-    }
     write(store, dst, |s| {
         *s = Slot {
             cap: Some(cap),
@@ -261,6 +253,33 @@ pub fn insert_child<S: SlotStore + ?Sized>(
         write(store, first, |s| s.prev_sibling = Some(dst))?;
     }
     write(store, parent, |s| s.first_child = Some(dst))
+}
+
+/// Whether [`insert_child`] into `dst` under `parent` would succeed (the
+/// error it would return), without changing anything.
+///
+/// For a caller that must check before it acts (`Retype` initialises its
+/// objects only once every insertion is known to succeed): inserting a
+/// child changes nothing this checks for another slot — `parent` stays
+/// full, the new child becomes a consistent head of its list — so when
+/// this succeeds for each of several distinct empty slots, inserting into
+/// all of them in turn succeeds too.
+pub fn check_insert_child<S: SlotStore + ?Sized>(
+    store: &S,
+    parent: SlotId,
+    dst: SlotId,
+) -> Result<(), CapError> {
+    let (p, _) = full(store, parent)?;
+    vacant(store, dst)?;
+    // The old first child becomes dst's next sibling; check it really is the
+    // head of this list before pointing its prev link at dst.
+    if let Some(first) = p.first_child {
+        let f = linked(store, first)?;
+        if f.parent != Some(parent) || f.prev_sibling.is_some() {
+            return Err(CapError::Corrupt);
+        }
+    }
+    Ok(())
 }
 
 /// Copies the capability in `src` into the empty slot `dst`, as a child of
@@ -1450,6 +1469,56 @@ mod tests {
             }
             assert_eq!(abi::Error::from(e), abi_e);
         }
+    }
+
+    /// `check_insert_child` reports exactly what `insert_child` would, and
+    /// once it passed for several empty slots, inserting into all of them
+    /// succeeds (what `Retype` relies on to check before it acts).
+    #[test]
+    fn check_insert_child_predicts_insert_child() {
+        let mut s = VecStore::new(8);
+        insert_root(&mut s, id(0), ep(1)).unwrap();
+        insert_child(&mut s, id(0), id(1), ep(1)).unwrap();
+        insert_root(&mut s, id(2), ep(2)).unwrap();
+        let cases = [
+            (id(0), id(3), Ok(())),
+            (id(0), id(1), Err(CapError::Occupied(id(1)))),
+            (id(4), id(3), Err(CapError::Empty(id(4)))),
+            (id(0), id(9), Err(CapError::NoSuchSlot(id(9)))),
+            (id(9), id(3), Err(CapError::NoSuchSlot(id(9)))),
+            (id(2), id(3), Ok(())),
+        ];
+        for (parent, dst, want) in cases {
+            assert_eq!(check_insert_child(&s, parent, dst), want, "{parent} {dst}");
+            let mut t = s.clone();
+            assert_eq!(insert_child(&mut t, parent, dst, ep(7)), want);
+            if want.is_err() {
+                assert_eq!(t, s, "a refused insert changes nothing");
+            }
+        }
+        // A corrupt head of the child list: refused, nothing changed.
+        let mut bad = s.clone();
+        bad.slots[1].prev_sibling = Some(id(2));
+        assert_eq!(
+            check_insert_child(&bad, id(0), id(3)),
+            Err(CapError::Corrupt)
+        );
+        let before = bad.clone();
+        assert_eq!(
+            insert_child(&mut bad, id(0), id(3), ep(7)),
+            Err(CapError::Corrupt)
+        );
+        assert_eq!(bad, before);
+        // Check all, then insert all: every insert succeeds.
+        let dsts = [id(3), id(4), id(5), id(6), id(7)];
+        for d in dsts {
+            check_insert_child(&s, id(0), d).unwrap();
+        }
+        for d in dsts {
+            insert_child(&mut s, id(0), d, ep(1)).unwrap();
+        }
+        check_invariants(&s);
+        assert_eq!(kids(&s, 0), [7, 6, 5, 4, 3, 1]);
     }
 
     // ----- randomized test against a model --------------------------------

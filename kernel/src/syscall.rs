@@ -6,6 +6,16 @@
 //! acts; it fails only on conditions that depend on state it discovers
 //! while acting (a mapping already present, a pool that is full), and then
 //! too without having changed anything. (seL4's `decodeX`/`invokeX` split.)
+//! Where perform does several things, it checks or reserves first: `Retype`'s
+//! decode checks every insertion into the derivation tree
+//! (`kcore::cap::check_insert_child`), so it cannot fail once perform has
+//! made the first object;
+//! `ThreadConfigure` finishes the deletion of the thread's old
+//! capabilities only after copying the new ones (a source may lie in a
+//! table the deletion empties). The one exception left: corrupt
+//! derivation links (`CapError::Corrupt`, which the kcore::cap invariants
+//! rule out) found by a later `ThreadConfigure` copy leave the earlier
+//! slots replaced.
 //! Results go back in the caller's saved registers per the convention in
 //! the `abi` crate; docs/abi.md lists every call and its errors.
 //!
@@ -605,10 +615,11 @@ fn decode_retype(k: &Kernel, c: &Thread, a: args::Retype) -> Result<Invocation, 
         return Err(Error::InvalidArgument);
     }
     let dst = object::resolve_range(k, c, dst, count)?;
+    // Every insertion into the derivation tree that perform makes, checked
+    // here (a taken slot is `SlotOccupied`): once perform has made the first
+    // object, nothing may fail.
     for i in 0..count {
-        if k.slot(object::nth_slot(dst, i)).cap.is_some() {
-            return Err(Error::SlotOccupied);
-        }
+        cap::check_insert_child(k, uslot, object::nth_slot(dst, i))?;
     }
     let ubits = ucap.size_bits;
     if object_bits > ubits {
@@ -792,6 +803,8 @@ fn perform(k: &mut Kernel, invocation: Invocation, caller: ThreadRef) -> Result<
                     k.threads.get_mut(unsafe { object::thread_at(phys) }).cpus = cpus;
                 }
                 let new = object::new_cap(kind, phys, size_bits, object_bits, device);
+                // Cannot fail: decode checked every insertion
+                // (`cap::check_insert_child`), and nothing changed since.
                 cap::insert_child(k, untyped, object::nth_slot(dst, i), new)?;
             }
             if let Some(u) = k.slot_mut(untyped).cap.as_mut() {
@@ -842,17 +855,13 @@ fn perform(k: &mut Kernel, invocation: Invocation, caller: ThreadRef) -> Result<
                 (object::slot_id(&tt.vspace), Some(vspace)),
                 (object::slot_id(&tt.fault_endpoint), fault),
             ];
-            for (dst, src) in own {
-                if k.slot(dst).cap.is_some() {
-                    object::delete_slot(k, dst)?;
-                }
-                if let Some(src) = src {
-                    if let Some(cap) = k.slot(src).cap {
-                        cap::copy(k, src, dst)?;
-                        object::add_ref(k, &cap);
-                    }
-                }
-            }
+            // The old capabilities go first, but what goes with them (the
+            // slots of a table whose last capability that was) only after
+            // the copies: a source slot may lie in such a table, and must
+            // still hold its capability when it is copied.
+            let replaced = replace_own_slots(k, own);
+            object::finish_deletions(k);
+            replaced?;
             let tt = k.threads.get_mut(target);
             tt.ipc_buffer = ipc_buffer;
             tt.ipc_buffer_cache.set(Default::default());
@@ -975,6 +984,29 @@ fn perform(k: &mut Kernel, invocation: Invocation, caller: ThreadRef) -> Result<
             Ok(after_ipc(k, caller))
         }
     }
+}
+
+/// `ThreadConfigure`: empties each of the thread's own slots (`dst`) and
+/// copies `src` (if any) into it, without finishing the deletions (the
+/// caller does, after): so the source slots, which decode checked full,
+/// stay full, and the copies fail only on corrupt derivation links —
+/// which the kcore::cap invariants rule out (then the slots before the
+/// failing one are already replaced: the one place this call is not all
+/// or nothing).
+fn replace_own_slots(k: &mut Kernel, own: [(SlotId, Option<SlotId>); 3]) -> Result<(), Error> {
+    for (dst, _) in own {
+        if k.slot(dst).cap.is_some() {
+            object::delete(k, dst)?;
+        }
+    }
+    for (dst, src) in own {
+        if let Some(src) = src {
+            let cap = k.slot(src).cap.ok_or(Error::EmptySlot)?;
+            cap::copy(k, src, dst)?;
+            object::add_ref(k, &cap);
+        }
+    }
+    Ok(())
 }
 
 /// `ThreadSetSchedParams`, out of line (rare; keeps the dispatcher lean).
