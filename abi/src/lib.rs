@@ -22,6 +22,7 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+pub mod args;
 pub mod bootinfo;
 pub mod caddr;
 pub mod cpu;

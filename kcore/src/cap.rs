@@ -63,6 +63,8 @@ use core::fmt;
 
 use abi::{ObjectType, Rights};
 
+use crate::typed::IoPortsCap;
+
 /// The walk bound used when a store does not give a tighter
 /// [`SlotStore::capacity_hint`]: more slots than a machine can hold, so it
 /// never cuts a legitimate walk short, yet finite, so a cycle still ends.
@@ -236,16 +238,8 @@ pub fn insert_child<S: SlotStore + ?Sized>(
     dst: SlotId,
     cap: Capability,
 ) -> Result<(), CapError> {
+    check_insert_child(store, parent, dst)?;
     let (p, _) = full(store, parent)?;
-    vacant(store, dst)?;
-    // The old first child becomes dst's next sibling; check it really is the
-    // head of this list before pointing its prev link at dst.
-    if let Some(first) = p.first_child {
-        let f = linked(store, first)?;
-        if f.parent != Some(parent) || f.prev_sibling.is_some() {
-            return Err(CapError::Corrupt);
-        }
-    }
     write(store, dst, |s| {
         *s = Slot {
             cap: Some(cap),
@@ -261,6 +255,33 @@ pub fn insert_child<S: SlotStore + ?Sized>(
     write(store, parent, |s| s.first_child = Some(dst))
 }
 
+/// Whether [`insert_child`] into `dst` under `parent` would succeed (the
+/// error it would return), without changing anything.
+///
+/// For a caller that must check before it acts (`Retype` initialises its
+/// objects only once every insertion is known to succeed): inserting a
+/// child changes nothing this checks for another slot — `parent` stays
+/// full, the new child becomes a consistent head of its list — so when
+/// this succeeds for each of several distinct empty slots, inserting into
+/// all of them in turn succeeds too.
+pub fn check_insert_child<S: SlotStore + ?Sized>(
+    store: &S,
+    parent: SlotId,
+    dst: SlotId,
+) -> Result<(), CapError> {
+    let (p, _) = full(store, parent)?;
+    vacant(store, dst)?;
+    // The old first child becomes dst's next sibling; check it really is the
+    // head of this list before pointing its prev link at dst.
+    if let Some(first) = p.first_child {
+        let f = linked(store, first)?;
+        if f.parent != Some(parent) || f.prev_sibling.is_some() {
+            return Err(CapError::Corrupt);
+        }
+    }
+    Ok(())
+}
+
 /// Copies the capability in `src` into the empty slot `dst`, as a child of
 /// `src` so that revoking `src` removes the copy.
 pub fn copy<S: SlotStore + ?Sized>(
@@ -272,15 +293,6 @@ pub fn copy<S: SlotStore + ?Sized>(
     insert_child(store, src, dst, cap)
 }
 
-/// The ports `first..=last` that the `CapMint` word `word`
-/// (`abi::object::io_ports_range`) asks for from the I/O-port capability
-/// `cap` (ports `cap.object..=cap.extra`), if they lie inside its range.
-pub fn io_ports_sub_range(cap: &Capability, word: u64) -> Option<(u64, u64)> {
-    let (first, last) = (word & 0xffff, (word >> 16) & 0xffff);
-    let inside = word >> 32 == 0 && first <= last && first >= cap.object && last <= cap.extra;
-    inside.then_some((first, last))
-}
-
 /// Derives a capability from `src` into the empty slot `dst`, as a child of
 /// `src`, with `rights` (which must be a subset of `src`'s, else
 /// [`CapError::MissingRights`]) and `badge`. A non-zero `badge` may only be
@@ -288,7 +300,7 @@ pub fn io_ports_sub_range(cap: &Capability, word: u64) -> Option<(u64, u64)> {
 /// [`CapError::InvalidArgument`]): a badge identifies a sender, so letting a
 /// holder re-badge would let it impersonate another. Badge 0 keeps `src`'s.
 ///
-/// On an I/O-port capability (ports `object..=extra`) a non-zero `badge`
+/// On an I/O-port capability ([`IoPortsCap`]) a non-zero `badge`
 /// is instead a sub-range, `abi::object::io_ports_range(first, last)`:
 /// the copy covers `first..=last`, which must lie inside the source's
 /// range (else [`CapError::InvalidArgument`]) — how a driver gets exactly
@@ -306,14 +318,10 @@ pub fn mint<S: SlotStore + ?Sized>(
         return Err(CapError::MissingRights);
     }
     if src_cap.kind == ObjectType::IoPorts && badge != 0 {
-        let (first, last) = io_ports_sub_range(&src_cap, badge).ok_or(CapError::InvalidArgument)?;
-        let cap = Capability {
-            rights,
-            object: first,
-            extra: last,
-            ..src_cap
-        };
-        return insert_child(store, src, dst, cap);
+        let ports = IoPortsCap::from_cap(&src_cap)
+            .and_then(|p| p.sub_range(badge))
+            .ok_or(CapError::InvalidArgument)?;
+        return insert_child(store, src, dst, ports.to_cap(rights));
     }
     let badge = if badge == 0 {
         src_cap.badge
@@ -1461,6 +1469,56 @@ mod tests {
             }
             assert_eq!(abi::Error::from(e), abi_e);
         }
+    }
+
+    /// `check_insert_child` reports exactly what `insert_child` would, and
+    /// once it passed for several empty slots, inserting into all of them
+    /// succeeds (what `Retype` relies on to check before it acts).
+    #[test]
+    fn check_insert_child_predicts_insert_child() {
+        let mut s = VecStore::new(8);
+        insert_root(&mut s, id(0), ep(1)).unwrap();
+        insert_child(&mut s, id(0), id(1), ep(1)).unwrap();
+        insert_root(&mut s, id(2), ep(2)).unwrap();
+        let cases = [
+            (id(0), id(3), Ok(())),
+            (id(0), id(1), Err(CapError::Occupied(id(1)))),
+            (id(4), id(3), Err(CapError::Empty(id(4)))),
+            (id(0), id(9), Err(CapError::NoSuchSlot(id(9)))),
+            (id(9), id(3), Err(CapError::NoSuchSlot(id(9)))),
+            (id(2), id(3), Ok(())),
+        ];
+        for (parent, dst, want) in cases {
+            assert_eq!(check_insert_child(&s, parent, dst), want, "{parent} {dst}");
+            let mut t = s.clone();
+            assert_eq!(insert_child(&mut t, parent, dst, ep(7)), want);
+            if want.is_err() {
+                assert_eq!(t, s, "a refused insert changes nothing");
+            }
+        }
+        // A corrupt head of the child list: refused, nothing changed.
+        let mut bad = s.clone();
+        bad.slots[1].prev_sibling = Some(id(2));
+        assert_eq!(
+            check_insert_child(&bad, id(0), id(3)),
+            Err(CapError::Corrupt)
+        );
+        let before = bad.clone();
+        assert_eq!(
+            insert_child(&mut bad, id(0), id(3), ep(7)),
+            Err(CapError::Corrupt)
+        );
+        assert_eq!(bad, before);
+        // Check all, then insert all: every insert succeeds.
+        let dsts = [id(3), id(4), id(5), id(6), id(7)];
+        for d in dsts {
+            check_insert_child(&s, id(0), d).unwrap();
+        }
+        for d in dsts {
+            insert_child(&mut s, id(0), d, ep(1)).unwrap();
+        }
+        check_invariants(&s);
+        assert_eq!(kids(&s, 0), [7, 6, 5, 4, 3, 1]);
     }
 
     // ----- randomized test against a model --------------------------------

@@ -19,3 +19,4 @@ pub mod paging;
 pub mod phys;
 #[cfg(test)]
 mod test_rng;
+pub mod typed;

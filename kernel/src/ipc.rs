@@ -44,6 +44,7 @@
 use abi::ipc_buffer::{RECV_SLOT_OFFSET, SEND_CAP_OFFSET};
 use abi::{Error, MsgInfo, ObjectType, LABEL_NOTIFICATION, REGISTER_MESSAGE_WORDS};
 use kcore::cap;
+use kcore::typed::FrameCap;
 
 use crate::object::{self, Access, EndpointState};
 use crate::thread::{self, Queue, SendKind, State, Thread, ThreadRef};
@@ -181,9 +182,12 @@ fn transfer_cap(
 /// A derived frame capability starts unmapped (one mapping per capability).
 pub fn clear_mapping(k: &mut Kernel, id: kcore::cap::SlotId) {
     if let Some(c) = k.slot_mut(id).cap.as_mut() {
-        if matches!(c.kind, ObjectType::Frame4K | ObjectType::Frame2M) {
-            c.badge = 0;
-            c.extra = 0;
+        if let Some(frame) = FrameCap::from_cap(c) {
+            *c = FrameCap {
+                mapping: None,
+                ..frame
+            }
+            .to_cap(c.rights);
         }
     }
 }

@@ -21,6 +21,7 @@ use formats::bootimage::{BootImage, BootImageError};
 use formats::elf::{ElfError, Limits, LoadPlan};
 use kcore::cap::{self, Capability, SlotId};
 use kcore::phys::{PhysRange, PAGE_SIZE};
+use kcore::typed::{CapTableCap, FrameCap, IoPortsCap, UntypedCap};
 
 use crate::mm;
 use crate::object;
@@ -109,7 +110,11 @@ fn map_page(
     writable: bool,
     executable: bool,
 ) -> Result<(), LoadError> {
-    let frame = Capability::new(ObjectType::Frame4K, phys, Rights::ALL);
+    let frame = FrameCap {
+        phys,
+        large: false,
+        mapping: None,
+    };
     let attr = abi::map::MapAttr {
         writable,
         executable,
@@ -219,8 +224,7 @@ pub fn load_root(k: &mut Kernel, boot: &BootInfo, cpu_count: u64) -> Result<Thre
     let slot_at = |index: u32| {
         SlotId(mm::phys_to_virt(table) + (u64::from(index) << abi::object::SLOT_BYTES_BITS))
     };
-    let mut table_cap = Capability::new(ObjectType::CapTable, table, Rights::ALL);
-    table_cap.extra = object::table_slots(ROOT_CSPACE_BITS);
+    let table_cap = CapTableCap::new(table, ROOT_CSPACE_BITS as u32).to_cap(Rights::ALL);
     cap::insert_root(
         k,
         slot_at(slot::THREAD),
@@ -232,8 +236,7 @@ pub fn load_root(k: &mut Kernel, boot: &BootInfo, cpu_count: u64) -> Result<Thre
         slot_at(slot::VSPACE),
         Capability::new(ObjectType::AddressSpace, space, Rights::ALL),
     )?;
-    let mut ports = Capability::new(ObjectType::IoPorts, 0, Rights::ALL);
-    ports.extra = 0xffff;
+    let ports = IoPortsCap::ALL.to_cap(Rights::ALL);
     cap::insert_root(k, slot_at(slot::IO_PORTS), ports)?;
     let irq_count = crate::irq::line_count().min(u64::from(slot::IRQ_MAX));
     for line in 0..irq_count {
@@ -296,8 +299,7 @@ pub fn load_root(k: &mut Kernel, boot: &BootInfo, cpu_count: u64) -> Result<Thre
             }
             continue;
         }
-        let mut c = Capability::new(ObjectType::Untyped, start, Rights::ALL);
-        c.badge = object::untyped_badge(bits, is_device);
+        let c = UntypedCap::new(start, bits, is_device).to_cap(Rights::ALL);
         cap::insert_root(k, slot_at(slot::UNTYPED_FIRST + index as u32), c)?;
         info.untyped[index] = UntypedInfo {
             phys: start,

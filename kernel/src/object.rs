@@ -59,6 +59,7 @@
 
 use abi::{Error, ObjectType, Rights};
 use kcore::cap::{self, Capability, Slot, SlotId, SlotStore};
+use kcore::typed::{CapTableCap, FrameCap, UntypedCap};
 use spin::Mutex;
 
 use crate::mm::phys_to_virt;
@@ -315,34 +316,21 @@ pub unsafe fn init_object(k: &mut Kernel, kind: ObjectType, phys: u64, size_bits
     }
 }
 
-/// The capability that `Retype` puts in a slot for a new object.
-pub fn new_cap(kind: ObjectType, phys: u64, size_bits: u64) -> Capability {
-    let mut cap = Capability::new(kind, phys, Rights::ALL);
+/// The capability that `Retype` puts in a slot for a new object of
+/// `2^object_bits` bytes made with `size_bits`, from untyped memory that is
+/// `device` memory or not. (The per-kind words: `kcore::typed`.)
+pub fn new_cap(
+    kind: ObjectType,
+    phys: u64,
+    size_bits: u64,
+    object_bits: u32,
+    device: bool,
+) -> Capability {
     match kind {
-        ObjectType::CapTable => cap.extra = table_slots(size_bits),
-        ObjectType::Untyped => cap.badge = untyped_badge(size_bits as u32, false),
-        _ => {}
+        ObjectType::CapTable => CapTableCap::new(phys, size_bits as u32).to_cap(Rights::ALL),
+        ObjectType::Untyped => UntypedCap::new(phys, object_bits, device).to_cap(Rights::ALL),
+        _ => Capability::new(kind, phys, Rights::ALL),
     }
-    cap
-}
-
-/// A capability table's capability keeps the table's number of slots (2^n,
-/// slot 0 included) in `extra`, so that a bounds check is one comparison.
-pub const fn table_slots(size_bits: u64) -> u64 {
-    1 << size_bits
-}
-
-// Untyped capabilities keep their size and device flag in `badge` (which
-// nobody can set on them: mint only badges endpoints and notifications) and
-// their watermark in `extra`.
-pub const fn untyped_badge(size_bits: u32, device: bool) -> u64 {
-    size_bits as u64 | if device { 1 << 8 } else { 0 }
-}
-pub const fn untyped_size_bits(cap: &Capability) -> u32 {
-    (cap.badge & 0xff) as u32
-}
-pub const fn untyped_is_device(cap: &Capability) -> bool {
-    cap.badge & (1 << 8) != 0
 }
 
 /// Counts one more capability to the object `cap` names. `cap` is a
@@ -432,8 +420,11 @@ enum PendingSlots {
 /// The `on_removed` callback for every kcore::cap delete and revoke (run
 /// through [`delete`] and [`revoke`], which lend it the token).
 pub fn on_cap_removed(k: &mut Kernel, slot: SlotId, cap: &Capability) {
-    if cap.kind == ObjectType::Frame4K || cap.kind == ObjectType::Frame2M {
-        crate::vspace::unmap_cap(&mut k.objects, cap);
+    if let Some(frame) = FrameCap::from_cap(cap) {
+        crate::vspace::unmap_cap(&mut k.objects, &frame);
+        return;
+    }
+    if matches!(cap.kind, ObjectType::Frame4K | ObjectType::Frame2M) {
         return;
     }
     if cap.kind == ObjectType::IrqHandler {
@@ -646,9 +637,16 @@ pub fn resolve(
     access: Access,
 ) -> Result<SlotId, Error> {
     let (table, index) = abi::caddr::split(addr);
-    let (mut phys, mut slots) = match thread.cspace.cap {
-        Some(c) if c.kind == ObjectType::CapTable => (c.object, c.extra),
-        _ => return Err(Error::InvalidSlot),
+    let Some(CapTableCap {
+        mut phys,
+        mut slots,
+    }) = thread
+        .cspace
+        .cap
+        .as_ref()
+        .and_then(CapTableCap::from_encoded)
+    else {
+        return Err(Error::InvalidSlot);
     };
     if table != 0 {
         let id = slot_in(phys, slots, table)?;
@@ -663,13 +661,14 @@ pub fn resolve(
         if !c.rights.contains(need) {
             return Err(Error::MissingRights);
         }
-        (phys, slots) = (c.object, c.extra);
+        let t = CapTableCap::from_encoded(&c).ok_or(Error::WrongObjectType)?;
+        (phys, slots) = (t.phys, t.slots);
     }
     slot_in(phys, slots, index)
 }
 
 /// Slot `index` of the table at `table_phys` with `slots` slots (the
-/// table capability's `extra`); slot 0 is the header, not a slot.
+/// table capability's `CapTableCap::slots`); slot 0 is the header, not a slot.
 fn slot_in(table_phys: u64, slots: u64, index: u32) -> Result<SlotId, Error> {
     let index = u64::from(index);
     if index == 0 || index >= slots {

@@ -10,15 +10,15 @@
 //!
 //! # The capability
 //!
-//! `object` = the caller's `Thread` (physical address), `extra` = its
-//! thread id, rights `WRITE`. The caller links back to the slot
+//! `kcore::typed::ReplyCap`: the caller's `Thread` (physical address) and
+//! its thread id, rights `WRITE`. The caller links back to the slot
 //! (`Thread::reply_slot`). Invariant: a reply capability with
 //! `object != 0` names a live thread that is `BlockedReply` with
 //! `reply_slot` = the capability's slot; with `object == 0` it is *stale*.
 //!
 //! - The caller stops waiting (destroyed, suspended): [`caller_gone`],
 //!   called by `object::cancel_ipc`, marks the capability stale (it only
-//!   rewrites that capability's `object`/`extra`: a reply capability has no
+//!   rewrites that capability to `ReplyCap::STALE`: a reply capability has no
 //!   derivation links, so no `kcore::cap` operation in progress holds it).
 //!   `ReplyTo` through a stale capability fails with `Aborted` and changes
 //!   nothing; the caller's memory is never read again, so it may already be
@@ -42,6 +42,7 @@
 
 use abi::{Error, ObjectType, Rights};
 use kcore::cap::{self, Capability, SlotId};
+use kcore::typed::ReplyCap;
 
 use crate::ipc;
 use crate::object;
@@ -61,8 +62,11 @@ pub fn check_save(server: &Thread) -> Result<(), Error> {
 pub fn save(k: &mut Kernel, server: ThreadRef, dst: SlotId) -> Result<(), Error> {
     let c = k.threads.get(server).caller.ok_or(Error::NoCaller)?;
     let ct = k.threads.get(c);
-    let mut cap = Capability::new(ObjectType::Reply, ct.object_phys(), Rights::WRITE);
-    cap.extra = ct.id;
+    let cap = ReplyCap {
+        thread: ct.object_phys(),
+        thread_id: ct.id,
+    }
+    .to_cap(Rights::WRITE);
     cap::insert_root(k, dst, cap)?;
     k.threads.get_mut(server).caller = None;
     let ct = k.threads.get_mut(c);
@@ -74,12 +78,13 @@ pub fn save(k: &mut Kernel, server: ThreadRef, dst: SlotId) -> Result<(), Error>
 /// `ReplyTo`'s decode: the thread the reply capability `cap` answers;
 /// `Aborted` if it is stale. `cap` is a reply capability in a slot.
 pub fn target(cap: &Capability) -> Result<ThreadRef, Error> {
-    if cap.object == 0 {
+    let reply = ReplyCap::from_cap(cap).ok_or(Error::WrongObjectType)?;
+    if reply.is_stale() {
         return Err(Error::Aborted);
     }
     // SAFETY: a live (not stale) reply capability names a live thread
     // (module invariant).
-    Ok(unsafe { object::thread_at(cap.object) })
+    Ok(unsafe { object::thread_at(reply.thread) })
 }
 
 /// `ReplyTo`: `server` answers `caller` through the reply capability in
@@ -100,8 +105,7 @@ pub fn answer(
 fn mark_stale(k: &mut Kernel, slot: SlotId) {
     if let Some(c) = k.slot_mut(slot).cap.as_mut() {
         if c.kind == ObjectType::Reply {
-            c.object = 0;
-            c.extra = 0;
+            *c = ReplyCap::STALE.to_cap(c.rights);
         }
     }
 }
@@ -118,16 +122,16 @@ pub fn caller_gone(k: &mut Kernel, t: ThreadRef) {
 /// A reply capability was removed from `slot` unanswered: its caller (if
 /// it still waits) gets no answer.
 pub fn removed(k: &mut Kernel, slot: SlotId, cap: &Capability) {
-    if cap.object == 0 {
+    let Some(reply) = ReplyCap::from_cap(cap).filter(|r| !r.is_stale()) else {
         return;
-    }
+    };
     // SAFETY: a reply capability that is not stale names a live thread
     // (module invariant; it was in a slot until now).
-    let c = unsafe { object::thread_at(cap.object) };
+    let c = unsafe { object::thread_at(reply.thread) };
     let ct = k.threads.get_mut(c);
     // Always true by the module invariant; checked because a wrong guess
     // here would wake an unrelated thread.
-    if ct.id == cap.extra && ct.reply_slot == slot.0 {
+    if ct.id == reply.thread_id && ct.reply_slot == slot.0 {
         ct.reply_slot = 0;
         object::no_reply(k, c);
     }

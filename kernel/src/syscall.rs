@@ -6,16 +6,28 @@
 //! acts; it fails only on conditions that depend on state it discovers
 //! while acting (a mapping already present, a pool that is full), and then
 //! too without having changed anything. (seL4's `decodeX`/`invokeX` split.)
+//! Where perform does several things, it checks or reserves first: `Retype`'s
+//! decode checks every insertion into the derivation tree
+//! (`kcore::cap::check_insert_child`), so it cannot fail once perform has
+//! made the first object;
+//! `ThreadConfigure` finishes the deletion of the thread's old
+//! capabilities only after copying the new ones (a source may lie in a
+//! table the deletion empties). The one exception left: corrupt
+//! derivation links (`CapError::Corrupt`, which the kcore::cap invariants
+//! rule out) found by a later `ThreadConfigure` copy leave the earlier
+//! slots replaced.
 //! Results go back in the caller's saved registers per the convention in
 //! the `abi` crate; docs/abi.md lists every call and its errors.
 //!
 //! `Call` and `ReplyRecv` first try the IPC fast path, in assembly
 //! (`arch::x86_64::syscall_entry`); what it does not take comes here.
 
+use abi::args::{self, Args};
 use abi::ipc_buffer::registers as reg;
 use abi::map::MapAttr;
 use abi::{Error, MsgInfo, ObjectType, Rights, Sys};
 use kcore::cap::{self, Capability, SlotId};
+use kcore::typed::{FrameCap, IoPortsCap, UntypedCap};
 
 use crate::arch::syscall_entry::SWITCH;
 use crate::ipc;
@@ -214,11 +226,14 @@ fn user_address(a: u64) -> Result<u64, Error> {
 #[inline(always)]
 fn decode_ipc(k: &Kernel, c: &Thread, sys: Sys) -> Result<IpcInvocation, Error> {
     let f = &c.context.0;
-    let (a0, a1) = (f.rdi, f.rsi);
+    // Only the first two registers are read here (the message words are
+    // taken by the transfer itself).
+    let regs = [f.rdi, f.rsi, 0, 0, 0, 0];
+    let a = args::Send::from_regs(regs);
     Ok(match sys {
         Sys::Send | Sys::NbSend | Sys::Call => {
-            let (_, cap) = lookup(k, c, a0, ObjectType::Endpoint, Rights::WRITE)?;
-            let info = MsgInfo(a1).validate()?;
+            let (_, cap) = lookup(k, c, a.cap, ObjectType::Endpoint, Rights::WRITE)?;
+            let info = MsgInfo(a.info).validate()?;
             let grant = cap.rights.contains(Rights::GRANT);
             if info.caps() > 0 && !grant {
                 return Err(Error::MissingRights);
@@ -239,32 +254,35 @@ fn decode_ipc(k: &Kernel, c: &Thread, sys: Sys) -> Result<IpcInvocation, Error> 
             }
         }
         Sys::Recv | Sys::NbRecv => {
-            let (_, cap) = lookup(k, c, a0, ObjectType::Endpoint, Rights::READ)?;
+            let ep = args::Recv::from_regs(regs).endpoint;
+            let (_, cap) = lookup(k, c, ep, ObjectType::Endpoint, Rights::READ)?;
             IpcInvocation::Recv {
                 ep: cap.object,
                 blocking: sys == Sys::Recv,
             }
         }
         Sys::Reply => {
-            let info = MsgInfo(a1).validate()?;
+            let info = MsgInfo(a.info).validate()?;
             ipc::check_sendable(&k.objects, c, info)?;
             IpcInvocation::Reply
         }
         Sys::ReplyRecv => {
-            let (_, cap) = lookup(k, c, a0, ObjectType::Endpoint, Rights::READ)?;
-            let info = MsgInfo(a1).validate()?;
+            let (_, cap) = lookup(k, c, a.cap, ObjectType::Endpoint, Rights::READ)?;
+            let info = MsgInfo(a.info).validate()?;
             ipc::check_sendable(&k.objects, c, info)?;
             IpcInvocation::ReplyRecv { ep: cap.object }
         }
         Sys::Signal => {
-            let (_, cap) = lookup(k, c, a0, ObjectType::Notification, Rights::WRITE)?;
+            let n = args::Signal::from_regs(regs).notification;
+            let (_, cap) = lookup(k, c, n, ObjectType::Notification, Rights::WRITE)?;
             IpcInvocation::Signal {
                 n: cap.object,
                 badge: cap.badge,
             }
         }
         Sys::Wait | Sys::Poll => {
-            let (_, cap) = lookup(k, c, a0, ObjectType::Notification, Rights::READ)?;
+            let n = args::Signal::from_regs(regs).notification;
+            let (_, cap) = lookup(k, c, n, ObjectType::Notification, Rights::READ)?;
             match sys {
                 Sys::Wait => IpcInvocation::Wait { n: cap.object },
                 _ => IpcInvocation::Poll { n: cap.object },
@@ -303,36 +321,40 @@ fn is_ipc(sys: Sys) -> bool {
 pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
     let f = &c.context.0;
     let sys = Sys::from_raw(f.rax).ok_or(Error::UnknownSyscall)?;
-    let (a0, a1, a2, a3, a4) = (f.rdi, f.rsi, f.rdx, f.r10, f.r8);
+    let regs = [f.rdi, f.rsi, f.rdx, f.r10, f.r8, f.r9];
     Ok(match sys {
         Sys::Null => Invocation::Null,
         Sys::DebugWrite => {
-            if a1 > DEBUG_WRITE_MAX {
+            let a = args::DebugWrite::from_regs(regs);
+            if a.len > DEBUG_WRITE_MAX {
                 return Err(Error::InvalidArgument);
             }
-            Invocation::DebugWrite(UserSlice::new(a0, a1)?)
+            Invocation::DebugWrite(UserSlice::new(a.ptr, a.len)?)
         }
         Sys::Yield => Invocation::Yield,
-        Sys::ThreadExit => Invocation::ThreadExit(a0),
+        Sys::ThreadExit => Invocation::ThreadExit(args::ThreadExit::from_regs(regs).code),
         ipc_calls!() => Invocation::Ipc(decode_ipc(k, c, sys)?),
         Sys::CapCopy | Sys::CapMint => {
-            let (src, cap) = full_slot(k, c, a0)?;
-            let dst = empty_slot(k, c, a1)?;
+            let a = args::CapMint::from_regs(regs);
+            let (src, cap) = full_slot(k, c, a.src)?;
+            let dst = empty_slot(k, c, a.dst)?;
             if matches!(cap.kind, ObjectType::Untyped | ObjectType::Reply) {
                 return Err(Error::InvalidArgument);
             }
             if sys == Sys::CapCopy {
                 Invocation::CapCopy { src, dst, cap }
             } else {
-                let rights = Rights::from_raw(a2).ok_or(Error::InvalidArgument)?;
+                let rights = Rights::from_raw(a.rights).ok_or(Error::InvalidArgument)?;
                 if !cap.rights.contains(rights) {
                     return Err(Error::MissingRights);
                 }
                 let badgeable = matches!(cap.kind, ObjectType::Endpoint | ObjectType::Notification);
-                if cap.kind == ObjectType::IoPorts && a3 != 0 {
+                if cap.kind == ObjectType::IoPorts && a.badge != 0 {
                     // A sub-range (abi::object::io_ports_range) of the source's.
-                    kcore::cap::io_ports_sub_range(&cap, a3).ok_or(Error::InvalidArgument)?;
-                } else if a3 != 0 && (!badgeable || cap.badge != 0) {
+                    IoPortsCap::from_cap(&cap)
+                        .and_then(|p| p.sub_range(a.badge))
+                        .ok_or(Error::InvalidArgument)?;
+                } else if a.badge != 0 && (!badgeable || cap.badge != 0) {
                     return Err(Error::InvalidArgument);
                 }
                 Invocation::CapMint {
@@ -340,32 +362,37 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
                     dst,
                     cap,
                     rights,
-                    badge: a3,
+                    badge: a.badge,
                 }
             }
         }
-        Sys::CapDelete => Invocation::CapDelete(full_slot(k, c, a0)?.0),
-        Sys::CapRevoke => Invocation::CapRevoke(full_slot(k, c, a0)?.0),
-        Sys::Retype => decode_retype(k, c, a0, a1, a2, a3, a4)?,
+        Sys::CapDelete => {
+            Invocation::CapDelete(full_slot(k, c, args::Slot::from_regs(regs).slot)?.0)
+        }
+        Sys::CapRevoke => {
+            Invocation::CapRevoke(full_slot(k, c, args::Slot::from_regs(regs).slot)?.0)
+        }
+        Sys::Retype => decode_retype(k, c, args::Retype::from_regs(regs))?,
         Sys::SaveReply => {
-            let dst = empty_slot(k, c, a0)?;
+            let a = args::Slot::from_regs(regs);
+            let dst = empty_slot(k, c, a.slot)?;
             crate::reply::check_save(c)?;
             Invocation::SaveReply(dst)
         }
         Sys::ReplyTo => {
-            let (slot, cap) = lookup(k, c, a0, ObjectType::Reply, Rights::WRITE)?;
-            let info = MsgInfo(a1).validate()?;
+            let a = args::Send::from_regs(regs);
+            let (slot, cap) = lookup(k, c, a.cap, ObjectType::Reply, Rights::WRITE)?;
+            let info = MsgInfo(a.info).validate()?;
             ipc::check_sendable(&k.objects, c, info)?;
             let caller = crate::reply::target(&cap)?;
             Invocation::ReplyTo { slot, caller }
         }
         Sys::Map => {
-            let (_, space) = lookup(k, c, a0, ObjectType::AddressSpace, Rights::WRITE)?;
-            let (frame, fcap) = full_slot(k, c, a1)?;
-            if !matches!(fcap.kind, ObjectType::Frame4K | ObjectType::Frame2M) {
-                return Err(Error::WrongObjectType);
-            }
-            let attr = MapAttr::from_raw(a3).ok_or(Error::InvalidArgument)?;
+            let a = args::Map::from_regs(regs);
+            let (_, space) = lookup(k, c, a.vspace, ObjectType::AddressSpace, Rights::WRITE)?;
+            let (frame, fcap) = full_slot(k, c, a.frame)?;
+            let fview = FrameCap::from_cap(&fcap).ok_or(Error::WrongObjectType)?;
+            let attr = MapAttr::from_raw(a.attr).ok_or(Error::InvalidArgument)?;
             let mut need = Rights::READ;
             if attr.writable {
                 need = need.union(Rights::WRITE);
@@ -379,37 +406,37 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
             let size = vspace::frame_size(fcap.kind).bytes();
             // Never the lowest 64 KiB nor the last page below the canonical
             // boundary (abi::map::USER_MAP_START/END say why).
-            if a2 % size != 0 || !abi::map::user_mappable(a2, size) {
+            if a.vaddr % size != 0 || !abi::map::user_mappable(a.vaddr, size) {
                 return Err(Error::InvalidArgument);
             }
-            if vspace::is_mapped(&fcap) {
+            if fview.mapping.is_some() {
                 return Err(Error::InvalidState);
             }
             Invocation::Map {
                 space: space.object,
                 frame,
-                vaddr: a2,
+                vaddr: a.vaddr,
                 attr,
             }
         }
         Sys::Unmap => {
-            let (frame, fcap) = full_slot(k, c, a0)?;
-            if !matches!(fcap.kind, ObjectType::Frame4K | ObjectType::Frame2M) {
-                return Err(Error::WrongObjectType);
-            }
-            if !vspace::is_mapped(&fcap) {
+            let a = args::Slot::from_regs(regs);
+            let (frame, fcap) = full_slot(k, c, a.slot)?;
+            let fview = FrameCap::from_cap(&fcap).ok_or(Error::WrongObjectType)?;
+            if fview.mapping.is_none() {
                 return Err(Error::NotMapped);
             }
             Invocation::Unmap(frame)
         }
         Sys::ThreadConfigure => {
-            let target = thread_cap(k, c, a0, Rights::WRITE)?;
-            let (cspace, _) = lookup(k, c, a1, ObjectType::CapTable, Rights::NONE)?;
-            let (vspace, _) = lookup(k, c, a2, ObjectType::AddressSpace, Rights::NONE)?;
-            if a3 % abi::ipc_buffer::IPC_BUFFER_ALIGN != 0 || a3 >= USER_END {
+            let a = args::ThreadConfigure::from_regs(regs);
+            let target = thread_cap(k, c, a.thread, Rights::WRITE)?;
+            let (cspace, _) = lookup(k, c, a.cspace, ObjectType::CapTable, Rights::NONE)?;
+            let (vspace, _) = lookup(k, c, a.vspace, ObjectType::AddressSpace, Rights::NONE)?;
+            if a.ipc_buffer % abi::ipc_buffer::IPC_BUFFER_ALIGN != 0 || a.ipc_buffer >= USER_END {
                 return Err(Error::InvalidArgument);
             }
-            let fault = match a4 {
+            let fault = match a.fault_endpoint {
                 abi::caddr::NULL_SLOT => None,
                 addr => Some(lookup(k, c, addr, ObjectType::Endpoint, Rights::WRITE)?.0),
             };
@@ -417,34 +444,36 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
                 target,
                 cspace,
                 vspace,
-                ipc_buffer: a3,
+                ipc_buffer: a.ipc_buffer,
                 fault,
             }
         }
         Sys::ThreadSetSchedParams => {
-            let target = thread_cap(k, c, a0, Rights::WRITE)?;
+            let a = args::ThreadSetSchedParams::from_regs(regs);
+            let target = thread_cap(k, c, a.thread, Rights::WRITE)?;
             // The new set: the caller's (0), or a subset of it; it holds
             // the CPU, which is online (the caller's set holds only online
             // CPUs).
-            let cpus = if a3 == 0 { c.cpus } else { a3 };
-            if a1 > u64::from(c.priority)
-                || a2 >= crate::arch::cpu_count()
+            let cpus = if a.cpus == 0 { c.cpus } else { a.cpus };
+            if a.priority > u64::from(c.priority)
+                || a.cpu >= crate::arch::cpu_count()
                 || cpus & !c.cpus != 0
-                || cpus & (1 << a2) == 0
+                || cpus & (1 << a.cpu) == 0
             {
                 return Err(Error::InvalidArgument);
             }
             Invocation::ThreadSetSchedParams {
                 target,
-                priority: a1 as u8,
-                cpu: a2 as u8,
+                priority: a.priority as u8,
+                cpu: a.cpu as u8,
                 cpus,
             }
         }
         Sys::CpuSet => Invocation::CpuSet,
         Sys::ThreadStart => {
-            let target = thread_cap(k, c, a0, Rights::WRITE)?;
-            let (rip, rsp) = (user_address(a1)?, user_address(a2)?);
+            let a = args::ThreadStart::from_regs(regs);
+            let target = thread_cap(k, c, a.thread, Rights::WRITE)?;
+            let (rip, rsp) = (user_address(a.rip)?, user_address(a.rsp)?);
             let tt = k.threads.get(target);
             if !matches!(tt.state, State::Inactive | State::Suspended)
                 || tt.page_table_root().is_none()
@@ -456,25 +485,32 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
                 target,
                 rip,
                 rsp,
-                arg: a3,
+                arg: a.arg,
             }
         }
-        Sys::ThreadSuspend => Invocation::ThreadSuspend(thread_cap(k, c, a0, Rights::WRITE)?),
+        Sys::ThreadSuspend => Invocation::ThreadSuspend(thread_cap(
+            k,
+            c,
+            args::Slot::from_regs(regs).slot,
+            Rights::WRITE,
+        )?),
         Sys::ThreadResume => {
-            let target = thread_cap(k, c, a0, Rights::WRITE)?;
+            let a = args::Slot::from_regs(regs);
+            let target = thread_cap(k, c, a.slot, Rights::WRITE)?;
             if k.threads.get(target).state != State::Suspended {
                 return Err(Error::InvalidState);
             }
             Invocation::ThreadResume(target)
         }
         Sys::ThreadRegisters => {
-            let write = match a1 {
+            let a = args::ThreadRegisters::from_regs(regs);
+            let write = match a.write {
                 0 => false,
                 1 => true,
                 _ => return Err(Error::InvalidArgument),
             };
             let rights = if write { Rights::WRITE } else { Rights::READ };
-            let target = thread_cap(k, c, a0, rights)?;
+            let target = thread_cap(k, c, a.thread, rights)?;
             // The caller's own frame is incomplete while it runs (see
             // arch::x86_64::syscall_entry): its registers are its own
             // business.
@@ -497,8 +533,15 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
             }
         }
         Sys::IrqBind => {
-            let (_, irq) = lookup(k, c, a0, ObjectType::IrqHandler, Rights::NONE)?;
-            let (_, n) = lookup(k, c, a1, ObjectType::Notification, Rights::WRITE)?;
+            let a = args::IrqBind::from_regs(regs);
+            let (_, irq) = lookup(k, c, a.irq, ObjectType::IrqHandler, Rights::NONE)?;
+            let (_, n) = lookup(
+                k,
+                c,
+                a.notification,
+                ObjectType::Notification,
+                Rights::WRITE,
+            )?;
             Invocation::IrqBind {
                 line: irq.object,
                 n: n.object,
@@ -506,34 +549,37 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
             }
         }
         Sys::IrqAck => {
-            let (_, irq) = lookup(k, c, a0, ObjectType::IrqHandler, Rights::NONE)?;
+            let a = args::Slot::from_regs(regs);
+            let (_, irq) = lookup(k, c, a.slot, ObjectType::IrqHandler, Rights::NONE)?;
             Invocation::IrqAck { line: irq.object }
         }
         Sys::IoPort => {
-            let (_, ports) = lookup(k, c, a0, ObjectType::IoPorts, Rights::NONE)?;
-            let write = match a2 {
+            let a = args::IoPort::from_regs(regs);
+            let (_, ports) = lookup(k, c, a.ports, ObjectType::IoPorts, Rights::NONE)?;
+            let write = match a.write {
                 0 => false,
                 1 => true,
                 _ => return Err(Error::InvalidArgument),
             };
-            let width = match a3 {
-                1 | 2 | 4 => a3,
+            let width = match a.width {
+                1 | 2 | 4 => a.width,
                 _ => return Err(Error::InvalidArgument),
             };
-            let last = a1.checked_add(width - 1).ok_or(Error::InvalidArgument)?;
-            if a1 < ports.object || last > ports.extra || a4 > u64::from(u32::MAX) {
+            let range = IoPortsCap::from_cap(&ports).ok_or(Error::InvalidArgument)?;
+            if !range.covers(a.port, width) || a.value > u64::from(u32::MAX) {
                 return Err(Error::InvalidArgument);
             }
             Invocation::IoPort {
-                port: a1 as u16,
+                port: a.port as u16,
                 write,
                 width: width as u8,
-                value: a4 as u32,
+                value: a.value as u32,
             }
         }
         Sys::BindNotification => {
-            let target = thread_cap(k, c, a0, Rights::WRITE)?;
-            let n = match a1 {
+            let a = args::BindNotification::from_regs(regs);
+            let target = thread_cap(k, c, a.thread, Rights::WRITE)?;
+            let n = match a.notification {
                 abi::caddr::NULL_SLOT => None,
                 addr => {
                     let (_, n) = lookup(k, c, addr, ObjectType::Notification, Rights::READ)?;
@@ -550,37 +596,38 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
     })
 }
 
-fn decode_retype(
-    k: &Kernel,
-    c: &Thread,
-    untyped: u64,
-    kind: u64,
-    size_bits: u64,
-    dst: u64,
-    count: u64,
-) -> Result<Invocation, Error> {
+fn decode_retype(k: &Kernel, c: &Thread, a: args::Retype) -> Result<Invocation, Error> {
+    let args::Retype {
+        untyped,
+        kind,
+        size_bits,
+        dst,
+        count,
+    } = a;
     let (uslot, ucap) = lookup(k, c, untyped, ObjectType::Untyped, Rights::WRITE)?;
+    let ucap = UntypedCap::from_cap(&ucap).ok_or(Error::InvalidState)?;
     let kind = ObjectType::from_raw(kind).ok_or(Error::InvalidArgument)?;
     let object_bits = kind.object_bits(size_bits).ok_or(Error::InvalidArgument)?;
-    if object::untyped_is_device(&ucap) && !kind.allowed_from_device_memory() {
+    if ucap.device && !kind.allowed_from_device_memory() {
         return Err(Error::InvalidArgument);
     }
     if count == 0 || count > RETYPE_MAX_COUNT {
         return Err(Error::InvalidArgument);
     }
     let dst = object::resolve_range(k, c, dst, count)?;
+    // Every insertion into the derivation tree that perform makes, checked
+    // here (a taken slot is `SlotOccupied`): once perform has made the first
+    // object, nothing may fail.
     for i in 0..count {
-        if k.slot(object::nth_slot(dst, i)).cap.is_some() {
-            return Err(Error::SlotOccupied);
-        }
+        cap::check_insert_child(k, uslot, object::nth_slot(dst, i))?;
     }
-    let ubits = object::untyped_size_bits(&ucap);
+    let ubits = ucap.size_bits;
     if object_bits > ubits {
         return Err(Error::OutOfMemory);
     }
     // Nothing made from this untyped is left: its memory is free again.
     let watermark = if cap::has_children(k, uslot)? {
-        ucap.extra
+        ucap.watermark
     } else {
         0
     };
@@ -728,9 +775,13 @@ fn perform(k: &mut Kernel, invocation: Invocation, caller: ThreadRef) -> Result<
             count,
         } => {
             let ucap = k.slot(untyped).cap.ok_or(Error::EmptySlot)?;
-            let device = object::untyped_is_device(&ucap);
+            let (rights, ucap) = (
+                ucap.rights,
+                UntypedCap::from_cap(&ucap).ok_or(Error::InvalidState)?,
+            );
+            let device = ucap.device;
             for i in 0..count {
-                let phys = ucap.object + offset + (i << object_bits);
+                let phys = ucap.phys + offset + (i << object_bits);
                 if !device {
                     // SAFETY: the range lies inside the untyped memory past
                     // its watermark (checked by decode): nothing uses it.
@@ -751,14 +802,17 @@ fn perform(k: &mut Kernel, invocation: Invocation, caller: ThreadRef) -> Result<
                     // SAFETY: a thread was just made at `phys`.
                     k.threads.get_mut(unsafe { object::thread_at(phys) }).cpus = cpus;
                 }
-                let mut new = object::new_cap(kind, phys, size_bits);
-                if kind == ObjectType::Untyped {
-                    new.badge = object::untyped_badge(object_bits, device);
-                }
+                let new = object::new_cap(kind, phys, size_bits, object_bits, device);
+                // Cannot fail: decode checked every insertion
+                // (`cap::check_insert_child`), and nothing changed since.
                 cap::insert_child(k, untyped, object::nth_slot(dst, i), new)?;
             }
             if let Some(u) = k.slot_mut(untyped).cap.as_mut() {
-                u.extra = offset + (count << object_bits);
+                *u = UntypedCap {
+                    watermark: offset + (count << object_bits),
+                    ..ucap
+                }
+                .to_cap(rights);
             }
             Ok(Outcome::Resume)
         }
@@ -769,22 +823,23 @@ fn perform(k: &mut Kernel, invocation: Invocation, caller: ThreadRef) -> Result<
             attr,
         } => {
             let fcap = k.slot(frame).cap.ok_or(Error::EmptySlot)?;
+            let fview = FrameCap::from_cap(&fcap).ok_or(Error::WrongObjectType)?;
             // SAFETY: `space` is an address-space capability's object.
-            let (badge, extra) = unsafe { vspace::map(&mut k.objects, space, &fcap, vaddr, attr) }?;
+            let mapping = unsafe { vspace::map(&mut k.objects, space, &fview, vaddr, attr) }?;
             if let Some(f) = k.slot_mut(frame).cap.as_mut() {
-                f.badge = badge;
-                f.extra = extra;
+                *f = FrameCap {
+                    mapping: Some(mapping),
+                    ..fview
+                }
+                .to_cap(f.rights);
             }
             Ok(Outcome::Resume)
         }
         Invocation::Unmap(frame) => {
-            if let Some(f) = k.slot(frame).cap {
+            if let Some(f) = k.slot(frame).cap.as_ref().and_then(FrameCap::from_cap) {
                 vspace::unmap_cap(&mut k.objects, &f);
             }
-            if let Some(f) = k.slot_mut(frame).cap.as_mut() {
-                f.badge = 0;
-                f.extra = 0;
-            }
+            ipc::clear_mapping(k, frame);
             Ok(Outcome::Resume)
         }
         Invocation::ThreadConfigure {
@@ -800,17 +855,13 @@ fn perform(k: &mut Kernel, invocation: Invocation, caller: ThreadRef) -> Result<
                 (object::slot_id(&tt.vspace), Some(vspace)),
                 (object::slot_id(&tt.fault_endpoint), fault),
             ];
-            for (dst, src) in own {
-                if k.slot(dst).cap.is_some() {
-                    object::delete_slot(k, dst)?;
-                }
-                if let Some(src) = src {
-                    if let Some(cap) = k.slot(src).cap {
-                        cap::copy(k, src, dst)?;
-                        object::add_ref(k, &cap);
-                    }
-                }
-            }
+            // The old capabilities go first, but what goes with them (the
+            // slots of a table whose last capability that was) only after
+            // the copies: a source slot may lie in such a table, and must
+            // still hold its capability when it is copied.
+            let replaced = replace_own_slots(k, own);
+            object::finish_deletions(k);
+            replaced?;
             let tt = k.threads.get_mut(target);
             tt.ipc_buffer = ipc_buffer;
             tt.ipc_buffer_cache.set(Default::default());
@@ -933,6 +984,29 @@ fn perform(k: &mut Kernel, invocation: Invocation, caller: ThreadRef) -> Result<
             Ok(after_ipc(k, caller))
         }
     }
+}
+
+/// `ThreadConfigure`: empties each of the thread's own slots (`dst`) and
+/// copies `src` (if any) into it, without finishing the deletions (the
+/// caller does, after): so the source slots, which decode checked full,
+/// stay full, and the copies fail only on corrupt derivation links —
+/// which the kcore::cap invariants rule out (then the slots before the
+/// failing one are already replaced: the one place this call is not all
+/// or nothing).
+fn replace_own_slots(k: &mut Kernel, own: [(SlotId, Option<SlotId>); 3]) -> Result<(), Error> {
+    for (dst, _) in own {
+        if k.slot(dst).cap.is_some() {
+            object::delete(k, dst)?;
+        }
+    }
+    for (dst, src) in own {
+        if let Some(src) = src {
+            let cap = k.slot(src).cap.ok_or(Error::EmptySlot)?;
+            cap::copy(k, src, dst)?;
+            object::add_ref(k, &cap);
+        }
+    }
+    Ok(())
 }
 
 /// `ThreadSetSchedParams`, out of line (rare; keeps the dispatcher lean).

@@ -16,8 +16,7 @@
 //! # ASIDs and stale mappings
 //!
 //! A frame capability records its one mapping as the address space's ASID
-//! with a generation (in `badge`) and the virtual address (in `extra`, bit 0
-//! = mapped). The ASID table maps an ASID to the address space's physical
+//! with a generation and the virtual address (`kcore::typed::FrameMapping`). The ASID table maps an ASID to the address space's physical
 //! address; destroying an address space frees its ASID and bumps the
 //! generation, so a frame capability still recording a mapping in a dead
 //! space is recognised as stale and never touches memory that may have been
@@ -29,9 +28,9 @@
 
 use abi::map::{Cache, MapAttr};
 use abi::Error;
-use kcore::cap::Capability;
 use kcore::paging::{CacheAttr, MapError, MapFlags, PageSize, PageTable, TableMemory};
 use kcore::phys::PAGE_SIZE;
+use kcore::typed::{FrameCap, FrameMapping};
 use spin::Mutex;
 
 use crate::arch::cpu;
@@ -246,31 +245,30 @@ pub fn frame_size(kind: abi::ObjectType) -> PageSize {
     }
 }
 
-/// Maps `frame` into `space` at `vaddr`; on success returns the values to
-/// record in the frame capability (`badge`, `extra`). Changes nothing on
-/// error.
+/// Maps `frame` into `space` at `vaddr`; on success returns the mapping
+/// to record in the frame capability. Changes nothing on error.
 ///
 /// # Safety
 /// `space` names a live address space ([`header`]).
 pub unsafe fn map(
     objects: &mut Objects,
     space: u64,
-    frame: &Capability,
+    frame: &FrameCap,
     vaddr: u64,
     attr: MapAttr,
-) -> Result<(u64, u64), Error> {
+) -> Result<FrameMapping, Error> {
     let flags = MapFlags {
         writable: attr.writable,
         user: true,
         executable: attr.executable,
         global: false,
     };
-    let size = frame_size(frame.kind);
+    let size = frame_size(frame.kind());
     let mut pool = Pool { space, objects };
     let result = PageTable::new(space).map(
         &mut pool,
         vaddr,
-        frame.object,
+        frame.phys,
         size,
         flags,
         cache_attr(attr.cache),
@@ -285,26 +283,36 @@ pub unsafe fn map(
     }
     let h = pool.header();
     let generation = ASIDS.lock().entries.get(h.asid as usize).map_or(0, |e| e.1);
-    Ok((h.asid | (generation << 16), vaddr | 1))
+    Ok(FrameMapping {
+        // ASIDs are below MAX_ASIDS (checked at compile time below).
+        asid: h.asid as u16,
+        generation: generation & FrameMapping::GENERATION_MASK,
+        vaddr,
+    })
 }
 
-/// Whether a frame capability records a mapping.
-pub fn is_mapped(frame: &Capability) -> bool {
-    frame.extra & 1 != 0
-}
+const _: () = assert!(MAX_ASIDS <= 1 << 16);
 
 /// Removes the mapping a frame capability records, if its address space
 /// is still alive and still maps this frame there. The caller clears the
 /// record.
-pub fn unmap_cap(objects: &mut Objects, frame: &Capability) {
-    if !is_mapped(frame) {
+pub fn unmap_cap(objects: &mut Objects, frame: &FrameCap) {
+    let Some(FrameMapping {
+        asid,
+        generation,
+        vaddr,
+    }) = frame.mapping
+    else {
         return;
-    }
-    let asid = (frame.badge & 0xffff) as usize;
-    let generation = frame.badge >> 16;
-    let vaddr = frame.extra & !1;
-    let space = match ASIDS.lock().entries.get(asid) {
-        Some(&(space, gen)) if space != 0 && space != u64::MAX && gen == generation => space,
+    };
+    let space = match ASIDS.lock().entries.get(usize::from(asid)) {
+        Some(&(space, gen))
+            if space != 0
+                && space != u64::MAX
+                && gen & FrameMapping::GENERATION_MASK == generation =>
+        {
+            space
+        }
         _ => return,
     };
     // The ASID table names live address spaces only (`destroy` frees the
@@ -312,7 +320,7 @@ pub fn unmap_cap(objects: &mut Objects, frame: &Capability) {
     let mut pool = Pool { space, objects };
     let table = PageTable::new(space);
     match table.translate(&pool, vaddr) {
-        Some(t) if t.phys == frame.object && t.size == frame_size(frame.kind) => {}
+        Some(t) if t.phys == frame.phys && t.size == frame_size(frame.kind()) => {}
         _ => return,
     }
     if table.unmap(&mut pool, vaddr).is_ok() {

@@ -20,7 +20,10 @@
 //!    [`null`], [`debug_write`], [`yield_now`], [`thread_exit`] and the IPC
 //!    and notification calls. They return `Result<_, abi::Error>`
 //!    (decoded with [`abi::error::result_from_raw`]; an unknown non-zero
-//!    code becomes `InvalidArgument`).
+//!    code becomes `InvalidArgument`). Every wrapper names its arguments
+//!    with the call's [`abi::args`] struct and passes it through
+//!    [`invoke`], which sets exactly the registers the call reads (the
+//!    receive wrappers pass the `Send` layout, a superset of `Recv`'s).
 //!
 //! The IPC and notification wrappers are `#[inline]`: across crates they
 //! would otherwise be calls, and a one-way IPC would pay a function call,
@@ -33,6 +36,7 @@
 
 use core::arch::asm;
 
+use abi::args::{self, Args};
 use abi::cpu::CpuSet;
 use abi::error::result_from_raw;
 use abi::{CapSlot, Error, MsgInfo, Sys, REGISTER_MESSAGE_WORDS};
@@ -242,7 +246,7 @@ pub unsafe fn raw_number(number: u64, args: [u64; 6]) -> RawResult {
 #[inline(always)]
 pub fn null() -> Result<(), Error> {
     // SAFETY: `Null` has no effect.
-    let (err, _) = unsafe { syscall0(Sys::Null as u64) };
+    let (err, _) = unsafe { invoke(Sys::Null, args::NoArgs {}) };
     result_from_raw(err)
 }
 
@@ -261,14 +265,14 @@ pub fn debug_write(bytes: &[u8]) -> Result<(), Error> {
 /// values, because the kernel only reads.
 pub fn debug_write_raw(addr: u64, len: u64) -> Result<(), Error> {
     // SAFETY: `DebugWrite` only reads user memory, and checks the range.
-    let (err, _) = unsafe { syscall2(Sys::DebugWrite as u64, addr, len) };
+    let (err, _) = unsafe { invoke(Sys::DebugWrite, args::DebugWrite { ptr: addr, len }) };
     result_from_raw(err)
 }
 
 /// `Yield`: gives up the rest of the timeslice.
 pub fn yield_now() -> Result<(), Error> {
     // SAFETY: `Yield` changes no memory.
-    let (err, _) = unsafe { syscall0(Sys::Yield as u64) };
+    let (err, _) = unsafe { invoke(Sys::Yield, args::NoArgs {}) };
     result_from_raw(err)
 }
 
@@ -278,7 +282,12 @@ pub fn yield_now() -> Result<(), Error> {
 pub fn thread_exit(code: i32) -> ! {
     // SAFETY: `ThreadExit` changes no memory of ours (it ends the thread).
     unsafe {
-        syscall1(Sys::ThreadExit as u64, code as i64 as u64);
+        invoke(
+            Sys::ThreadExit,
+            args::ThreadExit {
+                code: code as i64 as u64,
+            },
+        );
     }
     // SAFETY: `ud2` raises an invalid-opcode exception and never returns;
     // it touches neither memory nor the stack.
@@ -349,7 +358,7 @@ pub fn reply_recv(
 #[inline]
 pub fn save_reply(slot: CapSlot) -> Result<(), Error> {
     // SAFETY: fills an empty capability slot; changes no memory.
-    let (err, _) = unsafe { syscall1(Sys::SaveReply as u64, slot) };
+    let (err, _) = unsafe { invoke(Sys::SaveReply, args::Slot { slot }) };
     result_from_raw(err)
 }
 
@@ -367,7 +376,7 @@ pub fn reply_to(slot: CapSlot, info: MsgInfo, words: Words) -> Result<(), Error>
 #[inline]
 pub fn signal(slot: CapSlot) -> Result<(), Error> {
     // SAFETY: `Signal` changes no memory of ours.
-    let (err, _) = unsafe { syscall1(Sys::Signal as u64, slot) };
+    let (err, _) = unsafe { invoke(Sys::Signal, args::Signal { notification: slot }) };
     result_from_raw(err)
 }
 
@@ -375,7 +384,7 @@ pub fn signal(slot: CapSlot) -> Result<(), Error> {
 #[inline]
 pub fn wait(slot: CapSlot) -> Result<u64, Error> {
     // SAFETY: `Wait` changes no memory of ours.
-    let (err, r) = unsafe { syscall1(Sys::Wait as u64, slot) };
+    let (err, r) = unsafe { invoke(Sys::Wait, args::Signal { notification: slot }) };
     result_from_raw(err).map(|()| r[0])
 }
 
@@ -383,14 +392,14 @@ pub fn wait(slot: CapSlot) -> Result<u64, Error> {
 #[inline]
 pub fn poll(slot: CapSlot) -> Result<u64, Error> {
     // SAFETY: `Poll` changes no memory of ours.
-    let (err, r) = unsafe { syscall1(Sys::Poll as u64, slot) };
+    let (err, r) = unsafe { invoke(Sys::Poll, args::Signal { notification: slot }) };
     result_from_raw(err).map(|()| r[0])
 }
 
 /// `CapCopy`: copies the capability at `src` into the empty slot `dst`.
 pub fn cap_copy(src: CapSlot, dst: CapSlot) -> Result<(), Error> {
     // SAFETY: capability operations change no user memory.
-    let (err, _) = unsafe { syscall2(Sys::CapCopy as u64, src, dst) };
+    let (err, _) = unsafe { invoke(Sys::CapCopy, args::CapCopy { src, dst }) };
     result_from_raw(err)
 }
 
@@ -398,7 +407,17 @@ pub fn cap_copy(src: CapSlot, dst: CapSlot) -> Result<(), Error> {
 /// (endpoints and notifications; 0 keeps the source's) into `dst`.
 pub fn cap_mint(src: CapSlot, dst: CapSlot, rights: abi::Rights, badge: u64) -> Result<(), Error> {
     // SAFETY: capability operations change no user memory.
-    let (err, _) = unsafe { syscall4(Sys::CapMint as u64, src, dst, rights.raw(), badge) };
+    let (err, _) = unsafe {
+        invoke(
+            Sys::CapMint,
+            args::CapMint {
+                src,
+                dst,
+                rights: rights.raw(),
+                badge,
+            },
+        )
+    };
     result_from_raw(err)
 }
 
@@ -414,7 +433,7 @@ pub fn cap_mint(src: CapSlot, dst: CapSlot, rights: abi::Rights, badge: u64) -> 
 /// The program must not rely on memory that the deletion unmaps.
 pub unsafe fn cap_delete(slot: CapSlot) -> Result<(), Error> {
     // SAFETY: forwarded to the caller.
-    let (err, _) = unsafe { syscall1(Sys::CapDelete as u64, slot) };
+    let (err, _) = unsafe { invoke(Sys::CapDelete, args::Slot { slot }) };
     result_from_raw(err)
 }
 
@@ -425,7 +444,7 @@ pub unsafe fn cap_delete(slot: CapSlot) -> Result<(), Error> {
 /// As for [`cap_delete`], for every derived capability.
 pub unsafe fn cap_revoke(slot: CapSlot) -> Result<(), Error> {
     // SAFETY: forwarded to the caller.
-    let (err, _) = unsafe { syscall1(Sys::CapRevoke as u64, slot) };
+    let (err, _) = unsafe { invoke(Sys::CapRevoke, args::Slot { slot }) };
     result_from_raw(err)
 }
 
@@ -441,13 +460,15 @@ pub fn retype(
 ) -> Result<(), Error> {
     // SAFETY: new objects are fresh memory nobody has mapped.
     let (err, _) = unsafe {
-        syscall5(
-            Sys::Retype as u64,
-            untyped,
-            kind as u64,
-            size_bits,
-            dst,
-            count,
+        invoke(
+            Sys::Retype,
+            args::Retype {
+                untyped,
+                kind: kind as u64,
+                size_bits,
+                dst,
+                count,
+            },
         )
     };
     result_from_raw(err)
@@ -468,7 +489,17 @@ pub unsafe fn map(
     attr: abi::map::MapAttr,
 ) -> Result<(), Error> {
     // SAFETY: forwarded to the caller.
-    let (err, _) = unsafe { syscall4(Sys::Map as u64, vspace, frame, vaddr, attr.raw()) };
+    let (err, _) = unsafe {
+        invoke(
+            Sys::Map,
+            args::Map {
+                vspace,
+                frame,
+                vaddr,
+                attr: attr.raw(),
+            },
+        )
+    };
     result_from_raw(err)
 }
 
@@ -479,7 +510,7 @@ pub unsafe fn map(
 /// The program must not rely on the memory that goes away.
 pub unsafe fn unmap(frame: CapSlot) -> Result<(), Error> {
     // SAFETY: forwarded to the caller.
-    let (err, _) = unsafe { syscall1(Sys::Unmap as u64, frame) };
+    let (err, _) = unsafe { invoke(Sys::Unmap, args::Slot { slot: frame }) };
     result_from_raw(err)
 }
 
@@ -496,13 +527,15 @@ pub fn thread_configure(
     // (configuring the calling thread itself takes effect at its next switch
     // and is the caller's business).
     let (err, _) = unsafe {
-        syscall5(
-            Sys::ThreadConfigure as u64,
-            thread,
-            cspace,
-            vspace,
-            ipc_buffer,
-            fault_endpoint,
+        invoke(
+            Sys::ThreadConfigure,
+            args::ThreadConfigure {
+                thread,
+                cspace,
+                vspace,
+                ipc_buffer,
+                fault_endpoint,
+            },
         )
     };
     result_from_raw(err)
@@ -519,12 +552,14 @@ pub fn thread_set_sched_params(thread: CapSlot, priority: u8, cpu: u32) -> Resul
 pub fn thread_place(thread: CapSlot, priority: u8, cpu: u32, cpus: CpuSet) -> Result<(), Error> {
     // SAFETY: changes no memory.
     let (err, _) = unsafe {
-        syscall4(
-            Sys::ThreadSetSchedParams as u64,
-            thread,
-            u64::from(priority),
-            u64::from(cpu),
-            cpus.bits(),
+        invoke(
+            Sys::ThreadSetSchedParams,
+            args::ThreadSetSchedParams {
+                thread,
+                priority: u64::from(priority),
+                cpu: u64::from(cpu),
+                cpus: cpus.bits(),
+            },
         )
     };
     result_from_raw(err)
@@ -533,7 +568,7 @@ pub fn thread_place(thread: CapSlot, priority: u8, cpu: u32, cpus: CpuSet) -> Re
 /// `CpuSet`: the CPUs the calling thread may place threads on.
 pub fn cpu_set() -> CpuSet {
     // SAFETY: changes no memory.
-    let (err, r) = unsafe { syscall0(Sys::CpuSet as u64) };
+    let (err, r) = unsafe { invoke(Sys::CpuSet, args::NoArgs {}) };
     // It cannot fail (the empty set says so if it ever did).
     if err == 0 {
         CpuSet(r[0])
@@ -551,21 +586,31 @@ pub fn cpu_set() -> CpuSet {
 /// with `rsp` must be sound for the program (as spawning a thread is).
 pub unsafe fn thread_start(thread: CapSlot, rip: u64, rsp: u64, arg: u64) -> Result<(), Error> {
     // SAFETY: forwarded to the caller.
-    let (err, _) = unsafe { syscall4(Sys::ThreadStart as u64, thread, rip, rsp, arg) };
+    let (err, _) = unsafe {
+        invoke(
+            Sys::ThreadStart,
+            args::ThreadStart {
+                thread,
+                rip,
+                rsp,
+                arg,
+            },
+        )
+    };
     result_from_raw(err)
 }
 
 /// `ThreadSuspend`: stops a thread (an IPC it waits in is aborted).
 pub fn thread_suspend(thread: CapSlot) -> Result<(), Error> {
     // SAFETY: changes no memory of the caller's.
-    let (err, _) = unsafe { syscall1(Sys::ThreadSuspend as u64, thread) };
+    let (err, _) = unsafe { invoke(Sys::ThreadSuspend, args::Slot { slot: thread }) };
     result_from_raw(err)
 }
 
 /// `ThreadResume`: makes a suspended thread runnable again.
 pub fn thread_resume(thread: CapSlot) -> Result<(), Error> {
     // SAFETY: changes no memory of the caller's.
-    let (err, _) = unsafe { syscall1(Sys::ThreadResume as u64, thread) };
+    let (err, _) = unsafe { invoke(Sys::ThreadResume, args::Slot { slot: thread }) };
     result_from_raw(err)
 }
 
@@ -579,7 +624,15 @@ pub fn thread_resume(thread: CapSlot) -> Result<(), Error> {
 /// registers (write); the program must expect both.
 pub unsafe fn thread_registers(thread: CapSlot, write: bool) -> Result<(), Error> {
     // SAFETY: forwarded to the caller.
-    let (err, _) = unsafe { syscall2(Sys::ThreadRegisters as u64, thread, u64::from(write)) };
+    let (err, _) = unsafe {
+        invoke(
+            Sys::ThreadRegisters,
+            args::ThreadRegisters {
+                thread,
+                write: u64::from(write),
+            },
+        )
+    };
     result_from_raw(err)
 }
 
@@ -587,14 +640,14 @@ pub unsafe fn thread_registers(thread: CapSlot, write: bool) -> Result<(), Error
 /// that capability's badge) when its line fires.
 pub fn irq_bind(irq: CapSlot, notification: CapSlot) -> Result<(), Error> {
     // SAFETY: changes no memory.
-    let (err, _) = unsafe { syscall2(Sys::IrqBind as u64, irq, notification) };
+    let (err, _) = unsafe { invoke(Sys::IrqBind, args::IrqBind { irq, notification }) };
     result_from_raw(err)
 }
 
 /// `IrqAck`: unmasks IRQ handler `irq`'s line after the device was served.
 pub fn irq_ack(irq: CapSlot) -> Result<(), Error> {
     // SAFETY: changes no memory.
-    let (err, _) = unsafe { syscall1(Sys::IrqAck as u64, irq) };
+    let (err, _) = unsafe { invoke(Sys::IrqAck, args::Slot { slot: irq }) };
     result_from_raw(err)
 }
 
@@ -603,13 +656,15 @@ pub fn io_port_read(ports: CapSlot, port: u16, width: u8) -> Result<u32, Error> 
     // SAFETY: a port read changes no memory (devices are the caller's
     // business: holding the capability is the permission).
     let (err, r) = unsafe {
-        syscall5(
-            Sys::IoPort as u64,
-            ports,
-            u64::from(port),
-            0,
-            u64::from(width),
-            0,
+        invoke(
+            Sys::IoPort,
+            args::IoPort {
+                ports,
+                port: u64::from(port),
+                write: 0,
+                width: u64::from(width),
+                value: 0,
+            },
         )
     };
     result_from_raw(err).map(|()| r[0] as u32)
@@ -624,13 +679,15 @@ pub fn io_port_read(ports: CapSlot, port: u16, width: u8) -> Result<u32, Error> 
 pub unsafe fn io_port_write(ports: CapSlot, port: u16, width: u8, value: u32) -> Result<(), Error> {
     // SAFETY: forwarded to the caller.
     let (err, _) = unsafe {
-        syscall5(
-            Sys::IoPort as u64,
-            ports,
-            u64::from(port),
-            1,
-            u64::from(width),
-            u64::from(value),
+        invoke(
+            Sys::IoPort,
+            args::IoPort {
+                ports,
+                port: u64::from(port),
+                write: 1,
+                width: u64::from(width),
+                value: u64::from(value),
+            },
         )
     };
     result_from_raw(err)
@@ -640,7 +697,15 @@ pub unsafe fn io_port_write(ports: CapSlot, port: u16, width: u8, value: u32) ->
 /// `notification` (label [`abi::LABEL_NOTIFICATION`]).
 pub fn bind_notification(thread: CapSlot, notification: CapSlot) -> Result<(), Error> {
     // SAFETY: changes no memory.
-    let (err, _) = unsafe { syscall2(Sys::BindNotification as u64, thread, notification) };
+    let (err, _) = unsafe {
+        invoke(
+            Sys::BindNotification,
+            args::BindNotification {
+                thread,
+                notification,
+            },
+        )
+    };
     result_from_raw(err)
 }
 
@@ -659,10 +724,43 @@ pub fn rdtsc() -> u64 {
 #[inline(always)]
 fn ipc(sys: Sys, slot: CapSlot, info: MsgInfo, words: Words) -> RawResult {
     let [w0, w1, w2, w3] = words;
+    let a = args::Send {
+        cap: slot,
+        info: info.0,
+        w0,
+        w1,
+        w2,
+        w3,
+    };
     // SAFETY: IPC calls write only registers as long as no IPC buffer is
     // set up (messages longer than the register words fail without one);
     // once the runtime sets one up, it owns it and never lends it out.
-    unsafe { syscall6(sys as u64, [slot, info.0, w0, w1, w2, w3]) }
+    unsafe { invoke(sys, a) }
+}
+
+/// System call `sys` with the argument struct `a` ([`abi::args`]): passes
+/// exactly the registers the call reads (`Args::REGS`, known at compile
+/// time, so this is one `syscallN`).
+///
+/// # Safety
+///
+/// As for [`syscall0`].
+#[inline(always)]
+pub unsafe fn invoke<A: Args>(sys: Sys, a: A) -> RawResult {
+    let r = a.to_regs();
+    let n = sys as u64;
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        match A::REGS {
+            0 => syscall0(n),
+            1 => syscall1(n, r[0]),
+            2 => syscall2(n, r[0], r[1]),
+            3 => syscall3(n, r[0], r[1], r[2]),
+            4 => syscall4(n, r[0], r[1], r[2], r[3]),
+            5 => syscall5(n, r[0], r[1], r[2], r[3], r[4]),
+            _ => syscall6(n, r),
+        }
+    }
 }
 
 /// Decodes a receive: badge in `rdi`, message info in `rsi`, words after.

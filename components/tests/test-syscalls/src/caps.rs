@@ -14,6 +14,7 @@ pub fn run(t: &mut Test) {
     delete_and_revoke(t);
     retype(t);
     retype_limits(t);
+    retype_all_or_nothing(t);
 }
 
 /// The own-space index of a slot address, for building `in_table` ones.
@@ -429,6 +430,42 @@ fn retype(t: &mut Test) {
     );
     let empty = sys(Sys::Retype, [t.slot(), ep, 0, t.slot(), 1, 0]);
     t.err(Sys::Retype, "empty-untyped", &empty, Error::EmptySlot);
+}
+
+/// A `Retype` refused part-way (its third destination is taken) makes
+/// nothing: every destination stays empty and the untyped's memory is all
+/// still free.
+fn retype_all_or_nothing(t: &mut Test) {
+    let frame = ObjectType::Frame4K as u64;
+    // 64 KiB: exactly 16 frames.
+    let untyped = t.make(ObjectType::Untyped, 16);
+    let frames = t.slots(16);
+    let blocker = t.make(ObjectType::Notification, 0);
+    t.setup("copy", sys2(Sys::CapCopy, blocker, frames + 2));
+    let r = |dst: CapSlot, count: u64| sys(Sys::Retype, [untyped, frame, 0, dst, count, 0]);
+    t.err(
+        Sys::Retype,
+        "refused-part-way",
+        &r(frames, 16),
+        Error::SlotOccupied,
+    );
+    for i in [0, 1, 3, 15] {
+        t.err(
+            Sys::Retype,
+            "refused-part-way-slot-empty",
+            &sys2(Sys::CapDelete, frames + i, 0),
+            Error::EmptySlot,
+        );
+    }
+    delete(t, frames + 2);
+    t.ok(
+        Sys::Retype,
+        "refused-part-way-memory-all-free",
+        &r(frames, 16),
+    );
+    t.setup("revoke", sys2(Sys::CapRevoke, untyped, 0));
+    delete(t, untyped);
+    delete(t, blocker);
 }
 
 /// The watermark: objects are size-aligned, memory comes back only when

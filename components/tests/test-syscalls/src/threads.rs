@@ -66,9 +66,76 @@ extern "C" fn suspended_waiter(_: u64) -> ! {
 
 pub fn run(t: &mut Test) {
     configure(t);
+    configure_from_dying_cspace(t);
     start_and_sched(t);
     suspend_and_registers(t);
     pager(t);
+}
+
+/// Helper that replaces its own capability space, address space and fault
+/// endpoint with capabilities in its current space (slots 1, 2, 4; its own
+/// thread capability in 3), whose last capability is its own: the old
+/// space goes, and the new capabilities must be copied before its slots
+/// are emptied. Then signals slot 1 of the new space; exits with the
+/// error code of whichever call failed (+100 for the configure).
+extern "C" fn reconfigure_self(_: u64) -> ! {
+    let own = rt::abi::caddr::own;
+    let r = sys(Sys::ThreadConfigure, [own(3), own(1), own(2), 0, own(4), 0]);
+    if let Err(e) = r {
+        exit(100 + e)
+    }
+    exit(crate::code(&sys2(Sys::Signal, own(1), 0)))
+}
+
+/// `ThreadConfigure` whose sources lie in the capability table it
+/// replaces (a failing perform must not leave the thread half configured).
+fn configure_from_dying_cspace(t: &mut Test) {
+    use rt::abi::caddr::{in_table, split};
+    const H: usize = 0;
+    let old = t.make(ObjectType::CapTable, 3);
+    let new = t.make(ObjectType::CapTable, 3);
+    let ntfn = t.make(ObjectType::Notification, 0);
+    let thread = t.make(ObjectType::Thread, 0);
+    let (o, n) = (split(old).1, split(new).1);
+    let copies = [
+        (new, in_table(o, 1)),
+        (VSPACE, in_table(o, 2)),
+        (thread, in_table(o, 3)),
+        (t.fault_caps[H], in_table(o, 4)),
+        (ntfn, in_table(n, 1)),
+    ];
+    for (src, dst) in copies {
+        t.setup("copy", sys2(Sys::CapCopy, src, dst));
+    }
+    let configure = sys(
+        Sys::ThreadConfigure,
+        [thread, old, VSPACE, 0, t.fault_caps[H], 0],
+    );
+    t.setup("configure", configure);
+    t.setup(
+        "priority",
+        sys(
+            Sys::ThreadSetSchedParams,
+            [thread, u64::from(PRIORITY), 0, 0, 0, 0],
+        ),
+    );
+    // The helper's slot holds the old table's last capability now.
+    delete(t, old);
+    let entry = reconfigure_self as *const () as u64;
+    let start = sys(Sys::ThreadStart, [thread, entry, stack_top(H) - 8, 0, 0, 0]);
+    t.setup("start", start);
+    if let Some(code) = wait_exit(t, H) {
+        t.eq(Sys::ThreadConfigure, "sources-in-dying-cspace", code, 0);
+    }
+    let word = sys2(Sys::Poll, ntfn, 0).map_or(0, |r| r[0]);
+    t.eq(
+        Sys::ThreadConfigure,
+        "sources-in-dying-cspace-signal",
+        word,
+        1,
+    );
+    delete(t, thread);
+    delete(t, new);
 }
 
 fn configure(t: &mut Test) {
