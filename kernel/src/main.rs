@@ -14,6 +14,7 @@ extern crate alloc;
 
 mod acpi;
 mod arch;
+mod captable;
 mod console;
 mod exit;
 mod ipc;
@@ -32,6 +33,7 @@ mod thread;
 mod time;
 mod token;
 mod uaccess;
+mod untyped;
 mod vspace;
 
 use arch::{cpu, lapic, pit};
