@@ -15,7 +15,12 @@ use abi::Error;
 use spin::Mutex;
 
 use crate::arch::ioapic;
+use crate::syscall::{lookup, Outcome};
+use crate::thread::{Thread, ThreadRef};
 use crate::token::Kernel;
+use abi::args::{self, Args};
+use abi::{ObjectType, Rights, Sys};
+use kcore::typed::IoPortsCap;
 
 /// Lines supported.
 pub const MAX_LINES: usize = abi::bootinfo::slot::IRQ_MAX as usize;
@@ -124,6 +129,108 @@ pub fn io_port(port: u16, write: bool, width: u8, value: u32) -> u64 {
                 cpu::outl(port, value);
                 0
             }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// System calls: decode and perform; `syscall` dispatches here.
+// ---------------------------------------------------------------------------
+
+/// A checked call of `IrqBind`, `IrqAck`, `IoPort`, ready to perform.
+#[derive(Debug)]
+pub enum Call {
+    IrqBind {
+        line: u64,
+        n: u64,
+        badge: u64,
+    },
+    IrqAck {
+        line: u64,
+    },
+    IoPort {
+        port: u16,
+        write: bool,
+        width: u8,
+        value: u32,
+    },
+}
+
+/// Decodes `IrqBind`, `IrqAck`, `IoPort` (`sys`, with the argument registers
+/// `regs`) of the caller `c` (borrowed from `k`): checks everything, changes
+/// nothing.
+#[inline(always)]
+pub fn decode(k: &Kernel, c: &Thread, sys: Sys, regs: [u64; 6]) -> Result<Call, Error> {
+    Ok(match sys {
+        Sys::IrqBind => {
+            let a = args::IrqBind::from_regs(regs);
+            let (_, irq) = lookup(k, c, a.irq, ObjectType::IrqHandler, Rights::NONE)?;
+            let (_, n) = lookup(
+                k,
+                c,
+                a.notification,
+                ObjectType::Notification,
+                Rights::WRITE,
+            )?;
+            Call::IrqBind {
+                line: irq.object,
+                n: n.object,
+                badge: n.badge,
+            }
+        }
+        Sys::IrqAck => {
+            let a = args::Slot::from_regs(regs);
+            let (_, irq) = lookup(k, c, a.slot, ObjectType::IrqHandler, Rights::NONE)?;
+            Call::IrqAck { line: irq.object }
+        }
+        Sys::IoPort => {
+            let a = args::IoPort::from_regs(regs);
+            let (_, ports) = lookup(k, c, a.ports, ObjectType::IoPorts, Rights::NONE)?;
+            let write = match a.write {
+                0 => false,
+                1 => true,
+                _ => return Err(Error::InvalidArgument),
+            };
+            let width = match a.width {
+                1 | 2 | 4 => a.width,
+                _ => return Err(Error::InvalidArgument),
+            };
+            let range = IoPortsCap::from_cap(&ports).ok_or(Error::InvalidArgument)?;
+            if !range.covers(a.port, width) || a.value > u64::from(u32::MAX) {
+                return Err(Error::InvalidArgument);
+            }
+            Call::IoPort {
+                port: a.port as u16,
+                write,
+                width: width as u8,
+                value: a.value as u32,
+            }
+        }
+        _ => return Err(Error::UnknownSyscall),
+    })
+}
+
+/// Performs a checked call of `IrqBind`, `IrqAck`, `IoPort`. Object addresses
+/// in it are the objects of capabilities `decode` found in slots a moment ago:
+/// live (`object.rs`, "Access").
+pub fn perform(k: &mut Kernel, call: Call, caller: ThreadRef) -> Result<Outcome, Error> {
+    match call {
+        Call::IrqBind { line, n, badge } => {
+            crate::irq::bind(line, n, badge)?;
+            Ok(Outcome::Resume)
+        }
+        Call::IrqAck { line } => {
+            crate::irq::ack(line)?;
+            Ok(Outcome::Resume)
+        }
+        Call::IoPort {
+            port,
+            write,
+            width,
+            value,
+        } => {
+            k.threads.get_mut(caller).frame().rdi = crate::irq::io_port(port, write, width, value);
+            Ok(Outcome::Resume)
         }
     }
 }

@@ -12,6 +12,7 @@
 
 mod acpi;
 mod arch;
+mod captable;
 mod console;
 mod exit;
 mod ipc;
@@ -30,6 +31,7 @@ mod thread;
 mod time;
 mod token;
 mod uaccess;
+mod untyped;
 mod vspace;
 
 use arch::{cpu, lapic, pit};

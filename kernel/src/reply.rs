@@ -46,8 +46,11 @@ use kcore::typed::ReplyCap;
 
 use crate::ipc;
 use crate::object;
+use crate::syscall::{after_ipc, empty_slot, lookup, Outcome};
 use crate::thread::{Thread, ThreadRef};
 use crate::token::Kernel;
+use abi::args::{self, Args};
+use abi::{MsgInfo, Sys};
 
 /// `SaveReply`: whether `server` has a reply to save (decode's check).
 pub fn check_save(server: &Thread) -> Result<(), Error> {
@@ -134,5 +137,55 @@ pub fn removed(k: &mut Kernel, slot: SlotId, cap: &Capability) {
     if ct.id == reply.thread_id && ct.reply_slot == slot.0 {
         ct.reply_slot = 0;
         object::no_reply(k, c);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// System calls: decode and perform; `syscall` dispatches here.
+// ---------------------------------------------------------------------------
+
+/// A checked call of `SaveReply`, `ReplyTo`, ready to perform.
+#[derive(Debug)]
+pub enum Call {
+    SaveReply(SlotId),
+    ReplyTo { slot: SlotId, caller: ThreadRef },
+}
+
+/// Decodes `SaveReply`, `ReplyTo` (`sys`, with the argument registers `regs`)
+/// of the caller `c` (borrowed from `k`): checks everything, changes nothing.
+#[inline(always)]
+pub fn decode(k: &Kernel, c: &Thread, sys: Sys, regs: [u64; 6]) -> Result<Call, Error> {
+    Ok(match sys {
+        Sys::SaveReply => {
+            let a = args::Slot::from_regs(regs);
+            let dst = empty_slot(k, c, a.slot)?;
+            crate::reply::check_save(c)?;
+            Call::SaveReply(dst)
+        }
+        Sys::ReplyTo => {
+            let a = args::Send::from_regs(regs);
+            let (slot, cap) = lookup(k, c, a.cap, ObjectType::Reply, Rights::WRITE)?;
+            let info = MsgInfo(a.info).validate()?;
+            ipc::check_sendable(&k.objects, c, info)?;
+            let caller = crate::reply::target(&cap)?;
+            Call::ReplyTo { slot, caller }
+        }
+        _ => return Err(Error::UnknownSyscall),
+    })
+}
+
+/// Performs a checked call of `SaveReply`, `ReplyTo`. Object addresses in it
+/// are the objects of capabilities `decode` found in slots a moment ago: live
+/// (`object.rs`, "Access").
+pub fn perform(k: &mut Kernel, call: Call, caller: ThreadRef) -> Result<Outcome, Error> {
+    match call {
+        Call::SaveReply(dst) => {
+            crate::reply::save(k, caller, dst)?;
+            Ok(Outcome::Resume)
+        }
+        Call::ReplyTo { slot, caller: to } => {
+            crate::reply::answer(k, caller, slot, to)?;
+            Ok(after_ipc(k, caller))
+        }
     }
 }

@@ -59,7 +59,14 @@ use kcore::cap::Slot;
 use crate::arch::percpu;
 use crate::arch::trap::TrapFrame;
 use crate::arch::{cpu, fpu, gdt};
+use crate::syscall::{after_ipc, lookup, thread_cap, user_address, Outcome};
 use crate::token::{Kernel, Objects, Threads};
+use crate::uaccess::USER_END;
+use crate::{ipc, object, vspace};
+use abi::args::{self, Args};
+use abi::ipc_buffer::registers as reg;
+use abi::{Error, ObjectType, Rights, Sys};
+use kcore::cap::{self, SlotId};
 
 /// A thread's state. The encoding is fixed (`repr(u8)`, explicit values)
 /// because the IPC fast path (`arch::x86_64::syscall_entry`) reads and
@@ -794,5 +801,453 @@ pub fn schedule(mut k: Kernel) -> ! {
             crate::exit::exit(status);
         }
         k = idle(k);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// System calls: decode and perform; `syscall` dispatches here.
+// ---------------------------------------------------------------------------
+
+/// A checked call of `ThreadConfigure`, `ThreadSetSchedParams`, `CpuSet`,
+/// `ThreadStart`, `ThreadSuspend`, `ThreadResume`, `ThreadRegisters`,
+/// `BindNotification`, ready to perform.
+#[derive(Debug)]
+pub enum Call {
+    ThreadConfigure {
+        target: ThreadRef,
+        cspace: SlotId,
+        vspace: SlotId,
+        ipc_buffer: u64,
+        fault: Option<SlotId>,
+    },
+    ThreadSetSchedParams {
+        target: ThreadRef,
+        priority: u8,
+        /// Below the CPU count (at most `percpu::MAX_CPUS`).
+        cpu: u8,
+        /// A subset of the caller's CPU set, holding `cpu`.
+        cpus: u64,
+    },
+    CpuSet,
+    ThreadStart {
+        target: ThreadRef,
+        rip: u64,
+        rsp: u64,
+        arg: u64,
+    },
+    ThreadSuspend(ThreadRef),
+    ThreadResume(ThreadRef),
+    ThreadRegisters {
+        target: ThreadRef,
+        write: bool,
+        buffer: *mut u64,
+    },
+    BindNotification {
+        target: ThreadRef,
+        n: Option<u64>,
+    },
+}
+
+/// Decodes `ThreadConfigure`, `ThreadSetSchedParams`, `CpuSet`, `ThreadStart`,
+/// `ThreadSuspend`, `ThreadResume`, `ThreadRegisters`, `BindNotification`
+/// (`sys`, with the argument registers `regs`) of the caller `c` (borrowed from
+/// `k`): checks everything, changes nothing.
+#[inline(always)]
+pub fn decode(k: &Kernel, c: &Thread, sys: Sys, regs: [u64; 6]) -> Result<Call, Error> {
+    Ok(match sys {
+        Sys::ThreadConfigure => {
+            let a = args::ThreadConfigure::from_regs(regs);
+            let target = thread_cap(k, c, a.thread, Rights::WRITE)?;
+            let (cspace, _) = lookup(k, c, a.cspace, ObjectType::CapTable, Rights::NONE)?;
+            let (vspace, _) = lookup(k, c, a.vspace, ObjectType::AddressSpace, Rights::NONE)?;
+            if a.ipc_buffer % abi::ipc_buffer::IPC_BUFFER_ALIGN != 0 || a.ipc_buffer >= USER_END {
+                return Err(Error::InvalidArgument);
+            }
+            let fault = match a.fault_endpoint {
+                abi::caddr::NULL_SLOT => None,
+                addr => Some(lookup(k, c, addr, ObjectType::Endpoint, Rights::WRITE)?.0),
+            };
+            Call::ThreadConfigure {
+                target,
+                cspace,
+                vspace,
+                ipc_buffer: a.ipc_buffer,
+                fault,
+            }
+        }
+        Sys::ThreadSetSchedParams => {
+            let a = args::ThreadSetSchedParams::from_regs(regs);
+            let target = thread_cap(k, c, a.thread, Rights::WRITE)?;
+            // The new set: the caller's (0), or a subset of it; it holds
+            // the CPU, which is online (the caller's set holds only online
+            // CPUs).
+            let cpus = if a.cpus == 0 { c.cpus } else { a.cpus };
+            if a.priority > u64::from(c.priority)
+                || a.cpu >= crate::arch::cpu_count()
+                || cpus & !c.cpus != 0
+                || cpus & (1 << a.cpu) == 0
+            {
+                return Err(Error::InvalidArgument);
+            }
+            Call::ThreadSetSchedParams {
+                target,
+                priority: a.priority as u8,
+                cpu: a.cpu as u8,
+                cpus,
+            }
+        }
+        Sys::CpuSet => Call::CpuSet,
+        Sys::ThreadStart => {
+            let a = args::ThreadStart::from_regs(regs);
+            let target = thread_cap(k, c, a.thread, Rights::WRITE)?;
+            let (rip, rsp) = (user_address(a.rip)?, user_address(a.rsp)?);
+            let tt = k.threads.get(target);
+            if !matches!(tt.state, State::Inactive | State::Suspended)
+                || tt.page_table_root().is_none()
+                || tt.cspace.cap.is_none()
+            {
+                return Err(Error::InvalidState);
+            }
+            Call::ThreadStart {
+                target,
+                rip,
+                rsp,
+                arg: a.arg,
+            }
+        }
+        Sys::ThreadSuspend => Call::ThreadSuspend(thread_cap(
+            k,
+            c,
+            args::Slot::from_regs(regs).slot,
+            Rights::WRITE,
+        )?),
+        Sys::ThreadResume => {
+            let a = args::Slot::from_regs(regs);
+            let target = thread_cap(k, c, a.slot, Rights::WRITE)?;
+            if k.threads.get(target).state != State::Suspended {
+                return Err(Error::InvalidState);
+            }
+            Call::ThreadResume(target)
+        }
+        Sys::ThreadRegisters => {
+            let a = args::ThreadRegisters::from_regs(regs);
+            let write = match a.write {
+                0 => false,
+                1 => true,
+                _ => return Err(Error::InvalidArgument),
+            };
+            let rights = if write { Rights::WRITE } else { Rights::READ };
+            let target = thread_cap(k, c, a.thread, rights)?;
+            // The caller's own frame is incomplete while it runs (see
+            // arch::x86_64::syscall_entry): its registers are its own
+            // business.
+            if core::ptr::eq(target.as_ptr(), c) {
+                return Err(Error::InvalidArgument);
+            }
+            let buffer = ipc::ipc_buffer_ptr(&k.objects, c, !write).ok_or(Error::BadAddress)?;
+            if write {
+                // SAFETY: the buffer holds REGISTER_COUNT words (checked
+                // mapped by ipc_buffer_ptr, within one page).
+                let (rip, rsp) =
+                    unsafe { (buffer.add(reg::RIP).read(), buffer.add(reg::RSP).read()) };
+                user_address(rip)?;
+                user_address(rsp)?;
+            }
+            Call::ThreadRegisters {
+                target,
+                write,
+                buffer,
+            }
+        }
+        Sys::BindNotification => {
+            let a = args::BindNotification::from_regs(regs);
+            let target = thread_cap(k, c, a.thread, Rights::WRITE)?;
+            let n = match a.notification {
+                abi::caddr::NULL_SLOT => None,
+                addr => {
+                    let (_, n) = lookup(k, c, addr, ObjectType::Notification, Rights::READ)?;
+                    // SAFETY: the object of a notification capability.
+                    let bound = unsafe { k.objects.notification(n.object) }.bound;
+                    if k.threads.get(target).bound_notification != 0 || bound.is_some() {
+                        return Err(Error::InvalidState);
+                    }
+                    Some(n.object)
+                }
+            };
+            Call::BindNotification { target, n }
+        }
+        _ => return Err(Error::UnknownSyscall),
+    })
+}
+
+/// Performs a checked call of `ThreadConfigure`, `ThreadSetSchedParams`,
+/// `CpuSet`, `ThreadStart`, `ThreadSuspend`, `ThreadResume`, `ThreadRegisters`,
+/// `BindNotification`. Object addresses in it are the objects of capabilities
+/// `decode` found in slots a moment ago: live (`object.rs`, "Access").
+pub fn perform(k: &mut Kernel, call: Call, caller: ThreadRef) -> Result<Outcome, Error> {
+    match call {
+        Call::ThreadConfigure {
+            target,
+            cspace,
+            vspace,
+            ipc_buffer,
+            fault,
+        } => {
+            let tt = k.threads.get(target);
+            let own = [
+                (object::slot_id(&tt.cspace), Some(cspace)),
+                (object::slot_id(&tt.vspace), Some(vspace)),
+                (object::slot_id(&tt.fault_endpoint), fault),
+            ];
+            // The old capabilities go first, but what goes with them (the
+            // slots of a table whose last capability that was) only after
+            // the copies: a source slot may lie in such a table, and must
+            // still hold its capability when it is copied.
+            let replaced = replace_own_slots(k, own);
+            object::finish_deletions(k);
+            replaced?;
+            let tt = k.threads.get_mut(target);
+            tt.ipc_buffer = ipc_buffer;
+            tt.ipc_buffer_cache.set(Default::default());
+            let (root, cpu) = (tt.page_table_root(), tt.cpu);
+            if let Some(root) = root {
+                // SAFETY: the thread's address space (its slot holds a
+                // capability to it).
+                unsafe { vspace::note_cpu(&mut k.objects, root, cpu) };
+            }
+            // Running on another CPU: its next system call there is checked.
+            crate::smp::thread_changed(target.as_ptr());
+            Ok(after_ipc(k, caller))
+        }
+        Call::ThreadSetSchedParams {
+            target,
+            priority,
+            cpu,
+            cpus,
+        } => {
+            k.threads.get_mut(target).cpus = cpus;
+            Ok(set_sched_params(
+                k,
+                caller,
+                target,
+                priority,
+                u32::from(cpu),
+            ))
+        }
+        Call::CpuSet => {
+            let c = k.threads.get_mut(caller);
+            c.frame().rdi = c.cpus;
+            Ok(Outcome::Resume)
+        }
+        Call::ThreadStart {
+            target,
+            rip,
+            rsp,
+            arg,
+        } => {
+            // First: a CPU still running it (stopped, not yet left) leaves
+            // it, pushing its old registers into the frame.
+            crate::arch::fpu::reset(&mut k.threads, target);
+            *k.threads.get_mut(target).frame() = initial_frame(rip, rsp, arg);
+            make_runnable(k, target);
+            Ok(after_ipc(k, caller))
+        }
+        Call::ThreadSuspend(target) => {
+            suspend(k, target);
+            Ok(after_ipc(k, caller))
+        }
+        Call::ThreadResume(target) => {
+            if crate::smp::current_elsewhere(target.as_ptr()) {
+                // Stopped while it ran on another CPU, which has not left
+                // it yet: it simply runs on (that CPU sees it moved, if it
+                // was); queued, a second CPU could start it from its stale
+                // frame while the first still runs it.
+                set_state(&mut k.threads, target, State::Running);
+            } else {
+                make_runnable(k, target);
+            }
+            Ok(after_ipc(k, caller))
+        }
+        Call::ThreadRegisters {
+            target,
+            write,
+            buffer,
+        } => {
+            // A thread running on another CPU: its frame is incomplete
+            // too (see above), and that CPU may write it at any moment —
+            // also when it was just stopped but that CPU has not left it.
+            if k.threads.get(target).state == State::Running
+                || crate::smp::current_elsewhere(target.as_ptr())
+            {
+                return Err(Error::InvalidState);
+            }
+            thread_registers(k.threads.get_mut(target), write, buffer);
+            Ok(Outcome::Resume)
+        }
+        Call::BindNotification { target, n } => {
+            match n {
+                Some(n) => {
+                    k.threads.get_mut(target).bound_notification = n;
+                    // SAFETY: a notification capability's object.
+                    unsafe { k.objects.notification_mut(n) }.bound = Some(target);
+                }
+                None => {
+                    let bound = core::mem::take(&mut k.threads.get_mut(target).bound_notification);
+                    if bound != 0 {
+                        // SAFETY: a thread's bound notification is live
+                        // (destroying the notification unbinds it).
+                        unsafe { k.objects.notification_mut(bound) }.bound = None;
+                    }
+                }
+            }
+            Ok(Outcome::Resume)
+        }
+    }
+}
+
+/// `ThreadConfigure`: empties each of the thread's own slots (`dst`) and
+/// copies `src` (if any) into it, without finishing the deletions (the
+/// caller does, after): so the source slots, which decode checked full,
+/// stay full, and the copies fail only on corrupt derivation links —
+/// which the kcore::cap invariants rule out (then the slots before the
+/// failing one are already replaced: the one place this call is not all
+/// or nothing).
+fn replace_own_slots(k: &mut Kernel, own: [(SlotId, Option<SlotId>); 3]) -> Result<(), Error> {
+    for (dst, _) in own {
+        if k.slot(dst).cap.is_some() {
+            object::delete(k, dst)?;
+        }
+    }
+    for (dst, src) in own {
+        if let Some(src) = src {
+            let cap = k.slot(src).cap.ok_or(Error::EmptySlot)?;
+            cap::copy(k, src, dst)?;
+            object::add_ref(k, &cap);
+        }
+    }
+    Ok(())
+}
+
+/// `ThreadSetSchedParams`, out of line (rare; keeps the dispatcher lean).
+#[inline(never)]
+fn set_sched_params(
+    k: &mut Kernel,
+    caller: ThreadRef,
+    target: ThreadRef,
+    priority: u8,
+    cpu: u32,
+) -> Outcome {
+    let queued = k.threads.get(target).state == State::Runnable;
+    if queued {
+        remove_from_run_queue(k, target);
+    }
+    if k.threads.get(target).cpu != cpu {
+        // Its FPU state is saved where it is live, before it can run on
+        // the new CPU; the address space may be loaded there from now on.
+        crate::arch::fpu::before_moving(&mut k.threads, target, cpu);
+        set_cpu(&mut k.threads, target, cpu);
+        if let Some(root) = k.threads.get(target).page_table_root() {
+            // SAFETY: the thread's address space (its slot holds a
+            // capability to it).
+            unsafe { vspace::note_cpu(&mut k.objects, root, cpu) };
+        }
+        // Running on another CPU: that CPU lets it go at once.
+        if k.threads.get(target).state == State::Running && target != caller {
+            crate::smp::reschedule_running(target.as_ptr());
+        }
+    }
+    k.threads.get_mut(target).priority = priority;
+    if queued {
+        make_runnable(k, target);
+    }
+    // The caller moved itself: it continues on its new CPU.
+    if target == caller && cpu != crate::arch::percpu::this_cpu_index() {
+        return Outcome::Yield;
+    }
+    after_ipc(k, caller)
+}
+
+/// Stops a thread until `ThreadResume`. An IPC it waited in ends with
+/// `Aborted` (a fault it waited to deliver is simply delivered again when
+/// it resumes and retries the instruction).
+pub fn suspend(k: &mut Kernel, target: ThreadRef) {
+    let tt = k.threads.get(target);
+    match tt.state {
+        State::Inactive | State::Suspended => return,
+        State::BlockedSend
+        | State::BlockedRecv
+        | State::BlockedReply
+        | State::BlockedNotification => {
+            let fault = (tt.state == State::BlockedSend && tt.send_kind == SendKind::Fault)
+                || (tt.state == State::BlockedReply && tt.reply_is_fault);
+            let exiting = tt.state == State::BlockedSend && tt.send_kind == SendKind::Exit;
+            object::cancel_ipc(k, target);
+            let tt = k.threads.get_mut(target);
+            tt.reply_is_fault = false;
+            if exiting {
+                set_state(&mut k.threads, target, State::Inactive);
+                return;
+            }
+            if !fault {
+                tt.frame().rax = Error::Aborted.raw();
+            }
+        }
+        State::Runnable => remove_from_run_queue(k, target),
+        // Suspending oneself: the call succeeded when the thread resumes.
+        // A thread running on another CPU: that CPU stops it at its next
+        // entry, where its frame is completed — or already was, by an
+        // interrupt that waits for the lock there: its `rax` is the
+        // thread's own then, not a result, so it is left alone.
+        State::Running => {
+            if current() == Some(target) {
+                k.threads.get_mut(target).frame().rax = 0;
+            } else {
+                crate::smp::reschedule_running(target.as_ptr());
+            }
+        }
+    }
+    set_state(&mut k.threads, target, State::Suspended);
+}
+
+fn thread_registers(target: &mut Thread, write: bool, buffer: *mut u64) {
+    let f = target.frame();
+    let fields: [&mut u64; reg::REGISTER_COUNT] = [
+        &mut f.rip,
+        &mut f.rsp,
+        &mut f.rflags,
+        &mut f.rax,
+        &mut f.rbx,
+        &mut f.rcx,
+        &mut f.rdx,
+        &mut f.rsi,
+        &mut f.rdi,
+        &mut f.rbp,
+        &mut f.r8,
+        &mut f.r9,
+        &mut f.r10,
+        &mut f.r11,
+        &mut f.r12,
+        &mut f.r13,
+        &mut f.r14,
+        &mut f.r15,
+    ];
+    for (i, field) in fields.into_iter().enumerate() {
+        // SAFETY: `buffer` is the caller's mapped IPC buffer (checked by
+        // decode; writable when reading registers into it), and
+        // i < REGISTER_COUNT words fit in it.
+        unsafe {
+            if write {
+                *field = buffer.add(i).read();
+            } else {
+                buffer.add(i).write(*field);
+            }
+        }
+    }
+    if write {
+        f.rflags = (f.rflags & reg::USER_RFLAGS_MASK) | USER_RFLAGS;
+        // Return with iretq: sysretq would take rcx/r11 for rip/rflags.
+        f.vector = 0;
+        f.cs = u64::from(crate::arch::gdt::USER_CODE64);
+        f.ss = u64::from(crate::arch::gdt::USER_DATA);
     }
 }

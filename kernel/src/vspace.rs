@@ -16,7 +16,8 @@
 //! # ASIDs and stale mappings
 //!
 //! A frame capability records its one mapping as the address space's ASID
-//! with a generation and the virtual address (`kcore::typed::FrameMapping`). The ASID table maps an ASID to the address space's physical
+//! with a generation and the virtual address (`kcore::typed::FrameMapping`).
+//! The ASID table maps an ASID to the address space's physical
 //! address; destroying an address space frees its ASID and bumps the
 //! generation, so a frame capability still recording a mapping in a dead
 //! space is recognised as stale and never touches memory that may have been
@@ -35,7 +36,13 @@ use spin::Mutex;
 
 use crate::arch::cpu;
 use crate::mm::{self, phys_to_virt};
+use crate::syscall::{full_slot, lookup, Outcome};
+use crate::thread::{Thread, ThreadRef};
+use crate::token::Kernel;
 use crate::token::Objects;
+use abi::args::{self, Args};
+use abi::{ObjectType, Rights, Sys};
+use kcore::cap::SlotId;
 
 #[repr(C)]
 pub struct Header {
@@ -341,4 +348,104 @@ pub fn unmap_cap(objects: &mut Objects, frame: &FrameCap) {
 pub unsafe fn note_cpu(objects: &mut Objects, space: u64, cpu: u32) {
     // SAFETY: the caller's promise.
     unsafe { header_mut(objects, space) }.cpus |= 1 << (cpu & 63);
+}
+
+// ---------------------------------------------------------------------------
+// System calls: decode and perform; `syscall` dispatches here.
+// ---------------------------------------------------------------------------
+
+/// A checked call of `Map`, `Unmap`, ready to perform.
+#[derive(Debug)]
+pub enum Call {
+    Map {
+        space: u64,
+        frame: SlotId,
+        vaddr: u64,
+        attr: MapAttr,
+    },
+    Unmap(SlotId),
+}
+
+/// Decodes `Map`, `Unmap` (`sys`, with the argument registers `regs`) of the
+/// caller `c` (borrowed from `k`): checks everything, changes nothing.
+#[inline(always)]
+pub fn decode(k: &Kernel, c: &Thread, sys: Sys, regs: [u64; 6]) -> Result<Call, Error> {
+    Ok(match sys {
+        Sys::Map => {
+            let a = args::Map::from_regs(regs);
+            let (_, space) = lookup(k, c, a.vspace, ObjectType::AddressSpace, Rights::WRITE)?;
+            let (frame, fcap) = full_slot(k, c, a.frame)?;
+            let fview = FrameCap::from_cap(&fcap).ok_or(Error::WrongObjectType)?;
+            let attr = MapAttr::from_raw(a.attr).ok_or(Error::InvalidArgument)?;
+            let mut need = Rights::READ;
+            if attr.writable {
+                need = need.union(Rights::WRITE);
+            }
+            if attr.executable {
+                need = need.union(Rights::GRANT);
+            }
+            if !fcap.rights.contains(need) {
+                return Err(Error::MissingRights);
+            }
+            let size = frame_size(fcap.kind).bytes();
+            // Never the lowest 64 KiB nor the last page below the canonical
+            // boundary (abi::map::USER_MAP_START/END say why).
+            if a.vaddr % size != 0 || !abi::map::user_mappable(a.vaddr, size) {
+                return Err(Error::InvalidArgument);
+            }
+            if fview.mapping.is_some() {
+                return Err(Error::InvalidState);
+            }
+            Call::Map {
+                space: space.object,
+                frame,
+                vaddr: a.vaddr,
+                attr,
+            }
+        }
+        Sys::Unmap => {
+            let a = args::Slot::from_regs(regs);
+            let (frame, fcap) = full_slot(k, c, a.slot)?;
+            let fview = FrameCap::from_cap(&fcap).ok_or(Error::WrongObjectType)?;
+            if fview.mapping.is_none() {
+                return Err(Error::NotMapped);
+            }
+            Call::Unmap(frame)
+        }
+        _ => return Err(Error::UnknownSyscall),
+    })
+}
+
+/// Performs a checked call of `Map`, `Unmap`. Object addresses in it are the
+/// objects of capabilities `decode` found in slots a moment ago: live
+/// (`object.rs`, "Access").
+pub fn perform(k: &mut Kernel, call: Call, _caller: ThreadRef) -> Result<Outcome, Error> {
+    match call {
+        Call::Map {
+            space,
+            frame,
+            vaddr,
+            attr,
+        } => {
+            let fcap = k.slot(frame).cap.ok_or(Error::EmptySlot)?;
+            let fview = FrameCap::from_cap(&fcap).ok_or(Error::WrongObjectType)?;
+            // SAFETY: `space` is an address-space capability's object.
+            let mapping = unsafe { map(&mut k.objects, space, &fview, vaddr, attr) }?;
+            if let Some(f) = k.slot_mut(frame).cap.as_mut() {
+                *f = FrameCap {
+                    mapping: Some(mapping),
+                    ..fview
+                }
+                .to_cap(f.rights);
+            }
+            Ok(Outcome::Resume)
+        }
+        Call::Unmap(frame) => {
+            if let Some(f) = k.slot(frame).cap.as_ref().and_then(FrameCap::from_cap) {
+                unmap_cap(&mut k.objects, &f);
+            }
+            crate::ipc::clear_mapping(k, frame);
+            Ok(Outcome::Resume)
+        }
+    }
 }
