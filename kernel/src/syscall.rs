@@ -26,6 +26,15 @@
 //! rule out) found by a later `ThreadConfigure` copy leave the earlier
 //! slots replaced.
 //!
+//! Each object's `decode` is `#[inline(always)]`: the dispatcher then
+//! compiles much as one `decode` did, so the general path's length stays
+//! where it was. That matters beyond the budgets: three icount scenarios
+//! (`session-park-gone`, `session-park-full`, `init-restart-timer`) depend
+//! on which of two equal-priority threads a timer tick finds running, and
+//! a few instructions more on the general path reversed that order in
+//! trials. Make those tests independent of path lengths before moving
+//! this code much.
+//!
 //! Results go back in the caller's saved registers per the convention in
 //! the `abi` crate; docs/abi.md lists every call and its errors.
 //!
