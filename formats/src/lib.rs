@@ -21,8 +21,8 @@ pub mod bootimage;
 pub mod bytes;
 pub mod cmdline;
 pub mod elf;
-#[cfg(test)]
-mod test_rng;
+#[doc(hidden)]
+pub mod test_rng;
 
 /// Bytes of a page (x86-64's smallest): the granule of ELF load plans.
 pub const PAGE_SIZE: u64 = 4096;

@@ -1523,7 +1523,7 @@ mod tests {
 
     // ----- randomized test against a model --------------------------------
 
-    use crate::test_rng::Rng;
+    use formats::test_rng::Rng;
 
     /// The CDT as a plain parent map.
     #[derive(Clone)]

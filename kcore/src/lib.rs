@@ -17,6 +17,4 @@ mod fixed;
 pub mod ioapic;
 pub mod paging;
 pub mod phys;
-#[cfg(test)]
-mod test_rng;
 pub mod typed;

@@ -844,7 +844,7 @@ mod tests {
         // Partial pages at both ends are left out.
         assert_eq!(collect(0x1800, 0x3800, 12, 47), vec![(0x2000, 12)]);
         assert_eq!(collect(0x1000, 0x1000, 12, 47), vec![]);
-        let mut rng = crate::test_rng::Rng(7);
+        let mut rng = formats::test_rng::Rng(7);
         for _ in 0..2000 {
             let a = rng.below(1 << 36) & !0xfff;
             let b = a + (rng.below(1 << 30) & !0xfff);
@@ -908,7 +908,7 @@ mod tests {
         PhysRange::new(start, end)
     }
 
-    use crate::test_rng::Rng;
+    use formats::test_rng::Rng;
 
     use RegionKind::*;
 

@@ -345,13 +345,28 @@ pub fn add_ref(k: &mut Kernel, cap: &Capability) {
 /// is (or was, until this kernel entry) in a slot: its object is live
 /// (module doc, "Access").
 fn refs_of<'k>(k: &'k mut Kernel, cap: &Capability) -> Option<&'k mut u64> {
-    // SAFETY (each arm): the object of a capability of that kind.
     Some(match cap.kind {
-        ObjectType::Thread => &mut k.threads.get_mut(unsafe { thread_at(cap.object) }).refs,
-        ObjectType::Endpoint => &mut unsafe { k.objects.endpoint_mut(cap.object) }.refs,
-        ObjectType::Notification => &mut unsafe { k.objects.notification_mut(cap.object) }.refs,
-        ObjectType::CapTable => &mut unsafe { k.objects.table_header_mut(cap.object) }.refs,
+        ObjectType::Thread => {
+            // SAFETY: the object of a thread capability is a live thread.
+            let thread = unsafe { thread_at(cap.object) };
+            &mut k.threads.get_mut(thread).refs
+        }
+        ObjectType::Endpoint => {
+            // SAFETY: the object of an endpoint capability is a live endpoint.
+            &mut unsafe { k.objects.endpoint_mut(cap.object) }.refs
+        }
+        ObjectType::Notification => {
+            // SAFETY: the object of a notification capability is a live
+            // notification.
+            &mut unsafe { k.objects.notification_mut(cap.object) }.refs
+        }
+        ObjectType::CapTable => {
+            // SAFETY: the object of a table capability is a live table.
+            &mut unsafe { k.objects.table_header_mut(cap.object) }.refs
+        }
         ObjectType::AddressSpace => {
+            // SAFETY: the object of an address-space capability is a live
+            // address space.
             &mut unsafe { crate::vspace::header_mut(&mut k.objects, cap.object) }.refs
         }
         _ => return None,

@@ -10,6 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use formats::test_rng::Rng;
+
 use crate::util::workspace_root;
 
 /// Mutated files per run.
@@ -21,22 +23,6 @@ const TESTSPEC_EVERY: usize = 20;
 /// The most one file may take (generous: a debug build on a loaded
 /// machine; the checker is linear, a few hundred µs per file).
 const MAX_PER_FILE: Duration = Duration::from_secs(2);
-
-/// xorshift64*, as elsewhere in the tree's tests.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 /// Fragments a hostile edit inserts: TOML syntax, keys, huge and negative
 /// numbers, deep nesting, control characters, bidi overrides, long strings.
@@ -53,31 +39,36 @@ const FRAGMENTS: &[&str] = &[
     "a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a = 1\n",
 ];
 
+/// A number below `n` as an index.
+fn below(rng: &mut Rng, n: usize) -> usize {
+    rng.below(n as u64) as usize
+}
+
 /// One mutation of `text` (which may be one of several in a row).
 fn mutate(rng: &mut Rng, text: &str, corpus: &[String]) -> String {
     let mut bytes = text.as_bytes().to_vec();
-    let at = |rng: &mut Rng, len: usize| rng.below(len + 1);
-    match rng.below(9) {
+    let at = |rng: &mut Rng, len: usize| below(rng, len + 1);
+    match below(rng, 9) {
         0 => {
             let i = at(rng, bytes.len());
-            let f = FRAGMENTS[rng.below(FRAGMENTS.len())];
+            let f = FRAGMENTS[below(rng, FRAGMENTS.len())];
             bytes.splice(i..i, f.bytes());
         }
         1 if !bytes.is_empty() => {
-            let i = rng.below(bytes.len());
-            let n = (1 + rng.below(16)).min(bytes.len() - i);
+            let i = below(rng, bytes.len());
+            let n = (1 + below(rng, 16)).min(bytes.len() - i);
             bytes.drain(i..i + n);
         }
         2 if !bytes.is_empty() => {
-            let i = rng.below(bytes.len());
-            bytes[i] ^= 1 << rng.below(8);
+            let i = below(rng, bytes.len());
+            bytes[i] ^= 1 << below(rng, 8);
         }
         3 => {
             // A line of another file.
-            let other = &corpus[rng.below(corpus.len())];
+            let other = &corpus[below(rng, corpus.len())];
             let lines: Vec<&str> = other.lines().collect();
             if !lines.is_empty() {
-                let line = lines[rng.below(lines.len())];
+                let line = lines[below(rng, lines.len())];
                 let i = at(rng, bytes.len());
                 bytes.splice(i..i, format!("\n{line}\n").into_bytes());
             }
@@ -85,10 +76,10 @@ fn mutate(rng: &mut Rng, text: &str, corpus: &[String]) -> String {
         4 => {
             // Duplicate a range (many components, repeated keys).
             if !bytes.is_empty() {
-                let i = rng.below(bytes.len());
-                let n = (1 + rng.below(400)).min(bytes.len() - i);
+                let i = below(rng, bytes.len());
+                let n = (1 + below(rng, 400)).min(bytes.len() - i);
                 let copy = bytes[i..i + n].to_vec();
-                for _ in 0..1 + rng.below(8) {
+                for _ in 0..1 + below(rng, 8) {
                     let j = at(rng, bytes.len());
                     bytes.splice(j..j, copy.iter().copied());
                 }
@@ -96,7 +87,7 @@ fn mutate(rng: &mut Rng, text: &str, corpus: &[String]) -> String {
         }
         5 => {
             // Deep nesting of values.
-            let depth = 1 + rng.below(200);
+            let depth = 1 + below(rng, 200);
             let i = at(rng, bytes.len());
             let nest = format!("\nv = {}1{}\n", "[".repeat(depth), "]".repeat(depth));
             bytes.splice(i..i, nest.into_bytes());
@@ -160,8 +151,8 @@ fn the_checker_survives_mutated_scenarios() {
     let mut errors = 0;
     for case in 0..CASES {
         let seed = rng.0;
-        let mut text = corpus[rng.below(corpus.len())].clone();
-        for _ in 0..1 + rng.below(4) {
+        let mut text = corpus[below(&mut rng, corpus.len())].clone();
+        for _ in 0..1 + below(&mut rng, 4) {
             text = mutate(&mut rng, &text, &corpus);
         }
         let start = Instant::now();
