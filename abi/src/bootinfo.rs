@@ -36,6 +36,12 @@ pub mod slot {
     pub const UNTYPED_FIRST: u32 = 64;
 }
 
+/// log2 of the slots of root's capability table.
+pub const ROOT_CSPACE_BITS: u32 = 12;
+/// Where the kernel image ends at most: its boot self-check `kernel image`
+/// refuses a kernel that ends above (self-check `memory map`; the memory rule, `ucore::plan`,
+/// gives root nothing below this).
+pub const KERNEL_IMAGE_END_MAX: u64 = 4 << 20;
 /// Most untyped capabilities described in the boot information.
 pub const MAX_UNTYPED: usize = 192;
 /// Most command-line bytes passed on.

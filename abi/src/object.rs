@@ -42,6 +42,38 @@ pub const fn io_ports_range(first: u16, last: u16) -> u64 {
     first as u64 | (last as u64) << 16
 }
 
+/// Splits `start..end` into the fewest naturally aligned power-of-two
+/// blocks (each `(start, log2 size)`, `min_bits <= log2 size <= max_bits`),
+/// in address order; parts too small or misaligned for `min_bits` are left
+/// out. This is how the kernel turns free memory into untyped
+/// capabilities, and how the memory rule (`ucore::plan`) models it.
+pub fn aligned_blocks(
+    start: u64,
+    end: u64,
+    min_bits: u32,
+    max_bits: u32,
+) -> impl Iterator<Item = (u64, u32)> {
+    let min = 1u64 << min_bits.min(63);
+    let mut start = start.div_ceil(min).saturating_mul(min);
+    let end = end & !(min - 1);
+    core::iter::from_fn(move || {
+        if start >= end || min_bits > max_bits {
+            return None;
+        }
+        let align_bits = if start == 0 {
+            63
+        } else {
+            start.trailing_zeros()
+        };
+        let room = end - start;
+        let room_bits = 63 - room.leading_zeros();
+        let bits = align_bits.min(room_bits).min(max_bits);
+        let block = (start, bits);
+        start += 1u64 << bits;
+        Some(block)
+    })
+}
+
 /// Bytes of one capability slot in a capability table.
 pub const SLOT_BYTES_BITS: u32 = 7;
 /// Bytes of a thread control block: registers, scheduling and IPC state

@@ -14,7 +14,7 @@
 //! | priority | [`crate::child::INIT_PRIORITY`], CPU 0 |
 //! | capability table | 2^[`CSPACE_BITS`] slots: `child::UNTYPED`, `child::SERVICE_ENDPOINT` (root's, unused yet) and `child::OWN_THREAD`, `OWN_CSPACE`, `OWN_VSPACE` (`child::OwnCaps::ALL`, as `+own` grants them) |
 //! | devices | at [`IO_PORTS`] all I/O ports (root's own capability, copied); at [`isa_irq_slot`]`(i)` the IRQ handler of the GSI where ISA IRQ `i` arrives (`bootinfo::BootInfo::isa_gsi`, the MADT's overrides applied — on QEMU IRQ 0 at GSI 2), for each `i < 16` that arrives at a line root has; empty otherwise |
-//! | untyped memory | at `child::UNTYPED`: 2^`ucore::init::pool_bits_with_update(rom, update)` bytes — every child's block (its RAM quota and what its existence costs) of the config and of its update ([`UPDATE_ENTRY`], if any) plus init's own, rounded up to a power of two |
+//! | untyped memory | the pieces of `ucore::plan::pool_pieces(image, rom, update)`, largest first: the first at `child::UNTYPED`, the others from [`POOL_FIRST`] on — the binary digits of the sum of every child's block (its RAM quota and what its existence costs, `ucore::plan::block_bits`) of the config and of its update ([`UPDATE_ENTRY`], if any) and init's own MiB; init computes the same pieces from the same boot image |
 //! | page-table pool | 2^[`PT_POOL_BITS`] bytes |
 //! | the boot image | a read-only copy at `bootinfo::BOOT_IMAGE_ADDR` (fresh frames root fills, as it fills a child's segments), so init finds the ROM and the children's ELF files by name exactly as root does |
 //! | `rdi` | the boot image's length in bytes |
@@ -75,7 +75,7 @@
 /// docs/scenarios.md): a config ROM init applies when a component with a
 /// `Reconfig` session asks it to (`rt::session::reconfig`). Root sizes
 /// init's memory for the config and the update together
-/// (`ucore::init::pool_bits_with_update`).
+/// (`ucore::plan::pool_pieces`).
 pub const UPDATE_ENTRY: &str = "config.update";
 
 /// log2 of init's capability table's slots.
@@ -117,4 +117,12 @@ pub const fn isa_irq_slot(irq: u8) -> u32 {
     ISA_IRQ_FIRST + irq as u32
 }
 
+/// Where the second and later pieces of init's pool lie (the first is at
+/// `child::UNTYPED`): at most [`POOL_SLOTS`] of them.
+pub const POOL_FIRST: u32 = ISA_IRQ_FIRST + 16;
+/// Slots for pool pieces from [`POOL_FIRST`]: one per size of untyped
+/// (2^12 .. 2^47 bytes) but the first piece's.
+pub const POOL_SLOTS: u32 = 35;
+
 const _: () = assert!(isa_irq_slot(15) < 1 << CSPACE_BITS);
+const _: () = assert!(POOL_FIRST + POOL_SLOTS <= 1 << CSPACE_BITS);

@@ -704,25 +704,7 @@ pub fn aligned_blocks(
     min_bits: u32,
     max_bits: u32,
 ) -> impl Iterator<Item = (u64, u32)> {
-    let min = 1u64 << min_bits.min(63);
-    let mut start = range.start.div_ceil(min).saturating_mul(min);
-    let end = range.end & !(min - 1);
-    core::iter::from_fn(move || {
-        if start >= end || min_bits > max_bits {
-            return None;
-        }
-        let align_bits = if start == 0 {
-            63
-        } else {
-            start.trailing_zeros()
-        };
-        let room = end - start;
-        let room_bits = 63 - room.leading_zeros();
-        let bits = align_bits.min(room_bits).min(max_bits);
-        let block = (start, bits);
-        start += 1u64 << bits;
-        Some(block)
-    })
+    abi::object::aligned_blocks(range.start, range.end, min_bits, max_bits)
 }
 
 fn check_pages(range: PhysRange) -> Result<(), FreeError> {

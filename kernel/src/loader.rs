@@ -32,7 +32,7 @@ use crate::vspace;
 
 const STACK_PAGES: u64 = 16;
 /// log2 of root's capability-table slots.
-const ROOT_CSPACE_BITS: u64 = 12;
+const ROOT_CSPACE_BITS: u64 = abi::bootinfo::ROOT_CSPACE_BITS as u64;
 /// log2 of root's page-table pool.
 const ROOT_PT_POOL_BITS: u64 = 20;
 /// Frames kept back for the kernel's own later needs (MMIO page tables).

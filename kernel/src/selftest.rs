@@ -75,6 +75,12 @@ pub fn check_memory_map(boot: &BootInfo) -> Result<(), CheckFailed> {
     if !kernel_in_usable {
         return Err(CheckFailed("the kernel image is not inside usable memory"));
     }
+    if kernel.end > abi::bootinfo::KERNEL_IMAGE_END_MAX {
+        return Err(CheckFailed(
+            "the kernel image ends above abi::bootinfo::KERNEL_IMAGE_END_MAX (4 MiB), below \
+             which the memory rule (ucore::plan) gives root nothing: raise the bound",
+        ));
+    }
     let frames = mm::FRAMES.lock();
     let frames = frames
         .as_ref()

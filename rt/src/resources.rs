@@ -118,6 +118,19 @@ impl Resources {
         })
     }
 
+    /// Adds the untouched, non-device untyped capability of 2^`bits` bytes
+    /// in own slot `slot` (outside the slot range) to the memory served;
+    /// false for a size the allocator does not take.
+    pub fn add_untyped(&mut self, slot: u32, bits: u8) -> bool {
+        let info = UntypedInfo {
+            phys: 0,
+            size_bits: bits,
+            device: 0,
+            _reserved: [0; 6],
+        };
+        self.untyped.add(slot, &info)
+    }
+
     /// Takes over the free slots and the RAM untyped capabilities that the
     /// boot information describes.
     pub fn from_boot_info(info: &BootInfo) -> Result<(Resources, Summary), ResourceError> {
@@ -154,6 +167,12 @@ impl Resources {
         }
         summary.free_bytes = untyped.free_bytes();
         Ok((Resources { slots, untyped }, summary))
+    }
+
+    /// The untouched untyped blocks: `(log2 of the size, count)` per size,
+    /// smallest first.
+    pub fn untyped_blocks(&self) -> impl Iterator<Item = (u32, usize)> + Clone + '_ {
+        self.untyped.free_blocks()
     }
 
     /// Gives back a slot that [`Resources::slot`] handed out and that is

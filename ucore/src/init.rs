@@ -1,37 +1,31 @@
-//! Init's arithmetic of quotas: how much untyped memory each child of a
-//! config ROM costs and how much root must hand init for all of them
-//! (`interfaces::init` describes the hand-over).
+//! Init's arithmetic of quotas and placement: a child's quota untyped
+//! and capability table, where it runs and the line init logs for it.
 //!
 //! Each child is paid from one untyped *block* of its own, which init cuts
-//! from its pool when it first starts the child and keeps for it:
-//!
-//! - half of the block (or more) pays for the child's existence: its
-//!   capability table (`caps` × 128 bytes), address space and page-table
-//!   pool, thread, the pages of its ELF image, stack and IPC buffer —
-//!   at least [`OVERHEAD_MIN_BITS`];
-//! - the *quota*: an untyped of 2^[`quota_bits`] bytes, the largest power
-//!   of two not above `ram_mib` MiB, put into the child's own table
-//!   (`interfaces::child::UNTYPED`). Whatever the child makes comes from it, and
-//!   the kernel refuses a `Retype` beyond it (`OutOfMemory`): that is the
-//!   quota's enforcement.
+//! from its pool when it first starts the child and keeps for it; its size
+//! is the memory rule's (`crate::plan::block_bits`): the smallest power of
+//! two holding the child's existence (capability table of `caps` × 128
+//! bytes, address space, thread, the frames of its ELF image, stack and
+//! IPC buffer) and its *quota*: an untyped of 2^[`quota_bits`] bytes, the
+//! largest power of two not above `ram_mib` MiB, put into the child's own
+//! table (`interfaces::child::UNTYPED`). Whatever the child makes comes
+//! from the quota, and the kernel refuses a `Retype` beyond it
+//! (`OutOfMemory`): that is the quota's enforcement.
 //!
 //! Revoking the block destroys every object made from it, which returns
 //! all of the child's memory at once (a restart, or the end).
 //!
 //! Not yet: a `ram_mib` that is not a power of two gets only the power of
 //! two below as quota (the kernel's untyped objects are powers of two; a
-//! quota split over several untypeds would give the rest); the image's
-//! cost is paid from the block's other half rather than from `ram_mib`.
+//! quota split over several untypeds would give the rest), and a block is
+//! a power of two, so a quota of 2^n with its existence takes 2^(n+1).
 
 use core::fmt;
 
-use crate::config::{Component, CpuSet, Rom};
+use crate::config::{Component, CpuSet};
 
 /// log2 of one MiB.
 pub const MIB_BITS: u32 = 20;
-/// log2 of the least memory for a child's existence (2 MiB: the image,
-/// 64 KiB stack, page tables, thread and a small capability table).
-pub const OVERHEAD_MIN_BITS: u32 = 21;
 /// log2 of what init keeps for itself from the pool (its endpoints).
 pub const OWN_BITS: u32 = 20;
 
@@ -46,35 +40,6 @@ pub fn quota_bits(ram_mib: u32) -> u32 {
 /// two in a parsed ROM; otherwise the power of two below).
 pub fn cspace_bits(caps: u32) -> u32 {
     u32::BITS - 1 - caps.max(1).leading_zeros()
-}
-
-/// log2 of the block a child with `ram_mib` and `caps` is paid from: two
-/// halves, one at least the quota, the other at least its existence.
-pub fn block_bits(ram_mib: u32, caps: u32) -> u32 {
-    let table = cspace_bits(caps) + abi::object::SLOT_BYTES_BITS;
-    let overhead = OVERHEAD_MIN_BITS.max(table + 1);
-    quota_bits(ram_mib).max(overhead) + 1
-}
-
-/// log2 of the untyped pool root hands init for `rom`: all blocks plus
-/// init's own, rounded up to a power of two. Init cuts the blocks in start
-/// order without ever giving one back, so a buddy split never fails for
-/// lack of a large enough piece (at most one free piece per size).
-pub fn pool_bits(rom: &Rom<'_>) -> u32 {
-    pool_bits_with_update(rom, None)
-}
-
-/// [`pool_bits`] for `rom` and the config update init may be told to apply
-/// (the boot-image entry `config.update`): room for every block of both,
-/// so the update's new children find memory even before the removed ones'
-/// blocks are given back (init reuses those too).
-pub fn pool_bits_with_update(rom: &Rom<'_>, update: Option<&Rom<'_>>) -> u32 {
-    let total = rom
-        .components()
-        .chain(update.into_iter().flat_map(|u| u.components()))
-        .map(|c| 1u64 << block_bits(c.ram_mib, c.caps))
-        .fold(1u64 << OWN_BITS, u64::saturating_add);
-    u64::BITS - (total - 1).leading_zeros()
 }
 
 /// Where init runs a child: its first thread's CPU and the CPU set its
@@ -127,23 +92,18 @@ impl fmt::Display for Started<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{encode, ComponentSpec, OwnCaps, Restart, SharedEndpoint, Spec};
+    use crate::config::{encode, ComponentSpec, OwnCaps, Restart, Rom, SharedEndpoint, Spec};
     use alloc::string::ToString;
     use alloc::vec;
 
     #[test]
-    fn quotas_round_down_blocks_hold_both_halves() {
+    fn quotas_round_down() {
         assert_eq!(quota_bits(1), 20);
         assert_eq!(quota_bits(2), 21);
         assert_eq!(quota_bits(3), 21);
         assert_eq!(quota_bits(4), 22);
         assert_eq!(quota_bits(65536), 36);
         assert_eq!(cspace_bits(64), 6);
-        // 1 MiB quota, 2 MiB for its existence: a 4 MiB block.
-        assert_eq!(block_bits(1, 64), 22);
-        assert_eq!(block_bits(4, 128), 23);
-        // 65536 slots take 8 MiB: the other half must hold them twice over.
-        assert_eq!(block_bits(1, 65536), 25);
     }
 
     /// The line names the CPU the child runs on: what it asked for, or

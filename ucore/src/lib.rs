@@ -15,8 +15,11 @@
 //! - [`config`]: the config ROM init will read — a scenario's components,
 //!   quotas, routes, restart policies and config tables; encoder (used by
 //!   xtask) and bounds-checked decoder.
-//! - [`init`]: what each of init's children costs (its quota and the
-//!   block it is paid from) and how much memory root hands init.
+//! - [`init`]: a child's quota untyped and capability table, where it
+//!   runs and init's line for it.
+//! - [`plan`]: the memory rule — whether a scenario can start: each
+//!   component's block, init's pool pieces, root's allocations for init,
+//!   the verdict, and a model of the memory the kernel hands root.
 //! - [`timer`]: the Timer service's clock (PIT ticks plus counter) and
 //!   each session's one-shot and periodic timeouts.
 //! - [`packet_stream`]: the bulk-data channel between components (shared
@@ -45,6 +48,7 @@ pub mod config;
 pub mod init;
 pub mod load;
 pub mod packet_stream;
+pub mod plan;
 pub mod signal;
 pub mod slots;
 pub mod start;

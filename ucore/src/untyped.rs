@@ -15,7 +15,8 @@
 //!   object is then retyped from a block of exactly its size, at offset 0.
 //! - Objects smaller than [`PACK_BITS`] (64 KiB: frames, threads,
 //!   endpoints, notifications) are packed into shared blocks of 64 KiB
-//!   (smaller ones when no 64 KiB block is left): the allocator mirrors
+//!   (never smaller ones, so the memory rule of `crate::plan` can count
+//!   each small object's memory as a 64 KiB request): the allocator mirrors
 //!   such a block's watermark and retypes objects from it while they fit.
 //!   Splitting all the way down to each 4 KiB frame would cost every
 //!   frame two extra capability slots (its own untyped and its share of
@@ -150,6 +151,16 @@ impl UntypedAllocator {
             .sum()
     }
 
+    /// How many untouched blocks of each size it holds: `(log2 of the
+    /// size, count)` for each size it has, smallest first.
+    pub fn free_blocks(&self) -> impl Iterator<Item = (u32, usize)> + Clone + '_ {
+        self.free
+            .iter()
+            .enumerate()
+            .filter(|(_, list)| !list.is_empty())
+            .map(|(bits, list)| (bits as u32, list.len()))
+    }
+
     /// Makes one object of `kind` (`size_bits` for sized types) into slot
     /// `dst`, which may be in another table (`abi::caddr::in_table`).
     /// Slots for splitting come from `slots`.
@@ -195,22 +206,18 @@ impl UntypedAllocator {
         let index = match self.small.iter().position(fits) {
             Some(i) => i,
             None => {
-                // A 64 KiB block, else the largest smaller one that holds
-                // the object.
-                let mut taken = Err(AllocError::OutOfMemory { bits });
-                for b in (bits.max(MIN_UNTYPED_BITS)..=PACK_BITS).rev() {
-                    taken = self.take_block(kernel, slots, b).map(|block| (block, b));
-                    if !matches!(taken, Err(AllocError::OutOfMemory { .. })) {
-                        break;
-                    }
-                }
-                let (block, b) = taken.map_err(|e| match e {
-                    AllocError::OutOfMemory { .. } => AllocError::OutOfMemory { bits },
-                    e => e,
-                })?;
+                // Always a block of 2^PACK_BITS, never a smaller one: so
+                // every small object's memory is a 64 KiB request, which
+                // the memory rule (`crate::plan`) counts exactly.
+                let block = self
+                    .take_block(kernel, slots, PACK_BITS)
+                    .map_err(|e| match e {
+                        AllocError::OutOfMemory { .. } => AllocError::OutOfMemory { bits },
+                        e => e,
+                    })?;
                 self.small.push(SmallBlock {
                     slot: block.slot,
-                    bits: b,
+                    bits: PACK_BITS,
                     used: 0,
                 });
                 self.small.len() - 1
@@ -267,7 +274,7 @@ impl UntypedAllocator {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::BTreeMap;
     use std::vec;
@@ -277,7 +284,7 @@ mod tests {
     /// capabilities only: objects at the watermark aligned to their size,
     /// `OutOfMemory` when they do not fit, `SlotOccupied` for a full slot.
     #[derive(Default)]
-    struct Model {
+    pub(crate) struct Model {
         /// slot -> (phys, bits, watermark)
         untyped: BTreeMap<u64, (u64, u32, u64)>,
         /// Every slot that holds something.
@@ -289,7 +296,7 @@ mod tests {
     }
 
     impl Model {
-        fn with(untyped: &[(u32, u64, u32)]) -> Model {
+        pub(crate) fn with(untyped: &[(u32, u64, u32)]) -> Model {
             let mut m = Model::default();
             for &(slot, phys, bits) in untyped {
                 m.untyped.insert(slot.into(), (phys, bits, 0));
@@ -431,28 +438,27 @@ mod tests {
     }
 
     #[test]
-    fn small_objects_pack_into_small_blocks_too() {
-        // No 64 KiB block: 4 KiB ones serve.
+    fn small_objects_take_only_64k_blocks() {
+        // Only 4 KiB blocks: small objects are refused (the memory rule
+        // counts every small object's memory as a 64 KiB request), and the
+        // blocks stay untouched.
         let mut kernel = Model::with(&[(64, 0, 12), (65, 0x1000, 12)]);
         let mut slots = SlotAllocator::new(100, 200).unwrap();
         let mut a = UntypedAllocator::new();
         a.add(64, &info(0, 12, false));
         a.add(65, &info(0x1000, 12, false));
-        // 2 threads of 2 KiB fill one page, 64 endpoints the other.
-        for i in 0..2 {
-            a.alloc(&mut kernel, &mut slots, ObjectType::Thread, 0, 300 + i)
-                .unwrap();
+        for (kind, bits) in [
+            (ObjectType::Thread, 11),
+            (ObjectType::Endpoint, 6),
+            (ObjectType::Frame4K, 12),
+        ] {
+            assert_eq!(
+                a.alloc(&mut kernel, &mut slots, kind, 0, 300),
+                Err(AllocError::OutOfMemory { bits })
+            );
         }
-        for i in 0..64 {
-            a.alloc(&mut kernel, &mut slots, ObjectType::Endpoint, 0, 400 + i)
-                .unwrap();
-        }
-        assert_eq!(
-            a.alloc(&mut kernel, &mut slots, ObjectType::Notification, 0, 500),
-            Err(AllocError::OutOfMemory { bits: 6 })
-        );
-        no_overlaps(&kernel.objects);
-        assert_eq!(object_bytes(&kernel), 2 << 12);
+        assert_eq!(kernel.calls, 0);
+        assert_eq!(a.free_bytes(), 2 << 12);
 
         // Sixteen frames share one 64 KiB untyped, no slots spent.
         let mut kernel = Model::with(&[(64, 0, 16)]);
@@ -525,9 +531,9 @@ mod tests {
         assert_eq!(a.free_bytes(), 0);
 
         // A refused retype from a shared block keeps the block usable.
-        let mut kernel = Model::with(&[(64, 0, 12)]);
+        let mut kernel = Model::with(&[(64, 0, 16)]);
         let mut a = UntypedAllocator::new();
-        a.add(64, &info(0, 12, false));
+        a.add(64, &info(0, 16, false));
         kernel.occupied.insert(300, ObjectType::Endpoint);
         assert_eq!(
             a.alloc(&mut kernel, &mut slots, ObjectType::Frame4K, 0, 300),

@@ -86,7 +86,10 @@ pub fn run_one(test: &BootTest, log_dir: &Path) -> Outcome {
     let start = Instant::now();
     let mut serial = String::new();
     let mut stderr_text = String::new();
-    let failure = boot(test, &mut serial, &mut stderr_text);
+    let mut failure = boot(test, &mut serial, &mut stderr_text);
+    if failure.is_none() && spec.root_memory {
+        failure = crate::memory::check_root_blocks(&serial, &test.machine).err();
+    }
     let duration = start.elapsed();
     let log_path = log_dir.join(format!("{}.log", spec.name));
     let log_path = match &failure {

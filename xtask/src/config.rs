@@ -230,9 +230,6 @@ pub fn check(
         );
     }
 
-    let available = machine.memory_mib.saturating_sub(rom::RESERVED_MIB);
-    let mut total_ram = 0u64;
-    let mut ram_reported = false;
     let mut total_caps = 0u64;
     let mut caps_reported = false;
     let mut specs = Vec::new();
@@ -305,21 +302,6 @@ pub fn check(
                 c.ram_mib.span(),
                 format!("{who}ram_mib: {ram} is not from 1 to {}", rom::MAX_RAM_MIB),
             );
-        } else {
-            total_ram += u64::from(ram);
-            if total_ram > u64::from(available) && !ram_reported {
-                ram_reported = true;
-                diags.push(
-                    c.ram_mib.span(),
-                    format!(
-                        "{who}ram_mib: the RAM quotas add up to {total_ram} MiB with this \
-                         component, more than the {available} MiB available (memory_mib = {} \
-                         minus {} MiB reserved for the kernel, root and init)",
-                        machine.memory_mib,
-                        rom::RESERVED_MIB
-                    ),
-                );
-            }
         }
 
         let caps = *c.caps.get_ref();

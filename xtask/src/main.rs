@@ -23,6 +23,7 @@ mod host;
 mod kernel;
 mod linux;
 mod matcher;
+mod memory;
 mod profile;
 mod qemu;
 mod run;

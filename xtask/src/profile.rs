@@ -85,7 +85,13 @@ pub fn run(args: &ProfileArgs) -> Result<bool> {
     let scenario = scenario::load(&root, &args.scenario)?;
     let system = system::build()?;
     let cmdline = args.cmdline.clone().unwrap_or(scenario.cmdline.clone());
-    let image = system::scenario_image(&system, &scenario, &cmdline, &scenario.name)?;
+    let image = system::scenario_image(
+        &system,
+        &scenario,
+        &cmdline,
+        &scenario.name,
+        Some(scenario.machine),
+    )?;
     let symbols = Symbols::read(&system.kernel)?;
     let mut machine = Machine::new(system.kernel.clone(), Some(image), cmdline, Accel::Tcg);
     machine.icount = true;

@@ -58,11 +58,18 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         memory_mib: args.memory.unwrap_or(scenario.machine.memory_mib),
     };
     scenario.check_machine(hardware)?;
+    scenario.check_memory(hardware)?;
     qemu::check_host_memory(hardware.memory_mib)?;
     setup::ensure_target()?;
     setup::ensure_qemu()?;
     let system = system::build()?;
-    let boot_image = system::scenario_image(&system, &scenario, &scenario.cmdline, &scenario.name)?;
+    let boot_image = system::scenario_image(
+        &system,
+        &scenario,
+        &scenario.cmdline,
+        &scenario.name,
+        Some(hardware),
+    )?;
     let elf = system.kernel.clone();
     let choice = accel::choose(
         args.accel,

@@ -90,6 +90,9 @@ pub struct Scenario {
     /// The file's text and the components it was checked against, to
     /// check it again for another machine.
     text: String,
+    /// Where memory-rule errors point: the `memory_mib` key, else the
+    /// first component.
+    memory_span: std::ops::Range<usize>,
     binaries: Vec<String>,
 }
 
@@ -190,6 +193,11 @@ fn parse_following(
         }
         boot_modules.push(name.clone());
     }
+    let memory_span = match (&raw.memory_mib, raw.components.first()) {
+        (Some(m), _) => m.span(),
+        (None, Some(c)) => c.span(),
+        (None, None) => 0..0,
+    };
     let config = check(path, text, &raw, binaries, machine)?;
     let update = match &raw.update {
         Some(name) if follow_update => {
@@ -218,6 +226,7 @@ fn parse_following(
         boot_modules,
         update,
         text: text.to_string(),
+        memory_span,
         binaries: binaries.to_vec(),
     })
 }
@@ -326,6 +335,52 @@ impl Scenario {
                     self.name, machine.smp, machine.memory_mib
                 )
             })
+    }
+
+    /// The memory rule before anything is built (`crate::memory`): an
+    /// error at the file's `memory_mib` key, or at its first component
+    /// when it has none. Nothing to check without components.
+    pub fn check_memory(&self, machine: Machine) -> Result<()> {
+        self.memory_rule(machine, crate::memory::Built::Nothing)
+            .map_err(|message| {
+                tomlfile::error_at(&self.path, &self.text, self.memory_span.clone(), &message)
+            })
+    }
+
+    /// The memory rule on the scenario's packed boot image `image`
+    /// (`crate::memory`).
+    pub fn check_image_memory(&self, machine: Machine, image: &[u8]) -> Result<()> {
+        self.memory_rule(machine, crate::memory::Built::Image(image))
+            .map_err(|message| {
+                anyhow!(
+                    "{}: with its boot image: {message}",
+                    display_path(&self.path)
+                )
+            })
+    }
+
+    /// The memory rule's message, if it refuses; Ok without components.
+    fn memory_rule(
+        &self,
+        machine: Machine,
+        built: crate::memory::Built<'_>,
+    ) -> std::result::Result<(), String> {
+        let rom = self.rom().map_err(|e| format!("{e:#}"))?;
+        let update = self.update_rom().map_err(|e| format!("{e:#}"))?;
+        match rom {
+            Some(rom) => crate::memory::check(&rom, update.as_deref(), machine, built),
+            None => Ok(()),
+        }
+    }
+
+    /// The least memory (MiB, at most `qemu::MAX_MEMORY_MIB`) with which
+    /// the memory rule accepts the scenario on its packed boot image
+    /// `image` with `machine`'s CPUs.
+    pub fn least_image_memory(&self, machine: Machine, image: &[u8]) -> Result<u32> {
+        let rom = self.rom()?.context("the scenario has no components")?;
+        let update = self.update_rom()?;
+        crate::memory::least_for_image(&rom, update.as_deref(), machine.smp, image)
+            .with_context(|| format!("{}: no memory size starts it", display_path(&self.path)))
     }
 
     /// The components the boot image of this scenario must carry when the

@@ -190,13 +190,24 @@ pub fn image_entries(
 /// The boot image for `scenario` booted with kernel command line
 /// `cmdline` ([`image_entries`]), written to
 /// `target/pecan/images/NAME.img` (`name`: the scenario's, or a test's).
+/// With `machine`, the memory rule is checked on the packed image for
+/// that machine (`Scenario::check_image_memory`).
 pub fn scenario_image(
     system: &System,
     scenario: &Scenario,
     cmdline: &str,
     name: &str,
+    machine: Option<crate::config::Machine>,
 ) -> Result<PathBuf> {
     let entries = image_entries(&system.components, scenario, cmdline)?;
+    if let Some(machine) = machine {
+        let pairs: Vec<(&str, &[u8])> = entries
+            .iter()
+            .map(|(n, b)| (n.as_str(), b.as_slice()))
+            .collect();
+        let image = crate::bootimage::write_image(&pairs).context("packing the boot image")?;
+        scenario.check_image_memory(machine, &image)?;
+    }
     let path = workspace_root()
         .join("target")
         .join("pecan")

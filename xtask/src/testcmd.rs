@@ -176,11 +176,29 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
         } else if let Some(image) = scenario_images.get(&key) {
             Ok(image.clone())
         } else {
-            system::scenario_image(&system, &scenario, &cmdline, &format!("test-{}", spec.name))
-                .inspect(|image| {
-                    scenario_images.insert(key, image.clone());
-                })
+            let name = format!("test-{}", spec.name);
+            system::scenario_image(&system, &scenario, &cmdline, &name, None).inspect(|image| {
+                scenario_images.insert(key, image.clone());
+            })
         };
+        // The memory rule on the image, for this test's machine (an image
+        // is shared by tests of one scenario on different machines).
+        let mut size = spec.machine(&scenario);
+        let image = image.and_then(|image| {
+            if spec.memory_rule && spec.modules.is_empty() {
+                let bytes = std::fs::read(&image)
+                    .with_context(|| format!("reading {}", display_path(&image)))?;
+                if spec.least_memory {
+                    size.memory_mib = scenario.least_image_memory(size, &bytes)?;
+                    println!(
+                        "==> {}: the least memory that starts it: {} MiB",
+                        spec.name, size.memory_mib
+                    );
+                }
+                scenario.check_image_memory(size, &bytes)?;
+            }
+            Ok(image)
+        });
         let image = match image {
             Ok(image) => image,
             Err(e) => {
@@ -205,7 +223,6 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
             },
         );
         machine.icount = spec.icount;
-        let size = spec.machine(&scenario);
         machine.smp = size.smp;
         machine.memory_mib = size.memory_mib;
         machine.icount = spec.icount && choice.accel == crate::accel::Accel::Tcg;

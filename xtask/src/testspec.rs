@@ -13,6 +13,12 @@
 //!                                     # an array in the list, ["a", "b"], matches in any order
 //! forbid = ["(?i)panic"]              # optional: any match fails the test at once
 //! exit = "success"                    # required: "success" (QEMU 33) or "failure" (QEMU 35)
+//! memory_rule = false                 # optional (true): false boots a scenario the memory
+//!                                     # rule refuses, to test root's and init's own refusal
+//! least_memory = true                 # optional (false): boot with the least memory_mib the
+//!                                     # memory rule accepts for the scenario's boot image
+//! root_memory = true                  # optional (false): root's `untyped blocks` line must
+//!                                     # hold at least the rule's model (ucore::plan::RootMemory)
 //!
 //! [[module]]                          # optional, repeatable: a malformed boot module
 //! name = "bad-machine"                #   its boot-image name
@@ -69,8 +75,18 @@ struct Raw {
     #[serde(default)]
     forbid: Vec<Spanned<String>>,
     exit: ExpectedExit,
+    #[serde(default = "yes")]
+    memory_rule: bool,
+    #[serde(default)]
+    root_memory: bool,
+    #[serde(default)]
+    least_memory: bool,
     #[serde(default, rename = "module")]
     modules: Vec<Spanned<RawModule>>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// An `expect` entry as written: one pattern, or patterns in any order.
@@ -136,6 +152,15 @@ pub struct TestSpec {
     pub expect: Vec<Step>,
     pub forbid: Vec<Pattern>,
     pub exit: ExpectedExit,
+    /// Whether the scenario must pass the memory rule (`crate::memory`);
+    /// false only for tests of what root and init do with one that fails.
+    pub memory_rule: bool,
+    /// Whether root's `root: untyped blocks: ...` line is checked against
+    /// the rule's model of root's memory (`crate::memory::root_model`).
+    pub root_memory: bool,
+    /// Whether the test boots with the least memory the rule accepts for
+    /// its boot image (`crate::memory::least_for_image`), not `memory_mib`.
+    pub least_memory: bool,
     /// Malformed modules added to the boot image, in order.
     pub modules: Vec<Module>,
     /// The file's text (for errors with line numbers).
@@ -259,6 +284,9 @@ pub fn parse(path: &Path, text: &str) -> Result<TestSpec> {
         expect: steps(raw.expect)?,
         forbid: compile(raw.forbid)?,
         exit: raw.exit,
+        memory_rule: raw.memory_rule,
+        root_memory: raw.root_memory,
+        least_memory: raw.least_memory,
         modules,
         text: text.to_string(),
     })
@@ -278,6 +306,9 @@ impl TestSpec {
     pub fn load_scenario(&self, root: &Path) -> Result<Scenario> {
         let loaded = scenario::load(root, &self.scenario).and_then(|scenario| {
             scenario.check_machine(self.machine(&scenario))?;
+            if self.memory_rule {
+                scenario.check_memory(self.machine(&scenario))?;
+            }
             Ok(scenario)
         });
         loaded.map_err(|e| match &self.scenario_span {

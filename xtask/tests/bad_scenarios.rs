@@ -124,10 +124,11 @@ const CASES: &[(&str, &str, &str)] = &[
     ),
     (
         "ram-over-total",
-        "12:11",
-        "component \"hello\": ram_mib: the RAM quotas add up to 96 MiB with this component, \
-         more than the 80 MiB available (memory_mib = 128 minus 48 MiB reserved for the \
-         kernel, root and init)",
+        "2:14",
+        "the scenario cannot start on a machine of 128 MiB: root cannot start init: 128 MiB in \
+         blocks of 128 MiB or more are needed, 0 bytes are there (first missing: init's memory \
+         for the components); it needs memory_mib = 260 at least; the blocks are echo 128 MiB, \
+         hello 64 MiB, init's own 1 MiB (docs/scenarios.md, \"Memory\")",
     ),
     (
         "caps-not-power-of-two",

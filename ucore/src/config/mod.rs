@@ -235,17 +235,13 @@ pub const SERVICE_LEN: usize = 32;
 pub const MIN_CAPS: u32 = 16;
 /// The largest capability quota: the kernel's largest capability table.
 pub const MAX_CAPS: u32 = 1 << abi::object::MAX_CAP_TABLE_BITS;
-/// Most capability slots all components together may have. Their tables
-/// are paid from [`RESERVED_MIB`]: 65536 slots of 128 bytes are 8 MiB.
+/// Most capability slots all components together may have (65536 slots
+/// of 128 bytes are 8 MiB; each table is paid from its component's block,
+/// `crate::plan`).
 pub const MAX_TOTAL_CAPS: u32 = 65536;
 /// The largest RAM quota in MiB (64 GiB, `interfaces::child::MAX_UNTYPED_BITS`).
 pub const MAX_RAM_MIB: u32 =
     1 << (interfaces::child::MAX_UNTYPED_BITS - interfaces::child::MIB_BITS);
-/// Memory the components' RAM quotas may not use, in MiB: the kernel (image,
-/// heap of at most 16 MiB, page tables, frame bookkeeping: 20 MiB), the
-/// boot image (8 MiB), root and init (12 MiB) and the components'
-/// capability tables (8 MiB, see [`MAX_TOTAL_CAPS`]).
-pub const RESERVED_MIB: u32 = 48;
 /// The highest priority a component may have: init's.
 pub const MAX_PRIORITY: u8 = interfaces::child::INIT_PRIORITY;
 /// A component's priority when the scenario does not give one.

@@ -241,7 +241,13 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
     for (name, names) in &selection.scenarios {
         let scenario = crate::scenario::load(&root, name)?;
         // A scenario with components boots init with its config ROM.
-        let image = system::scenario_image(&system, &scenario, &scenario.cmdline, &scenario.name)?;
+        let image = system::scenario_image(
+            &system,
+            &scenario,
+            &scenario.cmdline,
+            &scenario.name,
+            Some(scenario.machine),
+        )?;
         let smp = scenario.machine.smp;
         scenarios.push((*name, scenario.cmdline, image, smp, names.clone()));
     }

@@ -239,22 +239,31 @@ impl<'a> Init<'a> {
         let update = image
             .find(init::UPDATE_ENTRY)
             .and_then(|e| Rom::parse(e.data).ok());
-        let pool_bits = ucore::init::pool_bits_with_update(&rom, update.as_ref());
+        // The pieces root made (interfaces::init), by the same rule.
+        let pieces = ucore::plan::pool_pieces(&image, &rom, update.as_ref());
         println!(
-            "init: config ROM with {} components, {} MiB of untyped memory",
+            "init: config ROM with {} components, {} of untyped memory",
             rom.component_count(),
-            1u64 << (pool_bits - ucore::init::MIB_BITS)
+            ucore::plan::Size(pieces.iter().map(|&b| 1u64 << b).sum())
         );
+        let first = pieces.first().copied().unwrap_or(ucore::init::OWN_BITS);
         let own_res = Resources::new(
             child::FIRST_FREE,
             init::OWN_SLOTS_END,
             child::UNTYPED,
-            pool_bits as u8,
+            first as u8,
         );
         let mut res = own_res.map_err(|e| {
             println!("init: cannot take over its memory: {e}");
             init::EXIT_NO_RESOURCES
         })?;
+        let others = pieces.get(1..).unwrap_or(&[]);
+        for (slot, &bits) in (init::POOL_FIRST..init::POOL_FIRST + init::POOL_SLOTS).zip(others) {
+            if !res.add_untyped(slot, bits as u8) {
+                println!("init: cannot take over its memory: a piece of 2^{bits} bytes");
+                return Err(init::EXIT_NO_RESOURCES);
+            }
+        }
         let parent = ParentCaps::make(&mut res, child::OWN_VSPACE).map_err(|e| {
             println!("init: cannot make its endpoints: {e}");
             init::EXIT_NO_RESOURCES
@@ -469,7 +478,8 @@ impl<'a> Init<'a> {
     /// Starts component `c` as child `id` from a block of init's pool and
     /// records it (`init: started ...` or `init: cannot start ...`).
     fn launch(&mut self, c: Component<'a>, id: usize) {
-        let block_bits = ucore::init::block_bits(c.ram_mib, c.caps);
+        let pages = ucore::plan::Images::pages(&self.builder.image, c.binary);
+        let block_bits = ucore::plan::block_bits(&c, pages);
         let block = match self.pool.block(block_bits) {
             Ok(slot) => slot,
             Err(e) => {

@@ -8,6 +8,7 @@ use formats::bootimage::BootImage;
 use rt::abi::bootinfo::{self, slot, BootInfo, BOOT_IMAGE_ADDR};
 use rt::abi::caddr::{in_table, own};
 use rt::abi::cpu::CpuSet;
+use rt::abi::ObjectType;
 use rt::interfaces::{child, init};
 use rt::println;
 use rt::resources::Resources;
@@ -73,6 +74,12 @@ pub fn run(info: &'static BootInfo) -> i32 {
         summary.device_caps,
         summary.free_slots
     );
+    // What the memory rule's model of root's memory is checked against
+    // (`ucore::plan::RootMemory`, the tests `memory-*`).
+    println!(
+        "root: untyped blocks: {}",
+        ucore::plan::BlockList(res.untyped_blocks())
+    );
     // The kernel starts root at this priority; children run below it, so
     // root finishes starting them all before the first one runs.
     if let Err(e) = syscall::thread_set_sched_params(own(slot::THREAD), child::ROOT_PRIORITY, 0) {
@@ -132,7 +139,7 @@ pub fn run(info: &'static BootInfo) -> i32 {
     let init = config.map(|_| 1);
     let code = supervise(&mut children, endpoints.fault, init);
     println!("root: all children finished");
-    stop_all(&children);
+    stop_all(&children, init);
     if code == 0 && not_started > 0 {
         println!("root: {not_started} entries of pecan.start= could not be started");
         return exit::NOT_STARTED;
@@ -186,10 +193,14 @@ fn start_init(
     let update = image
         .find(init::UPDATE_ENTRY)
         .and_then(|e| ucore::config::Rom::parse(e.data).ok());
-    let pool_bits = match ucore::config::Rom::parse(config) {
-        Ok(rom) => ucore::init::pool_bits_with_update(&rom, update.as_ref()),
-        Err(_) => ucore::init::OWN_BITS,
+    // The memory rule's pieces (`ucore::plan`), which init computes too.
+    let pieces = match ucore::config::Rom::parse(config) {
+        Ok(rom) => ucore::plan::pool_pieces(image, &rom, update.as_ref()),
+        Err(_) => alloc::vec![ucore::init::OWN_BITS],
     };
+    // Never empty: init's own MiB is always a piece.
+    let first = pieces.first().copied().unwrap_or(ucore::init::OWN_BITS);
+    let others = pieces.get(1..).unwrap_or(&[]);
     // Init's devices (interfaces::init): all I/O ports and the ISA IRQs' handlers.
     let mut grants = alloc::vec![Grant {
         src: bootinfo::slot::IO_PORTS,
@@ -209,7 +220,7 @@ fn start_init(
         arg: bytes.len() as u64,
         cspace_bits: init::CSPACE_BITS,
         pt_pool_bits: init::PT_POOL_BITS,
-        untyped_bits: pool_bits,
+        untyped_bits: first,
         priority: child::INIT_PRIORITY,
         cpu: 0,
         cpus: CpuSet::EMPTY,
@@ -220,7 +231,14 @@ fn start_init(
         grants: &grants,
         notification: false,
     };
-    spawn::spawn(res, parent, &spec)
+    let (caps, entry) = spawn::spawn(res, parent, &spec)?;
+    // Init does not run before root waits for its children (it runs
+    // below root's priority on root's CPU), so the pieces are there when
+    // it starts.
+    for (slot, &bits) in (init::POOL_FIRST..init::POOL_FIRST + init::POOL_SLOTS).zip(others) {
+        res.make_at(ObjectType::Untyped, bits, in_table(caps.cspace, slot))?;
+    }
+    Ok((caps, entry))
 }
 
 /// Receives on root's endpoint until no child that is not a server runs;
@@ -259,7 +277,9 @@ fn supervise(
 /// threads among it: a helper thread blocked forever would keep the
 /// machine running) and then its thread (and the copies made from that
 /// capability, such as a test child's own), which stops the servers.
-fn stop_all(children: &Supervisor<'static, ChildCaps>) {
+/// Init (its index `init`) has its pool in pieces: the first at
+/// `child::UNTYPED`, the others from `init::POOL_FIRST` (`interfaces::init`).
+fn stop_all(children: &Supervisor<'static, ChildCaps>, init: Option<usize>) {
     for c in children.children() {
         let untyped = in_table(c.caps.cspace, child::UNTYPED);
         // Best effort: a child that deleted its own untyped capability
@@ -269,6 +289,17 @@ fn stop_all(children: &Supervisor<'static, ChildCaps>) {
         // child's address space; revoking it unmaps none of root's memory.
         if let Err(e) = unsafe { syscall::cap_revoke(untyped) } {
             println!("root: cannot revoke the memory of {}: {e}", c.name);
+        }
+        if Some(c.index) == init {
+            for slot in init::POOL_FIRST..init::POOL_FIRST + init::POOL_SLOTS {
+                // Slots past the last piece are empty: nothing to revoke.
+                // SAFETY: as above, init's memory is mapped only in init's
+                // and its children's address spaces.
+                match unsafe { syscall::cap_revoke(in_table(c.caps.cspace, slot)) } {
+                    Ok(()) | Err(rt::abi::Error::EmptySlot) => {}
+                    Err(e) => println!("root: cannot revoke the memory of {}: {e}", c.name),
+                }
+            }
         }
         let thread = own(c.caps.thread);
         // SAFETY: the thread runs in the child's address space; deleting it
