@@ -159,20 +159,71 @@ pub fn corrupt(elf: &[u8], defect: Defect) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Puts the test's `[[config_value]]`s into the config ROM among
+/// `entries` (the boot-image entry `config`): the ROM is decoded, each
+/// value replaces (or adds) its key in its component's config table, and
+/// the result is encoded again. Only the type rules of xtask's checker
+/// are bypassed this way; the ROM's own rules (`ucore::config`) still hold,
+/// as init checks them.
+fn change_config(spec: &TestSpec, entries: &mut [(String, Vec<u8>)]) -> Result<()> {
+    let first = &spec.config_values[0];
+    let Some((_, rom)) = entries
+        .iter_mut()
+        .find(|(n, _)| n == crate::system::CONFIG_ENTRY)
+    else {
+        return Err(spec.config_value_error(
+            first,
+            &format!(
+                "scenario `{}` has no components: there is no config ROM to change",
+                spec.scenario
+            ),
+        ));
+    };
+    let mut config = ucore::config::Rom::parse(rom)
+        .map_err(|e| anyhow!("the scenario's config ROM does not parse: {e}"))?
+        .to_spec();
+    for value in &spec.config_values {
+        let Some(component) = config
+            .components
+            .iter()
+            .position(|c| c.name == value.component)
+        else {
+            let names: Vec<&str> = config.components.iter().map(|c| c.name.as_str()).collect();
+            let message = format!(
+                "config_value: no component `{}` in scenario `{}` (components: {})",
+                value.component,
+                spec.scenario,
+                names.join(", ")
+            );
+            return Err(spec.config_value_error(value, &message));
+        };
+        let table = &mut config.components[component].config;
+        table.retain(|(k, _)| *k != value.key);
+        table.push((value.key.clone(), value.value.clone()));
+    }
+    *rom = ucore::config::encode(&config)
+        .map_err(|e| spec.config_value_error(first, &format!("config_value: {e}")))?;
+    Ok(())
+}
+
 /// The boot image for `spec`: `components` (name, bytes: the components
-/// and, for a scenario with components, its config ROM) plus the test's
-/// modules, written to `dir/NAME.img`. `None` when the test adds no
-/// modules (it boots its scenario's image).
+/// and, for a scenario with components, its config ROM) with the test's
+/// config values ([`change_config`]), plus the test's modules, written to
+/// `dir/NAME.img`. `None` when the test does neither (it boots its
+/// scenario's image).
 pub fn test_image(
     spec: &TestSpec,
     base: &[(String, Vec<u8>)],
     components: &[(String, Vec<u8>)],
     dir: &Path,
 ) -> Result<Option<PathBuf>> {
-    if spec.modules.is_empty() {
+    if !spec.has_own_image() {
         return Ok(None);
     }
     let mut entries: Vec<(String, Vec<u8>)> = base.to_vec();
+    if !spec.config_values.is_empty() {
+        change_config(spec, &mut entries)?;
+    }
     // A module named like the config ROM makes root start init (the boot
     // protocol, `interfaces::init`): init must be in the image then.
     let config_module = spec
@@ -365,6 +416,95 @@ mod tests {
         assert_eq!(
             test_image(&plain, &components, &components, &dir).unwrap(),
             None
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn config_values_change_the_config_rom() {
+        use ucore::config::{Rom, ValueBuf};
+        let dir = crate::util::temp_dir("fixtures-config");
+        let head = "description = \"d\"\ntimeout_secs = 5\nexpect = []\nexit = \"success\"\n";
+        let value = |component: &str, key: &str, value: &str| {
+            format!("\n[[config_value]]\ncomponent = \"{component}\"\nkey = \"{key}\"\nvalue = {value}\n")
+        };
+        let text = format!(
+            "{head}{}{}",
+            value("b", "arg", "\"abc\""),
+            value("a", "new", "[1, { x = 2.5 }]")
+        );
+        let spec = crate::testspec::parse(Path::new("tests/cv.toml"), &text).unwrap();
+        let component = |name: &str, arg: i64| {
+            format!(
+                "[[component]]\nname = \"{name}\"\nbinary = \"hello\"\nram_mib = 1\ncaps = 16\n\
+                 [component.config]\narg = {arg}\nkeep = true\n"
+            )
+        };
+        let scenario = crate::scenario::parse(
+            Path::new("scenarios/two.toml"),
+            &format!(
+                "description = \"two\"\n{}{}",
+                component("a", 1),
+                component("b", 2)
+            ),
+            &["hello".to_string()],
+        )
+        .unwrap();
+        let rom = scenario.rom().unwrap().unwrap();
+        let entries = vec![
+            ("root".to_string(), b"root bytes".to_vec()),
+            ("hello".to_string(), sample_elf()),
+            (crate::system::CONFIG_ENTRY.to_string(), rom),
+        ];
+        let path = test_image(&spec, &entries, &entries, &dir)
+            .unwrap()
+            .unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let image = formats::bootimage::BootImage::parse(&bytes).unwrap();
+        let names: Vec<&str> = image.entries().map(|e| e.name).collect();
+        assert_eq!(names, ["root", "hello", "config"]);
+        let rom = Rom::parse(image.find("config").unwrap().data).unwrap();
+        let (a, b) = (rom.find("a").unwrap(), rom.find("b").unwrap());
+        // The rest of the ROM is as it was.
+        assert_eq!(a.arg(), Ok(1));
+        assert_eq!(a.config.get("keep"), b.config.get("keep"));
+        assert_eq!(
+            a.config.get("new").unwrap().to_buf(),
+            ValueBuf::Array(vec![
+                ValueBuf::Integer(1),
+                ValueBuf::Table(vec![("x".to_string(), ValueBuf::Float(2.5))])
+            ])
+        );
+        assert_eq!(
+            b.arg().unwrap_err().to_string(),
+            "config arg: \"abc\" is not an integer"
+        );
+        assert_eq!(b.config.len(), 2);
+
+        // A component the scenario does not have; a scenario without
+        // components.
+        let spec = crate::testspec::parse(
+            Path::new("tests/cv.toml"),
+            &format!("{head}{}", value("c", "arg", "1")),
+        )
+        .unwrap();
+        let e = format!(
+            "{:#}",
+            test_image(&spec, &entries, &entries, &dir).unwrap_err()
+        );
+        assert_eq!(
+            e,
+            "tests/cv.toml:6:1: config_value: no component `c` in scenario `kernel` \
+             (components: a, b)"
+        );
+        let e = format!(
+            "{:#}",
+            test_image(&spec, &entries[..2], &entries, &dir).unwrap_err()
+        );
+        assert_eq!(
+            e,
+            "tests/cv.toml:6:1: scenario `kernel` has no components: there is no config ROM \
+             to change"
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }
