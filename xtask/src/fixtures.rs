@@ -30,6 +30,9 @@ use serde::Deserialize;
 use crate::testspec::TestSpec;
 use crate::util::display_path;
 
+mod image;
+pub use image::{corrupt_image, ImageDefect};
+
 /// A deliberate defect of a module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -208,8 +211,9 @@ fn change_config(spec: &TestSpec, entries: &mut [(String, Vec<u8>)]) -> Result<(
 
 /// The boot image for `spec`: `components` (name, bytes: the components
 /// and, for a scenario with components, its config ROM) with the test's
-/// config values ([`change_config`]), plus the test's modules, written to
-/// `dir/NAME.img`. `None` when the test does neither (it boots its
+/// config values ([`change_config`]), plus the test's modules, packed and,
+/// with an `image_defect`, corrupted ([`corrupt_image`]); written to
+/// `dir/NAME.img`. `None` when the test does none of these (it boots its
 /// scenario's image).
 pub fn test_image(
     spec: &TestSpec,
@@ -257,8 +261,24 @@ pub fn test_image(
         entries.push((module.name.clone(), bytes));
     }
     let path = dir.join(format!("{}.img", spec.name));
-    crate::system::write_boot_image(&entries, &path)
-        .with_context(|| format!("the boot image of test {}", display_path(&spec.path)))?;
+    let context = || format!("the boot image of test {}", display_path(&spec.path));
+    let Some(defect) = spec.image_defect else {
+        crate::system::write_boot_image(&entries, &path).with_context(context)?;
+        return Ok(Some(path));
+    };
+    let entries: Vec<(&str, &[u8])> = entries
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
+    let packed = crate::bootimage::write_image(&entries).with_context(context)?;
+    let (image, error) = corrupt_image(&packed, defect)
+        .map_err(|e| spec.image_defect_error(&format!("image_defect: {e:#}")))?;
+    crate::system::write_image_file(&image, &path).with_context(context)?;
+    println!(
+        "==> boot image: {} ({} bytes, corrupted: {defect:?}; the kernel must say: {error})",
+        display_path(&path),
+        image.len()
+    );
     Ok(Some(path))
 }
 
@@ -272,7 +292,7 @@ mod tests {
 
     /// A small ET_EXEC x86_64 file like lld makes: R, R+X (entry), R+W
     /// data and R+W bss, each on its own page, with file bytes.
-    fn sample_elf() -> Vec<u8> {
+    pub(super) fn sample_elf() -> Vec<u8> {
         let segments: [(u32, u64, u64, u64, u64); 4] = [
             // flags, offset, vaddr, file size, memory size
             (R, 0, 0x20_0000, 0x300, 0x300),
@@ -416,6 +436,55 @@ mod tests {
         assert_eq!(
             test_image(&plain, &components, &components, &dir).unwrap(),
             None
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn image_defects_corrupt_the_packed_image() {
+        let dir = crate::util::temp_dir("fixtures-image");
+        let text = |defect: &str| {
+            format!(
+                "description = \"d\"\ntimeout_secs = 5\nexpect = []\nexit = \"failure\"\n\
+                 image_defect = \"{defect}\"\n"
+            )
+        };
+        let spec =
+            crate::testspec::parse(Path::new("tests/img.toml"), &text("overlapping-entries"))
+                .unwrap();
+        assert_eq!(spec.image_defect, Some(ImageDefect::OverlappingEntries));
+        let entries = vec![
+            ("root".to_string(), sample_elf()),
+            ("hello".to_string(), b"hello bytes".to_vec()),
+        ];
+        let path = test_image(&spec, &entries, &entries, &dir)
+            .unwrap()
+            .unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(
+            formats::bootimage::root_plan(&bytes)
+                .unwrap_err()
+                .to_string(),
+            "boot image rejected: boot image entry 1: data overlaps the data of entry 0"
+        );
+
+        // An image the defect cannot be made in: the key's line.
+        let e = format!(
+            "{:#}",
+            test_image(&spec, &entries[..1], &entries, &dir).unwrap_err()
+        );
+        assert_eq!(
+            e,
+            "tests/img.toml:5:16: image_defect: the OverlappingEntries defect needs an image of \
+             two entries or more, this one has 1"
+        );
+        let e = format!(
+            "{:#}",
+            crate::testspec::parse(Path::new("tests/img.toml"), &text("sideways")).unwrap_err()
+        );
+        assert!(
+            e.starts_with("tests/img.toml:5:16: unknown variant `sideways`"),
+            "{e}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }

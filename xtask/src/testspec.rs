@@ -19,6 +19,9 @@
 //! from = "hello"                      #   the component whose ELF file it is made from
 //! defect = "wrong-machine"            #   see crate::fixtures
 //!
+//! image_defect = "overlapping-entries" # optional: the packed image corrupted
+//!                                     #   (see crate::fixtures::ImageDefect)
+//!
 //! [[config_value]]                    # optional, repeatable: a value put into the
 //! component = "broken"                #   config ROM after the checker (see
 //! key = "arg"                         #   crate::fixtures), for tests of what init
@@ -44,7 +47,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::config::Machine;
-use crate::fixtures::Defect;
+use crate::fixtures::{Defect, ImageDefect};
 use crate::qemu;
 use crate::scenario::{self, Scenario};
 use crate::tomlfile;
@@ -79,6 +82,7 @@ struct Raw {
     modules: Vec<Spanned<RawModule>>,
     #[serde(default, rename = "config_value")]
     config_values: Vec<Spanned<RawConfigValue>>,
+    image_defect: Option<Spanned<ImageDefect>>,
 }
 
 /// An `expect` entry as written: one pattern, or patterns in any order.
@@ -169,6 +173,10 @@ pub struct TestSpec {
     pub modules: Vec<Module>,
     /// Values put into the config ROM after the checker, in order.
     pub config_values: Vec<ConfigValue>,
+    /// The corruption of the packed boot image, if any, and its key in
+    /// the file (for errors).
+    pub image_defect: Option<ImageDefect>,
+    image_defect_span: Range<usize>,
     /// The file's text (for errors with line numbers).
     text: String,
 }
@@ -309,6 +317,8 @@ pub fn parse(path: &Path, text: &str) -> Result<TestSpec> {
         exit: raw.exit,
         modules,
         config_values,
+        image_defect: raw.image_defect.as_ref().map(|d| *d.get_ref()),
+        image_defect_span: raw.image_defect.map_or(0..0, |d| d.span()),
         text: text.to_string(),
     })
 }
@@ -379,10 +389,22 @@ impl TestSpec {
         tomlfile::error_at(&self.path, &self.text, value.span.clone(), message)
     }
 
-    /// Whether the test boots an image of its own (it adds modules or
-    /// changes the config ROM: [`crate::fixtures::test_image`]).
+    /// An error about the test's `image_defect`, naming the file and the
+    /// line of the key.
+    pub fn image_defect_error(&self, message: &str) -> anyhow::Error {
+        tomlfile::error_at(
+            &self.path,
+            &self.text,
+            self.image_defect_span.clone(),
+            message,
+        )
+    }
+
+    /// Whether the test boots an image of its own (it adds modules,
+    /// changes the config ROM or corrupts the image:
+    /// [`crate::fixtures::test_image`]).
     pub fn has_own_image(&self) -> bool {
-        !self.modules.is_empty() || !self.config_values.is_empty()
+        !self.modules.is_empty() || !self.config_values.is_empty() || self.image_defect.is_some()
     }
 
     /// The kernel command line: the scenario's, then the test's.
