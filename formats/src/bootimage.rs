@@ -45,6 +45,7 @@
 use core::fmt;
 
 use crate::bytes::{read_u32, read_u64};
+use crate::elf::{ElfError, Limits, LoadPlan};
 
 /// The first eight bytes of every boot image.
 pub const MAGIC: [u8; 8] = *b"PECANIMG";
@@ -97,23 +98,42 @@ pub enum BootImageError {
     /// The header's (or the caller's) entry count exceeds [`MAX_ENTRIES`].
     TooManyEntries(u32),
     /// `need` bytes are required but only `have` are there: the input is
-    /// shorter than the header or the entry table, the header's `total_size`
-    /// does not even cover the header and table, or (writer) the output
+    /// shorter than the header or the entry table, or (writer) the output
     /// buffer is too small.
     Truncated { need: u64, have: u64 },
     /// The header's `total_size` is larger than the bytes present.
     SizeMismatch { header: u64, actual: u64 },
+    /// The header's `total_size` does not even cover the header and the
+    /// entry table, which end at `table_end`.
+    SizeBelowTable { header: u64, table_end: u64 },
     /// The header's reserved field is not zero.
     ReservedNotZero(u64),
     /// An entry's name breaks the name rules.
     BadName { index: usize, reason: NameFault },
-    /// An entry's name equals the name of an earlier entry.
-    DuplicateName { index: usize },
+    /// An entry's name equals the name of the earlier entry `other`.
+    DuplicateName { index: usize, other: usize },
     /// An entry's offset is not a multiple of [`ALIGN`].
     Misaligned { index: usize, offset: u64 },
-    /// An entry's data starts inside the header or entry table, or ends past
-    /// the image (or its end does not fit in 64 bits).
-    OutOfBounds { index: usize },
+    /// An entry's data starts inside the header or the entry table, which
+    /// end at `table_end`.
+    InsideTable {
+        index: usize,
+        offset: u64,
+        table_end: u64,
+    },
+    /// An entry's data ends at `end`, past the image's end at `image_end`
+    /// (its `total_size`).
+    PastEnd {
+        index: usize,
+        end: u64,
+        image_end: u64,
+    },
+    /// An entry's `offset + size` does not fit in 64 bits.
+    EndOverflows {
+        index: usize,
+        offset: u64,
+        size: u64,
+    },
     /// An entry's data overlaps the data of the earlier entry `other`.
     Overlap { index: usize, other: usize },
     /// (writer) The image would not fit in the address space.
@@ -139,23 +159,50 @@ impl fmt::Display for BootImageError {
                 f,
                 "boot image header says the image is {header} bytes, but only {actual} bytes are present"
             ),
+            BootImageError::SizeBelowTable { header, table_end } => write!(
+                f,
+                "boot image header says the image is {header} bytes, less than its header and \
+                 entry table ({table_end} bytes)"
+            ),
             BootImageError::ReservedNotZero(v) => {
                 write!(f, "boot image header's reserved field is {v:#x}, must be 0")
             }
             BootImageError::BadName { index, reason } => {
                 write!(f, "boot image entry {index}: name {reason}")
             }
-            BootImageError::DuplicateName { index } => write!(
+            BootImageError::DuplicateName { index, other } => write!(
                 f,
-                "boot image entry {index}: name is already used by an earlier entry"
+                "boot image entry {index}: name is already used by entry {other}"
             ),
             BootImageError::Misaligned { index, offset } => write!(
                 f,
                 "boot image entry {index}: offset {offset:#x} is not a multiple of {ALIGN:#x}"
             ),
-            BootImageError::OutOfBounds { index } => write!(
+            BootImageError::InsideTable {
+                index,
+                offset,
+                table_end,
+            } => write!(
                 f,
-                "boot image entry {index}: data is not inside the image after the entry table"
+                "boot image entry {index}: data at offset {offset:#x} is inside the header or \
+                 the entry table (which end at {table_end:#x})"
+            ),
+            BootImageError::PastEnd {
+                index,
+                end,
+                image_end,
+            } => write!(
+                f,
+                "boot image entry {index}: data ends at {end:#x}, past the end of the image at \
+                 {image_end:#x}"
+            ),
+            BootImageError::EndOverflows {
+                index,
+                offset,
+                size,
+            } => write!(
+                f,
+                "boot image entry {index}: offset {offset:#x} + size {size:#x} does not fit in 64 bits"
             ),
             BootImageError::Overlap { index, other } => write!(
                 f,
@@ -230,9 +277,9 @@ impl<'a> BootImage<'a> {
             });
         }
         if total_size < table_end as u64 {
-            return Err(BootImageError::Truncated {
-                need: table_end as u64,
-                have: total_size,
+            return Err(BootImageError::SizeBelowTable {
+                header: total_size,
+                table_end: table_end as u64,
             });
         }
         // total_size <= bytes.len(), so it fits in usize.
@@ -259,9 +306,24 @@ impl<'a> BootImage<'a> {
             let end = e
                 .offset
                 .checked_add(e.size)
-                .ok_or(BootImageError::OutOfBounds { index })?;
-            if e.offset < table_end as u64 || end > total_size {
-                return Err(BootImageError::OutOfBounds { index });
+                .ok_or(BootImageError::EndOverflows {
+                    index,
+                    offset: e.offset,
+                    size: e.size,
+                })?;
+            if e.offset < table_end as u64 {
+                return Err(BootImageError::InsideTable {
+                    index,
+                    offset: e.offset,
+                    table_end: table_end as u64,
+                });
+            }
+            if end > total_size {
+                return Err(BootImageError::PastEnd {
+                    index,
+                    end,
+                    image_end: total_size,
+                });
             }
             // Quadratic, but at most 64 entries. Earlier records were read
             // successfully above, so the `else` arm is unreachable.
@@ -270,7 +332,7 @@ impl<'a> BootImage<'a> {
                     continue;
                 };
                 if decode_name(o.name) == Ok(name) {
-                    return Err(BootImageError::DuplicateName { index });
+                    return Err(BootImageError::DuplicateName { index, other });
                 }
                 // Half-open ranges: empty ones never intersect anything.
                 let o_end = o.offset.saturating_add(o.size);
@@ -359,6 +421,52 @@ impl<'a> Iterator for Entries<'a> {
 
 impl ExactSizeIterator for Entries<'_> {}
 
+/// The entry the kernel starts: root, the first user-level component.
+pub const ROOT: &str = "root";
+
+/// Bytes of root's stack, which ends at [`abi::MAIN_STACK_TOP`]: the kernel
+/// maps it below the top, so root's segments must end below it.
+pub const ROOT_STACK_BYTES: u64 = 64 * 1024;
+
+/// Where root's segments may lie: the user range below its stack.
+pub const ROOT_LIMITS: Limits = Limits {
+    user_end: abi::MAIN_STACK_TOP - ROOT_STACK_BYTES,
+    min_addr: abi::map::USER_MAP_START,
+};
+
+/// Why the kernel cannot start root from a boot image ([`root_plan`]); the
+/// kernel prints it as `==== FATAL BOOT ERROR: cannot start root: ... ====`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RootError {
+    /// The image breaks a rule of the format.
+    Image(BootImageError),
+    /// The image has no entry named [`ROOT`].
+    NoRoot,
+    /// Root's ELF file does not load within [`ROOT_LIMITS`].
+    Elf(ElfError),
+}
+
+impl fmt::Display for RootError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RootError::Image(e) => write!(f, "boot image rejected: {e}"),
+            RootError::NoRoot => write!(f, "the boot image has no component named '{ROOT}'"),
+            RootError::Elf(e) => write!(f, "root's ELF file rejected: {e}"),
+        }
+    }
+}
+
+/// What the kernel checks of the boot image before it starts root: the
+/// image is parsed, its [`ROOT`] entry found and root's ELF file checked
+/// into a load plan within [`ROOT_LIMITS`]. The image, root's entry and
+/// its plan; or the first thing that is wrong.
+pub fn root_plan(bytes: &[u8]) -> Result<(BootImage<'_>, Entry<'_>, LoadPlan), RootError> {
+    let image = BootImage::parse(bytes).map_err(RootError::Image)?;
+    let root = image.find(ROOT).ok_or(RootError::NoRoot)?;
+    let plan = LoadPlan::from_elf(root.data, &ROOT_LIMITS).map_err(RootError::Elf)?;
+    Ok((image, root, plan))
+}
+
 /// Size of the image [`write_image`] produces for entries with these names
 /// and data lengths, after checking the names and count. Lets a caller size
 /// the output buffer first, since kcore has no allocator.
@@ -428,7 +536,7 @@ fn layout<'n>(
         check_name(name).map_err(|reason| BootImageError::BadName { index, reason })?;
         for other in 0..index {
             if at(other).is_some_and(|(n, _)| n == name) {
-                return Err(BootImageError::DuplicateName { index });
+                return Err(BootImageError::DuplicateName { index, other });
             }
         }
         let offset = align_up(cursor).ok_or(BootImageError::TooLarge)?;
@@ -613,7 +721,7 @@ mod tests {
         );
         assert_eq!(
             image_size(&[("a", 1), ("b", 1), ("a", 2)]),
-            Err(BootImageError::DuplicateName { index: 2 })
+            Err(BootImageError::DuplicateName { index: 2, other: 0 })
         );
         let many: Vec<String> = (0..=MAX_ENTRIES).map(|i| std::format!("m{i}")).collect();
         let sizes: Vec<(&str, u64)> = many.iter().map(|n| (n.as_str(), 0)).collect();
@@ -686,9 +794,9 @@ mod tests {
         set_u64(&mut img, 16, 40);
         assert_eq!(
             BootImage::parse(&img),
-            Err(BootImageError::Truncated {
-                need: (HEADER_SIZE + 4 * ENTRY_SIZE) as u64,
-                have: 40
+            Err(BootImageError::SizeBelowTable {
+                header: 40,
+                table_end: (HEADER_SIZE + 4 * ENTRY_SIZE) as u64,
             })
         );
 
@@ -740,7 +848,7 @@ mod tests {
         img[entry_at(2)..entry_at(2) + 5].copy_from_slice(b"root\0");
         assert_eq!(
             BootImage::parse(&img),
-            Err(BootImageError::DuplicateName { index: 2 })
+            Err(BootImageError::DuplicateName { index: 2, other: 0 })
         );
 
         let mut img = good.clone();
@@ -758,21 +866,33 @@ mod tests {
         set_u64(&mut img, entry_at(3) + NAME_LEN + 8, 2);
         assert_eq!(
             BootImage::parse(&img),
-            Err(BootImageError::OutOfBounds { index: 3 })
+            Err(BootImageError::PastEnd {
+                index: 3,
+                end: 16386,
+                image_end: 16385
+            })
         );
         // Inside the header/table.
         let mut img = good.clone();
         set_u64(&mut img, entry_at(2) + NAME_LEN, 0);
         assert_eq!(
             BootImage::parse(&img),
-            Err(BootImageError::OutOfBounds { index: 2 })
+            Err(BootImageError::InsideTable {
+                index: 2,
+                offset: 0,
+                table_end: 288
+            })
         );
         // offset + size overflows.
         let mut img = good.clone();
         set_u64(&mut img, entry_at(0) + NAME_LEN + 8, u64::MAX - 100);
         assert_eq!(
             BootImage::parse(&img),
-            Err(BootImageError::OutOfBounds { index: 0 })
+            Err(BootImageError::EndOverflows {
+                index: 0,
+                offset: 4096,
+                size: u64::MAX - 100
+            })
         );
 
         // Entry 1 moved onto entry 0's page.
@@ -789,47 +909,120 @@ mod tests {
     }
 
     #[test]
-    fn every_error_displays() {
-        let errors = [
-            BootImageError::BadMagic,
-            BootImageError::UnsupportedVersion(2),
-            BootImageError::TooManyEntries(65),
-            BootImageError::Truncated { need: 32, have: 1 },
-            BootImageError::SizeMismatch {
-                header: 9,
-                actual: 8,
-            },
-            BootImageError::ReservedNotZero(1),
-            BootImageError::BadName {
-                index: 1,
-                reason: NameFault::NotUtf8,
-            },
-            BootImageError::DuplicateName { index: 1 },
-            BootImageError::Misaligned {
-                index: 1,
-                offset: 0x1010,
-            },
-            BootImageError::OutOfBounds { index: 1 },
-            BootImageError::Overlap { index: 2, other: 1 },
-            BootImageError::TooLarge,
-        ];
-        for e in errors {
-            assert!(!std::format!("{e}").is_empty());
-        }
-        assert_eq!(
-            std::format!(
-                "{}",
+    fn every_error_displays_exactly() {
+        let cases: [(BootImageError, &str); 18] = [
+            (
+                BootImageError::BadMagic,
+                "boot image does not start with the magic \"PECANIMG\"",
+            ),
+            (
+                BootImageError::UnsupportedVersion(2),
+                "boot image has version 2, only version 1 is supported",
+            ),
+            (
+                BootImageError::TooManyEntries(65),
+                "boot image has 65 entries, at most 64 are allowed",
+            ),
+            (
+                BootImageError::Truncated { need: 32, have: 1 },
+                "boot image is truncated: needs 32 bytes, has 1",
+            ),
+            (
+                BootImageError::SizeMismatch {
+                    header: 9,
+                    actual: 8,
+                },
+                "boot image header says the image is 9 bytes, but only 8 bytes are present",
+            ),
+            (
+                BootImageError::SizeBelowTable {
+                    header: 40,
+                    table_end: 96,
+                },
+                "boot image header says the image is 40 bytes, less than its header and entry \
+                 table (96 bytes)",
+            ),
+            (
+                BootImageError::ReservedNotZero(1),
+                "boot image header's reserved field is 0x1, must be 0",
+            ),
+            (
+                BootImageError::BadName {
+                    index: 1,
+                    reason: NameFault::Empty,
+                },
+                "boot image entry 1: name is empty",
+            ),
+            (
+                BootImageError::BadName {
+                    index: 1,
+                    reason: NameFault::TooLong,
+                },
+                "boot image entry 1: name is longer than 48 bytes",
+            ),
+            (
+                BootImageError::BadName {
+                    index: 1,
+                    reason: NameFault::NulInside,
+                },
+                "boot image entry 1: name has a NUL byte inside it",
+            ),
+            (
+                BootImageError::BadName {
+                    index: 1,
+                    reason: NameFault::NotUtf8,
+                },
+                "boot image entry 1: name is not valid UTF-8",
+            ),
+            (
+                BootImageError::DuplicateName { index: 2, other: 0 },
+                "boot image entry 2: name is already used by entry 0",
+            ),
+            (
                 BootImageError::Misaligned {
                     index: 3,
-                    offset: 0x1010
-                }
+                    offset: 0x1010,
+                },
+                "boot image entry 3: offset 0x1010 is not a multiple of 0x1000",
             ),
-            "boot image entry 3: offset 0x1010 is not a multiple of 0x1000"
-        );
-        assert_eq!(
-            std::format!("{}", BootImageError::Overlap { index: 2, other: 1 }),
-            "boot image entry 2: data overlaps the data of entry 1"
-        );
+            (
+                BootImageError::InsideTable {
+                    index: 1,
+                    offset: 0,
+                    table_end: 0xe0,
+                },
+                "boot image entry 1: data at offset 0x0 is inside the header or the entry table \
+                 (which end at 0xe0)",
+            ),
+            (
+                BootImageError::PastEnd {
+                    index: 1,
+                    end: 0x3001,
+                    image_end: 0x3000,
+                },
+                "boot image entry 1: data ends at 0x3001, past the end of the image at 0x3000",
+            ),
+            (
+                BootImageError::EndOverflows {
+                    index: 1,
+                    offset: 0x1000,
+                    size: u64::MAX,
+                },
+                "boot image entry 1: offset 0x1000 + size 0xffffffffffffffff does not fit in 64 \
+                 bits",
+            ),
+            (
+                BootImageError::Overlap { index: 2, other: 1 },
+                "boot image entry 2: data overlaps the data of entry 1",
+            ),
+            (
+                BootImageError::TooLarge,
+                "boot image would be larger than the address space",
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(std::format!("{e}"), want);
+        }
     }
 
     /// An independent, straightforward (std-using) statement of the rules,

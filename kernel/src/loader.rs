@@ -17,8 +17,7 @@ use core::fmt;
 
 use abi::bootinfo::{self, slot, BootInfo as RootBootInfo, UntypedInfo};
 use abi::{ObjectType, Rights};
-use formats::bootimage::{BootImage, BootImageError};
-use formats::elf::{ElfError, Limits, LoadPlan};
+use formats::bootimage::{self, RootError, ROOT_STACK_BYTES};
 use kcore::cap::{self, Capability, SlotId};
 use kcore::phys::{PhysRange, PAGE_SIZE};
 use kcore::typed::{CapTableCap, FrameCap, IoPortsCap, UntypedCap};
@@ -30,7 +29,8 @@ use crate::thread::{self, ThreadRef};
 use crate::token::{Kernel, Objects};
 use crate::vspace;
 
-const STACK_PAGES: u64 = 16;
+/// Root's stack: its segments end below it (`formats::bootimage::ROOT_LIMITS`).
+const STACK_PAGES: u64 = ROOT_STACK_BYTES / PAGE_SIZE;
 /// log2 of root's capability-table slots.
 const ROOT_CSPACE_BITS: u64 = abi::bootinfo::ROOT_CSPACE_BITS as u64;
 /// log2 of root's page-table pool.
@@ -42,9 +42,8 @@ const KERNEL_RESERVE_PAGES: u64 = 256;
 pub enum LoadError {
     NoBootImage,
     MisalignedBootImage(u64),
-    Image(BootImageError),
-    NoRoot,
-    Elf(ElfError),
+    /// The image, its `root` entry or root's ELF file is refused.
+    Root(RootError),
     OutOfMemory,
     Map(abi::Error),
     Cap(cap::CapError),
@@ -60,9 +59,7 @@ impl fmt::Display for LoadError {
                     "the boot image at {a:#x} does not start on a page boundary"
                 )
             }
-            Self::Image(e) => write!(f, "boot image rejected: {e}"),
-            Self::NoRoot => write!(f, "the boot image has no component named 'root'"),
-            Self::Elf(e) => write!(f, "root's ELF file rejected: {e}"),
+            Self::Root(e) => write!(f, "{e}"),
             Self::OutOfMemory => write!(f, "out of memory while loading root"),
             Self::Map(e) => write!(f, "mapping root's memory failed: {e}"),
             Self::Cap(e) => write!(f, "setting up root's capabilities failed: {e}"),
@@ -139,13 +136,7 @@ pub fn load_root(k: &mut Kernel, boot: &BootInfo, cpu_count: u64) -> Result<Thre
     let bytes = unsafe {
         core::slice::from_raw_parts(mm::phys_to_virt(image_range.start) as *const u8, image_len)
     };
-    let image = BootImage::parse(bytes).map_err(LoadError::Image)?;
-    let root = image.find("root").ok_or(LoadError::NoRoot)?;
-    let limits = Limits {
-        user_end: abi::MAIN_STACK_TOP - STACK_PAGES * PAGE_SIZE,
-        min_addr: abi::map::USER_MAP_START,
-    };
-    let plan = LoadPlan::from_elf(root.data, &limits).map_err(LoadError::Elf)?;
+    let (_, root, plan) = bootimage::root_plan(bytes).map_err(LoadError::Root)?;
 
     // The three objects.
     let space = alloc_frames((1 << (ROOT_PT_POOL_BITS + 1)) / PAGE_SIZE)?;

@@ -30,6 +30,9 @@ use serde::Deserialize;
 use crate::testspec::TestSpec;
 use crate::util::display_path;
 
+mod image;
+pub use image::{corrupt_image, ImageDefect};
+
 /// A deliberate defect of a module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -159,20 +162,72 @@ pub fn corrupt(elf: &[u8], defect: Defect) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Puts the test's `[[config_value]]`s into the config ROM among
+/// `entries` (the boot-image entry `config`): the ROM is decoded, each
+/// value replaces (or adds) its key in its component's config table, and
+/// the result is encoded again. Only the type rules of xtask's checker
+/// are bypassed this way; the ROM's own rules (`ucore::config`) still hold,
+/// as init checks them.
+fn change_config(spec: &TestSpec, entries: &mut [(String, Vec<u8>)]) -> Result<()> {
+    let first = &spec.config_values[0];
+    let Some((_, rom)) = entries
+        .iter_mut()
+        .find(|(n, _)| n == crate::system::CONFIG_ENTRY)
+    else {
+        return Err(spec.config_value_error(
+            first,
+            &format!(
+                "scenario `{}` has no components: there is no config ROM to change",
+                spec.scenario
+            ),
+        ));
+    };
+    let mut config = ucore::config::Rom::parse(rom)
+        .map_err(|e| anyhow!("the scenario's config ROM does not parse: {e}"))?
+        .to_spec();
+    for value in &spec.config_values {
+        let Some(component) = config
+            .components
+            .iter()
+            .position(|c| c.name == value.component)
+        else {
+            let names: Vec<&str> = config.components.iter().map(|c| c.name.as_str()).collect();
+            let message = format!(
+                "config_value: no component `{}` in scenario `{}` (components: {})",
+                value.component,
+                spec.scenario,
+                names.join(", ")
+            );
+            return Err(spec.config_value_error(value, &message));
+        };
+        let table = &mut config.components[component].config;
+        table.retain(|(k, _)| *k != value.key);
+        table.push((value.key.clone(), value.value.clone()));
+    }
+    *rom = ucore::config::encode(&config)
+        .map_err(|e| spec.config_value_error(first, &format!("config_value: {e}")))?;
+    Ok(())
+}
+
 /// The boot image for `spec`: `components` (name, bytes: the components
-/// and, for a scenario with components, its config ROM) plus the test's
-/// modules, written to `dir/NAME.img`. `None` when the test adds no
-/// modules (it boots its scenario's image).
+/// and, for a scenario with components, its config ROM) with the test's
+/// config values ([`change_config`]), plus the test's modules, packed and,
+/// with an `image_defect`, corrupted ([`corrupt_image`]); written to
+/// `dir/NAME.img`. `None` when the test does none of these (it boots its
+/// scenario's image).
 pub fn test_image(
     spec: &TestSpec,
     base: &[(String, Vec<u8>)],
     components: &[(String, Vec<u8>)],
     dir: &Path,
 ) -> Result<Option<PathBuf>> {
-    if spec.modules.is_empty() {
+    if !spec.has_own_image() {
         return Ok(None);
     }
     let mut entries: Vec<(String, Vec<u8>)> = base.to_vec();
+    if !spec.config_values.is_empty() {
+        change_config(spec, &mut entries)?;
+    }
     // A module named like the config ROM makes root start init (the boot
     // protocol, `interfaces::init`): init must be in the image then.
     let config_module = spec
@@ -206,8 +261,24 @@ pub fn test_image(
         entries.push((module.name.clone(), bytes));
     }
     let path = dir.join(format!("{}.img", spec.name));
-    crate::system::write_boot_image(&entries, &path)
-        .with_context(|| format!("the boot image of test {}", display_path(&spec.path)))?;
+    let context = || format!("the boot image of test {}", display_path(&spec.path));
+    let Some(defect) = spec.image_defect else {
+        crate::system::write_boot_image(&entries, &path).with_context(context)?;
+        return Ok(Some(path));
+    };
+    let entries: Vec<(&str, &[u8])> = entries
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
+    let packed = crate::bootimage::write_image(&entries).with_context(context)?;
+    let (image, error) = corrupt_image(&packed, defect)
+        .map_err(|e| spec.image_defect_error(&format!("image_defect: {e:#}")))?;
+    crate::system::write_image_file(&image, &path).with_context(context)?;
+    println!(
+        "==> boot image: {} ({} bytes, corrupted: {defect:?}; the kernel must say: {error})",
+        display_path(&path),
+        image.len()
+    );
     Ok(Some(path))
 }
 
@@ -221,7 +292,7 @@ mod tests {
 
     /// A small ET_EXEC x86_64 file like lld makes: R, R+X (entry), R+W
     /// data and R+W bss, each on its own page, with file bytes.
-    fn sample_elf() -> Vec<u8> {
+    pub(super) fn sample_elf() -> Vec<u8> {
         let segments: [(u32, u64, u64, u64, u64); 4] = [
             // flags, offset, vaddr, file size, memory size
             (R, 0, 0x20_0000, 0x300, 0x300),
@@ -365,6 +436,144 @@ mod tests {
         assert_eq!(
             test_image(&plain, &components, &components, &dir).unwrap(),
             None
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn image_defects_corrupt_the_packed_image() {
+        let dir = crate::util::temp_dir("fixtures-image");
+        let text = |defect: &str| {
+            format!(
+                "description = \"d\"\ntimeout_secs = 5\nexpect = []\nexit = \"failure\"\n\
+                 image_defect = \"{defect}\"\n"
+            )
+        };
+        let spec =
+            crate::testspec::parse(Path::new("tests/img.toml"), &text("overlapping-entries"))
+                .unwrap();
+        assert_eq!(spec.image_defect, Some(ImageDefect::OverlappingEntries));
+        let entries = vec![
+            ("root".to_string(), sample_elf()),
+            ("hello".to_string(), b"hello bytes".to_vec()),
+        ];
+        let path = test_image(&spec, &entries, &entries, &dir)
+            .unwrap()
+            .unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(
+            formats::bootimage::root_plan(&bytes)
+                .unwrap_err()
+                .to_string(),
+            "boot image rejected: boot image entry 1: data overlaps the data of entry 0"
+        );
+
+        // An image the defect cannot be made in: the key's line.
+        let e = format!(
+            "{:#}",
+            test_image(&spec, &entries[..1], &entries, &dir).unwrap_err()
+        );
+        assert_eq!(
+            e,
+            "tests/img.toml:5:16: image_defect: the OverlappingEntries defect needs an image of \
+             two entries or more, this one has 1"
+        );
+        let e = format!(
+            "{:#}",
+            crate::testspec::parse(Path::new("tests/img.toml"), &text("sideways")).unwrap_err()
+        );
+        assert!(
+            e.starts_with("tests/img.toml:5:16: unknown variant `sideways`"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn config_values_change_the_config_rom() {
+        use ucore::config::{Rom, ValueBuf};
+        let dir = crate::util::temp_dir("fixtures-config");
+        let head = "description = \"d\"\ntimeout_secs = 5\nexpect = []\nexit = \"success\"\n";
+        let value = |component: &str, key: &str, value: &str| {
+            format!("\n[[config_value]]\ncomponent = \"{component}\"\nkey = \"{key}\"\nvalue = {value}\n")
+        };
+        let text = format!(
+            "{head}{}{}",
+            value("b", "arg", "\"abc\""),
+            value("a", "new", "[1, { x = 2.5 }]")
+        );
+        let spec = crate::testspec::parse(Path::new("tests/cv.toml"), &text).unwrap();
+        let component = |name: &str, arg: i64| {
+            format!(
+                "[[component]]\nname = \"{name}\"\nbinary = \"hello\"\nram_mib = 1\ncaps = 16\n\
+                 [component.config]\narg = {arg}\nkeep = true\n"
+            )
+        };
+        let scenario = crate::scenario::parse(
+            Path::new("scenarios/two.toml"),
+            &format!(
+                "description = \"two\"\n{}{}",
+                component("a", 1),
+                component("b", 2)
+            ),
+            &["hello".to_string()],
+        )
+        .unwrap();
+        let rom = scenario.rom().unwrap().unwrap();
+        let entries = vec![
+            ("root".to_string(), b"root bytes".to_vec()),
+            ("hello".to_string(), sample_elf()),
+            (crate::system::CONFIG_ENTRY.to_string(), rom),
+        ];
+        let path = test_image(&spec, &entries, &entries, &dir)
+            .unwrap()
+            .unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let image = formats::bootimage::BootImage::parse(&bytes).unwrap();
+        let names: Vec<&str> = image.entries().map(|e| e.name).collect();
+        assert_eq!(names, ["root", "hello", "config"]);
+        let rom = Rom::parse(image.find("config").unwrap().data).unwrap();
+        let (a, b) = (rom.find("a").unwrap(), rom.find("b").unwrap());
+        // The rest of the ROM is as it was.
+        assert_eq!(a.arg(), Ok(1));
+        assert_eq!(a.config.get("keep"), b.config.get("keep"));
+        assert_eq!(
+            a.config.get("new").unwrap().to_buf(),
+            ValueBuf::Array(vec![
+                ValueBuf::Integer(1),
+                ValueBuf::Table(vec![("x".to_string(), ValueBuf::Float(2.5))])
+            ])
+        );
+        assert_eq!(
+            b.arg().unwrap_err().to_string(),
+            "config arg: \"abc\" is not an integer"
+        );
+        assert_eq!(b.config.len(), 2);
+
+        // A component the scenario does not have; a scenario without
+        // components.
+        let spec = crate::testspec::parse(
+            Path::new("tests/cv.toml"),
+            &format!("{head}{}", value("c", "arg", "1")),
+        )
+        .unwrap();
+        let e = format!(
+            "{:#}",
+            test_image(&spec, &entries, &entries, &dir).unwrap_err()
+        );
+        assert_eq!(
+            e,
+            "tests/cv.toml:6:1: config_value: no component `c` in scenario `kernel` \
+             (components: a, b)"
+        );
+        let e = format!(
+            "{:#}",
+            test_image(&spec, &entries[..2], &entries, &dir).unwrap_err()
+        );
+        assert_eq!(
+            e,
+            "tests/cv.toml:6:1: scenario `kernel` has no components: there is no config ROM \
+             to change"
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }

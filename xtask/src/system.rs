@@ -238,6 +238,18 @@ fn read_components(root: &Path, components: &[Component]) -> Result<Vec<(String,
         .collect()
 }
 
+/// Writes the boot image `image` to `path`: a temporary file renamed, so
+/// that a QEMU started by a concurrent xtask never reads a half-written
+/// image.
+pub fn write_image_file(image: &[u8], path: &Path) -> Result<()> {
+    let dir = path.parent().context("the boot image path has no parent")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", display_path(dir)))?;
+    let file_name = path.file_name().unwrap_or_default().to_string_lossy();
+    let temp = dir.join(format!(".{file_name}.{}", std::process::id()));
+    std::fs::write(&temp, image).with_context(|| format!("writing {}", display_path(&temp)))?;
+    std::fs::rename(&temp, path).with_context(|| format!("writing {}", display_path(path)))
+}
+
 /// Packs `entries` (name, contents), in order, into a boot image at `path`.
 pub fn write_boot_image(entries: &[(String, Vec<u8>)], path: &Path) -> Result<()> {
     let entries: Vec<(&str, &[u8])> = entries
@@ -245,15 +257,7 @@ pub fn write_boot_image(entries: &[(String, Vec<u8>)], path: &Path) -> Result<()
         .map(|(n, b)| (n.as_str(), b.as_slice()))
         .collect();
     let image = crate::bootimage::write_image(&entries).context("packing the boot image")?;
-
-    let dir = path.parent().context("the boot image path has no parent")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", display_path(dir)))?;
-    // Write a temporary file and rename it, so that a QEMU started by a
-    // concurrent xtask never reads a half-written image.
-    let file_name = path.file_name().unwrap_or_default().to_string_lossy();
-    let temp = dir.join(format!(".{file_name}.{}", std::process::id()));
-    std::fs::write(&temp, &image).with_context(|| format!("writing {}", display_path(&temp)))?;
-    std::fs::rename(&temp, path).with_context(|| format!("writing {}", display_path(path)))?;
+    write_image_file(&image, path)?;
     println!(
         "==> boot image: {} ({} KiB: {})",
         display_path(path),

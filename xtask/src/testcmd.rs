@@ -168,10 +168,10 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
             scenario.name.clone(),
             scenario.image_components(&cmdline).into_iter().collect(),
         );
-        let image = if !spec.modules.is_empty() {
+        let image = if spec.has_own_image() {
             system::image_entries(&system.components, &scenario, &cmdline).and_then(|entries| {
                 fixtures::test_image(&spec, &entries, &system.components, &images_dir)?
-                    .context("a test with modules gets an image of its own")
+                    .context("a test with modules or config values gets an image of its own")
             })
         } else if let Some(image) = scenario_images.get(&key) {
             Ok(image.clone())

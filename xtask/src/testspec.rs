@@ -24,6 +24,14 @@
 //! name = "bad-machine"                #   its boot-image name
 //! from = "hello"                      #   the component whose ELF file it is made from
 //! defect = "wrong-machine"            #   see crate::fixtures
+//!
+//! image_defect = "overlapping-entries" # optional: the packed image corrupted
+//!                                     #   (see crate::fixtures::ImageDefect)
+//!
+//! [[config_value]]                    # optional, repeatable: a value put into the
+//! component = "broken"                #   config ROM after the checker (see
+//! key = "arg"                         #   crate::fixtures), for tests of what init
+//! value = "abc"                       #   does with a config the checker refuses
 //! ```
 //!
 //! Unknown keys, bad values and bad regexes are errors naming the file and
@@ -45,11 +53,12 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::config::Machine;
-use crate::fixtures::Defect;
+use crate::fixtures::{Defect, ImageDefect};
 use crate::qemu;
 use crate::scenario::{self, Scenario};
 use crate::tomlfile;
 use crate::util::display_path;
+use ucore::config::ValueBuf;
 
 /// The exit the test expects from the guest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -83,6 +92,9 @@ struct Raw {
     least_memory: bool,
     #[serde(default, rename = "module")]
     modules: Vec<Spanned<RawModule>>,
+    #[serde(default, rename = "config_value")]
+    config_values: Vec<Spanned<RawConfigValue>>,
+    image_defect: Option<Spanned<ImageDefect>>,
 }
 
 fn yes() -> bool {
@@ -104,6 +116,27 @@ struct RawModule {
     name: Spanned<String>,
     from: String,
     defect: Defect,
+}
+
+/// A `[[config_value]]` table as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfigValue {
+    component: String,
+    key: Spanned<String>,
+    value: Spanned<toml::Value>,
+}
+
+/// A value the test puts into the config ROM after the scenario was
+/// checked: `key` of `component`'s config table is `value` (replaced, or
+/// added), whatever the checker says of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigValue {
+    pub component: String,
+    pub key: String,
+    pub value: ValueBuf,
+    /// The `[[config_value]]` table in the file (for errors).
+    span: Range<usize>,
 }
 
 /// A malformed module the test adds to its boot image.
@@ -163,6 +196,12 @@ pub struct TestSpec {
     pub least_memory: bool,
     /// Malformed modules added to the boot image, in order.
     pub modules: Vec<Module>,
+    /// Values put into the config ROM after the checker, in order.
+    pub config_values: Vec<ConfigValue>,
+    /// The corruption of the packed boot image, if any, and its key in
+    /// the file (for errors).
+    pub image_defect: Option<ImageDefect>,
+    image_defect_span: Range<usize>,
     /// The file's text (for errors with line numbers).
     text: String,
 }
@@ -266,6 +305,23 @@ pub fn parse(path: &Path, text: &str) -> Result<TestSpec> {
             span,
         });
     }
+    let mut config_values = Vec::new();
+    for c in raw.config_values {
+        let span = c.span();
+        let c = c.into_inner();
+        if c.key.get_ref().is_empty() {
+            return Err(error(c.key.span(), "a config key must not be empty".into()));
+        }
+        let value_span = c.value.span();
+        let value = config_value(c.value.get_ref())
+            .map_err(|message| error(value_span, format!("value: {message}")))?;
+        config_values.push(ConfigValue {
+            component: c.component,
+            key: c.key.into_inner(),
+            value,
+            span,
+        });
+    }
     let name = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -288,7 +344,31 @@ pub fn parse(path: &Path, text: &str) -> Result<TestSpec> {
         root_memory: raw.root_memory,
         least_memory: raw.least_memory,
         modules,
+        config_values,
+        image_defect: raw.image_defect.as_ref().map(|d| *d.get_ref()),
+        image_defect_span: raw.image_defect.map_or(0..0, |d| d.span()),
         text: text.to_string(),
+    })
+}
+
+/// `value` as a config-ROM value; any TOML value but a date or time
+/// (the ROM has no such type).
+fn config_value(value: &toml::Value) -> std::result::Result<ValueBuf, String> {
+    Ok(match value {
+        toml::Value::Boolean(b) => ValueBuf::Bool(*b),
+        toml::Value::Integer(i) => ValueBuf::Integer(*i),
+        toml::Value::Float(x) => ValueBuf::Float(*x),
+        toml::Value::String(s) => ValueBuf::String(s.clone()),
+        toml::Value::Datetime(_) => return Err("a config ROM has no date or time type".into()),
+        toml::Value::Array(items) => {
+            ValueBuf::Array(items.iter().map(config_value).collect::<Result<_, _>>()?)
+        }
+        toml::Value::Table(entries) => ValueBuf::Table(
+            entries
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), config_value(v)?)))
+                .collect::<Result<_, String>>()?,
+        ),
     })
 }
 
@@ -332,6 +412,30 @@ impl TestSpec {
     /// of its `[[module]]` table.
     pub fn module_error(&self, module: &Module, message: &str) -> anyhow::Error {
         tomlfile::error_at(&self.path, &self.text, module.span.clone(), message)
+    }
+
+    /// An error about `value` of this test, naming the file and the line
+    /// of its `[[config_value]]` table.
+    pub fn config_value_error(&self, value: &ConfigValue, message: &str) -> anyhow::Error {
+        tomlfile::error_at(&self.path, &self.text, value.span.clone(), message)
+    }
+
+    /// An error about the test's `image_defect`, naming the file and the
+    /// line of the key.
+    pub fn image_defect_error(&self, message: &str) -> anyhow::Error {
+        tomlfile::error_at(
+            &self.path,
+            &self.text,
+            self.image_defect_span.clone(),
+            message,
+        )
+    }
+
+    /// Whether the test boots an image of its own (it adds modules,
+    /// changes the config ROM or corrupts the image:
+    /// [`crate::fixtures::test_image`]).
+    pub fn has_own_image(&self) -> bool {
+        !self.modules.is_empty() || !self.config_values.is_empty() || self.image_defect.is_some()
     }
 
     /// The kernel command line: the scenario's, then the test's.
@@ -565,6 +669,67 @@ exit = "failure"
             "{BASE}\n[[module]]\nname = \"a\"\ndefect = \"truncated\"\n"
         ));
         assert!(e.contains("missing field `from`"), "{e}");
+    }
+
+    #[test]
+    fn config_values() {
+        let value = |key: &str, value: &str| {
+            format!("\n[[config_value]]\ncomponent = \"c\"\nkey = \"{key}\"\nvalue = {value}\n")
+        };
+        let text = format!(
+            "{BASE}{}{}",
+            value("arg", "\"abc\""),
+            value("list", "[true, 1.5, { a = -2 }]")
+        );
+        let spec = parse(Path::new("tests/t.toml"), &text).unwrap();
+        assert!(spec.has_own_image());
+        let got: Vec<_> = spec
+            .config_values
+            .iter()
+            .map(|v| (v.component.as_str(), v.key.as_str(), v.value.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("c", "arg", ValueBuf::String("abc".into())),
+                (
+                    "c",
+                    "list",
+                    ValueBuf::Array(vec![
+                        ValueBuf::Bool(true),
+                        ValueBuf::Float(1.5),
+                        ValueBuf::Table(vec![("a".into(), ValueBuf::Integer(-2))])
+                    ])
+                )
+            ]
+        );
+        let e = format!(
+            "{:#}",
+            spec.config_value_error(&spec.config_values[1], "boom")
+        );
+        assert_eq!(e, "tests/t.toml:11:1: boom");
+        assert!(!parse(Path::new("tests/t.toml"), BASE)
+            .unwrap()
+            .has_own_image());
+
+        let e = err(&format!("{BASE}{}", value("", "1")));
+        assert!(
+            e.starts_with("tests/t.toml:8:7: a config key must not be empty"),
+            "{e}"
+        );
+        let e = err(&format!("{BASE}{}", value("when", "1979-05-27")));
+        assert!(
+            e.starts_with("tests/t.toml:9:9: value: a config ROM has no date or time type"),
+            "{e}"
+        );
+        let e = err(&format!("{BASE}{}", value("when", "[[1979-05-27]]")));
+        assert!(e.contains("no date or time type"), "{e}");
+        let e = err(&format!(
+            "{BASE}\n[[config_value]]\ncomponent = \"c\"\nkey = \"k\"\n"
+        ));
+        assert!(e.contains("missing field `value`"), "{e}");
+        let e = err(&format!("{BASE}{}colour = 1\n", value("k", "1")));
+        assert!(e.contains("unknown field `colour`"), "{e}");
     }
 
     #[test]

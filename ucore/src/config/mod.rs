@@ -127,7 +127,9 @@ use core::fmt;
 
 pub use abi::cpu::CpuSet;
 pub use interfaces::child::OwnCaps;
-pub use read::{Component, Components, Devices, Route, Routes, Services, Target};
+pub use read::{
+    ArgError, Component, Components, Devices, Route, Routes, Services, Target, ARG_KEY,
+};
 pub use value::{parse_tree, Array, Table, Value, ValueBuf};
 pub use write::{encode, encoded_config_len, ComponentSpec, EncodeError, RouteSpec, Spec};
 

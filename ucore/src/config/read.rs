@@ -3,13 +3,14 @@
 
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::fmt;
 
 use abi::cpu::CpuSet;
 use formats::bytes::{
     read_u16 as u16_at, read_u32 as u32_at, read_u64 as u64_at, read_u8 as u8_at,
 };
 
-use super::value::{self, Table};
+use super::value::{self, Table, Value};
 use super::write::{ComponentSpec, RouteSpec, Spec};
 use super::{
     valid_caps, valid_name, valid_service, Device, Fault, Field, List, OwnCaps, Place, Restart,
@@ -629,6 +630,19 @@ impl<'a> Component<'a> {
         }
     }
 
+    /// Its argument word (`rdi` at its start): the integer `arg` of its
+    /// config table (a negative one as its two's complement), 0 without
+    /// one. Any other value is an error: xtask's checker refuses such a
+    /// scenario, and a ROM made otherwise must not start the component
+    /// with an argument it was not given.
+    pub fn arg(&self) -> Result<u64, ArgError<'a>> {
+        match self.config.get(ARG_KEY) {
+            None => Ok(0),
+            Some(Value::Integer(arg)) => Ok(arg as u64),
+            Some(value) => Err(ArgError { value }),
+        }
+    }
+
     /// The owned form (route targets by name).
     pub fn to_spec(&self) -> ComponentSpec {
         let routes = self
@@ -661,6 +675,43 @@ impl<'a> Component<'a> {
             devices: self.devices().collect(),
             config: self.config.to_entries(),
         }
+    }
+}
+
+/// The config key whose integer value is a component's argument word
+/// ([`Component::arg`]).
+pub const ARG_KEY: &str = "arg";
+
+/// A component's config `arg` that is not an integer ([`Component::arg`]).
+/// Displays as `config arg: VALUE is not an integer`, a string quoted
+/// with its control characters escaped and cut after
+/// [`ArgError::SHOWN_CHARS`] characters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ArgError<'a> {
+    /// The value found.
+    pub value: Value<'a>,
+}
+
+impl ArgError<'_> {
+    /// Characters of a string value the message shows.
+    pub const SHOWN_CHARS: usize = 32;
+}
+
+impl fmt::Display for ArgError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("config arg: ")?;
+        match self.value {
+            Value::String(s) => match s.char_indices().nth(Self::SHOWN_CHARS) {
+                Some((cut, _)) => write!(f, "{:?}... ({} bytes)", &s[..cut], s.len())?,
+                None => write!(f, "{s:?}")?,
+            },
+            Value::Bool(b) => write!(f, "{b}")?,
+            Value::Float(x) => write!(f, "{x:?}")?,
+            Value::Integer(i) => write!(f, "{i}")?,
+            Value::Array(_) => f.write_str("an array")?,
+            Value::Table(_) => f.write_str("a table")?,
+        }
+        f.write_str(" is not an integer")
     }
 }
 

@@ -235,6 +235,89 @@ fn config_tree_parses_on_its_own() {
     assert!(parse_tree(&[TAG_BOOL, 1]).is_err());
 }
 
+/// What `Component::arg` makes of each kind of `arg`: the argument word,
+/// or the error init logs (`init: cannot start NAME: ...`).
+#[test]
+fn arg_is_an_integer_or_an_error() {
+    let long = "x".repeat(ArgError::SHOWN_CHARS + 1);
+    let cases: Vec<(Option<ValueBuf>, Result<u64, String>)> = vec![
+        (None, Ok(0)),
+        (Some(ValueBuf::Integer(7)), Ok(7)),
+        (Some(ValueBuf::Integer(0)), Ok(0)),
+        (Some(ValueBuf::Integer(-1)), Ok(u64::MAX)),
+        (Some(ValueBuf::Integer(i64::MIN)), Ok(1 << 63)),
+        (
+            Some(ValueBuf::String(s("abc"))),
+            Err(s(r#"config arg: "abc" is not an integer"#)),
+        ),
+        (
+            Some(ValueBuf::String(s("7"))),
+            Err(s(r#"config arg: "7" is not an integer"#)),
+        ),
+        (
+            Some(ValueBuf::String(s(""))),
+            Err(s(r#"config arg: "" is not an integer"#)),
+        ),
+        // Control characters are escaped, never echoed to the console.
+        (
+            Some(ValueBuf::String(s("\u{1b}[2J\n"))),
+            Err(s(r#"config arg: "\u{1b}[2J\n" is not an integer"#)),
+        ),
+        (
+            Some(ValueBuf::String(long.clone())),
+            Err(alloc::format!(
+                "config arg: \"{}\"... (33 bytes) is not an integer",
+                &long[..32]
+            )),
+        ),
+        (
+            Some(ValueBuf::String("é".repeat(40))),
+            Err(alloc::format!(
+                "config arg: \"{}\"... (80 bytes) is not an integer",
+                "é".repeat(32)
+            )),
+        ),
+        (
+            Some(ValueBuf::Bool(true)),
+            Err(s("config arg: true is not an integer")),
+        ),
+        (
+            Some(ValueBuf::Float(1.5)),
+            Err(s("config arg: 1.5 is not an integer")),
+        ),
+        (
+            Some(ValueBuf::Float(3.0)),
+            Err(s("config arg: 3.0 is not an integer")),
+        ),
+        (
+            Some(ValueBuf::Array(vec![
+                ValueBuf::Integer(1),
+                ValueBuf::Integer(2),
+            ])),
+            Err(s("config arg: an array is not an integer")),
+        ),
+        (
+            Some(ValueBuf::Table(vec![(s("a"), ValueBuf::Integer(1))])),
+            Err(s("config arg: a table is not an integer")),
+        ),
+    ];
+    for (arg, want) in cases {
+        let mut spec = Spec::default();
+        let mut c = component("a");
+        // Another key around it: `arg` is found among others.
+        c.config = vec![(s("after"), ValueBuf::Bool(false))];
+        if let Some(arg) = arg.clone() {
+            c.config.push((s(ARG_KEY), arg));
+        }
+        c.config.push((s("before"), ValueBuf::Integer(99)));
+        spec.components.push(c);
+        let bytes = encode(&spec).unwrap();
+        let rom = Rom::parse(&bytes).unwrap();
+        let got = rom.component(0).unwrap().arg().map_err(|e| e.to_string());
+        assert_eq!(got, want, "arg = {arg:?}");
+    }
+}
+
 #[test]
 fn empty_config() {
     let bytes = encode(&Spec::default()).unwrap();

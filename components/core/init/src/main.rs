@@ -18,6 +18,9 @@
 //!    with, the CPUs it may place its threads on, `rt::cpu` — CPU 0 and
 //!    {0} when the kernel refused its config's, `ucore::init::Started`); a component that cannot be started is
 //!    reported (`init: cannot start NAME: why`) and the others start.
+//!    One whose config `arg` is not an integer (a ROM the checker did not
+//!    make) is not started: `init: cannot start NAME: config arg: "abc" is
+//!    not an integer` (`ucore::config::Component::arg`).
 //! 3. Supervise: each exit or fault is logged (`init: child NAME exited
 //!    with code N`, `init: child NAME faulted: ...`). The child's memory is
 //!    returned at once: init revokes its block, which destroys its thread,
@@ -157,6 +160,8 @@ struct Kid<'a> {
     /// Init's slot of the child's block, and its size.
     block: u32,
     block_bits: u32,
+    /// Its argument word (`Component::arg`), checked before it starts.
+    arg: u64,
     /// Restarts made so far.
     restarts: u32,
     /// Its capabilities while it exists.
@@ -478,6 +483,17 @@ impl<'a> Init<'a> {
     /// Starts component `c` as child `id` from a block of init's pool and
     /// records it (`init: started ...` or `init: cannot start ...`).
     fn launch(&mut self, c: Component<'a>, id: usize) {
+        // A config the checker would refuse may still reach init (the
+        // ROM is untrusted): a component is never started with an
+        // argument it was not given.
+        let arg = match c.arg() {
+            Ok(arg) => arg,
+            Err(e) => {
+                println!("init: cannot start {}: {e}", c.name);
+                self.failed_starts += 1;
+                return;
+            }
+        };
         let pages = ucore::plan::Images::pages(&self.builder.image, c.binary);
         let block_bits = ucore::plan::block_bits(&c, pages);
         let block = match self.pool.block(block_bits) {
@@ -496,6 +512,7 @@ impl<'a> Init<'a> {
             component: c,
             block,
             block_bits,
+            arg,
             restarts: 0,
             caps: None,
             service: None,
@@ -645,15 +662,10 @@ impl Builder<'_> {
             service: kid.service.unwrap_or(self.parent.service),
             ..self.parent
         };
-        let arg = c
-            .config
-            .get("arg")
-            .and_then(|v| v.as_integer())
-            .unwrap_or(0);
         let spec = ChildSpec {
             file,
             badge: kid.id as u64 + 1,
-            arg: arg as u64,
+            arg: kid.arg,
             cspace_bits: ucore::init::cspace_bits(c.caps),
             pt_pool_bits: PT_POOL_BITS,
             untyped_bits: ucore::init::quota_bits(c.ram_mib),
