@@ -1,0 +1,29 @@
+//! PCI as data, for the platform service and the virtio transport: no
+//! hardware access (that is behind [`ConfigSpace`], which the platform
+//! service implements over the mapped ECAM window), no `unsafe`, no
+//! allocation; built for the host so `cargo test` exercises it.
+//!
+//! - [`config`]: naming a function ([`Bdf`], `00:1f.2`), the
+//!   [`ConfigSpace`] trait and checked accesses, header registers.
+//! - [`bar`]: BAR decoding and sizing.
+//! - [`cap`]: the capability list walk, bounded.
+//!
+//! Every value a device returns is untrusted: a broken or hostile device
+//! gets error values (per BAR, per capability list, per bridge), never a
+//! panic, an endless loop or an out-of-range access.
+#![no_std]
+#![forbid(unsafe_code)]
+
+#[cfg(test)]
+extern crate std;
+
+pub mod bar;
+pub mod cap;
+pub mod config;
+mod parse;
+
+pub use config::{Bdf, ConfigExt, ConfigSpace};
+pub use parse::{ParseError, Unexpected};
+
+/// Bytes of a page: the granule in which BARs are mapped to drivers.
+pub const PAGE_SIZE: u64 = 4096;
