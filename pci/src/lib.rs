@@ -7,6 +7,10 @@
 //!   [`ConfigSpace`] trait and checked accesses, header registers.
 //! - [`bar`]: BAR decoding and sizing.
 //! - [`cap`]: the capability list walk, bounded.
+//! - [`msi`]: MSI and MSI-X capabilities, the x86 message, MSI-X table
+//!   entries and the table's pages within its BAR.
+//! - [`virtio`]: modern virtio-pci register blocks and the common
+//!   configuration layout.
 //!
 //! Every value a device returns is untrusted: a broken or hostile device
 //! gets error values (per BAR, per capability list, per bridge), never a
@@ -20,7 +24,9 @@ extern crate std;
 pub mod bar;
 pub mod cap;
 pub mod config;
+pub mod msi;
 mod parse;
+pub mod virtio;
 
 pub use config::{Bdf, ConfigExt, ConfigSpace};
 pub use parse::{ParseError, Unexpected};
