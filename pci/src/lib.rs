@@ -5,6 +5,9 @@
 //!
 //! - [`config`]: naming a function ([`Bdf`], `00:1f.2`), the
 //!   [`ConfigSpace`] trait and checked accesses, header registers.
+//! - [`enumerate`]: every function reachable from the root bus, bounded
+//!   against bridge loops and nonsense ([`enumerate::enumerate`],
+//!   [`Device`]).
 //! - [`bar`]: BAR decoding and sizing.
 //! - [`cap`]: the capability list walk, bounded.
 //! - [`msi`]: MSI and MSI-X capabilities, the x86 message, MSI-X table
@@ -24,11 +27,13 @@ extern crate std;
 pub mod bar;
 pub mod cap;
 pub mod config;
+pub mod enumerate;
 pub mod msi;
 mod parse;
 pub mod virtio;
 
 pub use config::{Bdf, ConfigExt, ConfigSpace};
+pub use enumerate::{Device, Found};
 pub use parse::{ParseError, Unexpected};
 
 /// Bytes of a page: the granule in which BARs are mapped to drivers.
