@@ -14,6 +14,8 @@
 //!   entries and the table's pages within its BAR.
 //! - [`virtio`]: modern virtio-pci register blocks and the common
 //!   configuration layout.
+//! - [`matching`]: the scenario config's device selectors
+//!   (`1af4:1042@00:02.0`, `class=01:00`).
 //!
 //! Every value a device returns is untrusted: a broken or hostile device
 //! gets error values (per BAR, per capability list, per bridge), never a
@@ -28,12 +30,14 @@ pub mod bar;
 pub mod cap;
 pub mod config;
 pub mod enumerate;
+pub mod matching;
 pub mod msi;
 mod parse;
 pub mod virtio;
 
 pub use config::{Bdf, ConfigExt, ConfigSpace};
 pub use enumerate::{Device, Found};
+pub use matching::DeviceMatch;
 pub use parse::{ParseError, Unexpected};
 
 /// Bytes of a page: the granule in which BARs are mapped to drivers.

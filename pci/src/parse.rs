@@ -84,6 +84,17 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// Steps over `word` if it comes next.
+    pub(crate) fn eat_word(&mut self, word: &str) -> bool {
+        debug_assert!(word.is_ascii());
+        if self.text[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            true
+        } else {
+            false
+        }
+    }
+
     /// Requires `c` next.
     pub(crate) fn expect(&mut self, c: char, expected: &'static str) -> Result<(), ParseError> {
         if self.eat(c) {
