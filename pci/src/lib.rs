@@ -1,7 +1,8 @@
 //! PCI as data, for the platform service and the virtio transport: no
 //! hardware access (that is behind [`ConfigSpace`], which the platform
 //! service implements over the mapped ECAM window), no `unsafe`, no
-//! allocation; built for the host so `cargo test` exercises it.
+//! allocation (but in the test model); built for the host so `cargo test`
+//! exercises it.
 //!
 //! - [`config`]: naming a function ([`Bdf`], `00:1f.2`), the
 //!   [`ConfigSpace`] trait and checked accesses, header registers.
@@ -16,6 +17,8 @@
 //!   configuration layout.
 //! - [`matching`]: the scenario config's device selectors
 //!   (`1af4:1042@00:02.0`, `class=01:00`).
+//! - [`testing`] (tests, or the `testing` feature): an in-memory
+//!   configuration space and the q35 machine Pecan's scenarios boot.
 //!
 //! Every value a device returns is untrusted: a broken or hostile device
 //! gets error values (per BAR, per capability list, per bridge), never a
@@ -23,6 +26,8 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+#[cfg(any(test, feature = "testing"))]
+extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
@@ -33,6 +38,10 @@ pub mod enumerate;
 pub mod matching;
 pub mod msi;
 mod parse;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+#[cfg(test)]
+mod tests;
 pub mod virtio;
 
 pub use config::{Bdf, ConfigExt, ConfigSpace};
