@@ -1,4 +1,4 @@
-//! Tests across modules against [`Model`]: the q35 machine as QEMU builds
+//! Tests of the crate across its modules against [`Model`]: the q35 machine as QEMU builds
 //! it, hostile devices, and random configuration spaces that must never
 //! make the crate panic or loop.
 
