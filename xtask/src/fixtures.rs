@@ -273,7 +273,7 @@ pub fn test_image(
     let packed = crate::bootimage::write_image(&entries).with_context(context)?;
     let (image, error) = corrupt_image(&packed, defect)
         .map_err(|e| spec.image_defect_error(&format!("image_defect: {e:#}")))?;
-    crate::system::write_image_file(&image, &path).with_context(context)?;
+    crate::util::write_atomically(&path, &image).with_context(context)?;
     println!(
         "==> boot image: {} ({} bytes, corrupted: {defect:?}; the kernel must say: {error})",
         display_path(&path),

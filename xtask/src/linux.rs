@@ -105,7 +105,7 @@ pub fn prepare(names: &[String]) -> Result<LinuxGuest> {
         std::fs::read(&binary).with_context(|| format!("reading {}", display_path(&binary)))?;
     let image = initramfs(&busybox, &bench, names)?;
     let initramfs = debian::cache_dir(&root).join("initramfs.cpio");
-    write_atomically(&initramfs, &image)?;
+    crate::util::write_atomically(&initramfs, &image)?;
     Ok(LinuxGuest {
         vmlinuz: pieces.vmlinuz,
         initramfs,
@@ -262,16 +262,6 @@ pub fn initramfs(busybox: &[u8], bench_linux: &[u8], names: &[String]) -> Result
     Ok(a.finish())
 }
 
-/// Writes `path` through a temporary file and a rename.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().context("a path without a parent")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", display_path(dir)))?;
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let temp = dir.join(format!(".{name}.{}", std::process::id()));
-    std::fs::write(&temp, bytes).with_context(|| format!("writing {}", display_path(&temp)))?;
-    std::fs::rename(&temp, path).with_context(|| format!("writing {}", display_path(path)))
-}
-
 /// Where the serial log of the last boot is written.
 pub fn log_path(root: &Path) -> PathBuf {
     root.join("target").join("bench").join("linux-serial.log")
@@ -331,7 +321,7 @@ impl LinuxGuest {
         if !captured.stderr.is_empty() {
             log.push_str(&format!("\n--- QEMU stderr ---\n{}", captured.stderr));
         }
-        write_atomically(log_path, log.as_bytes())?;
+        crate::util::write_atomically(log_path, log.as_bytes())?;
         let shown = display_path(log_path);
         if captured.exit.is_none() {
             bail!(

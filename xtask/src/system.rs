@@ -200,12 +200,8 @@ pub fn scenario_image(
     machine: Option<crate::config::Machine>,
 ) -> Result<PathBuf> {
     let entries = image_entries(&system.components, scenario, cmdline)?;
+    let image = pack(&entries)?;
     if let Some(machine) = machine {
-        let pairs: Vec<(&str, &[u8])> = entries
-            .iter()
-            .map(|(n, b)| (n.as_str(), b.as_slice()))
-            .collect();
-        let image = crate::bootimage::write_image(&pairs).context("packing the boot image")?;
         scenario.check_image_memory(machine, &image)?;
     }
     let path = workspace_root()
@@ -213,7 +209,7 @@ pub fn scenario_image(
         .join("pecan")
         .join("images")
         .join(format!("{name}.img"));
-    write_boot_image(&entries, &path)
+    write_packed(&entries, &image, &path)
         .with_context(|| format!("the boot image of scenario {}", scenario.name))?;
     Ok(path)
 }
@@ -238,26 +234,23 @@ fn read_components(root: &Path, components: &[Component]) -> Result<Vec<(String,
         .collect()
 }
 
-/// Writes the boot image `image` to `path`: a temporary file renamed, so
-/// that a QEMU started by a concurrent xtask never reads a half-written
-/// image.
-pub fn write_image_file(image: &[u8], path: &Path) -> Result<()> {
-    let dir = path.parent().context("the boot image path has no parent")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", display_path(dir)))?;
-    let file_name = path.file_name().unwrap_or_default().to_string_lossy();
-    let temp = dir.join(format!(".{file_name}.{}", std::process::id()));
-    std::fs::write(&temp, image).with_context(|| format!("writing {}", display_path(&temp)))?;
-    std::fs::rename(&temp, path).with_context(|| format!("writing {}", display_path(path)))
-}
-
-/// Packs `entries` (name, contents), in order, into a boot image at `path`.
-pub fn write_boot_image(entries: &[(String, Vec<u8>)], path: &Path) -> Result<()> {
+/// `entries` (name, contents), in order, packed into a boot image.
+fn pack(entries: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
     let entries: Vec<(&str, &[u8])> = entries
         .iter()
         .map(|(n, b)| (n.as_str(), b.as_slice()))
         .collect();
-    let image = crate::bootimage::write_image(&entries).context("packing the boot image")?;
-    write_image_file(&image, path)?;
+    crate::bootimage::write_image(&entries).context("packing the boot image")
+}
+
+/// Packs `entries` (name, contents), in order, into a boot image at `path`.
+pub fn write_boot_image(entries: &[(String, Vec<u8>)], path: &Path) -> Result<()> {
+    write_packed(entries, &pack(entries)?, path)
+}
+
+/// Writes `image`, packed from `entries`, to `path` and says so.
+fn write_packed(entries: &[(String, Vec<u8>)], image: &[u8], path: &Path) -> Result<()> {
+    crate::util::write_atomically(path, image)?;
     println!(
         "==> boot image: {} ({} KiB: {})",
         display_path(path),
