@@ -181,6 +181,18 @@ pub fn temp_dir(tag: &str) -> std::path::PathBuf {
     dir
 }
 
+/// Writes `bytes` to `path` through a temporary file of the same
+/// directory and a rename, so that a reader (a QEMU started by a
+/// concurrent xtask) never sees a half-written file.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().context("a path without a parent")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", display_path(dir)))?;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let temp = dir.join(format!(".{name}.{}", std::process::id()));
+    std::fs::write(&temp, bytes).with_context(|| format!("writing {}", display_path(&temp)))?;
+    std::fs::rename(&temp, path).with_context(|| format!("writing {}", display_path(path)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,16 +249,4 @@ mod tests {
             (Some(0), "ok\n")
         );
     }
-}
-
-/// Writes `bytes` to `path` through a temporary file of the same
-/// directory and a rename, so that a reader (a QEMU started by a
-/// concurrent xtask) never sees a half-written file.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().context("a path without a parent")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", display_path(dir)))?;
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let temp = dir.join(format!(".{name}.{}", std::process::id()));
-    std::fs::write(&temp, bytes).with_context(|| format!("writing {}", display_path(&temp)))?;
-    std::fs::rename(&temp, path).with_context(|| format!("writing {}", display_path(path)))
 }
