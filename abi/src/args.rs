@@ -201,6 +201,19 @@ args! {
         irq = 0,
         notification = 1,
     }
+    /// `MsiAlloc`.
+    MsiAlloc {
+        control = 0,
+        slot = 1,
+        /// The CPU index the interrupt is delivered to.
+        cpu = 2,
+    }
+    /// `PhysAddress`.
+    PhysAddress {
+        control = 0,
+        /// A frame or untyped capability.
+        cap = 1,
+    }
     /// `IoPort`.
     IoPort {
         ports = 0,

@@ -27,6 +27,8 @@ pub mod slot {
     pub const VSPACE: u32 = 3;
     /// All I/O ports (0..=0xffff).
     pub const IO_PORTS: u32 = 4;
+    /// The device control capability (`ObjectType::DeviceControl`).
+    pub const DEVICE_CONTROL: u32 = 5;
     /// IRQ handler capabilities for IOAPIC lines (GSIs) `0..BootInfo::irq_count`.
     pub const IRQ_FIRST: u32 = 16;
     /// Most IRQ lines handed out.

@@ -31,6 +31,12 @@ pub enum ObjectType {
     /// `SaveReply`, used up by `ReplyTo`; not made by `Retype`, never
     /// copied, minted or transferred).
     Reply = 10,
+    /// The right to make MSI interrupt handlers and to learn the physical
+    /// (bus) address of frames and untyped memory: what a platform service
+    /// needs to program devices (root gets the one there is at boot; not
+    /// made by `Retype`). Drivers never hold it: they learn the bus
+    /// addresses of their DMA memory from the platform service.
+    DeviceControl = 11,
 }
 
 /// The badge word of a `CapMint` that narrows an [`ObjectType::IoPorts`]
@@ -108,6 +114,7 @@ impl ObjectType {
             8 => ObjectType::IrqHandler,
             9 => ObjectType::IoPorts,
             10 => ObjectType::Reply,
+            11 => ObjectType::DeviceControl,
             _ => return None,
         })
     }
@@ -160,10 +167,11 @@ mod tests {
         assert_eq!(ObjectType::Untyped.object_bits(11), None);
         assert_eq!(ObjectType::Untyped.object_bits(u64::MAX), None);
         assert_eq!(ObjectType::IrqHandler.object_bits(0), None);
-        for raw in 0..11 {
+        for raw in 0..12 {
             assert_eq!(ObjectType::from_raw(raw).unwrap() as u64, raw);
         }
-        assert_eq!(ObjectType::from_raw(11), None);
+        assert_eq!(ObjectType::from_raw(12), None);
+        assert_eq!(ObjectType::DeviceControl.object_bits(0), None);
         assert_eq!(ObjectType::Reply.object_bits(0), None);
     }
 }

@@ -99,7 +99,9 @@ syscalls! {
     ThreadRegisters = 26,
     /// Bind IRQ handler cap arg 0 to notification arg 1.
     IrqBind = 27,
-    /// Acknowledge the interrupt of IRQ handler cap arg 0 (unmask it).
+    /// Acknowledge the interrupt of IRQ handler cap arg 0 (unmask its
+    /// line). For an MSI handler (`MsiAlloc`) nothing is masked; result 0
+    /// is the index of the CPU its last interrupt arrived at.
     IrqAck = 28,
     /// I/O port cap arg 0: read (arg 2 = 0) or write (arg 2 = 1) port arg 1
     /// with width arg 3 (1, 2, 4 bytes) and value arg 4.
@@ -118,6 +120,15 @@ syscalls! {
     /// The caller's CPU set ([`crate::cpu::CpuSet`]) in result 0: the CPUs
     /// it may place threads on. No arguments.
     CpuSet = 33,
+    /// Device control cap arg 0 ([`crate::ObjectType::DeviceControl`]):
+    /// make an IRQ handler for a fresh MSI vector aimed at CPU arg 2 in
+    /// empty slot arg 1. Result 0: the MSI address, result 1: the MSI data
+    /// to program into the device (MSI capability or MSI-X table entry).
+    MsiAlloc = 34,
+    /// Device control cap arg 0: the physical (bus) address of frame or
+    /// untyped cap arg 1 in result 0, log2 of its size in result 1, 1 in
+    /// result 2 for device memory (0 for RAM; frames always 0).
+    PhysAddress = 35,
 }
 
 #[cfg(test)]

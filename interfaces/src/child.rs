@@ -87,6 +87,34 @@ pub const fn irq_slot(io_ranges: u32, index: u32) -> u32 {
     DEVICES + io_ranges + index
 }
 
+/// The slots of the platform service (the component whose config entry
+/// says `platform = true`, docs/scenarios.md): what init hands it from
+/// `child::DEVICES` on, instead of I/O-port ranges and ISA IRQs.
+pub mod platform {
+    use super::DEVICES;
+
+    /// The device control capability: MSI vectors and bus addresses.
+    pub const CONTROL: u32 = DEVICES;
+    /// The I/O ports where the platform service places devices' I/O
+    /// BARs: [`IO_WINDOW_FIRST`]`..=`[`IO_WINDOW_LAST`].
+    pub const IO_PORTS: u32 = DEVICES + 1;
+    /// First and last port of the I/O-BAR window (no other component may
+    /// be given ports there).
+    pub const IO_WINDOW_FIRST: u16 = 0xc000;
+    pub const IO_WINDOW_LAST: u16 = 0xffff;
+    /// The PCI interrupt lines (INTx): on q35 PIRQ A–H arrive at GSI
+    /// 16–23; the handler of GSI `PCI_GSI_FIRST + i` at `PCI_IRQ_FIRST + i`.
+    pub const PCI_IRQ_FIRST: u32 = DEVICES + 2;
+    pub const PCI_GSI_FIRST: u32 = 16;
+    pub const PCI_IRQS: u32 = 8;
+    /// Device memory (untyped), in address order, the first empty slot
+    /// ending the list.
+    pub const DEVICE_MEMORY_FIRST: u32 = PCI_IRQ_FIRST + PCI_IRQS;
+    pub const DEVICE_MEMORY_SLOTS: u32 = 32;
+    /// The first slot the platform service may use for its own.
+    pub const FIRST_FREE: u32 = DEVICE_MEMORY_FIRST + DEVICE_MEMORY_SLOTS;
+}
+
 pub const CSPACE_BITS: u32 = 10;
 /// log2 of a child's untyped memory when its entry has no `@MIB`.
 pub const UNTYPED_BITS: u32 = 20;

@@ -124,5 +124,21 @@ pub const POOL_FIRST: u32 = ISA_IRQ_FIRST + 16;
 /// (2^12 .. 2^47 bytes) but the first piece's.
 pub const POOL_SLOTS: u32 = 35;
 
+/// The device control capability (`abi::ObjectType::DeviceControl`),
+/// for the component the config makes the platform service.
+pub const DEVICE_CONTROL: u32 = POOL_FIRST + POOL_SLOTS;
+/// The IRQ handlers of the PCI interrupt lines, GSI
+/// [`crate::child::platform::PCI_GSI_FIRST`] + i at `PCI_IRQ_FIRST` + i
+/// (empty when root has no handler for that GSI).
+pub const PCI_IRQ_FIRST: u32 = DEVICE_CONTROL + 1;
+/// Device memory: untyped capabilities covering what root got of it
+/// (the physical space between RAM and the I/O APIC below 4 GiB, where
+/// the PCI configuration window and the devices' registers are), in
+/// address order, at most [`DEVICE_MEMORY_SLOTS`]; the first empty slot
+/// ends the list.
+pub const DEVICE_MEMORY_FIRST: u32 = PCI_IRQ_FIRST + crate::child::platform::PCI_IRQS;
+/// Slots for device memory from [`DEVICE_MEMORY_FIRST`].
+pub const DEVICE_MEMORY_SLOTS: u32 = crate::child::platform::DEVICE_MEMORY_SLOTS;
+
 const _: () = assert!(isa_irq_slot(15) < 1 << CSPACE_BITS);
-const _: () = assert!(POOL_FIRST + POOL_SLOTS <= 1 << CSPACE_BITS);
+const _: () = assert!(DEVICE_MEMORY_FIRST + DEVICE_MEMORY_SLOTS <= 1 << CSPACE_BITS);

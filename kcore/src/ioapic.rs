@@ -25,12 +25,15 @@
 //! # Vectors
 //!
 //! I/O APIC lines are delivered on vectors [`VECTOR_FIRST`]`..`[`VECTOR_END`]
-//! (0x30..0xe0): below are the exceptions (0..0x1f) and the local APIC's own
-//! vectors (0x20..0x2f: the timer, later IPIs), above the remapped legacy PIC
-//! (0xe0..0xef) and the spurious vector (0xff). [`VectorMap`] records which
-//! GSI owns which vector, so the interrupt path can name the line that fired;
-//! [`default_vector`] (`0x30 + gsi`) is the collision-free choice for the
-//! first 176 GSIs.
+//! (0x30..0x80): below are the exceptions (0..0x1f) and the local APIC's own
+//! vectors (0x20..0x2f: the timer, later IPIs); above them the message
+//! signalled interrupts of PCI devices, [`MSI_VECTOR_FIRST`]`..`
+//! [`MSI_VECTOR_END`] (0x80..0xe0), then the remapped legacy PIC
+//! (0xe0..0xef), the kernel's IPIs (0xf0, 0xf1) and the spurious vector
+//! (0xff). [`VectorMap`] records which GSI owns which vector, so the
+//! interrupt path can name the line that fired; [`default_vector`]
+//! (`0x30 + gsi`) is the collision-free choice for the first 80 GSIs
+//! (root gets handlers for 48).
 
 use crate::acpi::InterruptOverride;
 
@@ -59,7 +62,24 @@ pub const ISA_IRQS: u8 = 16;
 /// First vector used for I/O APIC lines.
 pub const VECTOR_FIRST: u8 = 0x30;
 /// One past the last vector used for I/O APIC lines.
-pub const VECTOR_END: u8 = 0xe0;
+pub const VECTOR_END: u8 = 0x80;
+/// First vector handed out for message signalled interrupts (MSI, MSI-X).
+pub const MSI_VECTOR_FIRST: u8 = 0x80;
+/// One past the last MSI vector.
+pub const MSI_VECTOR_END: u8 = 0xe0;
+
+/// Whether `vector` is an MSI vector.
+pub fn is_msi_vector(vector: u64) -> bool {
+    (u64::from(MSI_VECTOR_FIRST)..u64::from(MSI_VECTOR_END)).contains(&vector)
+}
+
+/// The address and data words of an MSI aimed at the local APIC with id
+/// `apic_id` on `vector` (fixed delivery, edge, physical destination):
+/// what a device's MSI capability or MSI-X table entry holds. `None` for
+/// an APIC id beyond the 8 bits of the xAPIC's destination field.
+pub fn msi_message(apic_id: u32, vector: u8) -> Option<(u64, u32)> {
+    (apic_id <= 0xff).then(|| (0xfee0_0000 | u64::from(apic_id) << 12, u32::from(vector)))
+}
 const VECTOR_COUNT: usize = (VECTOR_END - VECTOR_FIRST) as usize;
 
 /// The index registers (low half, high half) of pin `pin`'s redirection
@@ -770,14 +790,25 @@ mod tests {
     fn default_vectors() {
         assert_eq!(default_vector(0), Some(0x30));
         assert_eq!(default_vector(2), Some(0x32));
-        assert_eq!(default_vector(175), Some(0xdf));
-        assert_eq!(default_vector(176), None);
+        assert_eq!(default_vector(79), Some(0x7f));
+        assert_eq!(default_vector(80), None);
         assert_eq!(default_vector(u32::MAX), None);
         assert!(!is_line_vector(0x2f));
         assert!(is_line_vector(0x30));
-        assert!(is_line_vector(0xdf));
-        assert!(!is_line_vector(0xe0));
+        assert!(is_line_vector(0x7f));
+        assert!(!is_line_vector(0x80));
         assert!(!is_line_vector(0x1_0030));
+        // The MSI window follows, without overlap.
+        assert!(!is_msi_vector(0x7f));
+        assert!(is_msi_vector(0x80) && is_msi_vector(0xdf));
+        assert!(!is_msi_vector(0xe0));
+    }
+
+    #[test]
+    fn msi_messages() {
+        assert_eq!(msi_message(0, 0x80), Some((0xfee0_0000, 0x80)));
+        assert_eq!(msi_message(3, 0x81), Some((0xfee0_3000, 0x81)));
+        assert_eq!(msi_message(256, 0x80), None);
     }
 
     #[test]
@@ -812,11 +843,11 @@ mod tests {
     #[test]
     fn vector_map_refuses_vectors_outside_the_window() {
         let mut m = VectorMap::new();
-        for v in [0u8, 0x20, 0x2f, 0xe0, 0xef, 0xff] {
+        for v in [0u8, 0x20, 0x2f, 0x80, 0xe0, 0xef, 0xff] {
             assert_eq!(m.assign(1, v), Err(VectorError::OutOfRange(v)));
             assert_eq!(m.gsi(v), None);
         }
-        m.assign(1, 0xdf).unwrap();
-        assert_eq!(m.vector(1), Some(0xdf));
+        m.assign(1, 0x7f).unwrap();
+        assert_eq!(m.vector(1), Some(0x7f));
     }
 }

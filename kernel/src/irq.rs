@@ -10,6 +10,22 @@
 //! serves the device and calls `IrqAck`, which unmasks the line.
 //! So a line never interrupts again before its driver has seen the last
 //! interrupt, and an unbound line stays masked.
+//!
+//! Message signalled interrupts (MSI, MSI-X) of PCI devices arrive on
+//! vectors the kernel owns, `kcore::ioapic::MSI_VECTOR_FIRST..END`. The
+//! holder of the device control capability (the platform service) asks
+//! for one with `MsiAlloc`, naming the CPU it should arrive at: the kernel
+//! picks a free vector, makes an IRQ handler capability for it and answers
+//! the address and data words the device must write; the platform service
+//! programs them into the device (a driver never sees the MSI-X table, so
+//! it cannot aim interrupts at vectors it does not own). Such a handler is
+//! bound and acknowledged like a line: an MSI is an edge, nothing is masked
+//! (the device's own mask bits are the platform service's business), so
+//! `IrqAck` only checks that the handler is bound; interrupts that arrive
+//! before the driver looked coalesce in the notification word. A vector is
+//! never given back: the platform service allocates one per device
+//! interrupt once and keeps it across driver restarts, so the 96 vectors
+//! bound the devices, not the restarts.
 
 use abi::Error;
 use spin::Mutex;
@@ -20,6 +36,7 @@ use crate::thread::{Thread, ThreadRef};
 use crate::token::Kernel;
 use abi::args::{self, Args};
 use abi::{ObjectType, Rights, Sys};
+use kcore::cap::{Capability, SlotId};
 use kcore::typed::IoPortsCap;
 
 /// Lines supported.
@@ -39,6 +56,56 @@ static LINES: Mutex<[Line; MAX_LINES]> = Mutex::new(
     }; MAX_LINES],
 );
 
+/// The object word of an MSI handler capability: `MSI_OBJECT + index`, the
+/// index of its vector from `MSI_VECTOR_FIRST` (line handlers are below).
+const MSI_OBJECT: u64 = 1 << 16;
+const MSI_VECTORS: usize =
+    (kcore::ioapic::MSI_VECTOR_END - kcore::ioapic::MSI_VECTOR_FIRST) as usize;
+
+/// The MSI vectors: allocated or not, where each is bound, and the CPU
+/// its last interrupt arrived at (`IrqAck` tells the driver: the proof
+/// that steering works).
+struct MsiVectors {
+    allocated: usize,
+    lines: [Line; MSI_VECTORS],
+    last_cpu: [u32; MSI_VECTORS],
+}
+
+static MSI: Mutex<MsiVectors> = Mutex::new(MsiVectors {
+    allocated: 0,
+    lines: [Line {
+        notification: 0,
+        badge: 0,
+    }; MSI_VECTORS],
+    last_cpu: [0; MSI_VECTORS],
+});
+
+/// Whether `vector` is an MSI vector (handled by [`on_interrupt`] too).
+pub fn is_msi_vector(vector: u64) -> bool {
+    kcore::ioapic::is_msi_vector(vector)
+}
+
+/// Allocates the next MSI vector, aimed at CPU `cpu` (online, checked by
+/// decode): its handler object word and the MSI address and data.
+fn msi_alloc(apic_id: u32) -> Result<(u64, u64, u32), Error> {
+    let mut msi = MSI.lock();
+    if msi.allocated >= MSI_VECTORS {
+        return Err(Error::OutOfMemory);
+    }
+    let index = msi.allocated;
+    let vector = kcore::ioapic::MSI_VECTOR_FIRST + index as u8;
+    let (address, data) =
+        kcore::ioapic::msi_message(apic_id, vector).ok_or(Error::InvalidArgument)?;
+    msi.allocated += 1;
+    Ok((MSI_OBJECT + index as u64, address, data))
+}
+
+/// The MSI vector index of handler object `object`, if it is an MSI one.
+fn msi_index(object: u64) -> Option<usize> {
+    let index = object.checked_sub(MSI_OBJECT)?;
+    (index < MSI_VECTORS as u64).then_some(index as usize)
+}
+
 /// Lines that exist (and for which root gets a capability).
 pub fn line_count() -> u64 {
     u64::from(ioapic::line_count()).min(MAX_LINES as u64)
@@ -54,6 +121,13 @@ fn line_config(gsi: u32) -> ioapic::Line {
 }
 
 pub fn bind(line: u64, notification: u64, badge: u64) -> Result<(), Error> {
+    if let Some(index) = msi_index(line) {
+        MSI.lock().lines[index] = Line {
+            notification,
+            badge,
+        };
+        return Ok(());
+    }
     if line >= line_count() {
         return Err(Error::InvalidArgument);
     }
@@ -67,11 +141,21 @@ pub fn bind(line: u64, notification: u64, badge: u64) -> Result<(), Error> {
     ioapic::unmask(gsi).map_err(|_| Error::InvalidState)
 }
 
-pub fn ack(line: u64) -> Result<(), Error> {
+/// Acknowledges `line`; for an MSI handler the result is the CPU index
+/// its last interrupt arrived at (0 for a line).
+pub fn ack(line: u64) -> Result<u64, Error> {
+    if let Some(index) = msi_index(line) {
+        let msi = MSI.lock();
+        return match msi.lines[index].notification {
+            0 => Err(Error::InvalidState),
+            _ => Ok(u64::from(msi.last_cpu[index])),
+        };
+    }
     if line >= line_count() || LINES.lock()[line as usize].notification == 0 {
         return Err(Error::InvalidState);
     }
-    ioapic::unmask(line as u32).map_err(|_| Error::InvalidState)
+    ioapic::unmask(line as u32).map_err(|_| Error::InvalidState)?;
+    Ok(0)
 }
 
 /// A notification is going away: lines bound to it are masked and unbound.
@@ -83,6 +167,12 @@ pub fn notification_destroyed(notification: u64) {
             line.notification = 0;
         }
     }
+    drop(lines);
+    for line in MSI.lock().lines.iter_mut() {
+        if line.notification == notification {
+            line.notification = 0;
+        }
+    }
 }
 
 /// Handles an interrupt on an IOAPIC vector (`ioapic::is_line_vector`):
@@ -90,6 +180,21 @@ pub fn notification_destroyed(notification: u64) {
 /// notification is signalled; the IOAPIC driver counts it and ends it at
 /// the local APIC.
 pub fn on_interrupt(k: &mut Kernel, vector: u64) {
+    if is_msi_vector(vector) {
+        let index = (vector - u64::from(kcore::ioapic::MSI_VECTOR_FIRST)) as usize;
+        let line = {
+            let mut msi = MSI.lock();
+            msi.last_cpu[index] = crate::arch::percpu::this_cpu_index();
+            msi.lines[index]
+        };
+        crate::arch::lapic::end_of_interrupt();
+        if line.notification != 0 {
+            // SAFETY: a bound vector's notification is live: deleting it
+            // unbinds it (`notification_destroyed`).
+            unsafe { crate::ipc::signal(k, line.notification, line.badge) };
+        }
+        return;
+    }
     let gsi = vector.wrapping_sub(u64::from(kcore::ioapic::VECTOR_FIRST));
     let bound = (gsi < MAX_LINES as u64)
         .then(|| LINES.lock()[gsi as usize])
@@ -137,7 +242,8 @@ pub fn io_port(port: u16, write: bool, width: u8, value: u32) -> u64 {
 // System calls: decode and perform; `syscall` dispatches here.
 // ---------------------------------------------------------------------------
 
-/// A checked call of `IrqBind`, `IrqAck`, `IoPort`, ready to perform.
+/// A checked call of `IrqBind`, `IrqAck`, `IoPort`, `MsiAlloc`,
+/// `PhysAddress`, ready to perform.
 #[derive(Debug)]
 pub enum Call {
     IrqBind {
@@ -153,6 +259,16 @@ pub enum Call {
         write: bool,
         width: u8,
         value: u32,
+    },
+    MsiAlloc {
+        control: SlotId,
+        slot: SlotId,
+        apic_id: u32,
+    },
+    PhysAddress {
+        phys: u64,
+        size_bits: u32,
+        device: bool,
     },
 }
 
@@ -206,6 +322,49 @@ pub fn decode(k: &Kernel, c: &Thread, sys: Sys, regs: [u64; 6]) -> Result<Call, 
                 value: a.value as u32,
             }
         }
+        Sys::MsiAlloc => {
+            let a = args::MsiAlloc::from_regs(regs);
+            let (control, _) = lookup(k, c, a.control, ObjectType::DeviceControl, Rights::WRITE)?;
+            let slot = crate::syscall::empty_slot(k, c, a.slot)?;
+            kcore::cap::check_insert_child(k, control, slot)?;
+            if MSI.lock().allocated >= MSI_VECTORS {
+                return Err(Error::OutOfMemory);
+            }
+            let cpu = u32::try_from(a.cpu).map_err(|_| Error::InvalidArgument)?;
+            let apic_id = crate::smp::apic_id(cpu).ok_or(Error::InvalidArgument)?;
+            if apic_id > 0xff {
+                return Err(Error::InvalidArgument);
+            }
+            Call::MsiAlloc {
+                control,
+                slot,
+                apic_id,
+            }
+        }
+        Sys::PhysAddress => {
+            let a = args::PhysAddress::from_regs(regs);
+            lookup(k, c, a.control, ObjectType::DeviceControl, Rights::READ)?;
+            let (_, cap) = crate::syscall::full_slot(k, c, a.cap)?;
+            if let Some(u) = kcore::typed::UntypedCap::from_cap(&cap) {
+                Call::PhysAddress {
+                    phys: u.phys,
+                    size_bits: u.size_bits,
+                    device: u.device,
+                }
+            } else if let Some(f) = kcore::typed::FrameCap::from_cap(&cap) {
+                let size_bits = match f.kind() {
+                    ObjectType::Frame2M => 21,
+                    _ => 12,
+                };
+                Call::PhysAddress {
+                    phys: f.phys,
+                    size_bits,
+                    device: false,
+                }
+            } else {
+                return Err(Error::WrongObjectType);
+            }
+        }
         _ => return Err(Error::UnknownSyscall),
     })
 }
@@ -220,7 +379,8 @@ pub fn perform(k: &mut Kernel, call: Call, caller: ThreadRef) -> Result<Outcome,
             Ok(Outcome::Resume)
         }
         Call::IrqAck { line } => {
-            crate::irq::ack(line)?;
+            let cpu = crate::irq::ack(line)?;
+            k.threads.get_mut(caller).frame().rdi = cpu;
             Ok(Outcome::Resume)
         }
         Call::IoPort {
@@ -230,6 +390,31 @@ pub fn perform(k: &mut Kernel, call: Call, caller: ThreadRef) -> Result<Outcome,
             value,
         } => {
             k.threads.get_mut(caller).frame().rdi = crate::irq::io_port(port, write, width, value);
+            Ok(Outcome::Resume)
+        }
+        Call::MsiAlloc {
+            control,
+            slot,
+            apic_id,
+        } => {
+            let (object, address, data) = msi_alloc(apic_id)?;
+            let cap = Capability::new(ObjectType::IrqHandler, object, Rights::ALL);
+            // Cannot fail: decode checked the insertion, nothing changed since.
+            kcore::cap::insert_child(k, control, slot, cap)?;
+            let frame = k.threads.get_mut(caller).frame();
+            frame.rdi = address;
+            frame.rsi = u64::from(data);
+            Ok(Outcome::Resume)
+        }
+        Call::PhysAddress {
+            phys,
+            size_bits,
+            device,
+        } => {
+            let frame = k.threads.get_mut(caller).frame();
+            frame.rdi = phys;
+            frame.rsi = u64::from(size_bits);
+            frame.rdx = u64::from(device);
             Ok(Outcome::Resume)
         }
     }

@@ -229,6 +229,8 @@ pub fn load_root(k: &mut Kernel, boot: &BootInfo, cpu_count: u64) -> Result<Thre
     )?;
     let ports = IoPortsCap::ALL.to_cap(Rights::ALL);
     cap::insert_root(k, slot_at(slot::IO_PORTS), ports)?;
+    let control = Capability::new(ObjectType::DeviceControl, 0, Rights::ALL);
+    cap::insert_root(k, slot_at(slot::DEVICE_CONTROL), control)?;
     let irq_count = crate::irq::line_count().min(u64::from(slot::IRQ_MAX));
     for line in 0..irq_count {
         let irq = Capability::new(ObjectType::IrqHandler, line, Rights::ALL);

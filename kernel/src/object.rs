@@ -312,6 +312,7 @@ pub unsafe fn init_object(k: &mut Kernel, kind: ObjectType, phys: u64, size_bits
         | ObjectType::Frame2M
         | ObjectType::IrqHandler
         | ObjectType::IoPorts
+        | ObjectType::DeviceControl
         | ObjectType::Reply => {}
     }
 }
@@ -442,7 +443,7 @@ pub fn on_cap_removed(k: &mut Kernel, slot: SlotId, cap: &Capability) {
     if matches!(cap.kind, ObjectType::Frame4K | ObjectType::Frame2M) {
         return;
     }
-    if cap.kind == ObjectType::IrqHandler {
+    if matches!(cap.kind, ObjectType::IrqHandler | ObjectType::DeviceControl) {
         return;
     }
     if cap.kind == ObjectType::Reply {

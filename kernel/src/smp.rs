@@ -276,6 +276,12 @@ pub fn is_online(index: u32) -> bool {
     index < MAX_CPUS as u32 && ONLINE.load(Ordering::Acquire) & (1 << index) != 0
 }
 
+/// The local APIC id of online CPU `index` (where an interrupt for it is
+/// sent), `None` for a CPU that is not online.
+pub fn apic_id(index: u32) -> Option<u32> {
+    is_online(index).then(|| APIC_IDS[index as usize].load(Ordering::Relaxed))
+}
+
 /// Takes the big kernel lock for this CPU (nothing when it is not in
 /// use: one test of a flag). Serves requests while waiting.
 #[inline(always)]

@@ -179,7 +179,7 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
         | Sys::ThreadResume
         | Sys::ThreadRegisters
         | Sys::BindNotification => Invocation::Thread(thread::decode(k, c, sys, regs)?),
-        Sys::IrqBind | Sys::IrqAck | Sys::IoPort => {
+        Sys::IrqBind | Sys::IrqAck | Sys::IoPort | Sys::MsiAlloc | Sys::PhysAddress => {
             Invocation::Irq(crate::irq::decode(k, c, sys, regs)?)
         }
         Sys::SaveReply | Sys::ReplyTo => Invocation::Reply(crate::reply::decode(k, c, sys, regs)?),

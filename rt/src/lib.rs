@@ -66,6 +66,7 @@ pub mod check;
 pub mod cpu;
 pub mod dataspace;
 mod heap;
+pub mod mmio;
 mod panic;
 pub mod print;
 pub mod resources;

@@ -40,6 +40,7 @@ use crate::transfer;
 pub mod counter;
 mod donor;
 pub mod log;
+pub mod platform;
 mod provider;
 pub mod reconfig;
 pub mod rom;
@@ -98,6 +99,14 @@ impl<I: Interface> Session<I> {
             donor: None,
             _interface: PhantomData,
         }
+    }
+
+    /// Donated slot `i` of this session as the client addresses it (where
+    /// the provider put a capability for it, `interfaces::session`,
+    /// "Donation"); `None` without a donation or past `I::CAPS`.
+    pub fn donated_slot(&self, i: u32) -> Option<CapSlot> {
+        let donor = self.donor.as_ref()?;
+        (i < I::CAPS).then(|| abi::caddr::in_table(donor.table, proto::FIRST_DONATED_SLOT + i))
     }
 
     /// The session capability: a plain endpoint capability (for a

@@ -100,6 +100,10 @@ pub struct ChildSpec<'a> {
     /// Capabilities of the parent's to put into the child's table before
     /// it starts (devices: `interfaces::init`, `interfaces::child::DEVICES`).
     pub grants: &'a [Grant],
+    /// Untyped memory of the parent's to hand the child whole, before it
+    /// starts (device memory for the platform service): untyped is never
+    /// copied, so each becomes a child of the parent's of the same size.
+    pub memory_grants: &'a [MemoryGrant],
     /// Whether it gets a notification bound to its thread at
     /// `child::NOTIFICATION` (a driver, to wait for interrupts and
     /// requests at once).
@@ -117,6 +121,19 @@ pub struct Grant {
     pub dst: u32,
     /// The `CapMint` badge word.
     pub word: u64,
+}
+
+/// Untyped memory [`spawn`] gives a child: an untyped of `2^bits` bytes
+/// made from the parent's untyped `src` (of that size, with nothing made
+/// from it yet) into the child's slot `dst`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryGrant {
+    /// The parent's untyped.
+    pub src: u32,
+    /// The slot in the child's table.
+    pub dst: u32,
+    /// log2 of its size.
+    pub bits: u32,
 }
 
 /// The parent's own capabilities that [`spawn`] uses.
@@ -263,6 +280,11 @@ pub fn spawn(
     for g in spec.grants {
         syscall::cap_mint(own(g.src), in_table(cspace, g.dst), Rights::ALL, g.word)
             .map_err(failed("CapMint"))?;
+    }
+    for g in spec.memory_grants {
+        let dst = in_table(cspace, g.dst);
+        syscall::retype(own(g.src), ObjectType::Untyped, u64::from(g.bits), dst, 1)
+            .map_err(failed("Retype"))?;
     }
     // `OwnCaps::KINDS` lists thread, capability table, address space.
     for (src, (_, kind, dst)) in [thread, cspace, vspace]

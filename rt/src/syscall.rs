@@ -646,9 +646,70 @@ pub fn irq_bind(irq: CapSlot, notification: CapSlot) -> Result<(), Error> {
 
 /// `IrqAck`: unmasks IRQ handler `irq`'s line after the device was served.
 pub fn irq_ack(irq: CapSlot) -> Result<(), Error> {
+    irq_ack_cpu(irq).map(|_| ())
+}
+
+/// `IrqAck`, with its result: for an MSI handler the CPU index its last
+/// interrupt arrived at (0 for a line).
+pub fn irq_ack_cpu(irq: CapSlot) -> Result<u32, Error> {
     // SAFETY: changes no memory.
-    let (err, _) = unsafe { invoke(Sys::IrqAck, args::Slot { slot: irq }) };
-    result_from_raw(err)
+    let (err, r) = unsafe { invoke(Sys::IrqAck, args::Slot { slot: irq }) };
+    result_from_raw(err)?;
+    Ok(r[0] as u32)
+}
+
+/// An MSI the kernel allocated: what the device must write, and where.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MsiMessage {
+    /// Where the device writes (the local APIC's window, its id inside).
+    pub address: u64,
+    /// What it writes (the vector).
+    pub data: u32,
+}
+
+/// `MsiAlloc`: a fresh MSI vector aimed at CPU `cpu`, its IRQ handler in
+/// the empty slot `slot` (device control capability `control`).
+pub fn msi_alloc(control: CapSlot, slot: CapSlot, cpu: u32) -> Result<MsiMessage, Error> {
+    // SAFETY: changes no memory (a new capability in a slot).
+    let (err, r) = unsafe {
+        invoke(
+            Sys::MsiAlloc,
+            args::MsiAlloc {
+                control,
+                slot,
+                cpu: u64::from(cpu),
+            },
+        )
+    };
+    result_from_raw(err)?;
+    Ok(MsiMessage {
+        address: r[0],
+        data: r[1] as u32,
+    })
+}
+
+/// Where a frame or untyped capability's memory is, as `PhysAddress`
+/// answers (device control capability needed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PhysInfo {
+    /// The physical (bus) address.
+    pub phys: u64,
+    /// log2 of the size in bytes.
+    pub size_bits: u32,
+    /// Device memory (not RAM).
+    pub device: bool,
+}
+
+/// `PhysAddress` of frame or untyped `cap`.
+pub fn phys_address(control: CapSlot, cap: CapSlot) -> Result<PhysInfo, Error> {
+    // SAFETY: changes no memory.
+    let (err, r) = unsafe { invoke(Sys::PhysAddress, args::PhysAddress { control, cap }) };
+    result_from_raw(err)?;
+    Ok(PhysInfo {
+        phys: r[0],
+        size_bits: r[1] as u32,
+        device: r[2] != 0,
+    })
 }
 
 /// `IoPort` read of `width` (1, 2 or 4) bytes from `port`.

@@ -56,6 +56,16 @@ pub struct RawComponent {
     #[serde(default)]
     own: Vec<Spanned<String>>,
     shared_endpoint: Option<Spanned<String>>,
+    platform: Option<Spanned<bool>>,
+    #[serde(default)]
+    devices: Vec<Spanned<RawPciDevice>>,
+}
+
+/// An entry of `devices`: `{ pci = "1af4:1042" }` (`pci::DeviceMatch`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPciDevice {
+    pci: Spanned<String>,
 }
 
 /// An entry of `io_ports`: `{ base = 0x40, count = 4 }`.
@@ -404,6 +414,7 @@ pub fn check(
 
     check_devices(text, components, &mut diags, &mut specs);
     check_routes(components, &parent, &by_name, &mut diags, &mut specs);
+    check_pci_devices(text, components, &by_name, &mut diags, &mut specs);
     check_cycles(components, &by_name, &mut diags);
     check_service_count(parent_provides, components, &mut diags);
 
@@ -649,6 +660,27 @@ fn check_devices(
                 }
             }
         }
+        if let Some(p) = c.platform.as_ref().filter(|p| *p.get_ref()) {
+            if !c.io_ports.is_empty() || !c.irqs.is_empty() {
+                diags.push(
+                    p.span(),
+                    format!(
+                        "{who}platform: the platform service has no io_ports or irqs of its own \
+                         (it gets the PCI devices' ports and interrupts)"
+                    ),
+                );
+            } else {
+                mine.push(Written {
+                    device: Device::Platform,
+                    span: p.span(),
+                    key: "platform".into(),
+                    text: format!(
+                        "the PCI platform (with ports {:#x}..={:#x})",
+                        PLATFORM_IO.0, PLATFORM_IO.1
+                    ),
+                });
+            }
+        }
         for (i, irq) in c.irqs.iter().enumerate() {
             let key = format!("irqs[{i}]");
             let n = *irq.get_ref();
@@ -677,14 +709,7 @@ fn check_devices(
         for w in mine {
             let clash = given.iter().find(|(_, g)| g.device.overlaps(&w.device));
             if let Some((other, g)) = clash {
-                let whom = if *other == index {
-                    "this component".to_string()
-                } else {
-                    format!(
-                        "component \"{}\"",
-                        components[*other].get_ref().name.get_ref()
-                    )
-                };
+                let whom = whom(components, index, *other);
                 diags.push(
                     w.span.clone(),
                     format!(
@@ -704,6 +729,184 @@ fn check_devices(
     }
     for (index, w) in given {
         specs[index].devices.push(w.device);
+    }
+}
+
+/// The platform service's I/O-BAR window (`interfaces::child::platform`).
+const PLATFORM_IO: (u16, u16) = rom::PLATFORM_IO_WINDOW;
+
+/// The session type of the platform service.
+pub const PLATFORM_SESSION: &str = "Platform";
+/// The key of the platform service's config that xtask writes from the
+/// drivers' `devices` (the service's policy, Genode's `<policy>`).
+pub const POLICY_KEY: &str = "policy";
+
+/// The PCI devices assigned to drivers (`devices = [{ pci = "..." }]`):
+/// each entry a valid `pci::DeviceMatch`; a component with devices
+/// routes `Platform` to the platform service (`platform = true`, which
+/// provides `Platform`); no device assigned to two drivers as far as the
+/// matches show it (the same selector on functions that may be the same;
+/// a class match against an ID match cannot be decided without the
+/// machine: the platform service refuses such a device at run time). The
+/// assignments become the platform service's config key `policy`: a
+/// table per driver, `{ label = NAME, pci = [MATCH, ...] }`.
+fn check_pci_devices(
+    text: &str,
+    components: &[Spanned<RawComponent>],
+    by_name: &BTreeMap<&str, usize>,
+    diags: &mut Diags,
+    specs: &mut [ComponentSpec],
+) {
+    let lines = crate::tomlfile::LineIndex::new(text);
+    let platform: Vec<usize> = components
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.get_ref().platform.as_ref().is_some_and(|p| *p.get_ref()))
+        .map(|(i, _)| i)
+        .collect();
+    for &p in &platform {
+        let c = components[p].get_ref();
+        if !c.provides.iter().any(|s| s.get_ref() == PLATFORM_SESSION) {
+            let span = c
+                .platform
+                .as_ref()
+                .map_or(components[p].span(), |s| s.span());
+            diags.push(
+                span,
+                format!("{}platform: the platform service provides {PLATFORM_SESSION} (provides = [\"{PLATFORM_SESSION}\"])", who(c)),
+            );
+        }
+        if let Some(key) = specs[p].config.iter().find(|(k, _)| k == POLICY_KEY) {
+            let span = c.config.as_ref().map_or(components[p].span(), |s| s.span());
+            diags.push(
+                span,
+                format!(
+                    "{}config.{}: reserved: the platform service's policy is written from the \
+                     drivers' devices keys",
+                    who(c),
+                    key.0
+                ),
+            );
+        }
+    }
+    // (component, entry index, match, span) of every valid entry so far.
+    let mut given: Vec<(usize, usize, pci::DeviceMatch, Range<usize>)> = Vec::new();
+    let mut policy: Vec<(usize, Vec<ValueBuf>)> = Vec::new();
+    for (index, spanned) in components.iter().enumerate() {
+        let c = spanned.get_ref();
+        if c.devices.is_empty() {
+            continue;
+        }
+        let who = who(c);
+        let route = c
+            .routes
+            .iter()
+            .find(|(s, _)| s.get_ref() == PLATFORM_SESSION)
+            .map(|(_, t)| t.get_ref().as_str());
+        let provider = route.and_then(|t| by_name.get(t)).copied();
+        match provider {
+            Some(p) if platform.contains(&p) => {}
+            _ => diags.push(
+                c.devices[0].span(),
+                format!(
+                    "{who}devices: a driver reaches its devices through a {PLATFORM_SESSION} \
+                     session: route {PLATFORM_SESSION} to the component with platform = true{}",
+                    match route {
+                        Some(t) => format!(" (it routes {PLATFORM_SESSION} -> \"{t}\")"),
+                        None => String::new(),
+                    }
+                ),
+            ),
+        }
+        let mut mine = Vec::new();
+        for (i, entry) in c.devices.iter().enumerate() {
+            let raw = entry.get_ref().pci.get_ref();
+            let m: pci::DeviceMatch = match raw.parse() {
+                Ok(m) => m,
+                Err(e) => {
+                    diags.push(
+                        entry.get_ref().pci.span(),
+                        format!("{who}devices[{i}].pci: {e}"),
+                    );
+                    continue;
+                }
+            };
+            if let Some((other, j, g, span)) = given.iter().find(|(_, _, g, _)| may_be_same(g, &m))
+            {
+                let whom = whom(components, index, *other);
+                diags.push(
+                    entry.span(),
+                    format!(
+                        "{who}devices[{i}]: \"{m}\": may select the device already given to \
+                         {whom} (devices[{j}] = \"{g}\", line {}): a device has one driver",
+                        lines.line_column(span.start).0
+                    ),
+                );
+                continue;
+            }
+            given.push((index, i, m, entry.span()));
+            mine.push(ValueBuf::String(m.to_string()));
+        }
+        policy.push((index, mine));
+    }
+    if let [p] = platform[..] {
+        let tables = policy
+            .into_iter()
+            .map(|(index, matches)| {
+                ValueBuf::Table(vec![
+                    ("label".into(), ValueBuf::String(specs[index].name.clone())),
+                    ("pci".into(), ValueBuf::Array(matches)),
+                ])
+            })
+            .collect();
+        if !specs[p].config.iter().any(|(k, _)| k == POLICY_KEY) {
+            specs[p]
+                .config
+                .push((POLICY_KEY.into(), ValueBuf::Array(tables)));
+        }
+    }
+}
+
+/// Whether two matches can select the same function: the same kind of
+/// selector that agrees where both say something, on functions that may
+/// be the same. (An ID match and a class match may or may not meet; only
+/// the machine can tell, and the platform service checks it there.)
+fn may_be_same(a: &pci::DeviceMatch, b: &pci::DeviceMatch) -> bool {
+    use pci::matching::Selector;
+    if let (Some(x), Some(y)) = (a.at, b.at) {
+        if x != y {
+            return false;
+        }
+    }
+    let agree = |x: Option<u8>, y: Option<u8>| x.is_none() || y.is_none() || x == y;
+    match (a.selector, b.selector) {
+        (Selector::Ids { .. }, Selector::Ids { .. }) => a.selector == b.selector,
+        (
+            Selector::Class {
+                class,
+                subclass,
+                prog_if,
+            },
+            Selector::Class {
+                class: c2,
+                subclass: s2,
+                prog_if: p2,
+            },
+        ) => class == c2 && agree(subclass, s2) && agree(prog_if, p2),
+        _ => false,
+    }
+}
+
+/// How a message names component `other` from component `index`'s point
+/// of view: "this component" or `component "NAME"`.
+fn whom(components: &[Spanned<RawComponent>], index: usize, other: usize) -> String {
+    if other == index {
+        "this component".to_string()
+    } else {
+        format!(
+            "component \"{}\"",
+            components[other].get_ref().name.get_ref()
+        )
     }
 }
 

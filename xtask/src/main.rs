@@ -24,6 +24,7 @@ mod kernel;
 mod linux;
 mod matcher;
 mod memory;
+mod pcicheck;
 mod profile;
 mod qemu;
 mod run;
@@ -64,6 +65,15 @@ enum Command {
     /// Count the instructions a run spends per kernel function (QEMU's
     /// execution trace under icount), optionally against a baseline run.
     Profile(profile::ProfileArgs),
+    /// Compare the platform service's PCI device list in a serial log
+    /// with QEMU's `info pci` in a monitor transcript (a scenario test's
+    /// host check, tests/platform.toml).
+    CheckPci {
+        /// The serial log.
+        serial: std::path::PathBuf,
+        /// The monitor transcript holding an `info pci` answer.
+        monitor: std::path::PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -80,6 +90,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::BenchLinux(args) => linux::bench_linux_command(args),
         Command::Profile(args) => profile::run(args),
+        Command::CheckPci { serial, monitor } => pcicheck::run(serial, monitor).map(|()| true),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -41,11 +41,55 @@ fn refuses(name: &str, line_col: &str, message: &str) {
 /// (fixture, line:column, message).
 const CASES: &[(&str, &str, &str)] = &[
     (
+        "platform-not-provider",
+        "6:12",
+        "component \"platform\": platform: the platform service provides Platform (provides = \
+         [\"Platform\"])",
+    ),
+    (
+        "platform-with-ports",
+        "8:12",
+        "component \"platform\": platform: the platform service has no io_ports or irqs of its \
+         own (it gets the PCI devices' ports and interrupts)",
+    ),
+    (
+        "platform-window-ports",
+        "13:13",
+        "component \"hello\": io_ports[0]: ports 0xc100..=0xc10f: already given to component \
+         \"platform\" (platform = the PCI platform (with ports 0xc000..=0xffff), line 7): a \
+         device has one driver",
+    ),
+    (
+        "platform-policy-reserved",
+        "8:1",
+        "component \"platform\": config.policy: reserved: the platform service's policy is \
+         written from the drivers' devices keys",
+    ),
+    (
+        "devices-no-route",
+        "13:12",
+        "component \"hello\": devices: a driver reaches its devices through a Platform session: \
+         route Platform to the component with platform = true",
+    ),
+    (
+        "devices-bad-match",
+        "13:20",
+        "component \"hello\": devices[0].pci: at character 5: expected ':' between vendor and \
+         device ID, found '-'",
+    ),
+    (
+        "device-assigned-twice",
+        "23:12",
+        "component \"blk2\": devices[0]: \"class=01:00@00:02.0\": may select the device already \
+         given to component \"blk\" (devices[0] = \"class=01\", line 14): a device has one \
+         driver",
+    ),
+    (
         "unknown-key",
         "7:1",
         "component \"hello\": unknown field `colour`, expected one of `name`, `binary`, \
          `ram_mib`, `caps`, `priority`, `cpu`, `cpus`, `provides`, `restart`, `routes`, \
-         `config`, `io_ports`, `irqs`, `own`, `shared_endpoint`",
+         `config`, `io_ports`, `irqs`, `own`, `shared_endpoint`, `platform`, `devices`",
     ),
     (
         "wrong-type",
@@ -377,4 +421,11 @@ fixture_tests! {
     own_wrong_type: "own-wrong-type",
     shared_endpoint_unknown: "shared-endpoint-unknown",
     shared_endpoint_provider: "shared-endpoint-provider",
+    platform_not_provider: "platform-not-provider",
+    platform_with_ports: "platform-with-ports",
+    platform_window_ports: "platform-window-ports",
+    platform_policy_reserved: "platform-policy-reserved",
+    devices_no_route: "devices-no-route",
+    devices_bad_match: "devices-bad-match",
+    device_assigned_twice: "device-assigned-twice",
 }

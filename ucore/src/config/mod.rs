@@ -38,7 +38,11 @@
 //!                    (0xffff = the parent, else a component index)
 //!   device table     D × 6 bytes: kind u8, reserved u8 = 0, a u16, b u16
 //!                    kind 1 = I/O ports a..=b (a <= b);
-//!                    kind 2 = ISA IRQ a (0..=15, not 2), b = 0
+//!                    kind 2 = ISA IRQ a (0..=15, not 2), b = 0;
+//!                    kind 3 = the PCI platform, a = b = 0 (the
+//!                    component is the platform service: init hands it
+//!                    `interfaces::child::platform`'s capabilities, among
+//!                    them the I/O ports of the I/O-BAR window)
 //!   config area      config_len bytes: the components' config trees
 //!   string pool      the rest of `size`: names, UTF-8, not terminated
 //! ```
@@ -111,7 +115,8 @@
 //!   by xtask's checker; they would block a start, they cannot break a
 //!   reader.)
 //! - A component's device records are at most [`MAX_IO_RANGES`] I/O-port
-//!   ranges followed by at most [`MAX_IRQS`] ISA IRQs. No two records of
+//!   ranges followed by at most [`MAX_IRQS`] ISA IRQs, or one platform
+//!   record alone; at most one component of the ROM has it. No two records of
 //!   the ROM share a port or an IRQ (a device has one driver), and no
 //!   range touches the ports the kernel drives itself ([`KERNEL_PORTS`]).
 //!   ISA IRQ 2 is the 8259 cascade: no device raises it, and on most
@@ -126,6 +131,7 @@ mod write;
 use core::fmt;
 
 pub use abi::cpu::CpuSet;
+use interfaces::child::platform;
 pub use interfaces::child::OwnCaps;
 pub use read::{
     ArgError, Component, Components, Devices, Route, Routes, Services, Target, ARG_KEY,
@@ -176,6 +182,9 @@ pub const KERNEL_PORTS: [(u16, u16, &str); 4] = [
     (0x3f8, 0x3ff, "COM1, the kernel's serial console"),
 ];
 
+/// The I/O ports of the platform service's I/O-BAR window (first, last).
+pub const PLATFORM_IO_WINDOW: (u16, u16) = (platform::IO_WINDOW_FIRST, platform::IO_WINDOW_LAST);
+
 /// A device a component is given: what the kernel hands a driver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Device {
@@ -183,6 +192,10 @@ pub enum Device {
     IoPorts { first: u16, last: u16 },
     /// An ISA IRQ (init hands over the handler of the GSI it arrives at).
     Irq(u8),
+    /// The PCI platform: the component is the platform service
+    /// (`interfaces::child::platform`), which includes the I/O ports of
+    /// the I/O-BAR window.
+    Platform,
 }
 
 impl Device {
@@ -193,6 +206,15 @@ impl Device {
                 first <= l && f <= last
             }
             (Device::Irq(a), Device::Irq(b)) => a == b,
+            (Device::Platform, Device::Platform) => true,
+            (Device::Platform, Device::IoPorts { first, last })
+            | (Device::IoPorts { first, last }, Device::Platform) => {
+                // Ranges overlap when each starts before the other ends.
+                let window = platform::IO_WINDOW_FIRST..=platform::IO_WINDOW_LAST;
+                window.contains(&first)
+                    || window.contains(&last)
+                    || (first..=last).contains(window.start())
+            }
             _ => false,
         }
     }
@@ -209,6 +231,7 @@ impl Device {
         match self {
             Device::IoPorts { first, last } => (1, first, last),
             Device::Irq(irq) => (2, u16::from(irq), 0),
+            Device::Platform => (3, 0, 0),
         }
     }
 
@@ -218,6 +241,7 @@ impl Device {
             2 if a < u16::from(ISA_IRQS) && a != u16::from(CASCADE_IRQ) && b == 0 => {
                 Some(Device::Irq(a as u8))
             }
+            3 if a == 0 && b == 0 => Some(Device::Platform),
             _ => None,
         }
     }
@@ -575,7 +599,7 @@ impl fmt::Display for RomError {
             Fault::BadDevice(n) => write!(f, "device record {n} is malformed"),
             Fault::TooManyDevices => write!(
                 f,
-                "more than {MAX_IO_RANGES} I/O-port ranges or {MAX_IRQS} IRQs, or ports after IRQs"
+                "more than {MAX_IO_RANGES} I/O-port ranges or {MAX_IRQS} IRQs, ports after IRQs, or the platform with other devices"
             ),
             Fault::DeviceShared(n) => {
                 write!(f, "device record {n} shares a port or IRQ with another")

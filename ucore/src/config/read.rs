@@ -495,13 +495,16 @@ fn check_devices(rom: &[u8], layout: &Layout) -> Result<(), RomError> {
             return Err(fault(Fault::BadRange(List::Devices)));
         }
         next += usize::from(r.devices.1);
-        let (mut ports, mut irqs) = (0, 0);
+        let (mut ports, mut irqs, mut platform) = (0, 0, false);
         for i in usize::from(r.devices.0)..next {
             let device = device_record(rom, layout, i).ok_or(fault(Fault::BadDevice(i)))?;
             match device {
+                _ if platform => return Err(fault(Fault::TooManyDevices)),
                 Device::IoPorts { .. } if irqs == 0 => ports += 1,
                 Device::IoPorts { .. } => return Err(fault(Fault::TooManyDevices)),
                 Device::Irq(_) => irqs += 1,
+                Device::Platform if ports + irqs == 0 => platform = true,
+                Device::Platform => return Err(fault(Fault::TooManyDevices)),
             }
             if ports > MAX_IO_RANGES || irqs > MAX_IRQS {
                 return Err(fault(Fault::TooManyDevices));

@@ -103,6 +103,9 @@ pub struct Row {
     pub linux: Option<BenchResult>,
     /// How many times better Pecan is (> 1: Pecan better), when both ran.
     pub advantage: Option<f64>,
+    /// The emulator distorts the row (`bench::catalog::CAVEATS`): the
+    /// note, and whether the advantage is withheld.
+    pub caveat: Option<(&'static str, bool)>,
 }
 
 /// The table over the rows of the catalog for which at least one side has
@@ -131,6 +134,7 @@ pub fn table(pecan: &[BenchResult], linux: &[BenchResult]) -> Vec<Row> {
             linux_name: l.map(str::to_string),
             linux: lr,
             advantage,
+            caveat: catalog::caveat(p),
         });
     }
     rows
@@ -141,6 +145,7 @@ pub fn markdown_table(rows: &[Row]) -> String {
     let mut out = String::from(
         "| benchmark | Pecan (median) | Linux counterpart | Linux (median) | Pecan advantage |\n|---|---:|---|---:|---:|\n",
     );
+    let mut notes: Vec<&str> = Vec::new();
     for r in rows {
         let pecan = r
             .pecan
@@ -151,11 +156,33 @@ pub fn markdown_table(rows: &[Row]) -> String {
             .as_ref()
             .map_or("—".to_string(), BenchResult::display_median);
         let name = r.linux_name.as_deref().unwrap_or("n/a");
-        let adv = r.advantage.map_or("—".to_string(), |a| format!("{a:.1}×"));
+        let mut adv = r.advantage.map_or("—".to_string(), |a| format!("{a:.1}×"));
+        let mut what = r.what.clone();
+        if let Some((note, void)) = r.caveat {
+            let n = match notes.iter().position(|&x| x == note) {
+                Some(i) => i + 1,
+                None => {
+                    notes.push(note);
+                    notes.len()
+                }
+            };
+            what.push_str(&format!(" (note {n})"));
+            if void && r.advantage.is_some() {
+                adv = format!("not shown (note {n})");
+            }
+        }
         out.push_str(&format!(
-            "| {} | {pecan} | {name} | {linux} | {adv} |\n",
-            r.what
+            "| {what} | {pecan} | {name} | {linux} | {adv} |\n"
         ));
+    }
+    for (i, note) in notes.iter().enumerate() {
+        if i == 0 {
+            out.push('\n');
+        }
+        out.push_str(&format!("Note {}: {note}.\n", i + 1));
+        if i + 1 < notes.len() {
+            out.push('\n');
+        }
     }
     out
 }
@@ -217,6 +244,35 @@ mod tests {
         let p = parse(&line("memcpy-runtime", "bytes/tick", 8000), Platform::Pecan).unwrap();
         let l = parse(&line("memcpy-glibc", "bytes/tick", 2000), Platform::Linux).unwrap();
         assert_eq!(table(&p, &l)[0].advantage, Some(4.0));
+    }
+
+    /// A row the emulator distorts carries its note, and its ratio is not
+    /// shown when it would rest on the artifact.
+    #[test]
+    fn emulator_artifacts_are_marked() {
+        let p = parse(
+            &line("memset-runtime", "bytes/tick", 30000),
+            Platform::Pecan,
+        )
+        .unwrap();
+        let l = parse(&line("memset-glibc", "bytes/tick", 1000), Platform::Linux).unwrap();
+        let md = markdown_table(&table(&p, &l));
+        assert!(
+            md.contains("| memset 8 MiB, the runtime's, bytes/tick (note 1) | 30.000 B/tick | memset-glibc | 1.000 B/tick | not shown (note 1) |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("\nNote 1: emulator artifact: under icount"),
+            "{md}"
+        );
+        assert!(!md.contains("30.0×"), "{md}");
+        let u = parse(&line("uncached-write", "bytes/tick", 5818), Platform::Pecan).unwrap();
+        let md = markdown_table(&table(&u, &[]));
+        assert!(
+            md.contains("(note 1) | 5.818 B/tick | n/a | — | — |"),
+            "{md}"
+        );
+        assert!(md.contains("Note 1: TCG ignores cache attributes"), "{md}");
     }
 
     #[test]

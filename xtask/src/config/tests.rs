@@ -268,7 +268,7 @@ fn unknown_keys() {
         "colour = 120",
         "scenarios/t.toml:30:1: component \"fs\": unknown field `colour`, expected one of \
          `name`, `binary`, `ram_mib`, `caps`, `priority`, `cpu`, `cpus`, `provides`, \
-         `restart`, `routes`, `config`, `io_ports`, `irqs`, `own`, `shared_endpoint`",
+         `restart`, `routes`, `config`, `io_ports`, `irqs`, `own`, `shared_endpoint`, `platform`, `devices`",
     );
     refused(
         2,
@@ -850,4 +850,78 @@ fn errors_come_in_file_order() {
          65536\n\
          scenarios/t.toml:32:1: component \"fs\": route Block -> \"nvme\": no component \"nvme\""
     );
+}
+
+/// A platform service and two drivers: the service's device record, and
+/// the policy xtask writes into its config from the drivers' `devices`.
+#[test]
+fn platform_and_its_policy() {
+    let text = r#"description = "d"
+[[component]]
+name = "platform"
+binary = "hello"
+ram_mib = 4
+caps = 1024
+platform = true
+provides = ["Platform"]
+[component.config]
+greeting = "kept"
+
+[[component]]
+name = "blk"
+binary = "hello"
+ram_mib = 1
+caps = 16
+devices = [{ pci = "1af4:1042" }, { pci = "class=03@00:01.0" }]
+[component.routes]
+Platform = "platform"
+
+[[component]]
+name = "net"
+binary = "hello"
+ram_mib = 1
+caps = 16
+devices = [{ pci = "1AF4:1041" }]
+[component.routes]
+Platform = "platform"
+"#;
+    let spec = parse(text).unwrap().config.unwrap();
+    assert_eq!(spec.components[0].devices, [Device::Platform]);
+    assert!(spec.components[1].devices.is_empty());
+    let policy = spec.components[0]
+        .config
+        .iter()
+        .find(|(k, _)| k == "policy")
+        .map(|(_, v)| v.clone());
+    let rule = |label: &str, pci: &[&str]| {
+        ValueBuf::Table(vec![
+            ("label".into(), ValueBuf::String(label.into())),
+            (
+                "pci".into(),
+                ValueBuf::Array(pci.iter().map(|m| ValueBuf::String((*m).into())).collect()),
+            ),
+        ])
+    };
+    assert_eq!(
+        policy,
+        Some(ValueBuf::Array(vec![
+            rule("blk", &["1af4:1042", "class=03@00:01.0"]),
+            // Written back in the canonical (lower-case) form.
+            rule("net", &["1af4:1041"]),
+        ]))
+    );
+    // The service's own keys stay.
+    assert!(spec.components[0]
+        .config
+        .iter()
+        .any(|(k, _)| k == "greeting"));
+    // Two drivers for one device (the same IDs), and two platforms.
+    let twice = text.replace("1AF4:1041", "1af4:1042@00:02.0");
+    assert!(error(&twice).contains("may select the device already given to component \"blk\""));
+    let second = text.replace("binary = \"hello\"\nram_mib = 1\ncaps = 16\ndevices = [{ pci = \"1AF4", "binary = \"hello\"\nram_mib = 1\ncaps = 16\nplatform = true\nprovides = [\"Platform\"]\ndevices = [{ pci = \"1AF4");
+    assert!(error(&second).contains("platform: the PCI platform (with ports 0xc000..=0xffff): already given to component \"platform\""), "{}", error(&second));
+    // An ID match and a class match may meet only on the machine: the
+    // platform service decides there (it gives such a device to neither).
+    let mixed = text.replace("1AF4:1041", "class=01");
+    assert!(parse(&mixed).is_ok());
 }

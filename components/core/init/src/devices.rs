@@ -2,6 +2,10 @@
 //! `irqs`; docs/scenarios.md), at the slots `interfaces::child` gives them: each
 //! I/O-port range minted (narrowed) from init's all-ports capability, each
 //! ISA IRQ's handler copied (`interfaces::init` says where init holds them).
+//! The platform service (`platform = true`) gets instead what
+//! `interfaces::child::platform` lists: the device control capability,
+//! the I/O ports of the I/O-BAR window, the PCI interrupt lines and all
+//! device memory (each block whole, made from init's: [`memory_grants`]).
 
 use alloc::vec::Vec;
 
@@ -10,7 +14,7 @@ use rt::abi::object::io_ports_range;
 use rt::abi::Rights;
 use rt::interfaces::{child, init};
 use rt::println;
-use rt::spawn::{Grant, SpawnError};
+use rt::spawn::{Grant, MemoryGrant, SpawnError};
 use rt::syscall;
 use ucore::config::{Component, Device};
 
@@ -23,6 +27,10 @@ pub fn grants(c: &Component<'_>, scratch: u32) -> Result<Vec<Grant>, SpawnError>
     let mut ranges = 0;
     let mut irqs = 0;
     for device in c.devices() {
+        if device == Device::Platform {
+            grants.extend(platform_grants());
+            continue;
+        }
         let grant = match device {
             Device::IoPorts { first, last } => {
                 ranges += 1;
@@ -40,6 +48,7 @@ pub fn grants(c: &Component<'_>, scratch: u32) -> Result<Vec<Grant>, SpawnError>
                     word: 0,
                 }
             }
+            Device::Platform => continue,
         };
         let tried = syscall::cap_mint(own(grant.src), own(scratch), Rights::ALL, grant.word);
         // SAFETY: an I/O-port or IRQ capability; nothing is mapped through it.
@@ -57,4 +66,78 @@ pub fn grants(c: &Component<'_>, scratch: u32) -> Result<Vec<Grant>, SpawnError>
         grants.push(grant);
     }
     Ok(grants)
+}
+
+/// The platform service's capabilities but its memory: device control,
+/// the I/O-BAR window's ports, the PCI interrupt lines root gave init
+/// (lines the machine lacks are left out: the service sees empty slots).
+fn platform_grants() -> Vec<Grant> {
+    use child::platform;
+    let mut grants = alloc::vec![
+        Grant {
+            src: init::DEVICE_CONTROL,
+            dst: platform::CONTROL,
+            word: 0,
+        },
+        Grant {
+            src: init::IO_PORTS,
+            dst: platform::IO_PORTS,
+            word: io_ports_range(platform::IO_WINDOW_FIRST, platform::IO_WINDOW_LAST),
+        },
+    ];
+    for i in 0..platform::PCI_IRQS {
+        let src = init::PCI_IRQ_FIRST + i;
+        if syscall::phys_address(own(init::DEVICE_CONTROL), own(src))
+            != Err(rt::abi::Error::EmptySlot)
+        {
+            grants.push(Grant {
+                src,
+                dst: platform::PCI_IRQ_FIRST + i,
+                word: 0,
+            });
+        }
+    }
+    grants
+}
+
+/// The device memory the platform service gets: every block init holds,
+/// whole (`interfaces::init::DEVICE_MEMORY_FIRST`); none for others.
+pub fn memory_grants(c: &Component<'_>) -> Vec<MemoryGrant> {
+    if !c.devices().any(|d| d == Device::Platform) {
+        return Vec::new();
+    }
+    let control = own(init::DEVICE_CONTROL);
+    (0..init::DEVICE_MEMORY_SLOTS)
+        .map_while(|i| {
+            let src = init::DEVICE_MEMORY_FIRST + i;
+            let info = syscall::phys_address(control, own(src)).ok()?;
+            Some(MemoryGrant {
+                src,
+                dst: child::platform::DEVICE_MEMORY_FIRST + i,
+                bits: info.size_bits,
+            })
+        })
+        .collect()
+}
+
+/// Takes back what the platform service `c` made from init's device
+/// memory and device control capability (its MSI handlers, its mappings
+/// of device registers, the frames it lent drivers), so that a restarted
+/// one finds every block whole again.
+pub fn revoke_platform(c: &Component<'_>) {
+    if !c.devices().any(|d| d == Device::Platform) {
+        return;
+    }
+    let slots = (0..init::DEVICE_MEMORY_SLOTS).map(|i| init::DEVICE_MEMORY_FIRST + i);
+    for slot in slots.chain([init::DEVICE_CONTROL]) {
+        // SAFETY: device memory and the control capability: init maps
+        // none of it itself.
+        match unsafe { syscall::cap_revoke(own(slot)) } {
+            Ok(()) | Err(rt::abi::Error::EmptySlot) => {}
+            Err(e) => println!(
+                "init: cannot take back the device memory of {}: {e}",
+                c.name
+            ),
+        }
+    }
 }

@@ -310,7 +310,7 @@ impl<'a> Init<'a> {
     /// Serves its endpoint while a child init waits for runs or waits
     /// for its restart; then stops the servers. Init's exit code.
     fn run(&mut self) -> i32 {
-        while self.children.waiting() > 0 || self.backoff.waiting() {
+        while self.children.waiting() > 0 || self.backoff.waiting() || self.sessions.closing() {
             // Opens parked for a provider that was restarted (or stopped
             // for good, or was removed) since the last message go on now.
             let backoff = &self.backoff;
@@ -328,6 +328,9 @@ impl<'a> Init<'a> {
                 }
             };
             self.on_message(badge, info, &words);
+            // Children whose sessions' closes ended: their memory goes
+            // back (before the loop's condition looks at what still runs).
+            self.closed();
         }
         println!("init: all children finished");
         for kid in &mut self.kids {
@@ -439,11 +442,30 @@ impl<'a> Init<'a> {
         }
     }
 
-    /// Child `index` (its id + 1) finished: its sessions are closed, its
-    /// memory returned, and it restarts now, after its back-off, or never.
+    /// Child `index` (its id + 1) finished: its sessions are closed at
+    /// their providers, then (once every close ended: [`Self::closed`])
+    /// its memory returned, and it restarts now, after its back-off, or
+    /// never.
     fn finished(&mut self, index: usize) {
-        self.sessions
+        let pending = self
+            .sessions
             .finished(&self.kids, &mut self.pool.res, index.wrapping_sub(1));
+        if !pending {
+            self.released(index);
+        }
+    }
+
+    /// The children whose sessions' closes all ended since the last
+    /// look: their memory goes back now.
+    fn closed(&mut self) {
+        for id in self.sessions.take_closed() {
+            self.released(id + 1);
+        }
+    }
+
+    /// Child `index` (its id + 1), finished, has no session left open
+    /// anywhere: its memory is returned and it restarts by its policy.
+    fn released(&mut self, index: usize) {
         let Some(position) = self.kids.iter().position(|k| k.id + 1 == index) else {
             return;
         };
@@ -679,6 +701,7 @@ impl Builder<'_> {
             own: c.own,
             rom: None,
             grants: &devices::grants(c, self.scratch)?,
+            memory_grants: &devices::memory_grants(c),
             notification: c.devices().any(|d| matches!(d, Device::Irq(_))),
         };
         spawn::spawn(&mut res, parent, &spec).map(|(caps, _)| caps)
@@ -719,6 +742,7 @@ fn revoke_block(kid: &Kid<'_>) {
 /// way, so its block is whole again either way.
 fn release(kid: &mut Kid<'_>) {
     revoke_block(kid);
+    devices::revoke_platform(&kid.component);
     // A provider's endpoint was made from the block: gone with it.
     kid.service = None;
     if let Some(caps) = kid.caps.take() {

@@ -68,6 +68,14 @@ pub struct Sessions {
     /// Opens waiting for their provider's restart, at most
     /// [`MAX_PARKED`].
     parked: Vec<Parked>,
+    /// Finished children whose sessions are still being closed at their
+    /// providers: (child id, closes outstanding). Init returns a child's
+    /// memory only when none is left ([`Sessions::take_closed`]), so a
+    /// provider (a platform service) stops what the client's donation
+    /// feeds — a device's DMA — before that memory is reused.
+    closing: Vec<(usize, u32)>,
+    /// Children from `closing` whose closes all ended.
+    closed: Vec<usize>,
 }
 
 /// How many `OPEN`s init keeps waiting for providers that are being
@@ -161,6 +169,8 @@ impl Sessions {
             donation,
             proxies: Proxies::new(),
             parked: Vec::new(),
+            closing: Vec::new(),
+            closed: Vec::new(),
         }
     }
 
@@ -458,8 +468,10 @@ impl Sessions {
     /// Child `index` (its `Kid::id`) exited, faulted or was removed by a
     /// config update: the sessions it opened are closed at their
     /// providers (proxies' jobs), and those it provided are gone with its
-    /// endpoint (their clients' capabilities with it).
-    pub fn finished(&mut self, kids: &[Kid<'_>], res: &mut Resources, index: usize) {
+    /// endpoint (their clients' capabilities with it). Returns whether
+    /// closes are outstanding: then [`Sessions::take_closed`] names the
+    /// child once they all ended.
+    pub fn finished(&mut self, kids: &[Kid<'_>], res: &mut Resources, index: usize) -> bool {
         let (mut closed, mut lost) = (0, 0);
         let mut i = 0;
         while let Some(record) = self.records.get(i) {
@@ -487,9 +499,18 @@ impl Sessions {
             }
             !gone
         });
+        if closed > 0 {
+            self.closing.push((index, closed));
+        }
         self.pump(kids, res);
+        let pending = self.closing.iter().any(|&(c, _)| c == index);
+        if !pending {
+            // Every close ended already (stale jobs end at once): the
+            // caller releases the child now.
+            self.closed.retain(|&c| c != index);
+        }
         let Some(name) = name_of_id(kids, index) else {
-            return;
+            return pending;
         };
         if dropped > 0 {
             println!("init: dropped {dropped} parked opens of {name}");
@@ -499,6 +520,29 @@ impl Sessions {
         }
         if lost > 0 {
             println!("init: {lost} sessions provided by {name} closed with it");
+        }
+        pending
+    }
+
+    /// Whether a finished child's sessions are still being closed.
+    pub fn closing(&self) -> bool {
+        !self.closing.is_empty() || !self.closed.is_empty()
+    }
+
+    /// The finished children whose sessions are now all closed at their
+    /// providers (see `closing`).
+    pub fn take_closed(&mut self) -> Vec<usize> {
+        core::mem::take(&mut self.closed)
+    }
+
+    /// One close for finished child `client` ended (however it ended).
+    fn close_ended(&mut self, client: usize) {
+        if let Some(i) = self.closing.iter().position(|&(c, _)| c == client) {
+            self.closing[i].1 -= 1;
+            if self.closing[i].1 == 0 {
+                self.closing.swap_remove(i);
+                self.closed.push(client);
+            }
         }
     }
 
@@ -606,6 +650,8 @@ impl Sessions {
                     let cname = name_of_id(kids, client).unwrap_or("?");
                     println!("init: {cname} closed its session at {pname}");
                     let _ = answer_saved(res, job.reply, session::OK, [0; 4], None);
+                } else {
+                    self.close_ended(client);
                 }
             }
         }

@@ -172,6 +172,7 @@ fn start_entry(
         own: entry.own,
         rom: None,
         grants: &[],
+        memory_grants: &[],
         notification: false,
     };
     spawn::spawn(res, parent, &spec)
@@ -214,6 +215,26 @@ fn start_init(
             word: 0,
         })
     }));
+    // For the platform service, if the config names one: the device
+    // control capability and the PCI interrupt lines (device memory
+    // follows below, made as children of root's: untyped is never copied).
+    grants.push(Grant {
+        src: bootinfo::slot::DEVICE_CONTROL,
+        dst: init::DEVICE_CONTROL,
+        word: 0,
+    });
+    let pci_gsis =
+        child::platform::PCI_GSI_FIRST..child::platform::PCI_GSI_FIRST + child::platform::PCI_IRQS;
+    grants.extend(
+        pci_gsis
+            .zip(init::PCI_IRQ_FIRST..)
+            .filter(|&(gsi, _)| u64::from(gsi) < info.irq_count)
+            .map(|(gsi, dst)| Grant {
+                src: bootinfo::slot::IRQ_FIRST + gsi,
+                dst,
+                word: 0,
+            }),
+    );
     let spec = ChildSpec {
         file,
         badge: 1,
@@ -229,6 +250,7 @@ fn start_init(
         own: child::OwnCaps::ALL,
         rom: Some((BOOT_IMAGE_ADDR, bytes)),
         grants: &grants,
+        memory_grants: &[],
         notification: false,
     };
     let (caps, entry) = spawn::spawn(res, parent, &spec)?;
@@ -238,7 +260,48 @@ fn start_init(
     for (slot, &bits) in (init::POOL_FIRST..init::POOL_FIRST + init::POOL_SLOTS).zip(others) {
         res.make_at(ObjectType::Untyped, bits, in_table(caps.cspace, slot))?;
     }
+    give_device_memory(info, caps.cspace);
     Ok((caps, entry))
+}
+
+/// Hands init all device memory root has, each block whole as a child of
+/// root's (`interfaces::init::DEVICE_MEMORY_FIRST`); blocks past the slots
+/// stay root's, reported.
+fn give_device_memory(info: &BootInfo, cspace: u32) {
+    let device = info
+        .untyped()
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| u.device != 0);
+    let slots = init::DEVICE_MEMORY_FIRST..init::DEVICE_MEMORY_FIRST + init::DEVICE_MEMORY_SLOTS;
+    let mut left = 0;
+    let mut given = slots.clone();
+    for (index, u) in device {
+        let Some(dst) = given.next() else {
+            left += 1;
+            continue;
+        };
+        let src = own(slot::UNTYPED_FIRST + index as u32);
+        let made = syscall::retype(
+            src,
+            ObjectType::Untyped,
+            u64::from(u.size_bits),
+            in_table(cspace, dst),
+            1,
+        );
+        if let Err(e) = made {
+            println!(
+                "root: cannot hand init the device memory at {:#x}: {e}",
+                u.phys
+            );
+        }
+    }
+    if left > 0 {
+        println!(
+            "root: {left} blocks of device memory beyond init's {} slots kept",
+            slots.len()
+        );
+    }
 }
 
 /// Receives on root's endpoint until no child that is not a server runs;

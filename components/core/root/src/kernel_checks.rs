@@ -269,6 +269,7 @@ pub fn run(info: &BootInfo, c: &mut Checks) {
     pager_check(c);
     priority_checks(c);
     device_memory_check(c, info);
+    device_control_check(c, info);
 
     // Revoking the untyped destroys everything made from it, the running
     // server thread included.
@@ -667,6 +668,32 @@ fn device_memory_check(c: &mut Checks, info: &BootInfo) {
     }
     // SAFETY: revokes only what this check made (mapped at DEVICE_VADDR).
     let _ = unsafe { syscall::cap_revoke(untyped) };
+}
+
+/// The device control capability: the physical address of an untyped
+/// block is the one the boot information gives; MSI vectors only for
+/// CPUs that are online, only into empty slots (the success path costs a
+/// vector for good: the platform test takes it).
+fn device_control_check(c: &mut Checks, info: &BootInfo) {
+    let control = u64::from(slot::DEVICE_CONTROL);
+    if let Some((i, u)) = info.untyped().iter().enumerate().next() {
+        let got = syscall::phys_address(control, u64::from(slot::UNTYPED_FIRST) + i as u64);
+        c.expect(
+            "phys-address-untyped",
+            got.is_ok_and(|p| p.phys == u.phys && p.size_bits == u32::from(u.size_bits)),
+            format_args!("{got:?} for {:#x} ({} bits)", u.phys, u.size_bits),
+        );
+    }
+    c.result(
+        "msi-alloc-cpu-offline",
+        syscall::msi_alloc(control, DEVICE_SLOTS + 45, info.cpu_count as u32).map(|_| ()),
+        Err(Error::InvalidArgument),
+    );
+    c.result(
+        "msi-alloc-occupied-slot",
+        syscall::msi_alloc(control, control, 0).map(|_| ()),
+        Err(Error::SlotOccupied),
+    );
 }
 
 const WARM_UP: usize = 100;

@@ -67,7 +67,7 @@ fn irq_and_ports(t: &mut Test) {
     let ntfn = t.make(ObjectType::Notification, 0);
     let empty = t.slot();
     let wrong = Some(Error::WrongObjectType);
-    let cases: [(Sys, &str, [u64; 6], Option<Error>); 7] = [
+    let cases: [(Sys, &str, [u64; 6], Option<Error>); 11] = [
         (Sys::IrqBind, "wrong-type", [ntfn, ntfn, 0, 0, 0, 0], wrong),
         (
             Sys::IrqBind,
@@ -93,6 +93,32 @@ fn irq_and_ports(t: &mut Test) {
             Sys::IoPort,
             "invalid-slot",
             [BAD_SLOT, 0x80, 1, 1, 0, 0],
+            Some(Error::InvalidSlot),
+        ),
+        // Only the device control capability (the platform service's)
+        // allocates MSI vectors and tells physical addresses.
+        (
+            Sys::MsiAlloc,
+            "wrong-type",
+            [ntfn, empty, 0, 0, 0, 0],
+            wrong,
+        ),
+        (
+            Sys::MsiAlloc,
+            "empty-slot",
+            [empty, empty, 0, 0, 0, 0],
+            Some(Error::EmptySlot),
+        ),
+        (
+            Sys::PhysAddress,
+            "wrong-type",
+            [ntfn, ntfn, 0, 0, 0, 0],
+            wrong,
+        ),
+        (
+            Sys::PhysAddress,
+            "invalid-slot",
+            [BAD_SLOT, ntfn, 0, 0, 0, 0],
             Some(Error::InvalidSlot),
         ),
     ];

@@ -8,7 +8,7 @@
 //! - From [`init`] on, every line is masked until it is [`route`]d and
 //!   [`unmask`]ed; a line can only be unmasked while it owns a vector (so an
 //!   interrupt always names its GSI), and a vector belongs to at most one GSI.
-//! - Vectors are `kcore::ioapic::VECTOR_FIRST..VECTOR_END` (0x30..0xe0); the
+//! - Vectors are `kcore::ioapic::VECTOR_FIRST..VECTOR_END` (0x30..0x80); the
 //!   trap path hands every vector in that window to [`on_interrupt`].
 //! - The registers are reached only through [`STATE`]'s lock, taken with
 //!   interrupts disabled: `IOREGSEL`/`IOWIN` is a select-then-access pair

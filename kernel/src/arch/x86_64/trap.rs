@@ -111,7 +111,7 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
         {
             lapic::end_of_interrupt()
         }
-        v if ioapic::is_line_vector(v) => {
+        v if ioapic::is_line_vector(v) || crate::irq::is_msi_vector(v) => {
             crate::smp::lock();
             // SAFETY: the lock is taken, interrupts are masked (an
             // interrupt gate), and the idle loop this interrupted gave its
@@ -177,7 +177,7 @@ extern "C" fn trap_from_user(frame: *mut TrapFrame) -> ! {
             crate::thread::preempt(k, current)
         }
         VECTOR_SPURIOUS => crate::thread::resume(k, current),
-        v if ioapic::is_line_vector(v) => {
+        v if ioapic::is_line_vector(v) || crate::irq::is_msi_vector(v) => {
             crate::irq::on_interrupt(&mut k, v);
             let priority = k.threads.get(current).priority;
             if crate::thread::higher_priority_waiting(priority) {
@@ -215,7 +215,9 @@ fn acknowledge_interrupt_only(k: &mut Kernel, vector: u64) {
             crate::time::on_timer_tick();
             lapic::end_of_interrupt();
         }
-        v if ioapic::is_line_vector(v) => crate::irq::on_interrupt(k, v),
+        v if ioapic::is_line_vector(v) || crate::irq::is_msi_vector(v) => {
+            crate::irq::on_interrupt(k, v)
+        }
         v if (VECTOR_PIC_BASE..VECTOR_PIC_BASE + 16).contains(&v) => {}
         _ => lapic::end_of_interrupt(),
     }
