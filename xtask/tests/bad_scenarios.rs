@@ -45,7 +45,7 @@ const CASES: &[(&str, &str, &str)] = &[
         "7:1",
         "component \"hello\": unknown field `colour`, expected one of `name`, `binary`, \
          `ram_mib`, `caps`, `priority`, `cpu`, `cpus`, `provides`, `restart`, `routes`, \
-         `config`, `io_ports`, `irqs`, `own`, `shared_endpoint`",
+         `config`, `io_ports`, `irqs`, `own`, `shared_endpoint`, `killable`",
     ),
     (
         "wrong-type",
@@ -367,6 +367,12 @@ const CASES: &[(&str, &str, &str)] = &[
         "nic: unknown field `display`, expected `name` or `forward` (display is a top-level \
          key: write it before the first [[component]], [[disk]] or [[nic]] table)",
     ),
+    (
+        "killable-without-asker",
+        "7:12",
+        "component \"hello\": killable: no component could ask for the kill: none has a \
+         Reconfig session (routes.Reconfig = \"parent\")",
+    ),
 ];
 
 macro_rules! fixture_tests {
@@ -465,4 +471,5 @@ fixture_tests! {
     too_many_nics: "too-many-nics",
     bad_display: "bad-display",
     display_in_a_table: "display-in-a-table",
+    killable_without_asker: "killable-without-asker",
 }
