@@ -124,6 +124,7 @@ mod tests {
                 restart: Restart::Never,
                 own: OwnCaps::NONE,
                 shared_endpoint: SharedEndpoint::Call,
+                killable: false,
                 provides: vec![],
                 routes: vec![],
                 devices: vec![],

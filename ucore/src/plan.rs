@@ -814,6 +814,7 @@ mod tests {
             restart: Restart::Never,
             own: OwnCaps::NONE,
             shared_endpoint: SharedEndpoint::Call,
+            killable: false,
             provides: if provider {
                 vec!["Svc".to_string() + name]
             } else {

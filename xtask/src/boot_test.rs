@@ -16,6 +16,8 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::actions::Session;
+use crate::devices::Devices;
 use crate::matcher::Matcher;
 use crate::qemu::{self, GuestExit, Machine};
 use crate::testspec::{ExpectedExit, TestSpec};
@@ -25,6 +27,11 @@ use crate::testspec::{ExpectedExit, TestSpec};
 pub struct BootTest {
     pub spec: TestSpec,
     pub machine: Machine,
+    /// The scenario's devices (attached per run: `crate::devices`).
+    pub devices: Devices,
+    /// Whether the test gets a work directory (`target/test-work/NAME/`):
+    /// it has devices or acts on the host (`crate::actions`).
+    pub work: bool,
 }
 
 /// How one test went.
@@ -80,30 +87,74 @@ pub fn run_all(
     })
 }
 
-/// Boots one test and checks it.
+/// Boots one test and checks it. A test with a work directory
+/// (`target/test-work/NAME/`: disk copies, serial log, monitor transcript,
+/// host command outputs, screendumps) has it removed when it passes and
+/// moved to `target/test-logs/NAME/` when it fails.
 pub fn run_one(test: &BootTest, log_dir: &Path) -> Outcome {
     let spec = &test.spec;
     let start = Instant::now();
     let mut serial = String::new();
     let mut stderr_text = String::new();
-    let mut failure = boot(test, &mut serial, &mut stderr_text);
+    let mut transcript = String::new();
+    let work_dir = log_dir.with_file_name("test-work").join(&spec.name);
+    let artefacts = log_dir.join(&spec.name);
+    let mut machine = test.machine.clone();
+    let mut failure = if test.work {
+        match Session::new(&work_dir, &test.devices, &spec.actions) {
+            Ok(mut session) => {
+                machine.devices = session.context.devices.qemu_args();
+                machine.qmp = session.needs_monitor().then(crate::qmp::socket_path);
+                let failure = boot(
+                    test,
+                    &machine,
+                    Some(&mut session),
+                    &mut serial,
+                    &mut stderr_text,
+                );
+                transcript = std::mem::take(&mut session.transcript);
+                failure
+            }
+            Err(e) => Some(format!("preparing {}: {e:#}", work_dir.display())),
+        }
+    } else {
+        boot(test, &machine, None, &mut serial, &mut stderr_text)
+    };
     if failure.is_none() && spec.root_memory {
         failure = crate::memory::check_root_blocks(&serial, &test.machine).err();
     }
     let duration = start.elapsed();
     let log_path = log_dir.join(format!("{}.log", spec.name));
+    let _ = std::fs::remove_dir_all(&artefacts);
     let log_path = match &failure {
         None => {
             let _ = std::fs::remove_file(&log_path);
+            let _ = std::fs::remove_dir_all(&work_dir);
             None
         }
         Some(reason) => {
+            let kept = test.work
+                && std::fs::create_dir_all(log_dir).is_ok()
+                && std::fs::rename(&work_dir, &artefacts).is_ok();
             let log = format!(
-                "$ {}\n# test {}: {}\n# FAIL after {:.1} s: {reason}\n\n{serial}{}",
-                test.machine.command_line(),
+                "$ {}\n# test {}: {}\n# FAIL after {:.1} s: {reason}\n{}\n{serial}{}{}",
+                machine.command_line(),
                 spec.name,
                 spec.description,
                 duration.as_secs_f64(),
+                if kept {
+                    format!(
+                        "# artefacts (disks, monitor, host commands): {}/\n",
+                        artefacts.display()
+                    )
+                } else {
+                    String::new()
+                },
+                if transcript.is_empty() {
+                    String::new()
+                } else {
+                    format!("\n--- monitor and host commands ---\n{transcript}")
+                },
                 if stderr_text.is_empty() {
                     String::new()
                 } else {
@@ -126,11 +177,17 @@ pub fn run_one(test: &BootTest, log_dir: &Path) -> Outcome {
 /// Boots QEMU and matches its output; `None` means the test passed. The
 /// serial output and QEMU's stderr are appended to `serial` and
 /// `stderr_text`.
-fn boot(test: &BootTest, serial: &mut String, stderr_text: &mut String) -> Option<String> {
+fn boot(
+    test: &BootTest,
+    machine: &Machine,
+    mut session: Option<&mut Session>,
+    serial: &mut String,
+    stderr_text: &mut String,
+) -> Option<String> {
     let spec = &test.spec;
     let deadline = Instant::now() + spec.timeout;
-    let mut child = match test
-        .machine
+    let qmp_socket = machine.qmp.clone();
+    let mut child = match machine
         .command()
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -167,7 +224,14 @@ fn boot(test: &BootTest, serial: &mut String, stderr_text: &mut String) -> Optio
 
     let mut matcher = Matcher::new(&spec.expect, &spec.forbid);
     let mut early_end: Option<String> = None;
-    loop {
+    if let (Some(session), Some(socket)) = (session.as_deref_mut(), &qmp_socket) {
+        early_end = session
+            .connect(socket)
+            .err()
+            .map(|e| format!("QEMU's monitor: {e}"));
+        let _ = std::fs::remove_file(socket);
+    }
+    while early_end.is_none() {
         let now = Instant::now();
         let event = rx.recv_timeout(deadline.saturating_duration_since(now));
         match event {
@@ -180,6 +244,12 @@ fn boot(test: &BootTest, serial: &mut String, stderr_text: &mut String) -> Optio
                         f.pattern, f.line
                     ));
                     break;
+                }
+                if let Some(session) = session.as_deref_mut() {
+                    if let Err(why) = session.on_line(&line) {
+                        early_end = Some(why);
+                        break;
+                    }
                 }
             }
             Ok(Event::Eof) | Err(RecvTimeoutError::Disconnected) => break,
@@ -226,15 +296,23 @@ fn boot(test: &BootTest, serial: &mut String, stderr_text: &mut String) -> Optio
         }
     };
     *stderr_text = stderr_thread.join().unwrap_or_default();
+    // The steps after the end run however the run ended (their output is
+    // worth keeping); the first failure is the one reported.
+    let end = session.as_deref_mut().map_or(Ok(()), |s| s.at_end());
     if let Some(reason) = early_end {
         return Some(reason);
     }
-    let exit = GuestExit::from_status(status.expect("QEMU exited"));
+    let Some(status) = status else {
+        return Some("QEMU ended without a status".to_string());
+    };
+    let exit = GuestExit::from_status(status);
     verdict(
         &exit,
         spec.exit,
         matcher.awaited().map(|p| p.source.as_str()),
     )
+    .or_else(|| session.and_then(|s| s.pending()))
+    .or_else(|| end.err())
 }
 
 /// The verdict once QEMU has exited by itself: `None` for a pass, else the

@@ -56,6 +56,9 @@ pub struct RawComponent {
     #[serde(default)]
     own: Vec<Spanned<String>>,
     shared_endpoint: Option<Spanned<String>>,
+    /// Whether a component with a Reconfig session may have init kill it
+    /// (`ucore::config::FLAG_KILLABLE`).
+    killable: Option<Spanned<bool>>,
     platform: Option<Spanned<bool>>,
     #[serde(default)]
     devices: Vec<Spanned<RawPciDevice>>,
@@ -379,6 +382,7 @@ pub fn check(
         };
         let own = check_own(c, &who, &mut diags);
         let shared_endpoint = check_shared_endpoint(c, &who, &mut diags);
+        let killable = check_killable(c, components, &who, &mut diags);
 
         for service in c.routes.keys() {
             if !valid_service(service.get_ref()) {
@@ -405,6 +409,7 @@ pub fn check(
             restart,
             own,
             shared_endpoint,
+            killable,
             provides,
             routes: Vec::new(),
             devices: Vec::new(),
@@ -537,6 +542,35 @@ fn check_own(c: &RawComponent, who: &str, diags: &mut Diags) -> OwnCaps {
 /// The component's `shared_endpoint`: `"call"` (the default) or
 /// `"serve"`, and neither for a component that provides sessions (it finds
 /// an endpoint of its own where the shared one would be).
+/// `killable`: true only when some component of the scenario could ask
+/// for the kill, one with a Reconfig session (`routes.Reconfig =
+/// "parent"`): else the key would grant nothing and is likely a mistake.
+fn check_killable(
+    c: &RawComponent,
+    components: &[Spanned<RawComponent>],
+    who: &str,
+    diags: &mut Diags,
+) -> bool {
+    let Some(killable) = c.killable.as_ref().filter(|k| *k.get_ref()) else {
+        return false;
+    };
+    let asker = components.iter().any(|other| {
+        other.get_ref().routes.iter().any(|(service, target)| {
+            service.get_ref() == "Reconfig" && target.get_ref() == "parent"
+        })
+    });
+    if !asker {
+        diags.push(
+            killable.span(),
+            format!(
+                "{who}killable: no component could ask for the kill: none has a Reconfig \
+                 session (routes.Reconfig = \"parent\")"
+            ),
+        );
+    }
+    true
+}
+
 fn check_shared_endpoint(c: &RawComponent, who: &str, diags: &mut Diags) -> SharedEndpoint {
     let Some(word) = &c.shared_endpoint else {
         return SharedEndpoint::Call;

@@ -11,6 +11,7 @@
 //! See `docs/testing.md` for the test command and the scenario-test format.
 
 mod accel;
+mod actions;
 mod bench;
 mod boot_test;
 mod bootimage;
@@ -18,6 +19,7 @@ mod components;
 mod config;
 mod cpio;
 mod debian;
+mod devices;
 mod fixtures;
 mod host;
 mod kernel;
@@ -27,6 +29,7 @@ mod memory;
 mod pcicheck;
 mod profile;
 mod qemu;
+mod qmp;
 mod run;
 mod scenario;
 mod setup;

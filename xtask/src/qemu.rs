@@ -107,6 +107,16 @@ pub struct Machine {
     pub icount: bool,
     /// `-s -S`: gdb server on localhost:1234, CPU stopped at reset.
     pub gdb: bool,
+    /// The scenario's devices (`crate::devices::Attached::qemu_args`),
+    /// after everything else.
+    pub devices: Vec<String>,
+    /// `-qmp unix:PATH,server=on,wait=off`: a QMP monitor socket
+    /// (`crate::qmp`), for monitor commands and the forwarded ports. The
+    /// machine then starts paused (`-S`, as with `gdb`) until the QMP
+    /// client has learnt what it needs and sends `cont`
+    /// (`crate::qmp::Qmp::resume`), so even a guest that ends at once
+    /// cannot end before that.
+    pub qmp: Option<PathBuf>,
 }
 
 impl Machine {
@@ -122,6 +132,8 @@ impl Machine {
             headless: true,
             icount: false,
             gdb: false,
+            devices: Vec::new(),
+            qmp: None,
         }
     }
 
@@ -180,6 +192,17 @@ impl Machine {
         if self.gdb {
             args.extend(["-s", "-S"].map(String::from));
         }
+        if let Some(socket) = &self.qmp {
+            if !self.gdb {
+                args.push("-S".to_string());
+            }
+            args.push("-qmp".to_string());
+            args.push(format!(
+                "unix:{},server=on,wait=off",
+                socket.to_string_lossy().replace(',', ",,")
+            ));
+        }
+        args.extend(self.devices.iter().cloned());
         args
     }
 

@@ -79,6 +79,15 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         &root,
     )?;
 
+    // The devices: fresh disk copies in the run's work directory (kept
+    // after the run, to be looked at), ports read back from QEMU.
+    let work_dir = root.join("target").join("run-work").join(&scenario.name);
+    let mut attached = crate::devices::Attached::default();
+    if !scenario.devices.is_empty() {
+        let _ = std::fs::remove_dir_all(&work_dir);
+        attached = scenario.devices.prepare(&work_dir)?;
+    }
+    let qmp = scenario.devices.forwards().then(crate::qmp::socket_path);
     let machine = qemu::Machine {
         kernel: elf.clone(),
         initrd: Some(boot_image),
@@ -89,6 +98,8 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         headless: args.headless || std::env::var_os("DISPLAY").is_none_or(|d| d.is_empty()),
         icount: args.icount,
         gdb: args.gdb,
+        devices: attached.qemu_args(),
+        qmp: qmp.clone(),
     };
     println!(
         "==> booting scenario {}: {}",
@@ -122,6 +133,27 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         .stderr(Stdio::inherit())
         .spawn()
         .context("starting QEMU")?;
+    if let Some(socket) = &qmp {
+        let ports = crate::qmp::Qmp::connect(socket, Instant::now() + Duration::from_secs(10))
+            .and_then(|mut q| {
+                let usernet = q.human("info usernet")?;
+                attached.learn_ports(&usernet)?;
+                // Paused until now (qemu::Machine::qmp); with --gdb, gdb
+                // lets it run.
+                if !args.gdb {
+                    q.resume()?;
+                }
+                Ok(())
+            });
+        let _ = std::fs::remove_file(socket);
+        match ports {
+            Ok(()) => attached.port_lines().iter().for_each(|l| println!("{l}")),
+            Err(e) => {
+                qemu::terminate(&mut child);
+                return Err(e.context("learning the forwarded ports"));
+            }
+        }
+    }
     let deadline = args
         .timeout
         .map(|secs| start + Duration::from_secs(secs))

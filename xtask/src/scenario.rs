@@ -25,6 +25,7 @@ use toml::Spanned;
 use ucore::config::Spec;
 
 use crate::config::{self, Machine, RawComponent};
+use crate::devices::{self, Devices};
 use crate::util::display_path;
 use crate::{components, qemu, tomlfile};
 
@@ -62,6 +63,12 @@ struct Raw {
     boot_modules: Vec<Spanned<String>>,
     #[serde(default, rename = "component")]
     components: Vec<Spanned<RawComponent>>,
+    /// The machine's devices (`crate::devices`).
+    #[serde(default, rename = "disk")]
+    disks: Vec<Spanned<devices::RawDisk>>,
+    #[serde(default, rename = "nic")]
+    nics: Vec<Spanned<devices::RawNic>>,
+    display: Option<Spanned<String>>,
 }
 
 /// One parsed and checked scenario file.
@@ -84,6 +91,10 @@ pub struct Scenario {
     /// Components packed as boot modules without being started
     /// (`boot_modules`), checked to exist.
     pub boot_modules: Vec<String>,
+    /// The machine's disks, NICs and display (`[[disk]]`, `[[nic]]`,
+    /// `display`; an update's are not used: the machine is the booted
+    /// scenario's).
+    pub devices: Devices,
     /// Whether the file has an `update` key (an update's own is not
     /// loaded: see [`parse`]).
     names_an_update: bool,
@@ -193,6 +204,14 @@ fn parse_following(
         }
         boot_modules.push(name.clone());
     }
+    let devices = devices::check(
+        &raw.disks,
+        &raw.nics,
+        raw.display.as_ref(),
+        &crate::util::workspace_root(),
+        |offset| tomlfile::line_column(text, offset).0,
+    )
+    .map_err(|(span, message)| error(span, &message))?;
     let memory_span = match (&raw.memory_mib, raw.components.first()) {
         (Some(m), _) => m.span(),
         (None, Some(c)) => c.span(),
@@ -224,6 +243,7 @@ fn parse_following(
         config,
         names_an_update: raw.update.is_some(),
         boot_modules,
+        devices,
         update,
         text: text.to_string(),
         memory_span,
@@ -462,7 +482,19 @@ fn parse_error(path: &Path, text: &str, e: &toml::de::Error) -> anyhow::Error {
         }
         _ => e.message().to_string(),
     };
-    let message = format!("{who}{keys}{detail}");
+    // A top-level key written after a table header belongs to that table.
+    let top_level = ["display", "cmdline", "smp", "memory_mib", "update"];
+    let hint = match top_level
+        .iter()
+        .find(|k| detail.starts_with(&format!("unknown field `{k}`")))
+    {
+        Some(k) => format!(
+            " ({k} is a top-level key: write it before the first [[component]], [[disk]] or \
+             [[nic]] table)"
+        ),
+        None => String::new(),
+    };
+    let message = format!("{who}{keys}{detail}{hint}");
     match e.span() {
         Some(span) => tomlfile::error_at(path, text, span, &message),
         None => anyhow!("{}: {message}", display_path(path)),

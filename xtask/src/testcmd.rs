@@ -231,7 +231,12 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
             counts.failed += 1;
             continue;
         }
-        tests.push(BootTest { spec, machine });
+        tests.push(BootTest {
+            work: spec.needs_work_dir(&scenario),
+            devices: scenario.devices.clone(),
+            spec,
+            machine,
+        });
     }
     let jobs = args.jobs.map_or_else(default_jobs, |j| j as usize);
     println!(

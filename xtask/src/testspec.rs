@@ -52,6 +52,7 @@ use regex::Regex;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::actions::{Action, Kind, Template};
 use crate::config::Machine;
 use crate::fixtures::{Defect, ImageDefect};
 use crate::qemu;
@@ -95,7 +96,34 @@ struct Raw {
     #[serde(default, rename = "config_value")]
     config_values: Vec<Spanned<RawConfigValue>>,
     image_defect: Option<Spanned<ImageDefect>>,
+    #[serde(default, rename = "monitor")]
+    monitors: Vec<Spanned<RawMonitor>>,
+    #[serde(default, rename = "host")]
+    hosts: Vec<Spanned<RawHost>>,
 }
+
+/// A `[[monitor]]` table as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMonitor {
+    after: Spanned<String>,
+    command: Spanned<String>,
+    #[serde(default)]
+    expect: Vec<Spanned<String>>,
+}
+
+/// A `[[host]]` table as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHost {
+    after: Option<Spanned<String>>,
+    at: Option<Spanned<String>>,
+    command: Spanned<String>,
+    timeout_secs: Option<Spanned<u64>>,
+}
+
+/// A host command's time limit without `timeout_secs`.
+pub const HOST_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn yes() -> bool {
     true
@@ -202,6 +230,8 @@ pub struct TestSpec {
     /// the file (for errors).
     pub image_defect: Option<ImageDefect>,
     image_defect_span: Range<usize>,
+    /// The `[[monitor]]` and `[[host]]` steps, in file order.
+    pub actions: Vec<Action>,
     /// The file's text (for errors with line numbers).
     text: String,
 }
@@ -322,6 +352,84 @@ pub fn parse(path: &Path, text: &str) -> Result<TestSpec> {
             span,
         });
     }
+    let line_of = |offset: usize| tomlfile::line_column(text, offset).0;
+    let template = |command: &Spanned<String>| {
+        if command.get_ref().trim().is_empty() {
+            return Err(error(command.span(), "command: empty".into()));
+        }
+        Template::parse(command.get_ref()).map_err(|(offset, message)| {
+            // Inside the string, after its opening quote.
+            let at = command.span().start + 1 + offset;
+            error(at..at, format!("command: {message}"))
+        })
+    };
+    let mut actions = Vec::new();
+    for m in raw.monitors {
+        let span = m.span();
+        let m = m.into_inner();
+        let after_span = m.after.span();
+        actions.push(Action {
+            command: template(&m.command)?,
+            command_offset: m.command.span().start,
+            after: Some(pattern(m.after.into_inner(), after_span)?),
+            kind: Kind::Monitor {
+                expect: compile(m.expect)?,
+            },
+            line: line_of(span.start),
+            offset: span.start,
+        });
+    }
+    for h in raw.hosts {
+        let span = h.span();
+        let h = h.into_inner();
+        let after =
+            match (h.after, h.at) {
+                (Some(after), None) => {
+                    let after_span = after.span();
+                    Some(pattern(after.into_inner(), after_span)?)
+                }
+                (None, Some(at)) if at.get_ref() == "end" => None,
+                (None, Some(at)) => {
+                    return Err(error(
+                        at.span(),
+                        format!(
+                            "at: unknown \"{}\" (the only one is \"end\": after QEMU exited)",
+                            at.get_ref()
+                        ),
+                    ))
+                }
+                (Some(after), Some(_)) => {
+                    return Err(error(
+                        after.span(),
+                        "after and at: give one of them (after = 'REGEX' runs the command when a \
+                     serial line matches, at = \"end\" after QEMU exited)"
+                            .into(),
+                    ))
+                }
+                (None, None) => return Err(error(
+                    span,
+                    "[[host]] needs after = 'REGEX' (when a serial line matches) or at = \"end\" \
+                     (after QEMU exited)"
+                        .into(),
+                )),
+            };
+        let timeout = match h.timeout_secs {
+            Some(t) if *t.get_ref() == 0 => {
+                return Err(error(t.span(), "timeout_secs must be at least 1".into()));
+            }
+            Some(t) => Duration::from_secs(t.into_inner()),
+            None => HOST_TIMEOUT,
+        };
+        actions.push(Action {
+            command: template(&h.command)?,
+            command_offset: h.command.span().start,
+            after,
+            kind: Kind::Host { timeout },
+            line: line_of(span.start),
+            offset: span.start,
+        });
+    }
+    actions.sort_by_key(|a| a.offset);
     let name = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -347,9 +455,22 @@ pub fn parse(path: &Path, text: &str) -> Result<TestSpec> {
         config_values,
         image_defect: raw.image_defect.as_ref().map(|d| *d.get_ref()),
         image_defect_span: raw.image_defect.map_or(0..0, |d| d.span()),
+        actions,
         text: text.to_string(),
     })
 }
+
+/// An error about a command of the test (already naming its line).
+#[derive(Debug)]
+struct ActionError(String);
+
+impl std::fmt::Display for ActionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ActionError {}
 
 /// `value` as a config-ROM value; any TOML value but a date or time
 /// (the ROM has no such type).
@@ -386,17 +507,45 @@ impl TestSpec {
     pub fn load_scenario(&self, root: &Path) -> Result<Scenario> {
         let loaded = scenario::load(root, &self.scenario).and_then(|scenario| {
             scenario.check_machine(self.machine(&scenario))?;
+            self.check_actions(&scenario)?;
             if self.memory_rule {
                 scenario.check_memory(self.machine(&scenario))?;
             }
             Ok(scenario)
         });
         loaded.map_err(|e| match &self.scenario_span {
+            _ if e.downcast_ref::<ActionError>().is_some() => e,
             Some(span) => {
                 tomlfile::error_at(&self.path, &self.text, span.clone(), &format!("{e:#}"))
             }
             None => e.context(format!("{} (default scenario)", display_path(&self.path))),
         })
+    }
+
+    /// Checks that the disks and forwards the commands name are the
+    /// scenario's; an error names the command's line.
+    fn check_actions(&self, scenario: &Scenario) -> Result<()> {
+        for action in &self.actions {
+            if let Err(message) = action.command.check(&scenario.devices) {
+                // Reported at the test's line, not the scenario key's.
+                return Err(anyhow::Error::new(ActionError(format!(
+                    "{:#}",
+                    tomlfile::error_at(
+                        &self.path,
+                        &self.text,
+                        action.command_offset..action.command_offset,
+                        &format!("command: {message} (scenario {})", scenario.name)
+                    )
+                ))));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the test needs a work directory of its own: its scenario
+    /// has devices or it acts on the host (`target/test-work/NAME/`).
+    pub fn needs_work_dir(&self, scenario: &Scenario) -> bool {
+        !self.actions.is_empty() || !scenario.devices.is_empty()
     }
 
     /// The machine the test boots: its own `smp` and `memory_mib`, else the
@@ -782,6 +931,121 @@ exit = "failure"
                 ":7:7: component \"hello\": cpu: 1 does not exist: the machine has 1 CPU (smp = 1)"
             ),
             "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    #[test]
+    fn monitor_and_host_steps() {
+        let text = format!(
+            "{BASE}\n[[host]]\nat = \"end\"\ncommand = 'test -s {{disk.d0}}'\n\n\
+             [[monitor]]\nafter = '^booted'\ncommand = 'info pci'\nexpect = ['1af4:1042', 'x']\n\n\
+             [[host]]\nafter = 'serving'\ncommand = 'curl -sf http://127.0.0.1:{{port.net0.80}}/'\n\
+             timeout_secs = 5\n"
+        );
+        let spec = parse(Path::new("tests/t.toml"), &text).unwrap();
+        // File order, whatever the table kind.
+        let got: Vec<_> = spec
+            .actions
+            .iter()
+            .map(|a| (a.label(), a.after.as_ref().map(|p| p.source.clone())))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("[[host]] (line 6)".to_string(), None),
+                (
+                    "[[monitor]] (line 10)".to_string(),
+                    Some("^booted".to_string())
+                ),
+                (
+                    "[[host]] (line 15)".to_string(),
+                    Some("serving".to_string())
+                ),
+            ]
+        );
+        assert!(matches!(&spec.actions[1].kind, Kind::Monitor { expect } if expect.len() == 2));
+        assert!(matches!(spec.actions[0].kind, Kind::Host { timeout } if timeout == HOST_TIMEOUT));
+        assert!(matches!(spec.actions[2].kind, Kind::Host { timeout } if timeout.as_secs() == 5));
+        assert_eq!(
+            spec.actions[2].command.source,
+            "curl -sf http://127.0.0.1:{port.net0.80}/"
+        );
+    }
+
+    #[test]
+    fn bad_steps_name_the_line() {
+        let host = |body: &str| err(&format!("{BASE}\n[[host]]\n{body}\n"));
+        let e = host("command = 'true'");
+        assert!(
+            e.starts_with("tests/t.toml:6:1: [[host]] needs after"),
+            "{e}"
+        );
+        let e = host("at = 'start'\ncommand = 'true'");
+        assert!(
+            e.starts_with("tests/t.toml:7:6: at: unknown \"start\" (the only one is \"end\""),
+            "{e}"
+        );
+        let e = host("at = 'end'\nafter = 'x'\ncommand = 'true'");
+        assert!(
+            e.starts_with("tests/t.toml:8:9: after and at: give one of them"),
+            "{e}"
+        );
+        let e = host("after = '('\ncommand = 'true'");
+        assert!(e.starts_with("tests/t.toml:7:9: bad regex"), "{e}");
+        let e = host("at = 'end'\ncommand = 'true'\ntimeout_secs = 0");
+        assert!(
+            e.starts_with("tests/t.toml:9:16: timeout_secs must be at least 1"),
+            "{e}"
+        );
+        let e = host("at = 'end'\ncommand = ' '");
+        assert!(e.starts_with("tests/t.toml:8:11: command: empty"), "{e}");
+        // The placeholder's own column, inside the string.
+        let e = host("at = 'end'\ncommand = 'cat {dri}/x'");
+        assert!(
+            e.starts_with("tests/t.toml:8:16: command: unknown placeholder `{dri}`"),
+            "{e}"
+        );
+        let e = host("at = 'end'\ncommand = 'x'\ncolour = 1");
+        assert!(e.contains("unknown field `colour`"), "{e}");
+        let monitor = |body: &str| err(&format!("{BASE}\n[[monitor]]\n{body}\n"));
+        let e = monitor("command = 'info pci'");
+        assert!(e.contains("missing field `after`"), "{e}");
+        let e = monitor("after = 'x'\ncommand = 'info pci'\nexpect = ['[']");
+        assert!(e.starts_with("tests/t.toml:9:11: bad regex"), "{e}");
+        let e = monitor("after = 'x'\ncommand = 'screendump {port.x}'");
+        assert!(e.contains("a port is {port.NIC.GUESTPORT}"), "{e}");
+    }
+
+    #[test]
+    fn steps_are_checked_against_the_scenario_devices() {
+        let dir = crate::util::temp_dir("testspec-devices");
+        std::fs::create_dir_all(dir.join("scenarios")).unwrap();
+        std::fs::write(
+            dir.join("scenarios/m.toml"),
+            "description = 'd'\n[[disk]]\nname = 'd0'\nsize_mib = 1\n",
+        )
+        .unwrap();
+        let test = |command: &str| {
+            let text = format!(
+                "description = 'd'\nscenario = 'm'\ntimeout_secs = 1\nexpect = []\n\
+                 exit = 'success'\n[[host]]\nat = 'end'\ncommand = '{command}'\n"
+            );
+            parse(Path::new("tests/t.toml"), &text)
+                .unwrap()
+                .load_scenario(&dir)
+        };
+        let scenario = test("test -s {disk.d0}").unwrap();
+        let spec = parse(
+            Path::new("tests/t.toml"),
+            "description = 'd'\ntimeout_secs = 1\nexpect = []\nexit = 'success'\n",
+        )
+        .unwrap();
+        assert!(spec.needs_work_dir(&scenario));
+        let e = format!("{:#}", test("test -s {disk.d1}").unwrap_err());
+        assert_eq!(
+            e,
+            "tests/t.toml:8:11: command: `{disk.d1}`: the scenario has no disk \"d1\" (its \
+             disks: d0) (scenario m)"
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -89,7 +89,7 @@ const CASES: &[(&str, &str, &str)] = &[
         "7:1",
         "component \"hello\": unknown field `colour`, expected one of `name`, `binary`, \
          `ram_mib`, `caps`, `priority`, `cpu`, `cpus`, `provides`, `restart`, `routes`, \
-         `config`, `io_ports`, `irqs`, `own`, `shared_endpoint`, `platform`, `devices`",
+         `config`, `io_ports`, `irqs`, `own`, `shared_endpoint`, `killable`, `platform`, `devices`",
     ),
     (
         "wrong-type",
@@ -337,6 +337,86 @@ const CASES: &[(&str, &str, &str)] = &[
         "12:5",
         "component \"hello\": io_ports: 5 entries, at most 4",
     ),
+    (
+        "disk-bad-name",
+        "4:8",
+        "disk \"Data\": name: must be 1 to 32 of a-z, 0-9, '_' and '-'",
+    ),
+    (
+        "disk-duplicate",
+        "8:8",
+        "disk \"data\": name: the disk at line 4 has this name too",
+    ),
+    (
+        "disk-no-source",
+        "3:1",
+        "disk \"data\": needs size_mib (a blank disk of that many MiB) or image (a copy of that \
+         raw image file)",
+    ),
+    (
+        "disk-size-and-image",
+        "6:9",
+        "disk \"data\": size_mib and image: give one of them (a blank disk of size_mib MiB, or \
+         a copy of the image file)",
+    ),
+    (
+        "disk-size-out-of-range",
+        "5:12",
+        "disk \"data\": size_mib: 0 is not from 1 to 65536",
+    ),
+    (
+        "disk-image-missing",
+        "5:9",
+        "disk \"data\": image: no file disks/no-such.img (a raw disk image, relative to the \
+         repository)",
+    ),
+    (
+        "too-many-disks",
+        "35:1",
+        "disk \"d8\": a scenario has at most 8 disks",
+    ),
+    (
+        "nic-bad-name",
+        "4:8",
+        "nic \"net.0\": name: must be 1 to 32 of a-z, 0-9, '_' and '-'",
+    ),
+    (
+        "nic-duplicate",
+        "7:8",
+        "nic \"net0\": name: the NIC at line 4 has this name too",
+    ),
+    (
+        "nic-forward-zero",
+        "5:22",
+        "nic \"net0\": forward[0].guest: 0 is not a TCP port (1 to 65535)",
+    ),
+    (
+        "nic-forward-twice",
+        "5:38",
+        "nic \"net0\": forward[1].guest: port 80 is forwarded twice",
+    ),
+    (
+        "too-many-nics",
+        "15:1",
+        "nic \"n4\": a scenario has at most 4 NICs",
+    ),
+    (
+        "bad-display",
+        "2:11",
+        "display: unknown \"vga\" (expected \"virtio-gpu\", \"std\" or \"bochs\")",
+    ),
+    (
+        "display-in-a-table",
+        "6:1",
+        "nic: unknown field `display`, expected `name` or `forward` (display is a top-level \
+         key: write it before the first [[component]], [[disk]] or [[nic]] table)",
+    ),
+    (
+        "killable-without-asker",
+        "7:12",
+        "component \"hello\": killable: no component could ask for the kill: none has a \
+         Reconfig session (routes.Reconfig = \"parent\")",
+    ),
 ];
 
 macro_rules! fixture_tests {
@@ -428,4 +508,19 @@ fixture_tests! {
     devices_no_route: "devices-no-route",
     devices_bad_match: "devices-bad-match",
     device_assigned_twice: "device-assigned-twice",
+    disk_bad_name: "disk-bad-name",
+    disk_duplicate: "disk-duplicate",
+    disk_no_source: "disk-no-source",
+    disk_size_and_image: "disk-size-and-image",
+    disk_size_out_of_range: "disk-size-out-of-range",
+    disk_image_missing: "disk-image-missing",
+    too_many_disks: "too-many-disks",
+    nic_bad_name: "nic-bad-name",
+    nic_duplicate: "nic-duplicate",
+    nic_forward_zero: "nic-forward-zero",
+    nic_forward_twice: "nic-forward-twice",
+    too_many_nics: "too-many-nics",
+    bad_display: "bad-display",
+    display_in_a_table: "display-in-a-table",
+    killable_without_asker: "killable-without-asker",
 }

@@ -7,6 +7,7 @@
 //! | opcode | label | words | reply |
 //! |--------|-------|-------|-------|
 //! | [`APPLY`] | `APPLY` | the boot module holding the update (`interfaces::session::pack`; xtask packs a scenario's `update` as `interfaces::init::UPDATE_ENTRY`) | [`OK`], words 0..3: children started, stopped, kept; or [`NOT_FOUND`], [`MALFORMED`] (nothing changed) |
+//! | [`KILL`] | `KILL` | a component's name (`pack`, at most 32 bytes) | [`OK`]: killed; or [`NOT_FOUND`] (no such component), [`NOT_KILLABLE`] (its entry lacks `killable = true`), [`NOT_RUNNING`] (it has finished or waits for its restart) |
 //!
 //! Init checks the module exactly as it checks its first config ROM
 //! (`ucore::config::Rom::parse`) and applies the difference by component
@@ -14,6 +15,16 @@
 //! running config is stopped (its sessions closed, its memory returned),
 //! one in both with the same record keeps running untouched, sessions and
 //! all; one whose record changed is stopped and started with the new one.
+//!
+//! `KILL` is for tests of what happens when a component dies under load:
+//! init kills the component exactly as if it had faulted — its sessions
+//! are closed, the ones it provides die with its endpoint, its memory is
+//! returned and its restart policy applies — and logs `init: killed NAME
+//! (asked by CLIENT)`. Only a component whose scenario entry says
+//! `killable = true` can be killed (xtask refuses the key when no
+//! component has a Reconfig session); any other request is refused,
+//! logged (`init: kill NAME from CLIENT refused: ...`) and answered with an
+//! error.
 
 use abi::Error;
 use interfaces::session::pack;
@@ -37,6 +48,13 @@ pub const NOT_FOUND: u64 = 0xe1;
 pub const MALFORMED: u64 = 0xe2;
 /// The reply to an unknown opcode.
 pub const UNKNOWN: u64 = 0xe0;
+/// Kills the named component as if it had faulted (see the module doc).
+pub const KILL: u64 = 2;
+/// The reply: the component's entry does not allow it to be killed.
+pub const NOT_KILLABLE: u64 = 0xe3;
+/// The reply: the component is not running (finished, or waiting for its
+/// restart).
+pub const NOT_RUNNING: u64 = 0xe4;
 
 /// What an applied update did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +74,13 @@ pub enum ReconfigError {
     NotFound,
     /// Not a valid config ROM (init logs why); nothing changed.
     Malformed,
+    /// `kill`: no component of that name (or a name longer than the 32
+    /// bytes a request carries).
+    NoSuchComponent,
+    /// `kill`: its scenario entry lacks `killable = true`.
+    NotKillable,
+    /// `kill`: it has finished or waits for its restart.
+    NotRunning,
     /// Init answered with this label.
     Refused(u64),
     /// The call failed.
@@ -69,6 +94,11 @@ impl core::fmt::Display for ReconfigError {
             ReconfigError::Malformed => {
                 f.write_str("refused: not a valid config ROM (nothing changed)")
             }
+            ReconfigError::NoSuchComponent => f.write_str("refused: no such component"),
+            ReconfigError::NotKillable => {
+                f.write_str("refused: not killable (its entry lacks killable = true)")
+            }
+            ReconfigError::NotRunning => f.write_str("refused: not running"),
             ReconfigError::Refused(label) => write!(f, "refused (label {label:#x})"),
             ReconfigError::Ipc(e) => write!(f, "the call failed: {e}"),
         }
@@ -87,6 +117,22 @@ impl Session<Reconfig> {
             }),
             NOT_FOUND => Err(ReconfigError::NotFound),
             MALFORMED => Err(ReconfigError::Malformed),
+            other => Err(ReconfigError::Refused(other)),
+        }
+    }
+
+    /// Tells init to kill component `name` as if it had faulted (its
+    /// restart policy applies); refused unless its entry is `killable`.
+    pub fn kill(&self, name: &str) -> Result<(), ReconfigError> {
+        if name.len() > interfaces::session::NAME_BYTES {
+            return Err(ReconfigError::NoSuchComponent);
+        }
+        let (reply, _) = self.call(KILL, pack(name)).map_err(ReconfigError::Ipc)?;
+        match reply.label() {
+            OK => Ok(()),
+            NOT_FOUND => Err(ReconfigError::NoSuchComponent),
+            NOT_KILLABLE => Err(ReconfigError::NotKillable),
+            NOT_RUNNING => Err(ReconfigError::NotRunning),
             other => Err(ReconfigError::Refused(other)),
         }
     }

@@ -10,7 +10,7 @@
 //! rule below before it hands anything out, turns a broken ROM into a
 //! [`RomError`] and never panics, whatever the bytes.
 //!
-//! # Format, version 4
+//! # Format, version 5
 //!
 //! All integers are little-endian; nothing is aligned (readers read byte
 //! by byte), so the ROM can sit anywhere in the boot image.
@@ -18,9 +18,10 @@
 //! ```text
 //! offset 0: header, 32 bytes
 //!   magic       [u8; 8] = b"PECANCFG"
-//!   version     u32     = 4 (version 2 added the device table, version 3
+//!   version     u32     = 5 (version 2 added the device table, version 3
 //!                       the CPU set of a component record, version 4 its
-//!                       own capabilities and shared-endpoint grant)
+//!                       own capabilities and shared-endpoint grant,
+//!                       version 5 its flags)
 //!   size        u32     bytes of the whole ROM
 //!   components  u16     C, at most 64
 //!   services    u16     S, at most 256: the distinct session types
@@ -73,7 +74,10 @@
 //!                         bit 0 thread, 1 cspace, 2 vspace; others 0
 //! 61  shared_endpoint u8    0 = call (write-only), 1 = serve (all rights);
 //!                         serve only without provides entries
-//! 62  reserved        [u8; 2] = 0
+//! 62  flags           u8    bit 0: killable (init kills it when a client of
+//!                         its Reconfig session asks, [`FLAG_KILLABLE`]);
+//!                         others 0
+//! 63  reserved        u8 = 0
 //! ```
 //!
 //! A config tree is one value, always a table at the top; a value is a
@@ -142,7 +146,11 @@ pub use write::{encode, encoded_config_len, ComponentSpec, EncodeError, RouteSpe
 /// The first eight bytes of every config ROM.
 pub const MAGIC: [u8; 8] = *b"PECANCFG";
 /// The format version this module reads and writes.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
+/// Component flag: init kills the component when a component with a
+/// `Reconfig` session asks it to (scenario key `killable`; for tests of
+/// what happens when a component dies under load).
+pub const FLAG_KILLABLE: u8 = 1;
 /// Size of the header.
 pub const HEADER_SIZE: usize = 32;
 /// Size of a component record.
@@ -431,6 +439,8 @@ pub enum Field {
     /// Neither call nor serve, or serve by a component that provides
     /// services.
     SharedEndpoint,
+    /// Flag bits that name nothing.
+    Flags,
     Reserved,
 }
 

@@ -85,6 +85,7 @@ struct Record {
     devices: (u16, u16),
     own: u8,
     shared_endpoint: u8,
+    flags: u8,
     reserved_zero: bool,
 }
 
@@ -108,7 +109,8 @@ fn record(rom: &[u8], layout: &Layout, index: usize) -> Option<Record> {
         cpus: u64_at(r, 52)?,
         own: u8_at(r, 60)?,
         shared_endpoint: u8_at(r, 61)?,
-        reserved_zero: r.get(62..64)?.iter().all(|&b| b == 0),
+        flags: u8_at(r, 62)?,
+        reserved_zero: u8_at(r, 63)? == 0,
     })
 }
 
@@ -272,6 +274,7 @@ impl<'a> Rom<'a> {
             restart: Restart::from_raw(r.restart, r.restart_max, r.backoff_ms)?,
             own: OwnCaps::from_bits(r.own)?,
             shared_endpoint: SharedEndpoint::from_raw(r.shared_endpoint)?,
+            killable: r.flags & super::FLAG_KILLABLE != 0,
             provides: r.provides,
             routes: r.routes,
             devices: r.devices,
@@ -396,6 +399,7 @@ fn check_components(rom: &[u8], layout: &Layout) -> Result<(), RomError> {
                     None => false,
                 },
             ),
+            (Field::Flags, r.flags & !super::FLAG_KILLABLE == 0),
             (Field::Reserved, r.reserved_zero),
         ];
         if let Some((field, _)) = field_checks.iter().find(|(_, ok)| !ok) {
@@ -564,6 +568,9 @@ pub struct Component<'a> {
     /// `shared_endpoint`; always `Call` for a component that provides
     /// services, which gets an endpoint of its own instead).
     pub shared_endpoint: SharedEndpoint,
+    /// Whether init kills it when a client of its Reconfig session asks
+    /// (scenario key `killable`).
+    pub killable: bool,
     provides: (u16, u16),
     routes: (u16, u16),
     devices: (u16, u16),
@@ -673,6 +680,7 @@ impl<'a> Component<'a> {
             restart: self.restart,
             own: self.own,
             shared_endpoint: self.shared_endpoint,
+            killable: self.killable,
             provides: self.provides().map(String::from).collect(),
             routes,
             devices: self.devices().collect(),

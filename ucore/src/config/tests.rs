@@ -21,6 +21,7 @@ fn component(name: &str) -> ComponentSpec {
         restart: Restart::Never,
         own: OwnCaps::NONE,
         shared_endpoint: SharedEndpoint::Call,
+        killable: false,
         provides: vec![],
         routes: vec![],
         devices: vec![],
@@ -581,11 +582,18 @@ fn record_faults() {
     set_u32(&mut b, record(0), u32::MAX - 2);
     assert_eq!(Rom::parse(&b), Err(at(c(0), Fault::BadString)));
     let mut b = good.clone();
-    b[record(1) + 62] = 1;
+    b[record(1) + 63] = 1;
     assert_eq!(
         Rom::parse(&b),
         Err(at(c(1), Fault::BadField(Field::Reserved)))
     );
+    // Flags: bit 0 (killable) only.
+    let mut b = good.clone();
+    assert!(!Rom::parse(&b).unwrap().component(1).unwrap().killable);
+    b[record(1) + 62] = 1;
+    assert!(Rom::parse(&b).unwrap().component(1).unwrap().killable);
+    b[record(1) + 62] = 3;
+    assert_eq!(Rom::parse(&b), Err(at(c(1), Fault::BadField(Field::Flags))));
     // Own capabilities: bits 0..=2 only.
     let mut b = good.clone();
     b[record(1) + 60] = 7;

@@ -41,6 +41,9 @@ pub struct ComponentSpec {
     /// What it gets of the shared service endpoint; `Serve` only without
     /// `provides`.
     pub shared_endpoint: SharedEndpoint,
+    /// Whether init kills it when asked on a Reconfig session
+    /// ([`super::FLAG_KILLABLE`]).
+    pub killable: bool,
     pub provides: Vec<String>,
     /// (session type, provider), in the order to store.
     pub routes: Vec<(String, RouteSpec)>,
@@ -207,6 +210,7 @@ pub fn encode(spec: &Spec) -> Result<Vec<u8>, EncodeError> {
         record[52..60].copy_from_slice(&c.cpus.bits().to_le_bytes());
         record[60] = c.own.bits();
         record[61] = c.shared_endpoint.to_raw();
+        record[62] = if c.killable { super::FLAG_KILLABLE } else { 0 };
         for device in &c.devices {
             let (kind, a, b) = device.to_raw();
             devices.extend_from_slice(&[kind, 0]);

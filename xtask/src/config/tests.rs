@@ -268,13 +268,14 @@ fn unknown_keys() {
         "colour = 120",
         "scenarios/t.toml:30:1: component \"fs\": unknown field `colour`, expected one of \
          `name`, `binary`, `ram_mib`, `caps`, `priority`, `cpu`, `cpus`, `provides`, \
-         `restart`, `routes`, `config`, `io_ports`, `irqs`, `own`, `shared_endpoint`, `platform`, `devices`",
+         `restart`, `routes`, `config`, `io_ports`, `irqs`, `own`, `shared_endpoint`, `killable`, `platform`, `devices`",
     );
     refused(
         2,
         "cpus = 2",
         "scenarios/t.toml:2:1: unknown field `cpus`, expected one of `description`, `cmdline`, \
-         `smp`, `memory_mib`, `parent_provides`, `update`, `boot_modules`, `component`",
+         `smp`, `memory_mib`, `parent_provides`, `update`, `boot_modules`, `component`, \
+         `disk`, `nic`, `display`",
     );
     refused(
         21,
@@ -849,6 +850,40 @@ fn errors_come_in_file_order() {
          scenarios/t.toml:29:8: component \"fs\": caps: 100 is not a power of two from 16 to \
          65536\n\
          scenarios/t.toml:32:1: component \"fs\": route Block -> \"nvme\": no component \"nvme\""
+    );
+}
+
+#[test]
+fn killable_needs_someone_to_ask() {
+    // Nobody has a Reconfig session: the key would grant nothing.
+    refused(
+        19,
+        "cpu = 1\nkillable = true",
+        "scenarios/t.toml:20:12: component \"sd\": killable: no component could ask for the \
+         kill: none has a Reconfig session (routes.Reconfig = \"parent\")",
+    );
+    // fs may ask (Reconfig routed to the parent, which provides it).
+    let text = edit(19, "cpu = 1\nkillable = true")
+        .replace("[\"Log\", \"Rom\"]", "[\"Log\", \"Rom\", \"Reconfig\"]")
+        .replace(
+            "Block = \"sd\"\n",
+            "Block = \"sd\"\nReconfig = \"parent\"\n",
+        );
+    let s = parse(&text).unwrap();
+    let spec = s.config.as_ref().unwrap();
+    let killable: Vec<bool> = spec.components.iter().map(|c| c.killable).collect();
+    assert_eq!(killable, [false, true, false]);
+    // Into the ROM and back.
+    let rom = s.rom().unwrap().unwrap();
+    let parsed = ucore::config::Rom::parse(&rom).unwrap();
+    assert!(parsed.find("sd").unwrap().killable);
+    assert!(!parsed.find("fs").unwrap().killable);
+    // false is the default, and needs nobody.
+    assert!(parse(&edit(19, "cpu = 1\nkillable = false")).is_ok());
+    let e = error(&edit(19, "cpu = 1\nkillable = 1"));
+    assert!(
+        e.contains("component \"sd\": killable: invalid type: integer `1`, expected a boolean"),
+        "{e}"
     );
 }
 

@@ -282,3 +282,41 @@ fn many_errors_are_capped() {
         "... and 1951 more errors (2001 in all; the first 50 are shown)"
     );
 }
+
+#[test]
+fn devices_in_file_order() {
+    use crate::devices::{DiskSource, Display};
+    let text = "description = 'd'\ndisplay = 'bochs'\n\n[[disk]]\nname = 'b'\nsize_mib = 2\n\n\
+                [[disk]]\nname = 'a'\nimage = 'README.md'\n\n[[nic]]\nname = 'net0'\n\
+                forward = [{ guest = 80 }, { guest = 22 }]\n\n[[nic]]\nname = 'net1'\n";
+    let s = parse(Path::new("scenarios/d.toml"), text, &[]).unwrap();
+    let d = &s.devices;
+    let disks: Vec<_> = d.disks.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(disks, ["b", "a"]);
+    assert_eq!(d.disks[0].source, DiskSource::Blank { size_mib: 2 });
+    assert_eq!(
+        d.disks[1].source,
+        DiskSource::Image(workspace_root().join("README.md"))
+    );
+    assert_eq!(d.nics[0].forward, [80, 22]);
+    assert!(d.nics[1].forward.is_empty());
+    assert_eq!(d.display, Some(Display::Bochs));
+    assert!(d.forwards());
+    // Without devices: nothing to attach.
+    let plain = parse(Path::new("scenarios/p.toml"), "description = 'd'\n", &[]).unwrap();
+    assert!(plain.devices.is_empty());
+    // Errors name the line of the key.
+    let e = format!(
+        "{:#}",
+        parse(
+            Path::new("scenarios/d.toml"),
+            "description = 'd'\n[[nic]]\nname = 'n'\nforward = [{ guest = 80, host = 8080 }]\n",
+            &[]
+        )
+        .unwrap_err()
+    );
+    assert!(
+        e.starts_with("scenarios/d.toml:4:") && e.contains("unknown field `host`"),
+        "{e}"
+    );
+}

@@ -23,6 +23,12 @@
 //! (`Sessions::unpark`), those a stopped client had parked are dropped
 //! (`Sessions::finished`).
 //!
+//! `KILL name` ([`Init::kill`]) kills a component whose entry is
+//! `killable` exactly as if it had faulted: the same path as a fault
+//! message from the kernel (`Init::finished`: its sessions closed, its
+//! block revoked, its restart policy applied), for tests of what happens
+//! when a component dies under load.
+//!
 //! A module that is missing or not a valid config ROM is refused with the
 //! reason in init's log and changes nothing. Not yet: a child that cannot
 //! be started for lack of memory is reported and left out (root sizes
@@ -53,6 +59,11 @@ impl<'a> Init<'a> {
     fn serve_reconfig(&mut self, badge: u64, label: u64, words: &[u64; 4]) {
         let asker = badge & !(session::PARENT_SESSION | session::RECONFIG_SESSION);
         let asker = crate::name_of_id(&self.kids, asker.wrapping_sub(1) as usize).unwrap_or("?");
+        if label == reconfig::KILL {
+            let (bytes, len) = session::unpack(words);
+            let name = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
+            return self.kill(asker, name);
+        }
         if label != reconfig::APPLY {
             return reply(reconfig::UNKNOWN, [label, 0, 0, 0], None);
         }
@@ -82,6 +93,43 @@ impl<'a> Init<'a> {
             counts[0], counts[1], counts[2]
         );
         reply(reconfig::OK, [counts[0], counts[1], counts[2], 0], None);
+    }
+
+    /// `KILL name` from `asker`: kills a running, killable component as
+    /// if it had faulted, or refuses with the reason.
+    fn kill(&mut self, asker: &str, name: &str) {
+        let kid = self.kids.iter().find(|k| k.component.name == name);
+        let running = |id: usize| {
+            self.children
+                .children()
+                .iter()
+                .any(|c| c.index == id + 1 && !c.finished)
+        };
+        let refusal = match kid {
+            None => Some((reconfig::NOT_FOUND, "no such component")),
+            Some(k) if !k.component.killable => Some((
+                reconfig::NOT_KILLABLE,
+                "not killable (its entry lacks killable = true)",
+            )),
+            Some(k) if k.caps.is_none() || !running(k.id) => {
+                Some((reconfig::NOT_RUNNING, "not running"))
+            }
+            Some(_) => None,
+        };
+        if let Some((label, why)) = refusal {
+            println!("init: kill {name} from {asker} refused: {why}");
+            return reply(label, [0; 4], None);
+        }
+        let Some(id) = kid.map(|k| k.id) else { return };
+        println!("init: killed {name} (asked by {asker})");
+        // The answer first: init's reply capability is the asker's only
+        // until init calls out, and a restart may open a Timer session.
+        reply(reconfig::OK, [0; 4], None);
+        if let Some(child) = self.children.child_mut(id + 1) {
+            child.finished = true;
+        }
+        // From here on exactly what a fault message makes init do.
+        self.finished(id + 1);
     }
 
     /// Applies `update` (see the module doc); children started, stopped,
