@@ -101,7 +101,8 @@ syscalls! {
     IrqBind = 27,
     /// Acknowledge the interrupt of IRQ handler cap arg 0 (unmask its
     /// line). For an MSI handler (`MsiAlloc`) nothing is masked; result 0
-    /// is the index of the CPU its last interrupt arrived at.
+    /// is the index of the CPU its last interrupt arrived at, result 1 the
+    /// TSC when the kernel took it.
     IrqAck = 28,
     /// I/O port cap arg 0: read (arg 2 = 0) or write (arg 2 = 1) port arg 1
     /// with width arg 3 (1, 2, 4 bytes) and value arg 4.

@@ -63,12 +63,14 @@ const MSI_VECTORS: usize =
     (kcore::ioapic::MSI_VECTOR_END - kcore::ioapic::MSI_VECTOR_FIRST) as usize;
 
 /// The MSI vectors: allocated or not, where each is bound, and the CPU
-/// its last interrupt arrived at (`IrqAck` tells the driver: the proof
-/// that steering works).
+/// and time (TSC) its last interrupt arrived at (`IrqAck` tells the
+/// driver: the proof that steering works, and the start of the interrupt
+/// latency the lab measures).
 struct MsiVectors {
     allocated: usize,
     lines: [Line; MSI_VECTORS],
     last_cpu: [u32; MSI_VECTORS],
+    last_tsc: [u64; MSI_VECTORS],
 }
 
 static MSI: Mutex<MsiVectors> = Mutex::new(MsiVectors {
@@ -78,6 +80,7 @@ static MSI: Mutex<MsiVectors> = Mutex::new(MsiVectors {
         badge: 0,
     }; MSI_VECTORS],
     last_cpu: [0; MSI_VECTORS],
+    last_tsc: [0; MSI_VECTORS],
 });
 
 /// Whether `vector` is an MSI vector (handled by [`on_interrupt`] too).
@@ -142,20 +145,20 @@ pub fn bind(line: u64, notification: u64, badge: u64) -> Result<(), Error> {
 }
 
 /// Acknowledges `line`; for an MSI handler the result is the CPU index
-/// its last interrupt arrived at (0 for a line).
-pub fn ack(line: u64) -> Result<u64, Error> {
+/// its last interrupt arrived at and the TSC then (0, 0 for a line).
+pub fn ack(line: u64) -> Result<(u64, u64), Error> {
     if let Some(index) = msi_index(line) {
         let msi = MSI.lock();
         return match msi.lines[index].notification {
             0 => Err(Error::InvalidState),
-            _ => Ok(u64::from(msi.last_cpu[index])),
+            _ => Ok((u64::from(msi.last_cpu[index]), msi.last_tsc[index])),
         };
     }
     if line >= line_count() || LINES.lock()[line as usize].notification == 0 {
         return Err(Error::InvalidState);
     }
     ioapic::unmask(line as u32).map_err(|_| Error::InvalidState)?;
-    Ok(0)
+    Ok((0, 0))
 }
 
 /// A notification is going away: lines bound to it are masked and unbound.
@@ -182,9 +185,11 @@ pub fn notification_destroyed(notification: u64) {
 pub fn on_interrupt(k: &mut Kernel, vector: u64) {
     if is_msi_vector(vector) {
         let index = (vector - u64::from(kcore::ioapic::MSI_VECTOR_FIRST)) as usize;
+        let arrived = crate::arch::cpu::rdtsc();
         let line = {
             let mut msi = MSI.lock();
             msi.last_cpu[index] = crate::arch::percpu::this_cpu_index();
+            msi.last_tsc[index] = arrived;
             msi.lines[index]
         };
         crate::arch::lapic::end_of_interrupt();
@@ -379,8 +384,10 @@ pub fn perform(k: &mut Kernel, call: Call, caller: ThreadRef) -> Result<Outcome,
             Ok(Outcome::Resume)
         }
         Call::IrqAck { line } => {
-            let cpu = crate::irq::ack(line)?;
-            k.threads.get_mut(caller).frame().rdi = cpu;
+            let (cpu, tsc) = crate::irq::ack(line)?;
+            let frame = k.threads.get_mut(caller).frame();
+            frame.rdi = cpu;
+            frame.rsi = tsc;
             Ok(Outcome::Resume)
         }
         Call::IoPort {

@@ -646,16 +646,33 @@ pub fn irq_bind(irq: CapSlot, notification: CapSlot) -> Result<(), Error> {
 
 /// `IrqAck`: unmasks IRQ handler `irq`'s line after the device was served.
 pub fn irq_ack(irq: CapSlot) -> Result<(), Error> {
-    irq_ack_cpu(irq).map(|_| ())
+    irq_ack_info(irq).map(|_| ())
 }
 
-/// `IrqAck`, with its result: for an MSI handler the CPU index its last
-/// interrupt arrived at (0 for a line).
+/// Where and when an MSI handler's last interrupt arrived (`IrqAck`'s
+/// results; 0 and 0 for a line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IrqArrival {
+    /// The CPU index.
+    pub cpu: u32,
+    /// The TSC when the kernel took it.
+    pub tsc: u64,
+}
+
+/// `IrqAck`, with the CPU the MSI handler's last interrupt arrived at.
 pub fn irq_ack_cpu(irq: CapSlot) -> Result<u32, Error> {
+    irq_ack_info(irq).map(|a| a.cpu)
+}
+
+/// `IrqAck`, with its results.
+pub fn irq_ack_info(irq: CapSlot) -> Result<IrqArrival, Error> {
     // SAFETY: changes no memory.
     let (err, r) = unsafe { invoke(Sys::IrqAck, args::Slot { slot: irq }) };
     result_from_raw(err)?;
-    Ok(r[0] as u32)
+    Ok(IrqArrival {
+        cpu: r[0] as u32,
+        tsc: r[1],
+    })
 }
 
 /// An MSI the kernel allocated: what the device must write, and where.

@@ -143,20 +143,21 @@ pub fn run_pecan(
         system,
         &system.boot_image,
         &pecan_cmdline(names),
-        1,
+        (1, Vec::new()),
         names,
         accel,
         log,
     )
 }
 
-/// Boots Pecan once with kernel command line `cmdline` on `smp` vCPUs and
-/// collects the results of `names`.
+/// Boots Pecan once with kernel command line `cmdline` on `smp` vCPUs
+/// with QEMU's device arguments `devices` and collects the results of
+/// `names`.
 fn run_pecan_cmdline(
     system: &System,
     image: &Path,
     cmdline: &str,
-    smp: u32,
+    (smp, devices): (u32, Vec<String>),
     names: &[&str],
     accel: Accel,
     log: &Path,
@@ -170,6 +171,7 @@ fn run_pecan_cmdline(
     machine.icount = accel == Accel::Tcg;
     machine.memory_mib = MEMORY_MIB;
     machine.smp = smp;
+    machine.devices = devices;
     let captured = qemu::capture(&machine, PECAN_TIMEOUT)
         .with_context(|| format!("starting {}", qemu::QEMU))?;
     std::fs::create_dir_all(log.parent().unwrap_or(Path::new(".")))?;
@@ -249,7 +251,10 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
             Some(scenario.machine),
         )?;
         let smp = scenario.machine.smp;
-        scenarios.push((*name, scenario.cmdline, image, smp, names.clone()));
+        // Its machine devices (a disk for a driver's benchmark): fresh
+        // copies in a work directory of the lab's, made again for each run.
+        let devices = scenario.devices.clone();
+        scenarios.push((*name, scenario.cmdline, image, smp, names.clone(), devices));
     }
 
     let mut pecan = Side {
@@ -275,15 +280,28 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
             let log = out_dir.join(format!("pecan-serial-{}.log", run + 1));
             results.extend(run_pecan(&system, pecan_names, args.accel, &log)?);
         }
-        for (name, cmdline, image, smp, names) in &scenarios {
+        for (name, cmdline, image, smp, names, devices) in &scenarios {
             println!(
                 "==> Pecan scenario {name}, run {} of {}: {cmdline}",
                 run + 1,
                 args.runs
             );
             let log = out_dir.join(format!("pecan-{name}-serial-{}.log", run + 1));
+            let work = out_dir.join("work").join(name);
+            let _ = std::fs::remove_dir_all(&work);
+            let attached = if devices.is_empty() {
+                crate::devices::Attached::default()
+            } else {
+                devices.prepare(&work)?
+            };
             results.extend(run_pecan_cmdline(
-                &system, image, cmdline, *smp, names, args.accel, &log,
+                &system,
+                image,
+                cmdline,
+                (*smp, attached.qemu_args()),
+                names,
+                args.accel,
+                &log,
             )?);
         }
         pecan.runs.push(results);
