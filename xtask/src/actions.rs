@@ -393,6 +393,12 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
+    /// Writes the whole serial output `serial` to the serial log (the run
+    /// is over: this also holds what came after a step ended it).
+    pub fn write_serial(&mut self, serial: &str) {
+        let _ = std::fs::write(&self.context.serial, serial);
+    }
+
     /// A step that waited for a serial line that never came, if any.
     pub fn pending(&self) -> Option<String> {
         let action = self.during.get(self.next)?;
