@@ -235,6 +235,30 @@ impl Action {
     }
 }
 
+/// The error a human monitor command answered with, if it did: QMP's
+/// `human-monitor-command` succeeds whatever the command, and the
+/// monitor's own complaint is its output's first line (`unknown command:
+/// 'x'`, `Error: ...`, `invalid parameter: x`, `screendump: filename
+/// expected`).
+pub fn monitor_error<'a>(command: &str, output: &'a str) -> Option<&'a str> {
+    let first = output.lines().next()?.trim();
+    let name = command.split_whitespace().next().unwrap_or_default();
+    if first.starts_with(&format!("{name}: ")) && first.ends_with("expected") {
+        return Some(first);
+    }
+    let refusals = [
+        "unknown command:",
+        "Error:",
+        "Parameter '",
+        "invalid parameter",
+        "Invalid parameter",
+    ];
+    refusals
+        .iter()
+        .any(|r| first.starts_with(r))
+        .then_some(first)
+}
+
 /// How far the output `text` of a monitor command matches `expect`, in
 /// order (each pattern searched after the end of the previous one's match,
 /// across lines): the first pattern that does not match, if any.
@@ -369,6 +393,12 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
+    /// Writes the whole serial output `serial` to the serial log (the run
+    /// is over: this also holds what came after a step ended it).
+    pub fn write_serial(&mut self, serial: &str) {
+        let _ = std::fs::write(&self.context.serial, serial);
+    }
+
     /// A step that waited for a serial line that never came, if any.
     pub fn pending(&self) -> Option<String> {
         let action = self.during.get(self.next)?;
@@ -400,6 +430,12 @@ impl<'a> Session<'a> {
                 let output = self
                     .monitor(&command)
                     .map_err(|e| format!("{}: {e}", action.label()))?;
+                if let Some(error) = monitor_error(&command, &output) {
+                    return Err(format!(
+                        "{}: QEMU refused `{command}`: {error}",
+                        action.label()
+                    ));
+                }
                 match unmatched(expect, &output) {
                     None => Ok(()),
                     Some(p) => Err(format!(
@@ -498,6 +534,169 @@ mod tests {
         }
     }
 
+    fn pattern(s: &str) -> Pattern {
+        Pattern {
+            source: s.into(),
+            regex: regex::Regex::new(s).unwrap(),
+        }
+    }
+
+    fn host(line: usize, after: Option<&str>, command: &str, secs: u64) -> Action {
+        Action {
+            kind: Kind::Host {
+                timeout: Duration::from_secs(secs),
+            },
+            command: Template::parse(command).unwrap(),
+            after: after.map(pattern),
+            line,
+            offset: line,
+            command_offset: line,
+        }
+    }
+
+    fn monitor(line: usize, after: &str, command: &str, expect: &[&str]) -> Action {
+        Action {
+            kind: Kind::Monitor {
+                expect: expect.iter().map(|e| pattern(e)).collect(),
+            },
+            command: Template::parse(command).unwrap(),
+            after: Some(pattern(after)),
+            line,
+            offset: line,
+            command_offset: line,
+        }
+    }
+
+    #[test]
+    fn host_steps_run_at_their_line_and_decide() {
+        let dir = crate::util::temp_dir("actions-host");
+        let actions = [
+            // While the guest runs: the serial log so far holds the line.
+            host(
+                3,
+                Some("^ready"),
+                "grep -q '^ready now' {serial} && echo seen > marker",
+                5,
+            ),
+            host(7, None, "test -f marker && test \"$(pwd)\" = {dir}", 5),
+            host(9, None, "echo boom; exit 3", 5),
+            host(11, None, "true", 5),
+        ];
+        let mut session = Session::new(&dir.join("w"), &Devices::default(), &actions).unwrap();
+        session.on_line("booting").unwrap();
+        assert!(!dir.join("w/marker").exists());
+        assert_eq!(
+            session.pending().as_deref(),
+            Some("[[host]] (line 3) never ran: `^ready` did not appear")
+        );
+        session.on_line("ready now").unwrap();
+        assert!(dir.join("w/marker").exists());
+        assert_eq!(session.pending(), None);
+        // Every step at the end runs; the first failure is reported.
+        let e = session.at_end().unwrap_err();
+        assert!(
+            e.starts_with(
+                "[[host]] (line 9) `echo boom; exit 3` failed (exit status: 3); its output:"
+            ) && e.ends_with("    boom"),
+            "{e}"
+        );
+        assert!(session
+            .transcript
+            .contains("$ true    # [[host]] (line 11)\n# exit status 0"));
+        assert!(dir.join("w/host-line-9.log").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_host_step_past_its_time_is_killed() {
+        let dir = crate::util::temp_dir("actions-timeout");
+        let actions = [host(2, Some("go"), "echo started; sleep 30", 1)];
+        let mut session = Session::new(&dir, &Devices::default(), &actions).unwrap();
+        let start = std::time::Instant::now();
+        let e = session.on_line("go").unwrap_err();
+        assert!(start.elapsed() < Duration::from_secs(10));
+        assert!(
+            e.contains("timed out after 1 s (killed); its output:\n    started"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A fake QEMU on a QMP socket: answers `qmp_capabilities` and `cont`,
+    /// and each human command from `answers`.
+    fn fake_qemu(
+        socket: &Path,
+        answers: &'static [(&'static str, &'static str)],
+    ) -> std::thread::JoinHandle<()> {
+        use std::io::{BufRead, Write};
+        let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+            let mut out = stream;
+            out.write_all(b"{\"QMP\": {}}\n").unwrap();
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 {
+                let request: serde_json::Value = serde_json::from_str(&line).unwrap();
+                let reply = match request["arguments"]["command-line"].as_str() {
+                    Some(command) => {
+                        let text = answers
+                            .iter()
+                            .find(|(c, _)| *c == command)
+                            .map_or("unknown command: 'x'\r\n", |(_, t)| t);
+                        serde_json::json!({ "return": text })
+                    }
+                    None => serde_json::json!({ "return": {} }),
+                };
+                out.write_all(format!("{reply}\n").as_bytes()).unwrap();
+                line.clear();
+            }
+        })
+    }
+
+    #[test]
+    fn monitor_steps_check_their_output() {
+        let dir = crate::util::temp_dir("actions-monitor");
+        let socket = crate::qmp::socket_path();
+        let server = fake_qemu(
+            &socket,
+            &[(
+                "info pci",
+                "  Bus  0, device   1, function 0:\r\n    SCSI controller: PCI device 1af4:1042\r\n",
+            )],
+        );
+        let actions = [
+            monitor(2, "a", "info pci", &["device   1", "1af4:1042"]),
+            monitor(6, "b", "info pci", &["1af4:1041"]),
+            monitor(9, "c", "sendkey nokey", &[]),
+        ];
+        let mut session = Session::new(&dir, &Devices::default(), &actions).unwrap();
+        assert!(session.needs_monitor());
+        session.connect(&socket).unwrap();
+        session.on_line("a").unwrap();
+        let e = session.on_line("b").unwrap_err();
+        assert_eq!(
+            e,
+            "[[monitor]] (line 6): `1af4:1041` not in the output of `info pci` (after the \
+             patterns before it; the output is in the log)"
+        );
+        let e = session.on_line("c").unwrap_err();
+        assert_eq!(
+            e,
+            "[[monitor]] (line 9): QEMU refused `sendkey nokey`: unknown command: 'x'"
+        );
+        let transcript = std::fs::read_to_string(dir.join("monitor.log")).unwrap();
+        assert!(
+            transcript.starts_with("(qemu) info pci\n  Bus  0, device   1"),
+            "{transcript}"
+        );
+        assert_eq!(transcript, session.transcript);
+        drop(session);
+        server.join().unwrap();
+        let _ = std::fs::remove_file(&socket);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn substitutions() {
         let t = Template::parse(
@@ -572,6 +771,29 @@ mod tests {
             .check(&Devices::default())
             .unwrap_err();
         assert!(e.ends_with("(its forwards: none)"), "{e}");
+    }
+
+    #[test]
+    fn monitor_refusals() {
+        let refused = [
+            ("infox pci", "unknown command: 'infox'\n"),
+            ("info pcix", "unknown command: 'info pcix'\n"),
+            ("sendkey nokey", "invalid parameter: nokey\n"),
+            ("screendump", "screendump: filename expected\n"),
+            (
+                "screendump /x/y.ppm",
+                "Error: failed to open file '/x/y.ppm'\n",
+            ),
+        ];
+        for (command, output) in refused {
+            assert_eq!(
+                monitor_error(command, output),
+                Some(output.trim_end()),
+                "{command}"
+            );
+        }
+        assert_eq!(monitor_error("info pci", "  Bus  0, device   0\n"), None);
+        assert_eq!(monitor_error("sendkey ctrl-alt-f1", ""), None);
     }
 
     #[test]

@@ -5,8 +5,10 @@
 //! pool of worker threads; results are reported as they finish.
 //!
 //! The log of a failed test — the QEMU command line, the reason, the complete
-//! serial output and QEMU's stderr — is kept at `target/test-logs/NAME.log`.
-//! A passing test removes a stale log of the same name.
+//! serial output, the monitor's and host commands' output and QEMU's stderr
+//! — is kept at `target/test-logs/NAME.log`, and the test's work directory
+//! (`crate::actions`: disk copies, transcripts, screendumps), if it has one,
+//! at `target/test-logs/NAME/`. A passing test removes stale ones.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
@@ -296,6 +298,10 @@ fn boot(
         }
     };
     *stderr_text = stderr_thread.join().unwrap_or_default();
+    if let Some(session) = session.as_deref_mut() {
+        // All of it, also what came after the step that ended the run.
+        session.write_serial(serial);
+    }
     // The steps after the end run however the run ended (their output is
     // worth keeping); the first failure is the one reported.
     let end = session.as_deref_mut().map_or(Ok(()), |s| s.at_end());

@@ -7,9 +7,14 @@
 //! smp = 1                 # optional, the machine's CPUs
 //! memory_mib = 256        # optional, the machine's memory
 //! parent_provides = []    # optional, services the parent offers
+//! display = "virtio-gpu"  # optional, the machine's display device
 //! [[component]]           # optional, repeatable: a component for init
 //! ...
+//! [[disk]]                # optional, repeatable: a virtio-blk disk
+//! [[nic]]                 # optional, repeatable: a virtio-net NIC
 //! ```
+//!
+//! The devices are checked and attached by [`crate::devices`].
 //!
 //! Loading a scenario checks it completely (the components with
 //! [`crate::config::check`]), so a broken one is refused before anything

@@ -32,6 +32,16 @@
 //! component = "broken"                #   config ROM after the checker (see
 //! key = "arg"                         #   crate::fixtures), for tests of what init
 //! value = "abc"                       #   does with a config the checker refuses
+//!
+//! [[monitor]]                         # optional, repeatable: a QEMU monitor command
+//! after = '^Pecan'                    #   when a serial line matches (crate::actions)
+//! command = "info pci"                #   placeholders: see crate::actions
+//! expect = ['1af4:1042']              #   optional: in its output, in order
+//!
+//! [[host]]                            # optional, repeatable: a host command (sh -c)
+//! at = "end"                          #   after QEMU exited; or after = 'REGEX'
+//! command = "test -s {disk.d0}"       #   its exit status decides
+//! timeout_secs = 30                   #   optional (30)
 //! ```
 //!
 //! Unknown keys, bad values and bad regexes are errors naming the file and
