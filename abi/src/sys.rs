@@ -118,6 +118,16 @@ syscalls! {
     /// The caller's CPU set ([`crate::cpu::CpuSet`]) in result 0: the CPUs
     /// it may place threads on. No arguments.
     CpuSet = 33,
+    /// Records a marker in the kernel trace (docs/profiling.md): label
+    /// bytes in args 0..2 (24 bytes, little-endian, NUL-padded), a value
+    /// in arg 3. Succeeds and does nothing in a kernel built without the
+    /// `trace` feature. (Number 36 once merged: see docs/abi.md.)
+    TraceMark = 34,
+    /// Names thread arg 0 in the kernel trace: name bytes in args 1..4 (32
+    /// bytes, little-endian, NUL-padded, UTF-8). The capability is checked
+    /// in every kernel; only a `trace` kernel keeps the name. (Number 37
+    /// once merged.)
+    TraceName = 35,
 }
 
 #[cfg(test)]

@@ -273,6 +273,8 @@ fn shape(sys: Sys) -> [Kind; 6] {
         Sys::IoPort => [any, Port, Flag, Count, Word, None],
         Sys::SaveReply => [Slot(Obj::Reply), None, None, None, None, None],
         Sys::ReplyTo => [Slot(Obj::Reply), Info, Word, Word, Word, Word],
+        Sys::TraceMark => [Word, Word, Word, Word, None, None],
+        Sys::TraceName => [thread, Word, Word, Word, Word, None],
     }
 }
 
