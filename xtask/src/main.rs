@@ -7,6 +7,9 @@
 //!   and closes with `N passed, M failed`.
 //! - `cargo xtask bench [NAME...]` runs the benchmark lab (Pecan and Linux
 //!   side by side, `target/bench/`).
+//! - `cargo xtask trace SCENARIO [--seconds N]` boots a scenario on the
+//!   trace kernel and writes its kernel trace as Perfetto JSON
+//!   (`target/trace/SCENARIO.json`).
 //!
 //! See `docs/testing.md` for the test command and the scenario-test format.
 
@@ -33,6 +36,7 @@ mod system;
 mod testcmd;
 mod testspec;
 mod tomlfile;
+mod trace;
 mod util;
 
 use std::process::ExitCode;
@@ -64,6 +68,10 @@ enum Command {
     /// Count the instructions a run spends per kernel function (QEMU's
     /// execution trace under icount), optionally against a baseline run.
     Profile(profile::ProfileArgs),
+    /// Boot a scenario on the kernel built with the `trace` feature and
+    /// write its kernel trace as Chrome-trace/Perfetto JSON
+    /// (target/trace/SCENARIO.json).
+    Trace(trace::TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -80,6 +88,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::BenchLinux(args) => linux::bench_linux_command(args),
         Command::Profile(args) => profile::run(args),
+        Command::Trace(args) => trace::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
