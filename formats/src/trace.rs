@@ -102,6 +102,9 @@ kinds! {
     /// A user-level marker (`TraceMark`): a0..a2 the label's bytes
     /// (little-endian, NUL-padded), a3 the caller's value.
     Mark = 13,
+    /// The dump begins (thread 0): the run ends here, and so does the slice
+    /// of every thread still running. No arguments.
+    Dump = 14,
 }
 
 /// How a message was sent (`Send` and `Receive` records, a2).

@@ -304,6 +304,11 @@ pub fn on_tick(ticks: u64) {
 /// Writes the names and every CPU's ring to the console (once; recording
 /// stops first). Called on every way the machine ends.
 pub fn dump() {
+    if STOPPED.load(Relaxed) {
+        return;
+    }
+    // The end of the run (of every slice still open).
+    record(0, Kind::Dump, [0; 4]);
     if STOPPED.swap(true, Relaxed) {
         return;
     }

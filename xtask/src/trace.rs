@@ -11,7 +11,8 @@
 //! with success then). The run is under `-icount shift=0`, where a TSC
 //! tick is one instruction and one nanosecond of guest time: deterministic,
 //! and the viewer's time axis is guest time. QEMU stopped by the wall-clock
-//! `--timeout` dumps nothing: what was not printed is lost.
+//! `--timeout` dumps nothing: what was not printed is lost. The guest's
+//! output is kept in `target/trace/SCENARIO.log`.
 //!
 //! **The JSON** (Chrome trace event format, "JSON Object Format"): one
 //! process (pid 1, named after the scenario) with one thread track per
@@ -20,7 +21,7 @@
 //! component; root names init and its own children; the kernel names
 //! root) or `thread N`; tid 0, `kernel (interrupts)`, holds device
 //! interrupts and the notification signals they cause. Per thread: `X` slices `running` from each context
-//! switch to it until the CPU's next switch or idle; instant events (`i`,
+//! switch to it until the CPU's next switch or idle, or the end of the run; instant events (`i`,
 //! thread scope) for sends, receives, replies, notifications, interrupts,
 //! faults, thread start and exit and the user's markers (named by their
 //! label); flow events (`s` → `f`) from each send to its receive and from
@@ -130,6 +131,19 @@ pub fn collect(scenario_name: &str, seconds: Option<u64>, timeout: Duration) -> 
     println!("==> tracing scenario {}", scenario.name);
     println!("==> {}", machine.command_line());
     let captured = qemu::capture(&machine, timeout).context("running QEMU")?;
+    // The guest's whole output, next to the trace.
+    let log = output_path(&scenario.name).with_extension("log");
+    if let Some(dir) = log.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let text = format!(
+        "$ {}\n{}{}",
+        machine.command_line(),
+        captured.serial,
+        captured.stderr
+    );
+    std::fs::write(&log, text).with_context(|| format!("writing {}", display_path(&log)))?;
+    println!("==> the guest's output: {}", display_path(&log));
     let dump = Dump::parse(&captured.serial);
     if dump.cpus == 0 {
         let tail: Vec<&str> = captured.serial.lines().rev().take(15).collect();
@@ -145,9 +159,6 @@ pub fn collect(scenario_name: &str, seconds: Option<u64>, timeout: Duration) -> 
     let json = to_chrome(&dump, &scenario.name);
     check_schema(&json).context("the trace does not follow the schema")?;
     let path = output_path(&scenario.name);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
     let text = serde_json::to_vec(&json).context("encoding the trace")?;
     crate::util::write_atomically(&path, &text)?;
     Ok(Collected {
@@ -267,7 +278,7 @@ pub fn to_chrome(dump: &Dump, title: &str) -> Value {
     for &&(cpu, order, r) in &events {
         last_tsc.insert(cpu, r.tsc);
         let kind = Kind::from_raw(r.kind);
-        if matches!(kind, Some(Kind::Run | Kind::Idle)) {
+        if matches!(kind, Some(Kind::Run | Kind::Idle | Kind::Dump)) {
             if let Some((thread, start, at)) = running.remove(&cpu) {
                 push(&mut out, start, at, slice(thread, start, r.tsc, cpu));
             }
@@ -348,7 +359,7 @@ pub fn to_chrome(dump: &Dump, title: &str) -> Value {
                     json!({ "value": a3 }),
                 )
             }
-            Some(Kind::Run | Kind::Idle) | None => (
+            Some(Kind::Run | Kind::Idle | Kind::Dump) | None => (
                 format!("kind {}", r.kind),
                 "unknown",
                 json!({ "args": [a0, a1, a2, a3] }),
@@ -400,10 +411,16 @@ pub fn to_chrome(dump: &Dump, title: &str) -> Value {
             );
         }
     }
-    // Slices still open end with their CPU's last record.
+    // Slices still open end with the run: the dump's record, or the last
+    // record of any CPU (a dump cut short).
+    let end = last_tsc.values().copied().max().unwrap_or(0);
     for (cpu, (thread, start, at)) in running {
-        let end = last_tsc.get(&cpu).copied().unwrap_or(start);
-        push(&mut out, start, at, slice(thread, start, end, cpu));
+        push(
+            &mut out,
+            start,
+            at,
+            slice(thread, start, end.max(start), cpu),
+        );
     }
     out.sort_by_key(|o| o.key);
 
