@@ -283,6 +283,19 @@ pub fn to_chrome(dump: &Dump, title: &str) -> Value {
                 push(&mut out, start, at, slice(thread, start, r.tsc, cpu));
             }
             if kind == Some(Kind::Run) {
+                // A thread moved to this CPU before its old CPU recorded
+                // its next switch: its slice there ends here (a track's
+                // slices must not overlap).
+                let elsewhere: Vec<u64> = running
+                    .iter()
+                    .filter(|(_, (thread, _, _))| *thread == r.thread)
+                    .map(|(&other, _)| other)
+                    .collect();
+                for other in elsewhere {
+                    if let Some((thread, start, at)) = running.remove(&other) {
+                        push(&mut out, start, at, slice(thread, start, r.tsc, other));
+                    }
+                }
                 tids.insert(r.thread);
                 running.insert(cpu, (r.thread, r.tsc, order));
             }
@@ -491,8 +504,9 @@ fn integer(event: &Value, key: &str, i: usize) -> Result<u64> {
 /// `s` and then one `f` not earlier; `M` is `process_name`,
 /// `thread_name` (with a non-empty `args.name`) or `thread_sort_index`
 /// (with an integer `args.sort_index`). Per track (pid, tid) the `ts` of
-/// the events do not decrease in array order, and every track with events
-/// has a `thread_name` and its process a `process_name`.
+/// the events do not decrease in array order, its `X` slices do not
+/// overlap, and every track with events has a `thread_name` and its
+/// process a `process_name`.
 pub fn check_schema(trace: &Value) -> Result<()> {
     let events = trace
         .get("traceEvents")
@@ -505,6 +519,8 @@ pub fn check_schema(trace: &Value) -> Result<()> {
     let mut named_processes = BTreeSet::new();
     let mut tracks = BTreeSet::new();
     let mut last_ts: HashMap<(u64, u64), f64> = HashMap::new();
+    // Where each track's last slice ends.
+    let mut slice_end: HashMap<(u64, u64), f64> = HashMap::new();
     let mut flows: HashMap<u64, (Option<f64>, Option<f64>)> = HashMap::new();
     for (i, e) in events.iter().enumerate() {
         if !e.is_object() {
@@ -535,7 +551,15 @@ pub fn check_schema(trace: &Value) -> Result<()> {
         text(e, "cat", i)?;
         match ph {
             "X" => {
-                number(e, "dur", i)?;
+                let dur = number(e, "dur", i)?;
+                let end = slice_end.entry((pid, tid)).or_insert(0.0);
+                // Within a tenth of a tick (ts + dur is rounded).
+                if ts + 1e-4 < *end {
+                    bail!(
+                        "traceEvents[{i}]: slice at {ts} overlaps the one before, ending at {end}"
+                    );
+                }
+                *end = ts + dur;
             }
             "i" => {
                 let scope = text(e, "s", i)?;
@@ -895,6 +919,14 @@ mod tests {
                 }),
             ),
             (
+                "overlapping slices on a track",
+                Box::new(|t| {
+                    let events = t["traceEvents"].as_array_mut().unwrap();
+                    let i = events.iter().position(|e| e["ph"] == "X").unwrap();
+                    events[i]["dur"] = json!(1000.0);
+                }),
+            ),
+            (
                 "an unknown ph",
                 Box::new(|t| t["traceEvents"][1]["ph"] = json!("Q")),
             ),
@@ -936,6 +968,42 @@ mod tests {
             breaks(&mut trace);
             assert!(check_schema(&trace).is_err(), "{what} was accepted");
         }
+    }
+
+    #[test]
+    fn a_thread_that_moves_before_its_old_cpu_switches_has_no_overlapping_slices() {
+        let run = |cpu: u64, tsc: u64, thread: u64| {
+            let record = Record {
+                tsc,
+                thread,
+                kind: Kind::Run as u64,
+                args: [0; 4],
+            };
+            Line::Event { cpu, record }.to_string()
+        };
+        // Thread 7 on CPU 0 from 10, on CPU 1 from 20; CPU 0 records its
+        // switch to thread 8 only at 30; CPU 1 ends at 40.
+        let lines = [
+            Line::Begin { cpus: 2, ring: 16 }.to_string(),
+            run(0, 10, 7),
+            run(1, 20, 7),
+            run(0, 30, 8),
+            run(1, 40, 9),
+            Line::End.to_string(),
+        ];
+        let trace = to_chrome(&Dump::parse(&lines.join("\n")), "moves");
+        check_schema(&trace).unwrap();
+        let slices: Vec<(u64, f64, f64)> = trace["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["tid"] == 7)
+            .map(|e| {
+                let (ts, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
+                (e["args"]["cpu"].as_u64().unwrap(), ts, ts + dur)
+            })
+            .collect();
+        assert_eq!(slices, [(0, 0.01, 0.02), (1, 0.02, 0.04)]);
     }
 
     #[test]
