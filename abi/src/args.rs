@@ -104,6 +104,24 @@ args! {
         /// At most 4096.
         len = 1,
     }
+    /// `TraceMark`.
+    TraceMark {
+        /// The label's bytes 0..8 (little-endian; NUL-padded).
+        label0 = 0,
+        label1 = 1,
+        label2 = 2,
+        /// Any value the caller wants next to the label.
+        value = 3,
+    }
+    /// `TraceName`.
+    TraceName {
+        thread = 0,
+        /// The name's bytes 0..8 (little-endian; NUL-padded, UTF-8).
+        name0 = 1,
+        name1 = 2,
+        name2 = 3,
+        name3 = 4,
+    }
     /// `ThreadExit`.
     ThreadExit {
         code = 0,

@@ -130,6 +130,15 @@ syscalls! {
     /// untyped cap arg 1 in result 0, log2 of its size in result 1, 1 in
     /// result 2 for device memory (0 for RAM; frames always 0).
     PhysAddress = 35,
+    /// Records a marker in the kernel trace (docs/profiling.md): label
+    /// bytes in args 0..2 (24 bytes, little-endian, NUL-padded), a value
+    /// in arg 3. Succeeds and does nothing in a kernel built without the
+    /// `trace` feature.
+    TraceMark = 36,
+    /// Names thread arg 0 in the kernel trace: name bytes in args 1..4 (32
+    /// bytes, little-endian, NUL-padded, UTF-8). The capability is checked
+    /// in every kernel; only a `trace` kernel keeps the name.
+    TraceName = 37,
 }
 
 #[cfg(test)]

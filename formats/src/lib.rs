@@ -7,7 +7,9 @@
 //! - [`bootimage`]: the boot image that carries every component (xtask
 //!   writes it, the kernel and root read it);
 //! - [`cmdline`]: the kernel command line's `key=value` words;
-//! - [`bytes`]: bounds-checked little-endian reads.
+//! - [`bytes`]: bounds-checked little-endian reads;
+//! - [`trace`]: the kernel trace dump (a `trace` kernel writes it on the
+//!   serial console, `cargo xtask trace` reads it).
 //!
 //! Every input here is untrusted: bad input is an error value, nothing
 //! panics on input, and address arithmetic is checked rather than wrapping.
@@ -23,6 +25,7 @@ pub mod cmdline;
 pub mod elf;
 #[doc(hidden)]
 pub mod test_rng;
+pub mod trace;
 
 /// Bytes of a page (x86-64's smallest): the granule of ELF load plans.
 pub const PAGE_SIZE: u64 = 4096;

@@ -52,6 +52,7 @@ const DEBUG_EXIT_PORT: u16 = 0xf4;
 
 pub fn exit(code: ExitCode) -> ! {
     cpu::disable_interrupts();
+    trace!(dump());
     let value: u8 = match code {
         ExitCode::Success => 0x10,
         ExitCode::Failure => 0x11,

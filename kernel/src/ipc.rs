@@ -230,6 +230,17 @@ pub unsafe fn send(
     kind: SendKind,
     blocking: bool,
 ) -> Result<(), Error> {
+    trace!(event(
+        &k.threads,
+        sender,
+        formats::trace::Kind::Send,
+        [
+            ep_phys,
+            badge,
+            crate::trace::send_kind(kind),
+            crate::trace::label(&k.threads, sender, kind)
+        ]
+    ));
     // SAFETY: the caller's promise.
     let ep = unsafe { k.objects.endpoint_mut(ep_phys) };
     if ep.state == EndpointState::Recv {
@@ -237,6 +248,7 @@ pub unsafe fn send(
             if ep.queue.is_empty() {
                 ep.state = EndpointState::Idle;
             }
+            trace!(received(&k.threads, r, sender, badge, kind));
             transfer(k, sender, r, badge, grant, kind);
             after_sent(k, sender, r, kind);
             thread::make_runnable(k, r);
@@ -290,6 +302,7 @@ pub unsafe fn recv(
             }
             let st = k.threads.get(s);
             let (kind, badge, grant) = (st.send_kind, st.send_badge, st.send_grant);
+            trace!(received(&k.threads, receiver, s, badge, kind));
             transfer(k, s, receiver, badge, grant, kind);
             after_sent(k, s, receiver, kind);
             if kind == SendKind::Send {
@@ -331,6 +344,7 @@ pub fn reply(k: &mut Kernel, server: ThreadRef) -> Result<(), Error> {
 /// taken from `server`'s reply slot or from a reply capability) with the
 /// message in its registers, and `caller` runs again.
 pub fn answer(k: &mut Kernel, server: ThreadRef, caller: ThreadRef) {
+    trace!(replied(&k.threads, server, caller));
     let ct = k.threads.get_mut(caller);
     if ct.reply_is_fault {
         // The reply resumes the faulting instruction; its content is unused.
@@ -358,8 +372,19 @@ pub unsafe fn signal(k: &mut Kernel, n_phys: u64, badge: u64) {
     // SAFETY: the caller's promise.
     let n = unsafe { k.objects.notification_mut(n_phys) };
     let bits = if badge == 0 { 1 } else { badge };
+    trace!(record(
+        crate::trace::current_id(&k.threads),
+        formats::trace::Kind::Signal,
+        [n_phys, bits, 0, 0]
+    ));
     if let Some(w) = n.waiters.pop_front(&mut k.threads) {
         let word = core::mem::take(&mut n.word) | bits;
+        trace!(event(
+            &k.threads,
+            w,
+            formats::trace::Kind::NotifyWake,
+            [n_phys, word, 0, 0]
+        ));
         let f = k.threads.get_mut(w).frame();
         f.rax = 0;
         f.rdi = word;
@@ -372,6 +397,12 @@ pub unsafe fn signal(k: &mut Kernel, n_phys: u64, badge: u64) {
             // SAFETY: the caller's promise.
             let n = unsafe { k.objects.notification_mut(n_phys) };
             let word = core::mem::take(&mut n.word) | bits;
+            trace!(event(
+                &k.threads,
+                b,
+                formats::trace::Kind::NotifyWake,
+                [n_phys, word, 0, 0]
+            ));
             deliver_notification(k.threads.get_mut(b), word);
             thread::make_runnable(k, b);
             return;

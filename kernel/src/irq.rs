@@ -204,14 +204,26 @@ pub fn on_interrupt(k: &mut Kernel, vector: u64) {
     let bound = (gsi < MAX_LINES as u64)
         .then(|| LINES.lock()[gsi as usize])
         .filter(|line| line.notification != 0);
+    trace!(record(
+        0,
+        formats::trace::Kind::Irq,
+        [
+            gsi,
+            u64::from(bound.is_some()),
+            crate::trace::current_id(&k.threads),
+            0
+        ]
+    ));
     if bound.is_some() {
         let _ = ioapic::mask(gsi as u32);
     }
     ioapic::on_interrupt(vector);
     if let Some(line) = bound {
+        trace!(in_interrupt(true));
         // SAFETY: a bound line's notification is live: deleting it
         // unbinds its lines (`notification_destroyed`).
         unsafe { crate::ipc::signal(k, line.notification, line.badge) };
+        trace!(in_interrupt(false));
     }
 }
 
@@ -385,6 +397,12 @@ pub fn perform(k: &mut Kernel, call: Call, caller: ThreadRef) -> Result<Outcome,
         }
         Call::IrqAck { line } => {
             let (cpu, tsc) = crate::irq::ack(line)?;
+            trace!(event(
+                &k.threads,
+                caller,
+                formats::trace::Kind::IrqAck,
+                [line, 0, 0, 0]
+            ));
             let frame = k.threads.get_mut(caller).frame();
             frame.rdi = cpu;
             frame.rsi = tsc;

@@ -241,6 +241,7 @@ pub fn load_root(k: &mut Kernel, boot: &BootInfo, cpu_count: u64) -> Result<Thre
     let thread = unsafe { object::thread_at(tcb) };
     let t = k.threads.get_mut(thread);
     t.set_name("root");
+    trace!(name(t.id, formats::trace::pack_label(b"root")));
     crate::exit::set_root(t.id);
     t.priority = abi::bootinfo::ROOT_PRIORITY;
     // Root may use every CPU online (indices 0 ..< cpu_count).

@@ -10,6 +10,20 @@
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+/// A call into the trace buffer (`trace.rs`), e.g. `trace!(run(id))`:
+/// `crate::trace::run(id)` in a kernel built with the `trace` feature,
+/// nothing at all (not even the arguments) without it.
+#[cfg(feature = "trace")]
+macro_rules! trace {
+    ($($call:tt)*) => {
+        $crate::trace::$($call)*
+    };
+}
+#[cfg(not(feature = "trace"))]
+macro_rules! trace {
+    ($($call:tt)*) => {};
+}
+
 mod acpi;
 mod arch;
 mod captable;
@@ -30,6 +44,8 @@ mod syscall;
 mod thread;
 mod time;
 mod token;
+#[cfg(feature = "trace")]
+mod trace;
 mod uaccess;
 mod untyped;
 mod vspace;
@@ -94,6 +110,17 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
         }
     }
 
+    #[cfg(feature = "trace")]
+    {
+        if crate::trace::init(cmdline).is_err() {
+            kprintln!("error: pecan.trace takes a number of seconds");
+            exit(ExitCode::Failure);
+        }
+        // The records are written on the general path (`trace.rs`).
+        arch::percpu::disable_fast_path();
+        kprintln!("ipc: fast path off (trace kernel): every call takes the general path");
+    }
+
     if formats::cmdline::value(cmdline, "pecan.test-compat32") == Some("1") {
         arch::allow_compat_mode();
         kprintln!("warning: pecan.test-compat32=1: user code may enter 32-bit compatibility mode (for the hostile test)");
@@ -119,6 +146,7 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
     run_self_checks(&boot);
     let online = smp::start_application_processors(platform.and_then(|p| p.madt.as_ref()));
     arch::set_cpu_count(online);
+    trace!(start(online));
 
     // From here on the boot CPU is the kernel: interrupts masked (the
     // handlers of the idle loop take the token themselves), the lock held

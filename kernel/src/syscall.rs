@@ -64,6 +64,10 @@ pub enum Invocation {
     DebugWrite(UserSlice),
     Yield,
     ThreadExit(u64),
+    /// `TraceMark`, `TraceName` (decoded apart: [`decode_trace`]); only
+    /// in a trace kernel, the others decode them to `Null`.
+    #[cfg(feature = "trace")]
+    Trace(TraceCall),
     /// Message passing and notifications (decoded apart: see
     /// [`ipc::IpcInvocation`]).
     Ipc(ipc::IpcInvocation),
@@ -165,6 +169,16 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
         }
         Sys::Yield => Invocation::Yield,
         Sys::ThreadExit => Invocation::ThreadExit(args::ThreadExit::from_regs(regs).code),
+        #[cfg(feature = "trace")]
+        Sys::TraceMark | Sys::TraceName => Invocation::Trace(decode_trace(k, c, sys, regs)?),
+        // Checked as in a trace kernel, then nothing to do: `Null`. (Not a
+        // variant of its own: the dispatcher's code for every other call
+        // then stays as it was, register for register.)
+        #[cfg(not(feature = "trace"))]
+        Sys::TraceMark | Sys::TraceName => {
+            decode_trace(k, c, sys, regs)?;
+            Invocation::Null
+        }
         ipc_calls!() => Invocation::Ipc(ipc::decode(k, c, sys)?),
         Sys::CapCopy | Sys::CapMint | Sys::CapDelete | Sys::CapRevoke => {
             Invocation::Cap(crate::captable::decode(k, c, sys, regs)?)
@@ -184,6 +198,57 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
         }
         Sys::SaveReply | Sys::ReplyTo => Invocation::Reply(crate::reply::decode(k, c, sys, regs)?),
     })
+}
+
+/// A checked `TraceMark` or `TraceName`.
+#[derive(Debug)]
+#[cfg_attr(not(feature = "trace"), allow(dead_code))]
+pub enum TraceCall {
+    /// A marker: the label's three words and the value.
+    Mark([u64; 4]),
+    /// A name for `thread`: four words of UTF-8, NUL-padded.
+    Name { thread: ThreadRef, name: [u64; 4] },
+}
+
+/// Decodes `TraceMark` and `TraceName` (`sys`), out of line and cold: the
+/// dispatcher's code for the other calls stays as it was (measured: with
+/// these inline, or as a variant of [`Invocation`] in a kernel without the
+/// feature, the general path of IPC calls lost or gained an instruction,
+/// by register allocation).
+#[cold]
+#[inline(never)]
+fn decode_trace(k: &Kernel, c: &Thread, sys: Sys, regs: [u64; 6]) -> Result<TraceCall, Error> {
+    if sys == Sys::TraceMark {
+        let a = args::TraceMark::from_regs(regs);
+        return Ok(TraceCall::Mark([a.label0, a.label1, a.label2, a.value]));
+    }
+    let a = args::TraceName::from_regs(regs);
+    let thread = thread_cap(k, c, a.thread, Rights::WRITE)?;
+    let name = [a.name0, a.name1, a.name2, a.name3];
+    let mut bytes = [0u8; 32];
+    for (chunk, word) in bytes.chunks_exact_mut(8).zip(name) {
+        chunk.copy_from_slice(&word.to_le_bytes());
+    }
+    let len = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    // Only NUL padding after the name, and the name is UTF-8.
+    if bytes[len..].iter().any(|&b| b != 0) || core::str::from_utf8(&bytes[..len]).is_err() {
+        return Err(Error::InvalidArgument);
+    }
+    Ok(TraceCall::Name { thread, name })
+}
+
+/// Performs a checked trace call (a trace kernel's; the others decode them
+/// to `Null`, docs/abi.md).
+#[cfg(feature = "trace")]
+#[cold]
+#[inline(never)]
+fn perform_trace(k: &mut Kernel, call: TraceCall, caller: ThreadRef) {
+    match call {
+        TraceCall::Mark(words) => {
+            crate::trace::event(&k.threads, caller, formats::trace::Kind::Mark, words)
+        }
+        TraceCall::Name { thread, name } => crate::trace::name_thread(&mut k.threads, thread, name),
+    }
 }
 
 /// Performs a checked call: the object kinds' own `perform`.
@@ -206,6 +271,11 @@ fn perform(k: &mut Kernel, invocation: Invocation, caller: ThreadRef) -> Result<
         Invocation::ThreadExit(code) => {
             exit_thread(k, caller, code);
             Ok(Outcome::Schedule)
+        }
+        #[cfg(feature = "trace")]
+        Invocation::Trace(call) => {
+            perform_trace(k, call, caller);
+            Ok(Outcome::Resume)
         }
         Invocation::Ipc(call) => ipc::perform(k, call, caller),
         Invocation::Cap(call) => crate::captable::perform(k, call, caller),
@@ -233,6 +303,12 @@ pub fn after_ipc(k: &Kernel, caller: ThreadRef) -> Outcome {
 /// Ends a thread: reported to its fault endpoint if it has one, else
 /// logged; either way it runs no more until started again.
 fn exit_thread(k: &mut Kernel, t: ThreadRef, code: u64) {
+    trace!(event(
+        &k.threads,
+        t,
+        formats::trace::Kind::ThreadExit,
+        [code, 0, 0, 0]
+    ));
     object::abandon_caller(k, t);
     let thread = k.threads.get_mut(t);
     if let Some(fault) = thread.fault_endpoint.cap {

@@ -679,6 +679,7 @@ pub fn switch_to(mut k: Kernel, t: ThreadRef) -> ! {
 pub fn enter(threads: &mut Threads, t: ThreadRef, root: u64) {
     let thread = threads.get_mut(t);
     thread.state = State::Running;
+    trace!(run(thread.id));
     // SAFETY: this CPU's PerCpu, interrupts disabled.
     unsafe { (*percpu::this_cpu()).current = t.0.as_ptr() };
     percpu::set_context_top(thread.context_top());
@@ -754,6 +755,7 @@ fn idle(mut k: Kernel) -> Kernel {
     if smp {
         fpu::release_live(&mut k.threads);
     }
+    trace!(idle());
     crate::smp::unlock(k);
     loop {
         cpu::enable_interrupts_and_halt();
@@ -1049,6 +1051,12 @@ pub fn perform(k: &mut Kernel, call: Call, caller: ThreadRef) -> Result<Outcome,
             // it, pushing its old registers into the frame.
             crate::arch::fpu::reset(&mut k.threads, target);
             *k.threads.get_mut(target).frame() = initial_frame(rip, rsp, arg);
+            trace!(event(
+                &k.threads,
+                target,
+                formats::trace::Kind::ThreadStart,
+                [rip, crate::trace::id(&k.threads, caller), 0, 0]
+            ));
             make_runnable(k, target);
             Ok(after_ipc(k, caller))
         }

@@ -12,6 +12,7 @@ static TICKS: AtomicU64 = AtomicU64::new(0);
 pub fn on_timer_tick() {
     if crate::arch::percpu::this_cpu_index() == 0 {
         TICKS.fetch_add(1, Ordering::Relaxed);
+        trace!(on_tick(ticks()));
     }
 }
 

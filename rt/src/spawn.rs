@@ -65,6 +65,8 @@ pub const PT_POOL_BITS: u32 = 16;
 /// What to build: everything [`spawn`] needs to know about one child.
 #[derive(Clone, Copy, Debug)]
 pub struct ChildSpec<'a> {
+    /// Its name: the thread's name in the kernel trace (`TraceName`).
+    pub name: &'a str,
     /// Its ELF file.
     pub file: &'a [u8],
     /// The badge of its fault endpoint (and of its service endpoint, unless
@@ -354,6 +356,8 @@ pub fn spawn(
         own(fault),
     )
     .map_err(failed("ThreadConfigure"))?;
+    // Its track's name in a kernel trace (a no-op in other kernels).
+    syscall::trace_name(own(thread), spec.name).map_err(failed("TraceName"))?;
     // SAFETY: the thread runs in the child's own address space, not the
     // parent's.
     unsafe { syscall::thread_start(own(thread), plan.entry(), MAIN_STACK_TOP, spec.arg) }

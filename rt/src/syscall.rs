@@ -600,6 +600,54 @@ pub unsafe fn thread_start(thread: CapSlot, rip: u64, rsp: u64, arg: u64) -> Res
     result_from_raw(err)
 }
 
+/// `TraceMark`: marks a step of the caller's in the kernel trace (e.g.
+/// `trace_mark("packet allocated", index)`), with `value` next to it. The
+/// label's first 24 bytes are kept. Costs one system call that does
+/// nothing in a kernel built without the `trace` feature
+/// (docs/profiling.md).
+#[inline]
+pub fn trace_mark(label: &str, value: u64) {
+    let [label0, label1, label2] = formats::trace::pack_label(label.as_bytes());
+    // SAFETY: `TraceMark` changes no memory of the caller's.
+    let (err, _) = unsafe {
+        invoke(
+            Sys::TraceMark,
+            args::TraceMark {
+                label0,
+                label1,
+                label2,
+                value,
+            },
+        )
+    };
+    // It cannot fail: every value is a valid marker.
+    debug_assert_eq!(err, 0);
+}
+
+/// `TraceName`: names `thread` in the kernel trace (the track's name in
+/// the viewer). Names are cut to 32 bytes, at a character boundary.
+pub fn trace_name(thread: CapSlot, name: &str) -> Result<(), Error> {
+    let mut end = name.len().min(formats::trace::NAME_MAX);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    let [name0, name1, name2, name3] = formats::trace::pack_label(&name.as_bytes()[..end]);
+    // SAFETY: `TraceName` changes no memory of the caller's.
+    let (err, _) = unsafe {
+        invoke(
+            Sys::TraceName,
+            args::TraceName {
+                thread,
+                name0,
+                name1,
+                name2,
+                name3,
+            },
+        )
+    };
+    result_from_raw(err)
+}
+
 /// `ThreadSuspend`: stops a thread (an IPC it waits in is aborted).
 pub fn thread_suspend(thread: CapSlot) -> Result<(), Error> {
     // SAFETY: changes no memory of the caller's.

@@ -176,6 +176,23 @@ fn lint_commands(bare_metal: &[String]) -> Vec<(&'static str, Vec<String>)> {
         ),
         ("clippy-host", host),
         ("clippy-bare-metal", bare),
+        // The kernel's trace code (cargo feature `trace`), which no other
+        // build compiles.
+        (
+            "clippy-trace-kernel",
+            words(&[
+                "clippy",
+                "--target",
+                TARGET,
+                "-p",
+                crate::kernel::PACKAGE,
+                "--features",
+                "trace",
+                "--",
+                "-D",
+                "warnings",
+            ]),
+        ),
     ]
 }
 
@@ -296,6 +313,10 @@ error: 1 target failed:
         assert_eq!(
             line("clippy-bare-metal"),
             "clippy --target x86_64-unknown-none -p pecan-kernel -p root -- -D warnings"
+        );
+        assert_eq!(
+            line("clippy-trace-kernel"),
+            "clippy --target x86_64-unknown-none -p pecan-kernel --features trace -- -D warnings"
         );
     }
 

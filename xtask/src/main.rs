@@ -7,6 +7,9 @@
 //!   and closes with `N passed, M failed`.
 //! - `cargo xtask bench [NAME...]` runs the benchmark lab (Pecan and Linux
 //!   side by side, `target/bench/`).
+//! - `cargo xtask trace SCENARIO [--seconds N]` boots a scenario on the
+//!   trace kernel and writes its kernel trace as Perfetto JSON
+//!   (`target/trace/SCENARIO.json`).
 //!
 //! See `docs/testing.md` for the test command and the scenario-test format.
 
@@ -37,6 +40,7 @@ mod system;
 mod testcmd;
 mod testspec;
 mod tomlfile;
+mod trace;
 mod util;
 
 use std::process::ExitCode;
@@ -77,6 +81,10 @@ enum Command {
         /// The monitor transcript holding an `info pci` answer.
         monitor: std::path::PathBuf,
     },
+    /// Boot a scenario on the kernel built with the `trace` feature and
+    /// write its kernel trace as Chrome-trace/Perfetto JSON
+    /// (target/trace/SCENARIO.json).
+    Trace(trace::TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -94,6 +102,7 @@ fn main() -> ExitCode {
         Command::BenchLinux(args) => linux::bench_linux_command(args),
         Command::Profile(args) => profile::run(args),
         Command::CheckPci { serial, monitor } => pcicheck::run(serial, monitor).map(|()| true),
+        Command::Trace(args) => trace::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -14,8 +14,9 @@ use anyhow::{Context, Result};
 use crate::accel::{self, Accel};
 use crate::config::Machine;
 use crate::qemu::{self, GuestExit};
+use crate::scenario::{self, Scenario};
 use crate::util::{shell_join, workspace_root};
-use crate::{scenario, setup, system};
+use crate::{setup, system};
 
 /// The options of `cargo xtask run`.
 #[derive(Debug, clap::Args)]
@@ -48,14 +49,20 @@ pub struct RunArgs {
     pub icount: bool,
 }
 
-/// Runs `cargo xtask run`; `Ok(true)` means exit status 0.
-pub fn run(args: &RunArgs) -> Result<bool> {
-    let root = workspace_root();
+/// Loads and checks scenario `name` for a machine of `smp` vCPUs and
+/// `memory` MiB (default: the scenario's), sets up the tools and builds
+/// the system: what `cargo xtask run` and `cargo xtask trace` do before
+/// they boot it.
+pub fn prepare(
+    name: &str,
+    smp: Option<u32>,
+    memory: Option<u32>,
+) -> Result<(Scenario, Machine, system::System)> {
     // Check the scenario first: a typo should not cost a kernel build.
-    let scenario = scenario::load(&root, &args.scenario)?;
+    let scenario = scenario::load(&workspace_root(), name)?;
     let hardware = Machine {
-        smp: args.smp.unwrap_or(scenario.machine.smp),
-        memory_mib: args.memory.unwrap_or(scenario.machine.memory_mib),
+        smp: smp.unwrap_or(scenario.machine.smp),
+        memory_mib: memory.unwrap_or(scenario.machine.memory_mib),
     };
     scenario.check_machine(hardware)?;
     scenario.check_memory(hardware)?;
@@ -63,6 +70,13 @@ pub fn run(args: &RunArgs) -> Result<bool> {
     setup::ensure_target()?;
     setup::ensure_qemu()?;
     let system = system::build()?;
+    Ok((scenario, hardware, system))
+}
+
+/// Runs `cargo xtask run`; `Ok(true)` means exit status 0.
+pub fn run(args: &RunArgs) -> Result<bool> {
+    let root = workspace_root();
+    let (scenario, hardware, system) = prepare(&args.scenario, args.smp, args.memory)?;
     let boot_image = system::scenario_image(
         &system,
         &scenario,

@@ -83,27 +83,40 @@ pub const CHECKED_TARGET_DIR: &str = "target/checked";
 /// undefined-behaviour checks run on every test. The benchmarks boot the
 /// release kernel of [`build`], without them.
 pub fn build_checked_kernel() -> Result<PathBuf> {
-    let root = workspace_root();
     println!("==> building the kernel with debug assertions (for the scenario tests)");
-    let status = cargo()
-        .args([
-            "build",
-            "--release",
-            "--target",
-            TARGET,
-            "-p",
-            kernel::PACKAGE,
-            "--target-dir",
-            CHECKED_TARGET_DIR,
-        ])
-        .env("CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS", "true")
-        .status()
-        .context("running cargo build")?;
+    build_kernel_variant(
+        CHECKED_TARGET_DIR,
+        &[],
+        &[("CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS", "true")],
+    )
+}
+
+/// Where the trace kernel is built ([`build_trace_kernel`]), apart from
+/// the others for the same reason as [`CHECKED_TARGET_DIR`].
+pub const TRACE_TARGET_DIR: &str = "target/trace-kernel";
+
+/// Builds the kernel with the `trace` feature (the event rings,
+/// `kernel/src/trace.rs`) into [`TRACE_TARGET_DIR`] and returns its ELF:
+/// the kernel `cargo xtask trace` boots. No other build has the feature.
+pub fn build_trace_kernel() -> Result<PathBuf> {
+    println!("==> building the kernel with the trace feature");
+    build_kernel_variant(TRACE_TARGET_DIR, &["--features", "trace"], &[])
+}
+
+/// `cargo build --release` of the kernel alone into `target_dir` with
+/// the extra arguments `args` and environment `env`; its ELF.
+fn build_kernel_variant(target_dir: &str, args: &[&str], env: &[(&str, &str)]) -> Result<PathBuf> {
+    let root = workspace_root();
+    let mut cmd = kernel_build();
+    cmd.args(["--target-dir", target_dir])
+        .args(args)
+        .envs(env.iter().copied());
+    let status = cmd.status().context("running cargo build")?;
     if !status.success() {
-        bail!("building the kernel with debug assertions failed ({status})");
+        bail!("building the kernel into {target_dir} failed ({status})");
     }
     let elf = root
-        .join(CHECKED_TARGET_DIR)
+        .join(target_dir)
         .join(TARGET)
         .join("release")
         .join(kernel::PACKAGE);
@@ -111,6 +124,21 @@ pub fn build_checked_kernel() -> Result<PathBuf> {
         bail!("cargo built the kernel, but {} is missing", elf.display());
     }
     Ok(elf)
+}
+
+/// `cargo build --release --target x86_64-unknown-none -p pecan-kernel`,
+/// to add to.
+fn kernel_build() -> std::process::Command {
+    let mut cmd = cargo();
+    cmd.args([
+        "build",
+        "--release",
+        "--target",
+        TARGET,
+        "-p",
+        kernel::PACKAGE,
+    ]);
+    cmd
 }
 
 /// Builds the kernel and the components (cargo's output goes to the
@@ -124,15 +152,7 @@ pub fn build() -> Result<System> {
     } else {
         println!("==> building kernel and components: {}", names.join(", "));
     }
-    let mut cmd = cargo();
-    cmd.args([
-        "build",
-        "--release",
-        "--target",
-        TARGET,
-        "-p",
-        kernel::PACKAGE,
-    ]);
+    let mut cmd = kernel_build();
     for name in &names {
         cmd.args(["-p", name]);
     }

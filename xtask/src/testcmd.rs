@@ -6,7 +6,9 @@
 //! the lints whose name (`fmt`, `clippy-host`, `clippy-bare-metal`) contains
 //! it. Last come the benchmark budgets (`bench/budgets.toml`, see
 //! `crate::bench::gate`), run without a filter or with one containing
-//! `bench`.
+//! `bench`. Between them the trace test ([`TRACE_TEST`]), a scenario
+//! test of its own kind: it runs `cargo xtask trace`'s path and checks
+//! the JSON it writes (`crate::trace::round_trip_test`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -49,6 +51,9 @@ pub fn run(args: &TestArgs) -> Result<bool> {
         counts += host::lints(filter)?;
     }
     counts += scenario_tests(args, filter)?;
+    if filter.is_none_or(|f| TRACE_TEST.contains(f)) {
+        counts += trace_test();
+    }
     if filter.is_none_or(|f| "bench-budgets".contains(f) || f.contains("bench")) {
         counts += bench_budgets();
     }
@@ -72,6 +77,33 @@ fn nothing_ran(filter: Option<&str>, counts: &Counts) -> Option<String> {
         }
         None => "nothing was tested".to_string(),
     })
+}
+
+/// The name of the trace test: `cargo xtask trace trace-ping` and its JSON
+/// checked (docs/testing.md, "The trace test").
+const TRACE_TEST: &str = "trace-ipc-round-trip";
+
+/// Runs the trace test (its serial log is kept in `target/test-logs/`
+/// when it fails).
+fn trace_test() -> Counts {
+    let start = Instant::now();
+    match crate::trace::round_trip_test() {
+        Ok(()) => {
+            println!("PASS {TRACE_TEST} ({:.1} s)", start.elapsed().as_secs_f64());
+            Counts {
+                passed: 1,
+                failed: 0,
+            }
+        }
+        Err(e) => {
+            let why = crate::util::printable(&format!("{e:#}"));
+            println!("FAIL {TRACE_TEST}: {}", why.replace('\n', "\n    "));
+            Counts {
+                passed: 0,
+                failed: 1,
+            }
+        }
+    }
 }
 
 /// The benchmark regression gate (`bench/budgets.toml`): a quick

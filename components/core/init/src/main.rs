@@ -685,6 +685,7 @@ impl Builder<'_> {
             ..self.parent
         };
         let spec = ChildSpec {
+            name: c.name,
             file,
             badge: kid.id as u64 + 1,
             arg: kid.arg,

@@ -158,6 +158,7 @@ fn start_entry(
     let name = entry.name;
     let file = image.find(name).ok_or(SpawnError::NotInImage)?.data;
     let spec = ChildSpec {
+        name,
         file,
         badge: entry.index as u64,
         arg: entry.arg,
@@ -236,6 +237,7 @@ fn start_init(
             }),
     );
     let spec = ChildSpec {
+        name: "init",
         file,
         badge: 1,
         arg: bytes.len() as u64,

@@ -277,6 +277,8 @@ fn shape(sys: Sys) -> [Kind; 6] {
         // at their first argument, whatever it is.
         Sys::MsiAlloc => [any, free, Cpu, None, None, None],
         Sys::PhysAddress => [any, any, None, None, None, None],
+        Sys::TraceMark => [Word, Word, Word, Word, None, None],
+        Sys::TraceName => [thread, Word, Word, Word, Word, None],
     }
 }
 

@@ -13,7 +13,7 @@
 //! |-----|--------------|
 //! | 1 | writes to the unmapped address 0xdead0000 (a page fault) |
 //! | 2 | executes `ud2` (an invalid-opcode exception, vector 6) |
-//! | 3 | calls the service endpoint (slot `interfaces::child::SERVICE_ENDPOINT`) with word 41 and prints the answer of the server there (`echo-server`: 42 and the caller's badge): `hello: the server answered 42, my badge is N`; exits 0, or 1 if the call fails |
+//! | 3 | calls the service endpoint (slot `interfaces::child::SERVICE_ENDPOINT`) with word 41 and prints the answer of the server there (`echo-server`: 42 and the caller's badge): `hello: the server answered 42, my badge is N`; exits 0, or 1 if the call fails. Marks `call server` (value 41) before the call and `answered` (the answer) after it in the kernel trace (`scenarios/trace-ping.toml`) |
 //! | 4 | reports which own capabilities it holds — for each of slots 4, 5 and 6 (`interfaces::child::OWN_THREAD`, `OWN_CSPACE`, `OWN_VSPACE`) `hello: own thread (slot 4): held` (the capability is there and works on its own object: `protocols::own_caps::probe`) or `...: empty`; exits 0, or 1 if a probe fails. Its name grants it nothing: only its start entry (`+own`, a scenario's `own`) does |
 //! | anything else | returns 0, so its thread exits with code 0 |
 #![no_std]
@@ -56,8 +56,10 @@ fn main(arg: u64) -> i32 {
 /// Calls the service endpoint with word 41 and prints the answer.
 fn call_server() -> i32 {
     let info = MsgInfo::new(1, 1, 0).unwrap_or_default();
+    syscall::trace_mark("call server", 41);
     match syscall::call(own(child::SERVICE_ENDPOINT), info, [41, 0, 0, 0]) {
         Ok((_, words)) => {
+            syscall::trace_mark("answered", words[0]);
             println!(
                 "hello: the server answered {}, my badge is {}",
                 words[0], words[1]

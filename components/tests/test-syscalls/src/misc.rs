@@ -1,18 +1,66 @@
-//! `Null`, `Yield`, `DebugWrite`, unknown numbers, and the error paths of
-//! the interrupt and I/O-port calls (a child holds no IRQ or port
-//! capability, so their success paths belong to root's tests).
+//! `Null`, `Yield`, `DebugWrite`, unknown numbers, `TraceMark` and
+//! `TraceName` (in a kernel without the `trace` feature: checked, then
+//! nothing done), and the error paths of the interrupt and I/O-port calls
+//! (a child holds no IRQ or port capability, so their success paths belong
+//! to root's tests).
 
 use rt::abi::{Error, ObjectType, Sys, MAIN_STACK_TOP};
 use rt::syscall;
 
-use crate::{code, outcome, sys, sys2, Test, BAD_SLOT};
+use crate::{code, outcome, sys, sys2, Test, BAD_SLOT, THREAD};
 
 pub fn run(t: &mut Test) {
     t.ok(Sys::Null, "ok", &sys(Sys::Null, [0; 6]));
     t.ok(Sys::Yield, "ok", &sys(Sys::Yield, [0; 6]));
     debug_write(t);
     unknown(t);
+    trace(t);
     irq_and_ports(t);
+}
+
+/// `TraceMark` takes any words; `TraceName` a thread capability with
+/// `WRITE` and a UTF-8 name padded with NULs only.
+fn trace(t: &mut Test) {
+    let any = [u64::MAX, 0x8000_0000_0000_0000, 1, 42, 0, 0];
+    t.ok(Sys::TraceMark, "any-words", &sys(Sys::TraceMark, any));
+    // Little-endian, NUL-padded, as `rt::syscall::trace_name` packs it.
+    let name = |bytes: &[u8]| {
+        let mut w = [0u64; 4];
+        for (i, &byte) in bytes.iter().enumerate() {
+            w[i / 8] |= u64::from(byte) << (8 * (i % 8));
+        }
+        w
+    };
+    let [a, b, c, d] = name("test-syscalls".as_bytes());
+    t.ok(
+        Sys::TraceName,
+        "ok",
+        &sys(Sys::TraceName, [THREAD, a, b, c, d, 0]),
+    );
+    let ntfn = t.make(ObjectType::Notification, 0);
+    let empty = t.slot();
+    let [x, y, z, w] = name(b"caf\xe9");
+    let cases: [(&str, [u64; 6], Option<Error>); 4] = [
+        (
+            "wrong-type",
+            [ntfn, a, b, c, d, 0],
+            Some(Error::WrongObjectType),
+        ),
+        ("empty-slot", [empty, a, b, c, d, 0], Some(Error::EmptySlot)),
+        (
+            "not-utf8",
+            [THREAD, x, y, z, w, 0],
+            Some(Error::InvalidArgument),
+        ),
+        (
+            "bytes-after-nul",
+            [THREAD, a, 0, 0, 1, 0],
+            Some(Error::InvalidArgument),
+        ),
+    ];
+    for (case, args, want) in cases {
+        t.expect(Sys::TraceName, case, code(&sys(Sys::TraceName, args)), want);
+    }
 }
 
 fn debug_write(t: &mut Test) {

@@ -227,8 +227,7 @@ fn acknowledge_interrupt_only(k: &mut Kernel, vector: u64) {
 /// the handler answers to resume the thread; without a handler the thread
 /// is stopped and reported, and the rest of the system keeps running.
 fn user_fault(k: &mut Kernel, current: ThreadRef) {
-    let thread = k.threads.get_mut(current);
-    let frame = thread.context.0;
+    let frame = k.threads.get(current).context.0;
     let msg = if frame.vector == VECTOR_PAGE_FAULT {
         [
             abi::fault::LABEL_PAGE_FAULT,
@@ -246,6 +245,23 @@ fn user_fault(k: &mut Kernel, current: ThreadRef) {
             frame.error_code,
         ]
     };
+    // Label, address (page fault) or vector, rip.
+    trace!(event(
+        &k.threads,
+        current,
+        formats::trace::Kind::Fault,
+        [
+            msg[0],
+            if frame.vector == VECTOR_PAGE_FAULT {
+                msg[1]
+            } else {
+                frame.vector
+            },
+            frame.rip,
+            0
+        ]
+    ));
+    let thread = k.threads.get_mut(current);
     if let Some(handler) = thread.fault_endpoint.cap {
         thread.kernel_msg = msg;
         // SAFETY: the object of the thread's fault-endpoint capability (an
