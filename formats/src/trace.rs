@@ -87,10 +87,12 @@ kinds! {
     /// word it receives.
     NotifyWake = 7,
     /// An interrupt of a device arrives (thread 0: the kernel's). a0: the
-    /// I/O APIC line (GSI), a1: whether a notification is bound (1/0),
-    /// a2: the thread it interrupted (0: the CPU idled).
+    /// I/O APIC line (GSI, below 0x80) or an MSI's vector (0x80 and up),
+    /// a1: whether a notification is bound (1/0), a2: the thread it
+    /// interrupted (0: the CPU idled).
     Irq = 8,
-    /// The thread acknowledges the interrupt of line a0 (`IrqAck`).
+    /// The thread acknowledges the interrupt of line a0 (`IrqAck`; an MSI
+    /// handler's a0 is 0x10000 + its vector's index from 0x80).
     IrqAck = 9,
     /// The thread faults. a0: fault label (`abi::fault`), a1: address
     /// (page fault) or vector, a2: rip.

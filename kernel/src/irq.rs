@@ -192,11 +192,24 @@ pub fn on_interrupt(k: &mut Kernel, vector: u64) {
             msi.last_tsc[index] = arrived;
             msi.lines[index]
         };
+        // In the trace an MSI is told from a line by its vector (0x80..).
+        trace!(record(
+            0,
+            formats::trace::Kind::Irq,
+            [
+                vector,
+                u64::from(line.notification != 0),
+                crate::trace::current_id(&k.threads),
+                0
+            ]
+        ));
         crate::arch::lapic::end_of_interrupt();
         if line.notification != 0 {
+            trace!(in_interrupt(true));
             // SAFETY: a bound vector's notification is live: deleting it
             // unbinds it (`notification_destroyed`).
             unsafe { crate::ipc::signal(k, line.notification, line.badge) };
+            trace!(in_interrupt(false));
         }
         return;
     }

@@ -128,6 +128,17 @@ pub fn collect(scenario_name: &str, seconds: Option<u64>, timeout: Duration) -> 
     machine.icount = true;
     machine.smp = hardware.smp;
     machine.memory_mib = hardware.memory_mib;
+    // The scenario's disks, NICs and display, as `cargo xtask run` gives
+    // them (fresh disk copies in target/trace/work/SCENARIO/).
+    if !scenario.devices.is_empty() {
+        let work = output_path(&scenario.name)
+            .with_extension("")
+            .parent()
+            .map(|p| p.join("work").join(&scenario.name))
+            .context("the trace directory")?;
+        let _ = std::fs::remove_dir_all(&work);
+        machine.devices = scenario.devices.prepare(&work)?.qemu_args();
+    }
     println!("==> tracing scenario {}", scenario.name);
     println!("==> {}", machine.command_line());
     let captured = qemu::capture(&machine, timeout).context("running QEMU")?;
@@ -335,11 +346,23 @@ pub fn to_chrome(dump: &Dump, title: &str) -> Value {
                 "notification",
                 json!({ "notification": format!("{a0:#x}"), "word": a1 }),
             ),
+            // An MSI arrives on its vector (0x80 and up), a line on its GSI.
+            Some(Kind::Irq) if a0 >= 0x80 => (
+                "msi".to_string(),
+                "irq",
+                json!({ "vector": format!("{a0:#x}"), "bound": a1 != 0, "interrupted": a2,
+                        "interrupted_name": thread_name(&dump.names, a2) }),
+            ),
             Some(Kind::Irq) => (
                 "irq".to_string(),
                 "irq",
                 json!({ "gsi": a0, "bound": a1 != 0, "interrupted": a2,
                         "interrupted_name": thread_name(&dump.names, a2) }),
+            ),
+            Some(Kind::IrqAck) if a0 >= 0x1_0000 => (
+                "msi ack".to_string(),
+                "irq",
+                json!({ "vector": format!("{:#x}", a0 - 0x1_0000 + 0x80) }),
             ),
             Some(Kind::IrqAck) => ("irq ack".to_string(), "irq", json!({ "gsi": a0 })),
             Some(Kind::Fault) => (
