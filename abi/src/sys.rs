@@ -128,7 +128,9 @@ syscalls! {
     MsiAlloc = 34,
     /// Device control cap arg 0: the physical (bus) address of frame or
     /// untyped cap arg 1 in result 0, log2 of its size in result 1, 1 in
-    /// result 2 for device memory (0 for RAM; frames always 0).
+    /// result 2 for device memory (0 for RAM; frames always 0). For the
+    /// device control capability itself: the PCI configuration window
+    /// (ECAM) of the ACPI MCFG (`InvalidState` without one).
     PhysAddress = 35,
     /// Records a marker in the kernel trace (docs/profiling.md): label
     /// bytes in args 0..2 (24 bytes, little-endian, NUL-padded), a value

@@ -83,6 +83,24 @@ static MSI: Mutex<MsiVectors> = Mutex::new(MsiVectors {
     last_tsc: [0; MSI_VECTORS],
 });
 
+/// The PCI configuration window (ECAM) of segment 0 from the ACPI MCFG,
+/// as `PhysAddress` answers it for the device control capability: its
+/// physical base (bus 0's registers) and log2 of the bytes of the buses it
+/// covers, rounded up to a power of two. `None` without an MCFG.
+static PCI_WINDOW: Mutex<Option<(u64, u32)>> = Mutex::new(None);
+
+/// Records the MCFG's segment-0 window (boot, before user space).
+pub fn set_pci_window(regions: &[kcore::acpi::EcamRegion]) {
+    let window = regions
+        .iter()
+        .find(|r| r.segment == 0 && r.bus_start == 0)
+        .map(|r| {
+            let buses = u64::from(r.bus_end) + 1;
+            (r.base, 20 + buses.next_power_of_two().trailing_zeros())
+        });
+    *PCI_WINDOW.lock() = window;
+}
+
 /// Whether `vector` is an MSI vector (handled by [`on_interrupt`] too).
 pub fn is_msi_vector(vector: u64) -> bool {
     kcore::ioapic::is_msi_vector(vector)
@@ -375,7 +393,16 @@ pub fn decode(k: &Kernel, c: &Thread, sys: Sys, regs: [u64; 6]) -> Result<Call, 
             let a = args::PhysAddress::from_regs(regs);
             lookup(k, c, a.control, ObjectType::DeviceControl, Rights::READ)?;
             let (_, cap) = crate::syscall::full_slot(k, c, a.cap)?;
-            if let Some(u) = kcore::typed::UntypedCap::from_cap(&cap) {
+            if cap.kind == ObjectType::DeviceControl {
+                // The control capability stands for the PCI host bridge:
+                // its "address" is the configuration window.
+                let (phys, size_bits) = (*PCI_WINDOW.lock()).ok_or(Error::InvalidState)?;
+                Call::PhysAddress {
+                    phys,
+                    size_bits,
+                    device: true,
+                }
+            } else if let Some(u) = kcore::typed::UntypedCap::from_cap(&cap) {
                 Call::PhysAddress {
                     phys: u.phys,
                     size_bits: u.size_bits,

@@ -76,6 +76,9 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
         }
     };
     let cpus = platform.map_or(1, |p| p.cpu_count());
+    if let Some(p) = &platform {
+        irq::set_pci_window(p.ecam_regions());
+    }
     let banner_tsc = cpu::rdtsc();
     kprintln!(
         "Pecan {VERSION} microkernel (x86_64): {} MiB usable memory, {cpus} CPU{}",

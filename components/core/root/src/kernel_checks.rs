@@ -684,6 +684,13 @@ fn device_control_check(c: &mut Checks, info: &BootInfo) {
             format_args!("{got:?} for {:#x} ({} bits)", u.phys, u.size_bits),
         );
     }
+    // The control capability's own "address": the MCFG's window.
+    let window = syscall::phys_address(control, control);
+    c.expect(
+        "phys-address-pci-window",
+        window.is_ok_and(|w| w.phys == ECAM && w.device),
+        format_args!("{window:?}"),
+    );
     c.result(
         "msi-alloc-cpu-offline",
         syscall::msi_alloc(control, DEVICE_SLOTS + 45, info.cpu_count as u32).map(|_| ()),

@@ -8,8 +8,10 @@
 //!    `policy = [{ label = "blk", pci = ["1af4:1042"] }]`, written by xtask
 //!    from the drivers' `devices` keys (docs/scenarios.md, "Devices");
 //! 2. maps the PCI configuration window (ECAM) from the device memory init
-//!    handed it (`interfaces::child::platform`) and enumerates every
-//!    function reachable from bus 0 (`pci::enumerate`);
+//!    handed it (`interfaces::child::platform`) — where the firmware's
+//!    ACPI MCFG says it is, which the kernel answers as the device control
+//!    capability's "physical address" — and enumerates every function
+//!    reachable from buses 0 and 1 (`pci::enumerate`);
 //! 3. places every memory BAR in the 32-bit window [`BAR_WINDOW`] and every
 //!    I/O BAR in its I/O-port window — the firmware (qboot) leaves them all
 //!    unassigned — largest first, each naturally aligned and on pages of
@@ -30,9 +32,7 @@
 //!
 //! Bad input: a request naming a device, BAR or interrupt that is not the
 //! session's is refused with `REFUSED`; a device the policy gives to two
-//! drivers is given to neither (logged). The ECAM base is q35's
-//! (0xb000_0000): the ACPI MCFG table is read by the kernel but not yet
-//! handed to user space; a machine with another window would need it.
+//! drivers is given to neither (logged).
 //!
 //! Not yet: INTx (devices without MSI or MSI-X are refused an interrupt),
 //! buses behind bridges beyond the first two buses' worth of ECAM mapped,
@@ -68,8 +68,6 @@ use ucore::config::parse_tree;
 
 rt::entry!(main);
 
-/// q35's ECAM window (see the module doc).
-const ECAM_PHYS: u64 = 0xb000_0000;
 /// Buses mapped: one 2 MiB frame of ECAM covers buses 0 and 1.
 const ECAM_BUSES: u8 = 2;
 const ECAM_VA: usize = 0x20_0000_0000;
@@ -259,9 +257,20 @@ impl Service {
             next_slot: MADE_FIRST,
             next_own_va: OWN_MAP_VA,
         };
+        // The configuration window the firmware's ACPI MCFG names (q35:
+        // 0xb000_0000): the kernel answers it for the control capability.
+        let window = syscall::phys_address(control, control).map_err(|e| {
+            alloc::format!("no PCI configuration window (the kernel found no ACPI MCFG: {e})")
+        })?;
+        let ecam = window.phys;
+        println!(
+            "platform: PCI configuration window at {ecam:#x} ({} buses; buses 0..{} mapped)",
+            (1u64 << window.size_bits) >> 20,
+            ECAM_BUSES
+        );
         let ecam_frame = service
-            .frames_at(ECAM_PHYS, 21, 1)
-            .map_err(|e| alloc::format!("ECAM at {ECAM_PHYS:#x}: {e}"))?;
+            .frames_at(ecam, 21, 1)
+            .map_err(|e| alloc::format!("ECAM at {ecam:#x}: {e}"))?;
         // SAFETY: ECAM_VA.. (2 MiB) is used by nothing else of this program.
         let region = unsafe {
             Region::map(
