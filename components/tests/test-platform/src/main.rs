@@ -4,12 +4,17 @@
 //! - `arg & 0xff == 0`: the full check on its virtio-blk disk — its device
 //!   and nothing more (a second device index refused, a second session
 //!   refused while the first is open), the MSI-X table's page withheld
-//!   from its BAR, the virtio registers read and written through its BAR
-//!   mapping, then a DMA round trip: sector 1 written from one DMA buffer
-//!   and read back into another, completion by an MSI-X interrupt aimed
-//!   at CPU `arg >> 8` (the kernel reports where it arrived); the host
-//!   checks the sector in the disk image after the run. It closes the
-//!   session and exits 0 when every check passed.
+//!   from its BAR; then the device through the virtio transport
+//!   (`rt::virtio`, no register offsets or `unsafe` here): features
+//!   (event index), the capacity from the device configuration, queue 0
+//!   as large as the device offers, a DMA round trip — sector 1 written
+//!   from a DMA buffer and read back into it, completion by an MSI-X
+//!   interrupt aimed at CPU `arg >> 8` (the kernel reports where it
+//!   arrived) — and a batch: 32 writes in flight at once with one
+//!   notification and one interrupt, then 32 reads of them likewise,
+//!   compared. The host checks sector 1 and a batch sector in the disk
+//!   image after the run. It closes the session and exits 0 when every
+//!   check passed.
 //! - `arg == 1`: a component without devices: its session is refused.
 //! - `arg == 2`: writes just past its BAR mapping: the write faults (init
 //!   reports it), nothing else happens.
