@@ -41,7 +41,7 @@ use core::ops::{Deref, DerefMut};
 use abi::map::Cache;
 use abi::{CapSlot, Error};
 use pci::virtio::{cfg_type, common, feature, status, NO_VECTOR};
-use virtio::{Layout, QueueError, QueueMemory, SplitQueue, MAX_QUEUE_SIZE};
+use virtio::{Layout, QueueError, QueueMemory, SplitQueue};
 
 use crate::mmio::Region;
 use crate::session::platform::{Platform, PlatformError, IRQ_MSIX};
@@ -242,14 +242,18 @@ impl VirtQueue {
         syscall::wait(notification).map_err(VirtioError::Irq)?;
         syscall::irq_ack_cpu(handler).map_err(VirtioError::Irq)
     }
-}
 
-/// The largest power of two not above `n` (0 for 0).
-fn floor_power_of_two(n: u16) -> u16 {
-    if n == 0 {
-        0
-    } else {
-        1 << (15 - n.leading_zeros())
+    /// Whether the queue's interrupt signalled its notification since the
+    /// last wait, without blocking (acknowledged if so). Interrupts that
+    /// arrive before the driver looks coalesce in the notification word:
+    /// this says "at least one".
+    pub fn poll_interrupt(&self) -> Result<bool, VirtioError> {
+        let (handler, notification) = self.irq.ok_or(VirtioError::Irq(Error::InvalidArgument))?;
+        let word = syscall::poll(notification).map_err(VirtioError::Irq)?;
+        if word != 0 {
+            syscall::irq_ack_cpu(handler).map_err(VirtioError::Irq)?;
+        }
+        Ok(word != 0)
     }
 }
 
@@ -463,10 +467,7 @@ impl<'s> VirtioDevice<'s> {
     ) -> Result<VirtQueue, VirtioError> {
         self.write16(common::QUEUE_SELECT, n)?;
         let max = self.read16(common::QUEUE_SIZE)?;
-        let size = floor_power_of_two(max.min(cap).min(MAX_QUEUE_SIZE));
-        if size == 0 {
-            return Err(VirtioError::NoQueue(n));
-        }
+        let size = Layout::queue_size(max, cap).ok_or(VirtioError::NoQueue(n))?;
         if self.read16(common::QUEUE_ENABLE)? != 0 {
             return Err(VirtioError::QueueEnabled(n));
         }
@@ -484,6 +485,9 @@ impl<'s> VirtioDevice<'s> {
             self.has_feature(feature::RING_EVENT_IDX),
         )?;
         self.write16(common::QUEUE_SIZE, size)?;
+        if self.read16(common::QUEUE_SIZE)? != size {
+            return Err(VirtioError::NoQueue(n));
+        }
         let handler = match irq {
             Some(irq) => {
                 let (handler, kind) = self.platform.irq(self.index, irq.entry, irq.cpu)?;

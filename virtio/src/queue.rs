@@ -89,6 +89,15 @@ impl Layout {
         })
     }
 
+    /// The size to give a queue whose device offers `offered` entries
+    /// (its `queue_size` register) when the driver wants at most `cap`:
+    /// the largest power of two within both (and 32768); `None` when
+    /// either is 0 (no such queue).
+    pub fn queue_size(offered: u16, cap: u16) -> Option<u16> {
+        let n = offered.min(cap).min(MAX_QUEUE_SIZE);
+        (n != 0).then(|| 1 << (15 - n.leading_zeros()))
+    }
+
     fn ring_slot(&self, i: u16) -> usize {
         self.driver + 4 + 2 * usize::from(i % self.size)
     }

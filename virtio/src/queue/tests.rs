@@ -244,6 +244,23 @@ fn layouts_and_alignment() {
 }
 
 #[test]
+fn queue_sizes_are_powers_of_two_within_offer_and_cap() {
+    assert_eq!(Layout::queue_size(256, 1024), Some(256));
+    assert_eq!(Layout::queue_size(1024, 256), Some(256));
+    assert_eq!(Layout::queue_size(1000, 0xffff), Some(512));
+    assert_eq!(Layout::queue_size(0xffff, 0xffff), Some(32768));
+    assert_eq!(Layout::queue_size(3, 16), Some(2));
+    assert_eq!(Layout::queue_size(1, 1), Some(1));
+    assert_eq!(Layout::queue_size(0, 16), None);
+    assert_eq!(Layout::queue_size(256, 0), None);
+    for offered in 0..=u16::MAX {
+        if let Some(s) = Layout::queue_size(offered, 300) {
+            assert!(s.is_power_of_two() && s <= offered && s <= 300 && s > offered.min(300) / 2);
+        }
+    }
+}
+
+#[test]
 fn chains_reach_the_device_and_come_back() {
     let (mut q, mut dev) = queue(16, true);
     let t1 = q.add(&request(1, true)).unwrap();

@@ -431,14 +431,20 @@ fn round_trip(platform: &Session<Platform>, cpu: u32, c: &mut Checks) {
         same && completed == 2,
         format_args!("DMA round trip: sector {SECTOR} written and read back, 512 bytes equal"),
     );
-    batch(platform, &dev, &mut q, c);
+    batch(platform, &dev, &mut q, cpu, c);
 }
 
 /// [`BATCH`] requests in flight at once, published with one `idx` store
 /// and one notification, completions by interrupt (asked for once all
 /// are done: `used_event`), for writes of sectors [`BATCH_SECTOR`].. and
 /// then for reading them back.
-fn batch(platform: &Session<Platform>, dev: &VirtioDevice<'_>, q: &mut VirtQueue, c: &mut Checks) {
+fn batch(
+    platform: &Session<Platform>,
+    dev: &VirtioDevice<'_>,
+    q: &mut VirtQueue,
+    cpu: u32,
+    c: &mut Checks,
+) {
     let (mem, bus) = match dma(platform, 32 * 1024) {
         Ok(m) => m,
         Err(e) => return c.expect(false, format_args!("batch DMA memory refused: {e}")),
@@ -487,10 +493,14 @@ fn batch(platform: &Session<Platform>, dev: &VirtioDevice<'_>, q: &mut VirtQueue
         // already): wait for that (no spinning), take them all; should
         // some be missing, ask again for the rest.
         let mut wait = true;
+        let mut elsewhere = 0;
         while left > 0 {
             if wait {
                 match q.wait_interrupt() {
-                    Ok(_) => *interrupts += 1,
+                    Ok(at) => {
+                        *interrupts += 1;
+                        elsewhere += u32::from(at != cpu);
+                    }
                     Err(e) => return c.expect(false, format_args!("batch: wait: {e}")),
                 }
             }
@@ -521,12 +531,26 @@ fn batch(platform: &Session<Platform>, dev: &VirtioDevice<'_>, q: &mut VirtQueue
                 }
             }
         }
+        // With event index the device sent exactly one interrupt, the one
+        // waited for: nothing more may be pending (without suppression,
+        // interrupts for completions after the wake-up would be).
+        let later = q.poll_interrupt();
         let statuses = (0..BATCH).all(|i| mem.read8(request(i).status) == Some(0));
         let what = if kind == 1 { "write" } else { "read" };
         c.expect(
-            usize::from(in_flight) == BATCH && *notifications == 1 && *interrupts == 1 && statuses,
+            usize::from(in_flight) == BATCH
+                && *notifications == 1
+                && *interrupts == 1
+                && elsewhere == 0
+                && later == Ok(false)
+                && statuses,
             format_args!(
-                "batch {what}: {in_flight} requests in flight at once, {notifications} notification, {interrupts} interrupt, every status 0"
+                "batch {what}: {in_flight} requests in flight at once, {notifications} notification, {interrupts} interrupt on CPU {cpu} ({elsewhere} elsewhere, {} later), every status 0",
+                match later {
+                    Ok(false) => "none",
+                    Ok(true) => "some",
+                    Err(_) => "unknown",
+                }
             ),
         );
     }
