@@ -275,19 +275,13 @@ impl<'s> VirtioDevice<'s> {
             Err(PlatformError::Refused(_)) => None,
             Err(e) => return Err(e.into()),
         };
-        let raw = [
-            (cfg_type::COMMON, Some(common)),
-            (cfg_type::NOTIFY, Some(notify)),
-            (cfg_type::ISR, Some(isr)),
-            (cfg_type::DEVICE, device),
-        ];
+        let blocks = [Some(common), Some(notify), Some(isr), device];
         // Map, per BAR, the pages from its first block's to its last's.
         let mut bars: [Option<Region>; 6] = Default::default();
         let mut first_page = [0usize; 6];
         for bar in 0..6u8 {
-            let blocks = raw.iter().filter_map(|(_, b)| b.filter(|b| b.bar == bar));
             let (mut lo, mut hi) = (usize::MAX, 0usize);
-            for b in blocks {
+            for b in blocks.iter().flatten().filter(|b| b.bar == bar) {
                 lo = lo.min(b.offset as usize);
                 hi = hi.max(b.offset as usize + b.length as usize);
             }
