@@ -27,6 +27,9 @@
 //!   child from an ELF file; [`spawn`]'s module doc lists the steps.
 //! - [`cpu`]: the CPUs the component may use (its CPU set) and placing
 //!   its threads on them.
+//! - [`mmio`]: device registers and DMA memory as bounds-checked
+//!   windows; [`virtio`]: the virtio-pci transport and split virtqueues
+//!   (the `virtio` crate) over a Platform session.
 //! - [`stream`]: packet streams (`ucore::packet_stream`) on Pecan
 //!   notifications.
 //! - A global allocator (`linked_list_allocator`) over a static 256 KiB
@@ -79,6 +82,7 @@ pub mod start;
 pub mod stream;
 pub mod syscall;
 pub mod transfer;
+pub mod virtio;
 
 pub use heap::HEAP_SIZE;
 pub use start::{component, Component};

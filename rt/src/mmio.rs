@@ -5,11 +5,44 @@
 //! Invariant: a [`Region`] exists only while its pages are mapped to
 //! device memory (or memory the caller shares with a device) for the
 //! caller alone; every access is inside it and naturally aligned.
+//!
+//! [`Region::map_new`] maps without `unsafe` at the caller: it places
+//! the window in [`WINDOWS`], a range of every component's address space
+//! that belongs to the runtime (like its heap arena) — nothing else of a
+//! program maps there.
 
+use core::ops::Range;
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+use abi::caddr::own;
 use abi::map::{Cache, MapAttr};
 use abi::{CapSlot, Error};
+use interfaces::child;
 
 use crate::syscall;
+
+/// The runtime's range for [`Region::map_new`]'s windows (1 TiB, never
+/// reused: a window's addresses are not handed out again).
+pub const WINDOWS: Range<usize> = 0x6000_0000_0000..0x6100_0000_0000;
+
+/// The next free address in [`WINDOWS`].
+static NEXT_WINDOW: AtomicUsize = AtomicUsize::new(WINDOWS.start);
+
+/// Reserves `bytes` of [`WINDOWS`] aligned to `align` (a power of two).
+fn reserve(bytes: usize, align: usize) -> Option<usize> {
+    let mut next = NEXT_WINDOW.load(Ordering::Relaxed);
+    loop {
+        let start = next.checked_next_multiple_of(align)?;
+        let end = start.checked_add(bytes)?;
+        if end > WINDOWS.end {
+            return None;
+        }
+        match NEXT_WINDOW.compare_exchange(next, end, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return Some(start),
+            Err(now) => next = now,
+        }
+    }
+}
 
 /// A mapped window of device registers.
 #[derive(Debug)]
@@ -46,6 +79,42 @@ impl Region {
             len += frame_bytes;
         }
         Ok(Region { va, len })
+    }
+
+    /// Maps `count` frames (each `frame_bytes` bytes: 4 KiB or 2 MiB, the
+    /// window aligned to it) one after the other into the component's own
+    /// address space (`interfaces::child::OWN_VSPACE`), writable, with
+    /// `cache`, at a fresh window of [`WINDOWS`]. Frames past `count` are
+    /// not mapped. [`Error::OutOfMemory`] when the range is used up.
+    pub fn map_new(
+        frames: impl Iterator<Item = CapSlot>,
+        count: usize,
+        frame_bytes: usize,
+        cache: Cache,
+    ) -> Result<Region, Error> {
+        if !frame_bytes.is_power_of_two() {
+            return Err(Error::InvalidArgument);
+        }
+        let bytes = count
+            .checked_mul(frame_bytes)
+            .ok_or(Error::InvalidArgument)?;
+        let va = reserve(bytes, frame_bytes).ok_or(Error::OutOfMemory)?;
+        // SAFETY: `reserve` handed `[va, va + bytes)` out of the runtime's
+        // own range to this window alone (module docs).
+        let region = unsafe {
+            Region::map(
+                own(child::OWN_VSPACE),
+                frames.take(count),
+                frame_bytes,
+                va,
+                cache,
+            )
+        }?;
+        if region.len != bytes {
+            // Fewer frames than promised: the window is what was mapped.
+            return Err(Error::InvalidArgument);
+        }
+        Ok(region)
     }
 
     /// The window over `len` bytes at `va`, already mapped.

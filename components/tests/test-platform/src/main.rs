@@ -4,12 +4,17 @@
 //! - `arg & 0xff == 0`: the full check on its virtio-blk disk — its device
 //!   and nothing more (a second device index refused, a second session
 //!   refused while the first is open), the MSI-X table's page withheld
-//!   from its BAR, the virtio registers read and written through its BAR
-//!   mapping, then a DMA round trip: sector 1 written from one DMA buffer
-//!   and read back into another, completion by an MSI-X interrupt aimed
-//!   at CPU `arg >> 8` (the kernel reports where it arrived); the host
-//!   checks the sector in the disk image after the run. It closes the
-//!   session and exits 0 when every check passed.
+//!   from its BAR; then the device through the virtio transport
+//!   (`rt::virtio`, no register offsets or `unsafe` here): features
+//!   (event index), the capacity from the device configuration, queue 0
+//!   as large as the device offers, a DMA round trip — sector 1 written
+//!   from a DMA buffer and read back into it, completion by an MSI-X
+//!   interrupt aimed at CPU `arg >> 8` (the kernel reports where it
+//!   arrived) — and a batch: 32 writes in flight at once with one
+//!   notification and one interrupt, then 32 reads of them likewise,
+//!   compared. The host checks sector 1 and a batch sector in the disk
+//!   image after the run. It closes the session and exits 0 when every
+//!   check passed.
 //! - `arg == 1`: a component without devices: its session is refused.
 //! - `arg == 2`: writes just past its BAR mapping: the write faults (init
 //!   reports it), nothing else happens.
@@ -20,18 +25,17 @@
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
-use core::sync::atomic::{fence, Ordering};
-
-use pci::virtio::{cfg_type, common, feature, status};
+use pci::virtio::{cfg_type, feature};
 use rt::abi::caddr::own;
 use rt::abi::map::Cache;
 use rt::abi::ObjectType;
 use rt::interfaces::child;
 use rt::mmio::Region;
 use rt::println;
-use rt::session::platform::{Platform, PlatformError};
+use rt::session::platform::{Platform, PlatformError, IRQ_MSIX};
 use rt::session::{self, Donor, Session};
 use rt::syscall;
+use rt::virtio::{Buffer, QueueIrq, VirtQueue, VirtioDevice, VirtioError};
 
 rt::entry!(main);
 
@@ -45,10 +49,15 @@ const NOTIFICATION: u32 = SESSION + 6;
 
 const BAR_VA: usize = 0x20_0000_0000;
 const DMA_VA: usize = 0x30_0000_0000;
-/// The virtio BAR of QEMU's modern virtio-pci functions is found through
-/// the session (`VIRTIO`), not assumed; queue 0 gets this many entries.
-const QUEUE: u16 = 16;
+/// Queue 0 gets as many entries as the device offers, up to this.
+const QUEUE: u16 = 1024;
 const SECTOR: u64 = 1;
+/// The disk (tests/platform.toml: 1 MiB).
+const DISK_SECTORS: u64 = 2048;
+/// Requests in flight at once in the batch check, on sectors from
+/// [`BATCH_SECTOR`] on (sector 1 keeps the host-checked pattern).
+const BATCH: usize = 32;
+const BATCH_SECTOR: u64 = 64;
 /// The byte pattern written: `PATTERN_SEED + i` for byte i (the host
 /// check in tests/platform.toml knows it).
 const PATTERN_SEED: u8 = 0x5a;
@@ -157,10 +166,7 @@ fn full(cpu: u32) -> i32 {
         ),
     );
     check_msix_withheld(&platform, &mut c);
-    match map_virtio_bar(&platform) {
-        Ok((bar, bar_index)) => round_trip(&platform, &bar, bar_index, cpu, &mut c),
-        Err(e) => c.expect(false, format_args!("virtio BAR: {e}")),
-    }
+    round_trip(&platform, cpu, &mut c);
     match platform.close() {
         Ok(_) => println!("test-platform: session closed"),
         Err(e) => c.expect(false, format_args!("close: {e}")),
@@ -259,64 +265,82 @@ fn map_virtio_bar(platform: &Session<Platform>) -> Result<(Region, u32), Platfor
     Ok((region, u32::from(common.bar)))
 }
 
-/// A virtio-blk request through queue 0: write sector 1 from a DMA
-/// buffer, read it back into another, compare; completions by MSI-X.
-fn round_trip(
-    platform: &Session<Platform>,
-    bar: &Region,
-    bar_index: u32,
-    cpu: u32,
-    c: &mut Checks,
-) {
-    let block = |t| {
-        platform
-            .virtio(0, t)
-            .ok()
-            .filter(|b| u32::from(b.bar) == bar_index)
-    };
-    let (Some(cfg), Some(notify)) = (block(cfg_type::COMMON), block(cfg_type::NOTIFY)) else {
-        c.expect(false, format_args!("virtio blocks outside the mapped BAR"));
-        return;
-    };
-    let at = |r: u32| cfg.offset as usize + r as usize;
-    // Reset, then the handshake of virtio 1.x (3.1.1).
-    bar.write8(at(common::DEVICE_STATUS), 0);
-    bar.write8(
-        at(common::DEVICE_STATUS),
-        status::ACKNOWLEDGE | status::DRIVER,
-    );
-    bar.write32(at(common::DEVICE_FEATURE_SELECT), 1);
-    let high = bar.read32(at(common::DEVICE_FEATURE)).unwrap_or(0);
-    let version_1 = 1 << (feature::VERSION_1 - 32);
-    c.expect(
-        high & version_1 != 0,
-        format_args!("the device offers VERSION_1 (features 63..32 {high:#x})"),
-    );
-    bar.write32(at(common::DRIVER_FEATURE_SELECT), 1);
-    bar.write32(at(common::DRIVER_FEATURE), version_1);
-    bar.write32(at(common::DRIVER_FEATURE_SELECT), 0);
-    bar.write32(at(common::DRIVER_FEATURE), 0);
-    bar.write8(
-        at(common::DEVICE_STATUS),
-        status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK,
-    );
-    let st = bar.read8(at(common::DEVICE_STATUS)).unwrap_or(0);
-    c.expect(
-        st & status::FEATURES_OK != 0,
-        format_args!("features accepted (status {st:#x})"),
-    );
+/// A sector's request in DMA memory `mem`: the 16-byte header at
+/// `header`, 512 data bytes at `data`, the status byte at `status`.
+#[derive(Clone, Copy)]
+struct Request {
+    header: usize,
+    data: usize,
+    status: usize,
+}
 
-    // The interrupt: MSI-X entry 0 on the CPU asked for.
-    let irq = match platform.irq(0, 0, cpu) {
-        Ok((slot, kind)) => {
-            println!("test-platform: interrupt handler for MSI-X entry 0 (kind {kind}), CPU {cpu}");
-            slot
-        }
-        Err(e) => {
-            c.expect(false, format_args!("interrupt refused: {e}"));
-            return;
-        }
+impl Request {
+    /// Writes the header (`kind` 1: write, 0: read) and a status the
+    /// device must overwrite; the chain to add, in bus addresses.
+    fn prepare(&self, mem: &Region, bus: u64, kind: u32, sector: u64) -> [Buffer; 3] {
+        mem.write32(self.header, kind);
+        mem.write32(self.header + 4, 0);
+        mem.write64(self.header + 8, sector);
+        mem.write8(self.status, 0xff);
+        [
+            Buffer {
+                addr: bus + self.header as u64,
+                len: 16,
+                device_writes: false,
+            },
+            Buffer {
+                addr: bus + self.data as u64,
+                len: 512,
+                device_writes: kind == 0,
+            },
+            Buffer {
+                addr: bus + self.status as u64,
+                len: 1,
+                device_writes: true,
+            },
+        ]
+    }
+}
+
+/// Byte `j` of the batch's sector `i`.
+fn batch_byte(i: usize, j: usize) -> u8 {
+    (i * 31 + j * 7 + 3) as u8
+}
+
+/// Maps `bytes` of the session's DMA memory write-back: the window and
+/// its bus address.
+fn dma(platform: &Session<Platform>, bytes: u64) -> Result<(Region, u64), VirtioError> {
+    let d = platform.dma(bytes)?;
+    let frames = (d.first..d.first + d.frames).filter_map(|i| platform.donated_slot(i));
+    let mem = Region::map_new(frames, d.frames as usize, 4096, Cache::WriteBack)
+        .map_err(VirtioError::Map)?;
+    Ok((mem, d.bus_address))
+}
+
+/// virtio-blk through the transport (`rt::virtio`): queue 0 as large as
+/// the device offers (up to [`QUEUE`]), its MSI-X interrupt on CPU `cpu`.
+/// Sector 1 written from a DMA buffer and read back into it, one request
+/// at a time; then [`BATCH`] sectors written at once and read back at
+/// once, each batch with one notification and completion by interrupt.
+fn round_trip(platform: &Session<Platform>, cpu: u32, c: &mut Checks) {
+    let mut dev = match VirtioDevice::open(platform, 0, 0) {
+        Ok(d) => d,
+        Err(e) => return c.expect(false, format_args!("virtio device: {e}")),
     };
+    let event_idx = dev.has_feature(feature::RING_EVENT_IDX);
+    c.expect(
+        dev.has_feature(feature::VERSION_1),
+        format_args!(
+            "features accepted: {:#x} (VERSION_1, event index {})",
+            dev.features(),
+            if event_idx { "on" } else { "off" }
+        ),
+    );
+    let capacity = dev.config_read64(0);
+    c.expect(
+        capacity == Ok(DISK_SECTORS),
+        format_args!("capacity from the device configuration: {capacity:?} sectors"),
+    );
     let notification = own(NOTIFICATION);
     if syscall::retype(
         own(child::UNTYPED),
@@ -326,114 +350,73 @@ fn round_trip(
         1,
     )
     .is_err()
-        || syscall::irq_bind(irq, notification).is_err()
     {
-        c.expect(false, format_args!("cannot bind the interrupt"));
-        return;
+        return c.expect(false, format_args!("cannot make a notification"));
+    }
+    let irq = QueueIrq {
+        entry: 0,
+        cpu,
+        notification,
+    };
+    let mut q = match dev.queue(0, QUEUE, Some(irq)) {
+        Ok(q) => q,
+        Err(e) => return c.expect(false, format_args!("queue 0: {e}")),
+    };
+    // The transport took only an MSI-X interrupt (kind IRQ_MSIX).
+    println!("test-platform: interrupt handler for MSI-X entry 0 (kind {IRQ_MSIX}), CPU {cpu}");
+    c.expect(
+        q.size() == q.max_size().min(QUEUE) && usize::from(q.size()) >= 3 * BATCH,
+        format_args!(
+            "queue 0: {} of {} entries, MSI-X entry 0, event index {}",
+            q.size(),
+            q.max_size(),
+            q.event_idx()
+        ),
+    );
+    if let Err(e) = dev.driver_ok() {
+        return c.expect(false, format_args!("DRIVER_OK: {e}"));
     }
 
-    // DMA: page 0 the queue, page 1 the requests.
-    let dma = match platform.dma(8192) {
-        Ok(d) => d,
-        Err(e) => {
-            c.expect(false, format_args!("DMA memory refused: {e}"));
-            return;
-        }
-    };
-    let pages = (dma.first..dma.first + dma.frames).filter_map(|i| platform.donated_slot(i));
-    // SAFETY: DMA_VA.. is used by nothing else of this program.
-    let Ok(mem) = (unsafe {
-        Region::map(
-            own(child::OWN_VSPACE),
-            pages,
-            4096,
-            DMA_VA,
-            Cache::WriteBack,
-        )
-    }) else {
-        c.expect(false, format_args!("cannot map the DMA memory"));
-        return;
+    let (mem, bus) = match dma(platform, 8192) {
+        Ok(m) => m,
+        Err(e) => return c.expect(false, format_args!("DMA memory refused: {e}")),
     };
     println!(
-        "test-platform: DMA memory: {} bytes at bus address {:#x}",
-        mem.len(),
-        dma.bus_address
+        "test-platform: DMA memory: {} bytes at bus address {bus:#x}",
+        mem.len()
     );
-    let bus = dma.bus_address;
-    let (desc, avail, used) = (0usize, 256usize, 512usize);
-    let (header, data, status_at) = (4096usize, 4096 + 512, 4096 + 1024);
-
-    bar.write16(at(common::QUEUE_SELECT), 0);
-    let max = bar.read16(at(common::QUEUE_SIZE)).unwrap_or(0);
-    let size = QUEUE.min(max);
-    bar.write16(at(common::QUEUE_SIZE), size);
-    bar.write16(at(common::QUEUE_MSIX_VECTOR), 0);
-    let vector = bar.read16(at(common::QUEUE_MSIX_VECTOR)).unwrap_or(0xffff);
-    c.expect(
-        vector == 0 && size > 0,
-        format_args!("queue 0: {size} of {max} entries, MSI-X entry {vector}"),
-    );
-    for (reg, addr) in [
-        (common::QUEUE_DESC, bus + desc as u64),
-        (common::QUEUE_DRIVER, bus + avail as u64),
-        (common::QUEUE_DEVICE, bus + used as u64),
-    ] {
-        bar.write32(at(reg), addr as u32);
-        bar.write32(at(reg) + 4, (addr >> 32) as u32);
-    }
-    bar.write16(at(common::QUEUE_ENABLE), 1);
-    let notify_off = bar.read16(at(common::QUEUE_NOTIFY_OFF)).unwrap_or(0);
-    let doorbell =
-        notify.offset as usize + usize::from(notify_off) * notify.notify_off_multiplier as usize;
-    bar.write8(
-        at(common::DEVICE_STATUS),
-        status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK | status::DRIVER_OK,
-    );
-
+    let one = Request {
+        header: 0,
+        data: 512,
+        status: 1024,
+    };
     for i in 0..512 {
-        mem.write8(data + i, PATTERN_SEED.wrapping_add(i as u8));
+        mem.write8(one.data + i, PATTERN_SEED.wrapping_add(i as u8));
     }
-    let mut used_idx = 0u16;
+    let mut completed = 0u32;
     // Write (type 1), then read (type 0) into the same buffer after
     // clearing it: the bytes that come back came from the disk.
-    for (n, (kind, what)) in [(1u32, "write"), (0u32, "read")].into_iter().enumerate() {
+    for (kind, what) in [(1u32, "write"), (0u32, "read")] {
         if kind == 0 {
             for i in 0..512 {
-                mem.write8(data + i, 0);
+                mem.write8(one.data + i, 0);
             }
         }
-        mem.write32(header, kind);
-        mem.write32(header + 4, 0);
-        mem.write64(header + 8, SECTOR);
-        mem.write8(status_at, 0xff);
-        let data_flags = if kind == 0 { 2 } else { 0 }; // WRITE: the device writes it
-        let chain = [
-            (bus + header as u64, 16u32, 1u16),
-            (bus + data as u64, 512, 1 | data_flags),
-            (bus + status_at as u64, 1, 2),
-        ];
-        for (i, (addr, len, flags)) in chain.into_iter().enumerate() {
-            let d = desc + 16 * i;
-            mem.write64(d, addr);
-            mem.write32(d + 8, len);
-            mem.write16(d + 12, flags);
-            mem.write16(d + 14, i as u16 + 1);
-        }
-        let idx = n as u16;
-        mem.write16(avail + 4 + 2 * usize::from(idx % size), 0);
-        fence(Ordering::SeqCst);
-        mem.write16(avail + 2, idx + 1);
-        fence(Ordering::SeqCst);
-        bar.write16(doorbell, 0);
+        let chain = one.prepare(&mem, bus, kind, SECTOR);
+        let sent = q
+            .add(&chain)
+            .map_err(VirtioError::Queue)
+            .and_then(|_| q.enable_interrupts().map_err(VirtioError::Queue))
+            .and_then(|_| dev.kick(&mut q));
         // Wait for the interrupt (no spinning): the notification word.
-        let woke = syscall::wait(notification);
-        let arrived = syscall::irq_ack_cpu(irq);
-        used_idx = mem.read16(used + 2).unwrap_or(0);
-        let st = mem.read8(status_at).unwrap_or(0xff);
+        let arrived = sent.and_then(|_| q.wait_interrupt());
+        let used = q.pop_used();
+        completed += u32::from(matches!(used, Ok(Some(_))));
+        let st = mem.read8(one.status).unwrap_or(0xff);
         c.expect(
-            woke.is_ok() && used_idx == idx + 1 && st == 0,
+            arrived.is_ok() && completed == 2 - kind && st == 0,
             format_args!(
-                "{what} of sector {SECTOR}: completed by an interrupt on CPU {} (used {used_idx}, status {st})",
+                "{what} of sector {SECTOR}: completed by an interrupt on CPU {} (used {completed}, status {st})",
                 arrived.map_or(-1, i64::from)
             ),
         );
@@ -442,9 +425,144 @@ fn round_trip(
             format_args!("the interrupt arrived at the CPU asked for ({cpu})"),
         );
     }
-    let same = (0..512).all(|i| mem.read8(data + i) == Some(PATTERN_SEED.wrapping_add(i as u8)));
+    let same =
+        (0..512).all(|i| mem.read8(one.data + i) == Some(PATTERN_SEED.wrapping_add(i as u8)));
     c.expect(
-        same && used_idx == 2,
+        same && completed == 2,
         format_args!("DMA round trip: sector {SECTOR} written and read back, 512 bytes equal"),
+    );
+    batch(platform, &dev, &mut q, cpu, c);
+}
+
+/// [`BATCH`] requests in flight at once, published with one `idx` store
+/// and one notification, completions by interrupt (asked for once all
+/// are done: `used_event`), for writes of sectors [`BATCH_SECTOR`].. and
+/// then for reading them back.
+fn batch(
+    platform: &Session<Platform>,
+    dev: &VirtioDevice<'_>,
+    q: &mut VirtQueue,
+    cpu: u32,
+    c: &mut Checks,
+) {
+    let (mem, bus) = match dma(platform, 32 * 1024) {
+        Ok(m) => m,
+        Err(e) => return c.expect(false, format_args!("batch DMA memory refused: {e}")),
+    };
+    let request = |i: usize| Request {
+        data: 512 * i,
+        header: 512 * BATCH + 16 * i,
+        status: 512 * BATCH + 16 * BATCH + i,
+    };
+    for i in 0..BATCH {
+        for j in 0..512 {
+            mem.write8(request(i).data + j, batch_byte(i, j));
+        }
+    }
+    let mut counts = [(0u32, 0u32); 2];
+    for (phase, kind) in [1u32, 0].into_iter().enumerate() {
+        if kind == 0 {
+            for i in 0..BATCH {
+                for j in 0..512 {
+                    mem.write8(request(i).data + j, 0);
+                }
+            }
+        }
+        let mut tokens = [None; BATCH];
+        for (i, token) in tokens.iter_mut().enumerate() {
+            let chain = request(i).prepare(&mem, bus, kind, BATCH_SECTOR + i as u64);
+            match q.add(&chain) {
+                Ok(t) => *token = Some(t),
+                Err(e) => return c.expect(false, format_args!("batch: request {i}: {e}")),
+            }
+        }
+        let in_flight = q.in_flight();
+        let (notifications, interrupts) = &mut counts[phase];
+        // One interrupt when all are done; then one publication.
+        let kicked = q
+            .interrupt_after(BATCH as u16)
+            .map_err(VirtioError::Queue)
+            .and_then(|_| dev.kick(q));
+        match kicked {
+            Ok(rang) => *notifications += u32::from(rang),
+            Err(e) => return c.expect(false, format_args!("batch: kick: {e}")),
+        }
+        let mut done = [false; BATCH];
+        let mut left = BATCH;
+        // The device interrupts once the last of them is done (maybe
+        // already): wait for that (no spinning), take them all; should
+        // some be missing, ask again for the rest.
+        let mut wait = true;
+        let mut elsewhere = 0;
+        while left > 0 {
+            if wait {
+                match q.wait_interrupt() {
+                    Ok(at) => {
+                        *interrupts += 1;
+                        elsewhere += u32::from(at != cpu);
+                    }
+                    Err(e) => return c.expect(false, format_args!("batch: wait: {e}")),
+                }
+            }
+            loop {
+                match q.pop_used() {
+                    Ok(Some(used)) => {
+                        let Some(i) = tokens.iter().position(|t| *t == Some(used.token)) else {
+                            return c.expect(false, format_args!("batch: unknown token"));
+                        };
+                        let want = if kind == 0 { 513 } else { 1 };
+                        if done[i] || used.len != want {
+                            return c.expect(
+                                false,
+                                format_args!("batch: request {i} done twice or {} bytes", used.len),
+                            );
+                        }
+                        done[i] = true;
+                        left -= 1;
+                    }
+                    Ok(None) => break,
+                    Err(e) => return c.expect(false, format_args!("batch: {e}")),
+                }
+            }
+            if left > 0 {
+                match q.interrupt_after(left as u16) {
+                    Ok(already) => wait = !already,
+                    Err(e) => return c.expect(false, format_args!("batch: {e}")),
+                }
+            }
+        }
+        // With event index the device sent exactly one interrupt, the one
+        // waited for: nothing more may be pending (without suppression,
+        // interrupts for completions after the wake-up would be).
+        let later = q.poll_interrupt();
+        let statuses = (0..BATCH).all(|i| mem.read8(request(i).status) == Some(0));
+        let what = if kind == 1 { "write" } else { "read" };
+        c.expect(
+            usize::from(in_flight) == BATCH
+                && *notifications == 1
+                && *interrupts == 1
+                && elsewhere == 0
+                && later == Ok(false)
+                && statuses,
+            format_args!(
+                "batch {what}: {in_flight} requests in flight at once, {notifications} notification, {interrupts} interrupt on CPU {cpu} ({elsewhere} elsewhere, {} later), every status 0",
+                match later {
+                    Ok(false) => "none",
+                    Ok(true) => "some",
+                    Err(_) => "unknown",
+                }
+            ),
+        );
+    }
+    let equal = (0..BATCH)
+        .filter(|&i| (0..512).all(|j| mem.read8(request(i).data + j) == Some(batch_byte(i, j))))
+        .count();
+    let (notifications, interrupts) = counts[1];
+    c.expect(
+        equal == BATCH,
+        format_args!(
+            "batch: {BATCH} requests in flight, {notifications} notification, {interrupts} interrupt{}, all {equal} sectors read back equal",
+            if interrupts == 1 { "" } else { "s" }
+        ),
     );
 }
