@@ -75,6 +75,8 @@ benches! {
     PecanScenario("smp-bench-2") "ipc-cross-cpu-busy" => "IPC call one-way to a thread on another CPU that runs a lower-priority thread (the IPI preempts it), 0 words",
     Pecan "ipc-intra-0w-fpu" => "IPC call one-way, same address space, 0 words, caller used vector registers",
     Pecan "fpu-first-use" => "first vector instruction of a turn (#NM, state restored)",
+    PecanScenario("platform-bench") "irq-latency" => "MSI-X interrupt to its driver thread: from the kernel taking a virtio-blk completion's MSI-X to the driver running after its Wait (ticks)",
+    PecanScenario("platform-bench") "irq-ack" => "IrqAck of an MSI-X handler, round trip",
     Linux "getppid" => "getppid system call, round trip",
     Linux "futex-threads-0w" => "futex ping-pong between threads, one-way, 0 words",
     Linux "futex-threads-4w" => "futex ping-pong between threads, one-way, 4 words in shared memory",
@@ -181,6 +183,8 @@ pub const ROWS: &[(&str, Option<&str>)] = &[
     ("ipc-cross-cpu-busy", None),
     ("ipc-intra-0w-fpu", None),
     ("fpu-first-use", None),
+    ("irq-latency", None),
+    ("irq-ack", None),
 ];
 
 /// The Pecan benchmark called `name`, whoever runs it.

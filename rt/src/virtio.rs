@@ -200,6 +200,18 @@ pub struct VirtioDevice<'s> {
     features: u64,
 }
 
+/// An interrupt waited for with [`VirtQueue::wait_interrupt_timed`].
+#[derive(Clone, Copy, Debug)]
+pub struct TimedInterrupt {
+    /// Where and when the kernel took it.
+    pub arrival: syscall::IrqArrival,
+    /// The TSC right after the thread's `Wait` returned.
+    pub woke: u64,
+    /// Ticks from `woke` to after the `IrqAck` (the timing stub's own
+    /// cost included; subtract `bench::timestamp_overhead`).
+    pub ack_ticks: u64,
+}
+
 /// A virtqueue of a [`VirtioDevice`]: a [`SplitQueue`] in DMA memory (use
 /// it through `Deref`: `add`, `pop_used`, `interrupt_after`, ...), its
 /// doorbell and its interrupt.
@@ -241,6 +253,23 @@ impl VirtQueue {
         let (handler, notification) = self.irq.ok_or(VirtioError::Irq(Error::InvalidArgument))?;
         syscall::wait(notification).map_err(VirtioError::Irq)?;
         syscall::irq_ack_cpu(handler).map_err(VirtioError::Irq)
+    }
+
+    /// [`Self::wait_interrupt`], timed: where and when the kernel took the
+    /// interrupt (`IrqAck`'s answer), the TSC when this thread ran again
+    /// after its `Wait`, and the ticks the `IrqAck` took (the lab's
+    /// `irq-latency` and `irq-ack`).
+    pub fn wait_interrupt_timed(&self) -> Result<TimedInterrupt, VirtioError> {
+        let (handler, notification) = self.irq.ok_or(VirtioError::Irq(Error::InvalidArgument))?;
+        syscall::wait(notification).map_err(VirtioError::Irq)?;
+        let woke = syscall::rdtsc();
+        let arrival = syscall::irq_ack_info(handler).map_err(VirtioError::Irq)?;
+        let acked = syscall::rdtsc();
+        Ok(TimedInterrupt {
+            arrival,
+            woke,
+            ack_ticks: acked.wrapping_sub(woke),
+        })
     }
 
     /// Whether the queue's interrupt signalled its notification since the

@@ -25,6 +25,8 @@
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+extern crate alloc;
+
 use pci::virtio::{cfg_type, feature};
 use rt::abi::caddr::own;
 use rt::abi::map::Cache;
@@ -66,8 +68,87 @@ fn main(arg: u64) -> i32 {
     match arg & 0xff {
         1 => stranger(),
         2 => outside(),
+        3 => match open(DONOR_BLOCK, DONOR_TABLE, SESSION) {
+            Err(e) => {
+                println!("test-platform: FAILED: Platform session: {e}");
+                1
+            }
+            Ok(platform) => match bench_irq(&platform) {
+                Ok(()) => 0,
+                Err(e) => {
+                    println!("test-platform: FAILED: interrupt benchmark: {e}");
+                    1
+                }
+            },
+        },
         _ => full((arg >> 8) as u32),
     }
+}
+
+/// Measured requests of [`bench_irq`], after [`BENCH_WARM_UP`] unrecorded.
+const BENCH_SAMPLES: usize = 50;
+const BENCH_WARM_UP: usize = 5;
+
+/// `arg == 3` (`scenarios/platform-bench.toml`, the lab's `irq-latency`
+/// and `irq-ack`): one-sector reads of the virtio-blk disk, one at a time,
+/// each completed by its MSI-X interrupt on CPU 0. For each: the ticks from
+/// the kernel taking the interrupt (the TSC `IrqAck` answers) to this
+/// thread running after its `Wait`, and the ticks of the `IrqAck` itself
+/// (timing stub subtracted). `BENCH` lines (`bench::report`).
+fn bench_irq(platform: &Session<Platform>) -> Result<(), VirtioError> {
+    let mut dev = VirtioDevice::open(platform, 0, 0)?;
+    let notification = own(NOTIFICATION);
+    syscall::retype(
+        own(child::UNTYPED),
+        ObjectType::Notification,
+        0,
+        notification,
+        1,
+    )
+    .map_err(VirtioError::Irq)?;
+    let irq = QueueIrq {
+        entry: 0,
+        cpu: 0,
+        notification,
+    };
+    let mut q = dev.queue(0, 16, Some(irq))?;
+    dev.driver_ok()?;
+    let (mem, bus) = dma(platform, 4096)?;
+    let one = Request {
+        header: 0,
+        data: 512,
+        status: 1024,
+    };
+    let overhead = bench::timestamp_overhead();
+    let mut latency = [0u64; BENCH_SAMPLES];
+    let mut ack = [0u64; BENCH_SAMPLES];
+    for i in 0..BENCH_WARM_UP + BENCH_SAMPLES {
+        let chain = one.prepare(&mem, bus, 0, SECTOR);
+        q.add(&chain)?;
+        q.enable_interrupts()?;
+        dev.kick(&mut q)?;
+        let t = q.wait_interrupt_timed()?;
+        q.pop_used()?;
+        if let Some(k) = i.checked_sub(BENCH_WARM_UP) {
+            latency[k] = t.woke.wrapping_sub(t.arrival.tsc).saturating_sub(overhead);
+            ack[k] = t.ack_ticks.saturating_sub(overhead);
+        }
+    }
+    let mut scratch = [0u64; BENCH_SAMPLES];
+    for (name, what, samples) in [
+        (
+            "irq-latency",
+            "virtio-blk read completions: the kernel taking the MSI-X to the driver running after its Wait, ticks",
+            &latency,
+        ),
+        ("irq-ack", "IrqAck of an MSI-X handler, round trip, ticks", &ack),
+    ] {
+        let mut line = alloc::string::String::new();
+        if bench::report(&mut line, name, what, bench::Unit::Ticks, samples, &mut scratch).is_ok() {
+            let _ = syscall::debug_write(line.as_bytes());
+        }
+    }
+    Ok(())
 }
 
 fn open(block: u32, table: u32, slot: u32) -> Result<Session<Platform>, session::OpenError> {
