@@ -256,6 +256,58 @@ pub fn fifo_scheduling() -> io::Result<()> {
     check(r.into(), "sched_setscheduler(SCHED_FIFO, 1)").map(|_| ())
 }
 
+/// Puts the calling thread under `SCHED_IDLE`: it runs only when no other
+/// thread of its CPU wants to (the soaker of the I/O method).
+pub fn idle_scheduling() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: param is a valid sched_param for the call.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    check(r.into(), "sched_setscheduler(SCHED_IDLE)").map(|_| ())
+}
+
+/// A private anonymous mapping: page-aligned memory (for `O_DIRECT`).
+pub struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+impl Mapping {
+    pub fn new(len: usize) -> io::Result<Self> {
+        // SAFETY: a fresh anonymous mapping; no existing memory is touched.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(e.kind(), format!("mmap {len} bytes: {e}")));
+        }
+        let ptr = NonNull::new(p.cast()).ok_or_else(|| io::Error::other("mmap returned null"))?;
+        Ok(Mapping { ptr, len })
+    }
+
+    /// The mapping's bytes.
+    pub fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: the mapping is `len` readable and writable bytes, alive
+        // while self is, and the mutable borrow of self makes this the
+        // only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: we own the mapping and nothing borrows it any more.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
 /// Waits until everything written to standard output has left (for a
 /// terminal such as the serial console: until the UART sent it), so that
 /// the console's interrupts do not land in the next benchmark. Not a
