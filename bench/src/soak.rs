@@ -64,6 +64,18 @@
 //! instructions of a turn it has not counted yet (at most 2 ticks per
 //! preemption, counted as busy).
 //!
+//! Measured (Linux `blk-read-64k-linux`, 6 boots of 8 runs): a run costs
+//! between two bounds about 13 % apart, 398 and 453 busy ticks per KiB
+//! (25,500 and 29,000 per 64 KiB read), and a run in between mixes the
+//! two. The bounds fit one explanation: a completion that arrives before
+//! the reader has gone to sleep spares the switch to the soaker and back
+//! (a few thousand instructions on Linux); one that arrives later does
+//! not. Which happens depends on how fast the host thread is against the
+//! emulated CPU. Five boots in a row gave medians of 441–452 (spread
+//! 2.4 %), an earlier one 398: the tolerance is therefore
+//! [`TOLERANCE_PERCENT`] = 15 %, and no claim is made on a difference
+//! smaller than that.
+//!
 //! # Wall-clock throughput
 //!
 //! Icount time is not wall time: how fast the bytes went is measured
@@ -83,7 +95,7 @@ pub const TICKS_PER_ITERATION: u64 = 3;
 pub const MIN_RUNS: usize = 5;
 /// The spread of an I/O CPU cost the lab accepts, in percent of the
 /// median (see the module doc, "Tolerance").
-pub const TOLERANCE_PERCENT: u64 = 10;
+pub const TOLERANCE_PERCENT: u64 = 15;
 /// Fixed-point scale of CPU cost figures: 1000 means 1 busy tick per KiB.
 pub const COST_SCALE: u64 = 1000;
 
@@ -298,7 +310,7 @@ mod tests {
         assert_eq!((s.runs, s.median, s.min, s.max), (5, 100, 90, 110));
         assert!((s.spread_percent - 20.0).abs() < 1e-9);
         assert!(!s.within_tolerance());
-        let mut tight = [100, 101, 99, 100, 102];
+        let mut tight = [100, 101, 99, 100, 114];
         assert!(run_stats(&mut tight).unwrap().within_tolerance());
         let mut few = [100, 100];
         assert!(!run_stats(&mut few).unwrap().within_tolerance());

@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use formats::bytes::{read_u16, read_u32, read_u64};
 
 use crate::util::display_path;
 
@@ -37,15 +38,9 @@ pub fn canonical(name: &str) -> String {
 /// Reads the `.modinfo` section of an ELF64 little-endian relocatable
 /// object (a `.ko`): NUL-separated `key=value` strings.
 pub fn modinfo(elf: &[u8]) -> Result<ModInfo> {
-    let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    let u64_at = |o: usize| {
-        elf.get(o..o + 8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-    };
-    let u32_at = |o: usize| {
-        elf.get(o..o + 4)
-            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
-    };
+    let u16_at = |o: usize| read_u16(elf, o);
+    let u32_at = |o: usize| read_u32(elf, o);
+    let u64_at = |o: usize| read_u64(elf, o);
     if elf.get(..6) != Some(b"\x7fELF\x02\x01") {
         bail!("not an ELF64 little-endian file");
     }
@@ -56,10 +51,15 @@ pub fn modinfo(elf: &[u8]) -> Result<ModInfo> {
     };
     let shoff = usize::try_from(shoff)?;
     let section = |i: usize| -> Result<(u32, &[u8])> {
-        let at = shoff + i * usize::from(shentsize);
-        let (Some(name), Some(offset), Some(size)) =
-            (u32_at(at), u64_at(at + 0x18), u64_at(at + 0x20))
-        else {
+        let at = i
+            .checked_mul(usize::from(shentsize))
+            .and_then(|o| o.checked_add(shoff))
+            .context("section header offset overflows")?;
+        let (Some(name), Some(offset), Some(size)) = (
+            u32_at(at),
+            at.checked_add(0x18).and_then(u64_at),
+            at.checked_add(0x20).and_then(u64_at),
+        ) else {
             bail!("truncated section header {i}");
         };
         let start = usize::try_from(offset)?;

@@ -240,15 +240,9 @@ fn ensure_static_glibc() -> Result<()> {
 /// Whether an ELF64 x86-64 file asks for a dynamic linker (`PT_INTERP`).
 fn needs_interpreter(elf: &[u8]) -> Result<bool> {
     const PT_INTERP: u32 = 3;
-    let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    let u32_at = |o: usize| {
-        elf.get(o..o + 4)
-            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
-    };
-    let u64_at = |o: usize| {
-        elf.get(o..o + 8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-    };
+    let u16_at = |o: usize| formats::bytes::read_u16(elf, o);
+    let u32_at = |o: usize| formats::bytes::read_u32(elf, o);
+    let u64_at = |o: usize| formats::bytes::read_u64(elf, o);
     if elf.get(..5) != Some(b"\x7fELF\x02") || u16_at(18) != Some(62) {
         bail!("not an ELF64 x86-64 file");
     }

@@ -13,6 +13,14 @@
 //! the runs' median (higher is better). Rows one side lacks are listed as
 //! `n/a`, never given a figure.
 //!
+//! What the ratios mean: under TCG a wall-clock figure is the emulator's
+//! speed on the instructions a path executes, not a hardware cost — TCG
+//! emulates AVX loops more slowly per byte than `rep movs`, for instance
+//! (measured: memcpy-runtime against memcpy-glibc 0.60× without icount,
+//! 1.5× in instructions). For I/O, where the device's host threads set
+//! the pace, the ratio is what the lab claims; for CPU-bound rows the
+//! icount table is the reference and the wall-clock row a check.
+//!
 //! Output: the table on the terminal, `target/bench/wall.md` and
 //! `target/bench/wall.json` (every pair's figures), the serial logs as
 //! `target/bench/*-serial-wall-N.log`.
