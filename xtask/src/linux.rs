@@ -138,12 +138,7 @@ pub fn prepare(names: &[String]) -> Result<LinuxGuest> {
     let bench =
         std::fs::read(&binary).with_context(|| format!("reading {}", display_path(&binary)))?;
     let index = crate::kmod::Index::load(&pieces.modules)?;
-    let mut modules = Vec::new();
-    for (name, path) in index.resolve(MODULES)? {
-        let bytes =
-            std::fs::read(&path).with_context(|| format!("reading {}", display_path(&path)))?;
-        modules.push((name, bytes));
-    }
+    let modules = index.resolve(MODULES)?;
     let image = initramfs(&busybox, &bench, names, &modules)?;
     let initramfs = debian::cache_dir(&root).join("initramfs.cpio");
     crate::util::write_atomically(&initramfs, &image)?;
