@@ -26,7 +26,9 @@
 //! [`DISK_MIB`] MiB in `target/bench/work/linux/`, attached as Pecan's
 //! scenarios attach theirs (`crate::devices`: `virtio-blk-pci` with
 //! `disable-legacy=on`, after `-vga none -nic none`); the guest sees it as
-//! `/dev/vda`.
+//! `/dev/vda`. Under icount the disk is paced
+//! (`crate::devices::Attached::pace_disks`) so that every read takes the
+//! path it takes on hardware: the reader sleeps, the completion wakes it.
 //!
 //! API: [`run_linux_benchmarks`] (serial log at
 //! `target/bench/linux-serial.log`), or [`prepare`] and
@@ -376,7 +378,11 @@ impl LinuxGuest {
                 }],
                 ..Devices::default()
             };
-            machine.devices = devices.prepare(&work)?.qemu_args();
+            let mut attached = devices.prepare(&work)?;
+            if machine.icount {
+                attached.pace_disks(crate::devices::BENCH_DISK_IOPS);
+            }
+            machine.devices = attached.qemu_args();
         }
         println!(
             "==> booting {} with {} benchmarks: {}",
