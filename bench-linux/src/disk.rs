@@ -6,7 +6,8 @@
 //! `blk-read-64k-linux` reads the whole virtio disk `/dev/vda` (a fresh
 //! sparse raw image the lab attaches, see `xtask/src/linux.rs`) in 64 KiB
 //! `pread`s with `O_DIRECT` — no page cache, every read goes to the device
-//! — once unrecorded, then [`RUNS`] recorded runs.
+//! — into one physically contiguous buffer (a transparent huge page), once
+//! unrecorded, then [`RUNS`] recorded runs.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -82,9 +83,10 @@ fn pread_all(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// Sequential reads of `block` bytes covering the first `bytes` of the
-/// device, with `O_DIRECT` into a page-aligned buffer: [`RUNS`] recorded
-/// runs after one unrecorded, the soaker counting.
+/// Sequential reads of `block` bytes (at most 2 MiB) covering the device,
+/// with `O_DIRECT` into a buffer in a transparent huge page (physically
+/// contiguous, as Pecan's DMA buffers are: [`sys::Mapping::huge`]):
+/// [`RUNS`] recorded runs after one unrecorded, the soaker counting.
 pub fn sequential_read(path: &str, block: usize) -> io::Result<IoRuns> {
     let disk = open_direct(path)?;
     let fd = disk.as_raw_fd();
@@ -95,8 +97,14 @@ pub fn sequential_read(path: &str, block: usize) -> io::Result<IoRuns> {
             "{path} has {size} bytes, less than one block of {block}"
         )));
     }
-    let mut buffer = sys::Mapping::new(block)?;
+    let mut buffer = sys::Mapping::huge(block)?;
     let buf = buffer.bytes();
+    if sys::physically_contiguous(buf)? == Some(false) {
+        return Err(io::Error::other(
+            "the read buffer is not physically contiguous: no transparent huge page \
+             (the guest's /init sets /sys/kernel/mm/transparent_hugepage/enabled to madvise)",
+        ));
+    }
     let pass = |buf: &mut [u8]| -> io::Result<()> {
         for i in 0..blocks {
             pread_all(fd, buf, i * block as u64)?;
@@ -142,6 +150,8 @@ mod tests {
         let r = match r {
             // A file system without O_DIRECT (tmpfs before Linux 6.6).
             Err(e) if e.kind() == io::ErrorKind::InvalidInput => return,
+            // A host whose transparent huge pages are off.
+            Err(e) if e.to_string().contains("not physically contiguous") => return,
             r => r.unwrap(),
         };
         assert_eq!(r.bytes, 256 * 1024);

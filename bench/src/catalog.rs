@@ -101,7 +101,7 @@ benches! {
     Linux "memcpy-glibc" => "memcpy 8 MiB, glibc's, bytes/tick",
     Linux "memcpy-bytewise" => "memcpy 8 MiB, one byte at a time, bytes/tick",
     Linux "memset-glibc" => "memset 8 MiB, glibc's, bytes/tick",
-    Linux "blk-read-64k-linux" => "virtio-blk sequential reads of 64 KiB with O_DIRECT from /dev/vda (a fresh sparse 64 MiB raw image), the whole disk per run, a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "blk-read-64k-linux" => "virtio-blk sequential reads of 64 KiB with O_DIRECT from /dev/vda (a fresh sparse 64 MiB raw image, paced) into a buffer in a transparent huge page, the whole disk per run, a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
 }
 
 /// Rows whose figures the emulator distorts, by Pecan benchmark name: the

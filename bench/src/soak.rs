@@ -80,9 +80,17 @@
 //! sleeps. The lab therefore paces its disks in CPU-cost runs (QEMU's
 //! `throttling.iops-total`, 2000 requests per second of host time: xtask's
 //! `devices::Attached::pace_disks`), which puts every request on that
-//! path; it never paces wall-clock runs. Paced, 5 boots of 8 runs gave
-//! medians of 452.5–453.5 busy ticks per KiB (0.2 % apart) with a spread
-//! within a boot of 0.2–1.2 %; the tolerance is [`TOLERANCE_PERCENT`] =
+//! path; it never paces wall-clock runs.
+//!
+//! The guest's memory state picks the path too: how many physical
+//! segments a transfer has depends on where the buffer's pages lie, so the
+//! same reads into an ordinary buffer cost 453 busy ticks per KiB run
+//! alone and 375 after a benchmark that freed 8 MiB. A benchmark therefore
+//! transfers into physically contiguous memory, as a driver's DMA buffer
+//! is on Pecan (Linux: a transparent huge page, checked in
+//! `/proc/self/pagemap`). Paced and contiguous, 5 boots of 8 runs gave
+//! medians of 324.2–325.3 busy ticks per KiB (0.3 % apart) with a spread
+//! within a boot of 0.1–0.3 %; the tolerance is [`TOLERANCE_PERCENT`] =
 //! 3 %, and no claim is made on a difference smaller than that.
 //!
 //! # Wall-clock throughput

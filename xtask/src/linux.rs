@@ -10,6 +10,8 @@
 //! applet links `/init` uses, `/init` itself, `/bench-linux` and the kernel
 //! modules of [`MODULES`] under `/lib/modules/`; `/init` mounts proc, sysfs
 //! and devtmpfs, loads the modules with `insmod` in dependency order, turns
+//! transparent huge pages on for `madvise`d regions only (the disk
+//! benchmarks' buffers; the cloud kernel boots with them off), turns
 //! off real-time throttling (`bench-linux` runs under `SCHED_FIFO`), prints
 //! the kernel release and the CPU vulnerability mitigations in force, runs
 //! `/bench-linux NAMES...`, prints [`EXIT_MARKER`] with its exit status and
@@ -281,6 +283,9 @@ fn init_script(names: &[String], modules: &[&str]) -> String {
          {insmod}\
          mods=\"\"; while read m rest; do mods=\"$mods $m\"; done < /proc/modules\n\
          echo \"bench-linux-init: modules loaded:$mods\"\n\
+         # Transparent huge pages only where asked for (the disk benchmarks'\n\
+         # buffers, for physically contiguous memory); the kernel's default is never.\n\
+         echo madvise > /sys/kernel/mm/transparent_hugepage/enabled\n\
          # bench-linux runs under SCHED_FIFO: no real-time throttling.\n\
          echo -1 > /proc/sys/kernel/sched_rt_runtime_us\n\
          echo \"bench-linux-init: kernel $(uname -r): $(cat /proc/cmdline)\"\n\

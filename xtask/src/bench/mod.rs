@@ -498,7 +498,9 @@ the kernel, the driver, interrupt handling). The figure a goal binds is the CPU 
 completions come from QEMU's host threads, so the figure varies a little from run to run: a spread up to 3 % is \
 the tolerance. Host timing could also pick the guest's path (a completion that beats the emulated CPU to its \
 sleep spares a context switch), so in these runs the lab paces its disks at 2000 requests per second of host time: \
-every read then takes the path it takes on hardware, where the reader always sleeps. Throughput is measured without icount (`cargo xtask bench --wall N`: Pecan and Linux booted \
+every read then takes the path it takes on hardware, where the reader always sleeps; and benchmarks transfer into \
+physically contiguous buffers (on Linux a transparent huge page), so that the guest's memory state does not change \
+the number of segments. Throughput is measured without icount (`cargo xtask bench --wall N`: Pecan and Linux booted \
 alternately in N ≥ 5 pairs, the median paired ratio and its range; `target/bench/wall.md`). A side without the \
 benchmark yet shows `n/a`.";
 
