@@ -28,7 +28,9 @@
 //! [`DISK_MIB`] MiB in `target/bench/work/linux/`, attached as Pecan's
 //! scenarios attach theirs (`crate::devices`: `virtio-blk-pci` with
 //! `disable-legacy=on`, after `-vga none -nic none`); the guest sees it as
-//! `/dev/vda`. Under icount the disk is paced
+//! `/dev/vda`. `cargo xtask bench` boots those benchmarks in a guest of
+//! their own, so that the disk's host-timed completions cannot disturb
+//! the others' exact repetition. Under icount the disk is paced
 //! (`crate::devices::Attached::pace_disks`) so that every read takes the
 //! path it takes on hardware: the reader sleeps, the completion wakes it.
 //!
