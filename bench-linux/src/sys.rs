@@ -265,6 +265,27 @@ pub fn idle_scheduling() -> io::Result<()> {
     check(r.into(), "sched_setscheduler(SCHED_IDLE)").map(|_| ())
 }
 
+/// A fresh anonymous read-write mapping of `len` bytes, `MAP_PRIVATE` or
+/// `MAP_SHARED` (`sharing`): page-aligned and zero-filled.
+fn anonymous_mapping(len: usize, sharing: libc::c_int) -> io::Result<NonNull<u8>> {
+    // SAFETY: a fresh anonymous mapping; no existing memory is touched.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            sharing | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("mmap {len} bytes: {e}")));
+    }
+    NonNull::new(p.cast()).ok_or_else(|| io::Error::other("mmap returned null"))
+}
+
 /// A private anonymous mapping: page-aligned memory (for `O_DIRECT`).
 pub struct Mapping {
     ptr: NonNull<u8>,
@@ -315,22 +336,7 @@ impl Mapping {
     }
 
     pub fn new(len: usize) -> io::Result<Self> {
-        // SAFETY: a fresh anonymous mapping; no existing memory is touched.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(e.kind(), format!("mmap {len} bytes: {e}")));
-        }
-        let ptr = NonNull::new(p.cast()).ok_or_else(|| io::Error::other("mmap returned null"))?;
+        let ptr = anonymous_mapping(len, libc::MAP_PRIVATE)?;
         Ok(Mapping {
             ptr,
             len,
@@ -419,23 +425,9 @@ pub struct SharedPage {
 impl SharedPage {
     pub fn new() -> io::Result<Self> {
         let len = std::mem::size_of::<Exchange>();
-        // SAFETY: a fresh anonymous mapping; no existing memory is touched.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return check(-1, "mmap(MAP_SHARED)").map(|_| unreachable!());
-        }
         // mmap returns page-aligned, zero-filled memory: an Exchange of
         // atomics that are all zero.
-        let ptr = NonNull::new(p.cast::<Exchange>()).expect("mmap returned a null mapping");
+        let ptr = anonymous_mapping(len, libc::MAP_SHARED)?.cast::<Exchange>();
         Ok(SharedPage { ptr })
     }
 }
