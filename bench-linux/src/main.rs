@@ -40,15 +40,23 @@
 //! report (`tcdrain`), so that the serial port's interrupts do not fall
 //! into the next measurement.
 //!
+//! I/O benchmarks ([`disk`]) follow the lab's I/O method ([`bench::soak`]):
+//! a soaker thread under `SCHED_IDLE`, pinned to CPU 0, runs the shared
+//! soaker loop while the benchmark waits for the device, and each run
+//! reports busy ticks (elapsed minus soaked) per KiB.
+//!
 //! Module map: [`sys`] (system calls), [`cpu`] (null system call, bogomips,
 //! memcpy/memset), [`oneway`] (futex, pipe, unix socket and eventfd
-//! ping-pong), [`ring`] (lat_ctx), [`bulk`] (bw_pipe, bw_unix).
+//! ping-pong), [`ring`] (lat_ctx), [`bulk`] (bw_pipe, bw_unix), [`disk`]
+//! (virtio-blk reads), [`soaker`] (the soaker thread).
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 mod bulk;
 mod cpu;
+mod disk;
 mod oneway;
 mod ring;
+mod soaker;
 mod sys;
 
 use std::io::{self, Write};
@@ -57,9 +65,16 @@ use std::process::ExitCode;
 use bench::catalog::{self, Platform};
 use bench::Unit;
 
-/// How a benchmark runs: fill the samples (ticks, or bytes per tick ×
-/// [`bench::THROUGHPUT_SCALE`]) given the timing overhead.
-type Run = fn(&mut [u64], u64) -> io::Result<()>;
+/// How a benchmark runs.
+#[derive(Clone, Copy)]
+enum Run {
+    /// Fill the samples (ticks, or bytes per tick ×
+    /// [`bench::THROUGHPUT_SCALE`]) given the timing overhead.
+    Samples(fn(&mut [u64], u64) -> io::Result<()>),
+    /// An I/O benchmark ([`disk`], [`bench::soak`]): its runs' elapsed and
+    /// soaked figures, reported as CPU cost per run.
+    Io(fn() -> io::Result<disk::IoRuns>),
+}
 
 /// One Linux benchmark: its catalog name, unit, sample count and code.
 struct Benchmark {
@@ -75,21 +90,32 @@ const BIG_SAMPLES: usize = 20;
 /// Samples of the bytewise copy (about 5 ticks per byte: 40 M per sample).
 const BYTEWISE_SAMPLES: usize = 5;
 
-const fn ticks(name: &'static str, run: Run) -> Benchmark {
+type SampleRun = fn(&mut [u64], u64) -> io::Result<()>;
+
+const fn ticks(name: &'static str, run: SampleRun) -> Benchmark {
     Benchmark {
         name,
         unit: Unit::Ticks,
         samples: bench::SAMPLES,
-        run,
+        run: Run::Samples(run),
     }
 }
 
-const fn bytes_per_tick(name: &'static str, samples: usize, run: Run) -> Benchmark {
+const fn bytes_per_tick(name: &'static str, samples: usize, run: SampleRun) -> Benchmark {
     Benchmark {
         name,
         unit: Unit::BytesPerTick,
         samples,
-        run,
+        run: Run::Samples(run),
+    }
+}
+
+const fn io_cost(name: &'static str, run: fn() -> io::Result<disk::IoRuns>) -> Benchmark {
+    Benchmark {
+        name,
+        unit: Unit::TicksPerKib,
+        samples: disk::RUNS,
+        run: Run::Io(run),
     }
 }
 
@@ -121,6 +147,7 @@ const BENCHMARKS: &[Benchmark] = &[
     bytes_per_tick("memcpy-glibc", BIG_SAMPLES, cpu::memcpy_glibc),
     bytes_per_tick("memcpy-bytewise", BYTEWISE_SAMPLES, cpu::memcpy_bytewise),
     bytes_per_tick("memset-glibc", BIG_SAMPLES, cpu::memset_glibc),
+    io_cost("blk-read-64k-linux", disk::blk_read_64k),
 ];
 
 /// The Linux benchmarks of the catalog, in its order.
@@ -162,24 +189,51 @@ fn run_one(bench: &catalog::Bench, overhead: u64) -> io::Result<()> {
             bench.name
         ))
     })?;
-    let mut samples = vec![0u64; b.samples];
-    (b.run)(&mut samples, overhead)?;
-    let mut scratch = vec![0u64; samples.len()];
     let mut line = String::new();
-    bench::report(
-        &mut line,
-        bench.name,
-        bench.what,
-        b.unit,
-        &samples,
-        &mut scratch,
-    )
-    .map_err(|_| io::Error::other("formatting the report line"))?;
+    let formatted = match b.run {
+        Run::Samples(run) => {
+            let mut samples = vec![0u64; b.samples];
+            run(&mut samples, overhead)?;
+            let mut scratch = vec![0u64; samples.len()];
+            bench::report(
+                &mut line,
+                bench.name,
+                bench.what,
+                b.unit,
+                &samples,
+                &mut scratch,
+            )
+        }
+        Run::Io(run) => {
+            let runs = run()?;
+            let costs = io_costs(&runs)?;
+            let mut scratch = vec![0u64; costs.len()];
+            let io = bench::IoRuns {
+                bytes: runs.bytes,
+                elapsed: &runs.elapsed,
+                soaked: &runs.soaked,
+            };
+            bench::report_io(&mut line, bench.name, bench.what, &costs, io, &mut scratch)
+        }
+    };
+    formatted.map_err(|_| io::Error::other("formatting the report line"))?;
     let mut out = io::stdout().lock();
     out.write_all(line.as_bytes())?;
     out.flush()?;
     sys::drain_stdout();
     Ok(())
+}
+
+/// Each run's CPU cost ([`bench::soak::cpu_cost`] of its busy ticks).
+fn io_costs(runs: &disk::IoRuns) -> io::Result<Vec<u64>> {
+    runs.elapsed
+        .iter()
+        .zip(&runs.soaked)
+        .map(|(&elapsed, &soaked)| {
+            bench::soak::cpu_cost(bench::soak::busy(elapsed, soaked), runs.bytes)
+                .ok_or_else(|| io::Error::other("an I/O run moved no bytes"))
+        })
+        .collect()
 }
 
 fn main() -> ExitCode {

@@ -256,6 +256,140 @@ pub fn fifo_scheduling() -> io::Result<()> {
     check(r.into(), "sched_setscheduler(SCHED_FIFO, 1)").map(|_| ())
 }
 
+/// Puts the calling thread under `SCHED_IDLE`: it runs only when no other
+/// thread of its CPU wants to (the soaker of the I/O method).
+pub fn idle_scheduling() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: param is a valid sched_param for the call.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    check(r.into(), "sched_setscheduler(SCHED_IDLE)").map(|_| ())
+}
+
+/// A fresh anonymous read-write mapping of `len` bytes, `MAP_PRIVATE` or
+/// `MAP_SHARED` (`sharing`): page-aligned and zero-filled.
+fn anonymous_mapping(len: usize, sharing: libc::c_int) -> io::Result<NonNull<u8>> {
+    // SAFETY: a fresh anonymous mapping; no existing memory is touched.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            sharing | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("mmap {len} bytes: {e}")));
+    }
+    NonNull::new(p.cast()).ok_or_else(|| io::Error::other("mmap returned null"))
+}
+
+/// A private anonymous mapping: page-aligned memory (for `O_DIRECT`).
+pub struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+    /// Where `bytes` starts within the mapping.
+    offset: usize,
+    /// How many bytes `bytes` covers.
+    used: usize,
+}
+
+/// The size of an x86-64 huge page.
+pub const HUGE_PAGE: usize = 2 << 20;
+
+impl Mapping {
+    /// `len` bytes (at most [`HUGE_PAGE`]) at the start of a 2 MiB-aligned
+    /// region the kernel is asked to back with a transparent huge page
+    /// (`MADV_HUGEPAGE`), touched once: physically contiguous memory when
+    /// the kernel grants it (the cloud kernel's THP mode is `always`), as
+    /// a device's DMA buffer is on Pecan. Without it a buffer's pages lie
+    /// wherever the page allocator finds them, and how many segments a
+    /// 64 KiB transfer has — so its cost — depends on what ran before
+    /// (measured: 453 busy ticks per KiB for the same reads run alone, 375
+    /// after memset-glibc, 325 into a huge page either way). The Linux
+    /// guest's `/init` turns huge pages on for `madvise`d regions only
+    /// (the cloud kernel boots with them off), so nothing else changes.
+    pub fn huge(len: usize) -> io::Result<Self> {
+        if len > HUGE_PAGE {
+            return Err(io::Error::other(format!(
+                "a huge-page buffer holds at most {HUGE_PAGE} bytes, not {len}"
+            )));
+        }
+        let mut m = Mapping::new(2 * HUGE_PAGE)?;
+        let base = m.ptr.as_ptr() as usize;
+        m.offset = base.next_multiple_of(HUGE_PAGE) - base;
+        m.used = len;
+        // SAFETY: the range is inside our mapping (offset < HUGE_PAGE and
+        // the mapping is two huge pages long); madvise only sets a hint.
+        let r = unsafe {
+            libc::madvise(
+                m.ptr.as_ptr().add(m.offset).cast(),
+                HUGE_PAGE,
+                libc::MADV_HUGEPAGE,
+            )
+        };
+        check(r.into(), "madvise(MADV_HUGEPAGE)")?;
+        m.bytes().fill(0);
+        Ok(m)
+    }
+
+    pub fn new(len: usize) -> io::Result<Self> {
+        let ptr = anonymous_mapping(len, libc::MAP_PRIVATE)?;
+        Ok(Mapping {
+            ptr,
+            len,
+            offset: 0,
+            used: len,
+        })
+    }
+
+    /// The mapping's bytes (for [`Mapping::huge`], the buffer asked for).
+    pub fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: offset + used <= len: the range lies in the mapping,
+        // which is readable and writable and alive while self is, and the
+        // mutable borrow of self makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(self.offset), self.used) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: we own the mapping and nothing borrows it any more.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Whether the pages of `buf` are physically consecutive, from
+/// `/proc/self/pagemap`; `None` when the kernel hides frame numbers (not
+/// root) or a page is not present.
+pub fn physically_contiguous(buf: &[u8]) -> io::Result<Option<bool>> {
+    use std::io::{Read, Seek, SeekFrom};
+    const PAGE: u64 = 4096;
+    const PFN_MASK: u64 = (1 << 55) - 1;
+    const PRESENT: u64 = 1 << 63;
+    let mut pagemap = std::fs::File::open("/proc/self/pagemap")?;
+    let start = buf.as_ptr() as u64 / PAGE;
+    let end = (buf.as_ptr() as u64 + buf.len() as u64).div_ceil(PAGE);
+    let mut previous: Option<u64> = None;
+    for page in start..end {
+        pagemap.seek(SeekFrom::Start(page * 8))?;
+        let mut entry = [0u8; 8];
+        pagemap.read_exact(&mut entry)?;
+        let entry = u64::from_le_bytes(entry);
+        let pfn = entry & PFN_MASK;
+        if entry & PRESENT == 0 || pfn == 0 {
+            return Ok(None);
+        }
+        if previous.is_some_and(|p| p + 1 != pfn) {
+            return Ok(Some(false));
+        }
+        previous = Some(pfn);
+    }
+    Ok(Some(true))
+}
+
 /// Waits until everything written to standard output has left (for a
 /// terminal such as the serial console: until the UART sent it), so that
 /// the console's interrupts do not land in the next benchmark. Not a
@@ -291,23 +425,9 @@ pub struct SharedPage {
 impl SharedPage {
     pub fn new() -> io::Result<Self> {
         let len = std::mem::size_of::<Exchange>();
-        // SAFETY: a fresh anonymous mapping; no existing memory is touched.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return check(-1, "mmap(MAP_SHARED)").map(|_| unreachable!());
-        }
         // mmap returns page-aligned, zero-filled memory: an Exchange of
         // atomics that are all zero.
-        let ptr = NonNull::new(p.cast::<Exchange>()).expect("mmap returned a null mapping");
+        let ptr = anonymous_mapping(len, libc::MAP_SHARED)?.cast::<Exchange>();
         Ok(SharedPage { ptr })
     }
 }

@@ -103,6 +103,7 @@ benches! {
     Linux "memcpy-glibc" => "memcpy 8 MiB, glibc's, bytes/tick",
     Linux "memcpy-bytewise" => "memcpy 8 MiB, one byte at a time, bytes/tick",
     Linux "memset-glibc" => "memset 8 MiB, glibc's, bytes/tick",
+    Linux "blk-read-64k-linux" => "virtio-blk sequential reads of 64 KiB with O_DIRECT from /dev/vda (a fresh sparse 64 MiB raw image, paced) into a buffer in a transparent huge page, the whole disk per run, a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
 }
 
 /// Rows whose figures the emulator distorts, by Pecan benchmark name: the
@@ -187,6 +188,26 @@ pub const ROWS: &[(&str, Option<&str>)] = &[
     ("irq-ack", None),
 ];
 
+/// A row of the I/O table (the method: [`crate::soak`]): the same
+/// transfer on both sides, `None` where a side has no benchmark yet (shown
+/// as `n/a`, never a figure). Under icount the row's figure is the CPU
+/// cost, busy ticks per KiB (lower is better); in wall-clock mode it is
+/// the throughput, bytes per host tick (higher is better), as the median
+/// of paired ratios.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoRow {
+    pub what: &'static str,
+    pub pecan: Option<&'static str>,
+    pub linux: Option<&'static str>,
+}
+
+/// The I/O rows. The Pecan block benchmark comes with the block driver.
+pub const IO_ROWS: &[IoRow] = &[IoRow {
+    what: "virtio-blk sequential reads, 64 KiB each, no page cache",
+    pecan: None,
+    linux: Some("blk-read-64k-linux"),
+}];
+
 /// The Pecan benchmark called `name`, whoever runs it.
 pub fn find_pecan(name: &str) -> Option<&'static Bench> {
     ALL.iter().find(|b| b.platform.is_pecan() && b.name == name)
@@ -207,6 +228,14 @@ mod tests {
         for (pecan, linux) in ROWS {
             assert!(find_pecan(pecan).is_some(), "{pecan}");
             if let Some(l) = linux {
+                assert!(find(Platform::Linux, l).is_some(), "{l}");
+            }
+        }
+        for row in IO_ROWS {
+            if let Some(p) = row.pecan {
+                assert!(find_pecan(p).is_some(), "{p}");
+            }
+            if let Some(l) = row.linux {
                 assert!(find(Platform::Linux, l).is_some(), "{l}");
             }
         }

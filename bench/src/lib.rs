@@ -5,7 +5,9 @@
 //! the operation under test: the timestamp, the measuring loop (warm-up,
 //! the timing stub's own cost measured and subtracted, samples), the
 //! statistics, the CPU and memory kernels (a register-increment loop,
-//! memcpy/memset variants) and the report format. Each platform supplies
+//! memcpy/memset variants), the I/O method (a soaker that makes idle time
+//! visible, CPU cost per KiB, paired wall-clock ratios: [`soak`]) and the
+//! report format. Each platform supplies
 //! only a thin layer: how to make a null system call, how to send a message
 //! to another thread, and so on.
 //!
@@ -39,14 +41,19 @@
 //!
 //! `unit` is `"ticks"` (per operation) or `"bytes/tick"` (throughput, with
 //! `min`/`median`/`max` scaled by [`THROUGHPUT_SCALE`] as integers: the
-//! value 1234 means 1.234 bytes per tick). `cargo xtask bench` parses these
-//! lines; anything else on the console is ignored.
+//! value 1234 means 1.234 bytes per tick) or `"ticks/KiB"` (an I/O
+//! benchmark's CPU cost, scaled by [`soak::COST_SCALE`]: busy ticks per KiB
+//! moved, one sample per run; its line adds an `"io"` object with each
+//! run's elapsed ticks and soaker iterations, [`report_io`] and [`soak`]).
+//! `cargo xtask bench` parses these lines; anything else on the console is
+//! ignored.
 #![no_std]
 
 use core::fmt::{self, Write};
 
 pub mod catalog;
 pub mod kernels;
+pub mod soak;
 
 /// Unrecorded iterations before measuring.
 pub const WARM_UP: usize = 100;
@@ -123,6 +130,9 @@ pub enum Unit {
     Ticks,
     /// Bytes per tick × [`THROUGHPUT_SCALE`] (higher is better).
     BytesPerTick,
+    /// Busy ticks per KiB moved × [`soak::COST_SCALE`] (an I/O benchmark's
+    /// CPU cost, lower is better; [`soak`]).
+    TicksPerKib,
 }
 
 impl Unit {
@@ -130,6 +140,7 @@ impl Unit {
         match self {
             Unit::Ticks => "ticks",
             Unit::BytesPerTick => "bytes/tick",
+            Unit::TicksPerKib => "ticks/KiB",
         }
     }
 }
@@ -151,6 +162,66 @@ pub fn report(
     samples: &[u64],
     scratch: &mut [u64],
 ) -> fmt::Result {
+    report_fields(out, name, what, unit, samples, scratch)?;
+    out.write_str("}\n")
+}
+
+/// What an I/O benchmark measured in each of its runs, besides its CPU
+/// cost ([`soak`]): the bytes each run moved and, per run, the elapsed
+/// ticks and the soaker's iterations.
+#[derive(Clone, Copy, Debug)]
+pub struct IoRuns<'a> {
+    pub bytes: u64,
+    pub elapsed: &'a [u64],
+    pub soaked: &'a [u64],
+}
+
+/// Writes an I/O benchmark's report line: [`report`]'s fields (the
+/// samples are the runs' CPU costs, [`Unit::TicksPerKib`]) and
+/// `"io":{"bytes":B,"ticks_per_iteration":T,"elapsed":[...],"soaked":[...]}`,
+/// from which throughput (bytes per elapsed tick) follows.
+pub fn report_io(
+    out: &mut impl Write,
+    name: &str,
+    what: &str,
+    costs: &[u64],
+    io: IoRuns<'_>,
+    scratch: &mut [u64],
+) -> fmt::Result {
+    report_fields(out, name, what, Unit::TicksPerKib, costs, scratch)?;
+    write!(
+        out,
+        ",\"io\":{{\"bytes\":{},\"ticks_per_iteration\":{},\"elapsed\":",
+        io.bytes,
+        soak::TICKS_PER_ITERATION
+    )?;
+    json_list(out, io.elapsed)?;
+    out.write_str(",\"soaked\":")?;
+    json_list(out, io.soaked)?;
+    out.write_str("}}\n")
+}
+
+/// A JSON list of integers.
+fn json_list(out: &mut impl Write, values: &[u64]) -> fmt::Result {
+    out.write_char('[')?;
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
+            out.write_char(',')?;
+        }
+        write!(out, "{v}")?;
+    }
+    out.write_char(']')
+}
+
+/// The fields of a report line, from `BENCH {` to the samples' `]`.
+fn report_fields(
+    out: &mut impl Write,
+    name: &str,
+    what: &str,
+    unit: Unit,
+    samples: &[u64],
+    scratch: &mut [u64],
+) -> fmt::Result {
     let n = samples.len().min(scratch.len());
     scratch[..n].copy_from_slice(&samples[..n]);
     let st = stats(&mut scratch[..n]);
@@ -160,19 +231,13 @@ pub fn report(
     json_string(out, what)?;
     write!(
         out,
-        ",\"unit\":\"{}\",\"min\":{},\"median\":{},\"max\":{},\"samples\":[",
+        ",\"unit\":\"{}\",\"min\":{},\"median\":{},\"max\":{},\"samples\":",
         unit.as_str(),
         st.min,
         st.median,
         st.max
     )?;
-    for (i, s) in samples[..n].iter().enumerate() {
-        if i > 0 {
-            out.write_char(',')?;
-        }
-        write!(out, "{s}")?;
-    }
-    out.write_str("]}\n")
+    json_list(out, &samples[..n])
 }
 
 /// A JSON string literal (quotes, backslashes and control characters
@@ -233,6 +298,29 @@ mod tests {
         assert_eq!(
             out,
             "BENCH {\"name\":\"ipc \\\"x\\\"\",\"what\":\"one-way\\u000a\",\"unit\":\"ticks\",\"min\":1,\"median\":2,\"max\":3,\"samples\":[3,1,2]}\n"
+        );
+    }
+
+    #[test]
+    fn io_report_line_carries_the_runs() {
+        let mut out = String::new();
+        let mut scratch = [0; 2];
+        report_io(
+            &mut out,
+            "blk",
+            "w",
+            &[7, 5],
+            IoRuns {
+                bytes: 1024,
+                elapsed: &[100, 90],
+                soaked: &[10, 0],
+            },
+            &mut scratch,
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            "BENCH {\"name\":\"blk\",\"what\":\"w\",\"unit\":\"ticks/KiB\",\"min\":5,\"median\":7,\"max\":7,\"samples\":[7,5],\"io\":{\"bytes\":1024,\"ticks_per_iteration\":3,\"elapsed\":[100,90],\"soaked\":[10,0]}}\n"
         );
     }
 

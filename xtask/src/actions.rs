@@ -526,6 +526,7 @@ mod tests {
                 devices,
                 disks: vec![("d0".into(), PathBuf::from("/w/my dir/disk-d0.img"))],
                 ports: vec![("net0".into(), 80, 40123)],
+                disk_iops: None,
             },
             dir: PathBuf::from("/w/my dir"),
             serial: PathBuf::from("/w/my dir/serial.log"),

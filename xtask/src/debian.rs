@@ -1,6 +1,7 @@
 //! The Debian packages the Linux guest is made of: the cloud kernel
-//! (`linux-image-<release>-cloud-amd64`, its `boot/vmlinuz-*`) and
-//! `busybox-static` (its `bin/busybox`).
+//! (`linux-image-<release>-cloud-amd64`, its `boot/vmlinuz-*` and its
+//! modules, `lib/modules/<release>/`) and `busybox-static` (its
+//! `bin/busybox`).
 //!
 //! They are fetched once with `apt-get download` (the newest kernel is the
 //! one the meta-package `linux-image-cloud-amd64` depends on), unpacked
@@ -8,9 +9,17 @@
 //!
 //! ```text
 //! target/linux/vmlinuz        the kernel
+//! target/linux/modules/       the kernel's modules: the package's lib/modules/<release>/
+//!                             (kernel/**/*.ko, modules.builtin, modules.order)
 //! target/linux/busybox        the static busybox
 //! target/linux/versions.txt   what they are (key=value lines, see Versions)
 //! ```
+//!
+//! The cloud kernel builds the virtio drivers and FAT as modules; the
+//! benchmark guest's initramfs carries those it needs from this same
+//! package (`crate::kmod`). The package has no `modules.dep` (depmod makes
+//! it at install time): dependencies come from each module's own
+//! `.modinfo` section.
 //!
 //! A complete cache is used as it is, so figures stay comparable across
 //! runs; delete `target/linux/` to fetch the newest packages again. On a
@@ -81,6 +90,8 @@ impl Versions {
 #[derive(Debug, Clone)]
 pub struct GuestPieces {
     pub vmlinuz: PathBuf,
+    /// The kernel package's `lib/modules/<release>/`.
+    pub modules: PathBuf,
     pub busybox: PathBuf,
     pub versions: Versions,
 }
@@ -100,22 +111,28 @@ pub fn guest_pieces(root: &Path) -> Result<GuestPieces> {
         format!(
             "the Linux side of the benchmarks needs Debian's cloud kernel ({KERNEL_META}) and \
              {BUSYBOX_PACKAGE}; xtask fetches them with apt-get and dpkg-deb. Without those, put \
-             a kernel at {0}/vmlinuz, a static busybox at {0}/busybox and their versions in \
-             {0}/{VERSIONS_FILE} (see xtask/src/debian.rs)",
+             a kernel at {0}/vmlinuz, its lib/modules/<release>/ at {0}/modules, a static \
+             busybox at {0}/busybox and their versions in {0}/{VERSIONS_FILE} (see \
+             xtask/src/debian.rs)",
             display_path(&dir)
         )
     })
 }
 
-/// The cache's pieces if all three files are there.
+/// The cache's pieces if all are there (a cache from before the modules
+/// were kept is incomplete: it is fetched again).
 fn cached(dir: &Path) -> Option<GuestPieces> {
     let versions = Versions::from_text(&std::fs::read_to_string(dir.join(VERSIONS_FILE)).ok()?)?;
     let pieces = GuestPieces {
         vmlinuz: dir.join("vmlinuz"),
+        modules: dir.join("modules"),
         busybox: dir.join("busybox"),
         versions,
     };
-    (pieces.vmlinuz.is_file() && pieces.busybox.is_file()).then_some(pieces)
+    (pieces.vmlinuz.is_file()
+        && pieces.busybox.is_file()
+        && pieces.modules.join("modules.builtin").is_file())
+    .then_some(pieces)
 }
 
 /// Downloads and unpacks both packages into `dir`.
@@ -161,10 +178,17 @@ fn fetch(dir: &Path) -> Result<GuestPieces> {
     };
     let pieces = GuestPieces {
         vmlinuz: dir.join("vmlinuz"),
+        modules: dir.join("modules"),
         busybox: dir.join("busybox"),
         versions,
     };
     copy(&vmlinuz_src, &pieces.vmlinuz)?;
+    let modules_src = unpacked
+        .join("lib")
+        .join("modules")
+        .join(&pieces.versions.kernel_release);
+    let _ = std::fs::remove_dir_all(&pieces.modules);
+    copy_tree(&modules_src, &pieces.modules)?;
     copy(&busybox_dir.join("bin").join("busybox"), &pieces.busybox)?;
     // The versions file goes last: it marks the cache complete.
     let versions_path = dir.join(VERSIONS_FILE);
@@ -280,6 +304,24 @@ fn find_vmlinuz(boot: &Path) -> Result<PathBuf> {
     bail!("the kernel package has no boot/vmlinuz-*")
 }
 
+/// Copies the directory `from` to `to` (made), files and directories only.
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("creating {}", display_path(to)))?;
+    let entries =
+        std::fs::read_dir(from).with_context(|| format!("reading {}", display_path(from)))?;
+    for entry in entries {
+        let entry = entry?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else if kind.is_file() {
+            copy(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
 fn copy(from: &Path, to: &Path) -> Result<()> {
     std::fs::copy(from, to)
         .map(|_| ())
@@ -336,6 +378,9 @@ mod tests {
             "kernel_package=p\nkernel_version=1\nkernel_release=r\nbusybox_version=2\n",
         )
         .unwrap();
+        assert!(cached(&dir).is_none(), "no modules yet");
+        std::fs::create_dir_all(dir.join("modules")).unwrap();
+        std::fs::write(dir.join("modules").join("modules.builtin"), b"").unwrap();
         let pieces = cached(&dir).unwrap();
         assert_eq!(pieces.versions.kernel_release, "r");
         std::fs::remove_file(dir.join("busybox")).unwrap();

@@ -44,6 +44,9 @@ pub const MAX_NICS: usize = 4;
 pub const MAX_DISK_MIB: u64 = 65536;
 /// The longest disk or NIC name.
 pub const MAX_NAME_LEN: usize = 32;
+/// The pace of the benchmark lab's disks under icount, requests per second
+/// of host time ([`Attached::pace_disks`]).
+pub const BENCH_DISK_IOPS: u32 = 2000;
 
 /// A `[[disk]]` table as written.
 #[derive(Debug, Deserialize)]
@@ -335,6 +338,7 @@ impl Devices {
             devices: self.clone(),
             disks,
             ports: Vec::new(),
+            disk_iops: None,
         })
     }
 }
@@ -348,6 +352,9 @@ pub struct Attached {
     pub disks: Vec<(String, PathBuf)>,
     /// (NIC name, guest port, host port), once known ([`parse_usernet`]).
     pub ports: Vec<(String, u16, u16)>,
+    /// QEMU's throttling of every disk, requests per second of host time
+    /// ([`Attached::pace_disks`]); `None`: as fast as the host goes.
+    pub disk_iops: Option<u32>,
 }
 
 /// `text` with every comma doubled: QEMU's escape inside an option value.
@@ -356,6 +363,20 @@ fn qemu_escape(text: &str) -> String {
 }
 
 impl Attached {
+    /// Paces every disk at `iops` requests per second of host time
+    /// (`throttling.iops-total`; after a burst of a tenth of that, QEMU's
+    /// default), so that a request always completes well after the guest
+    /// has gone to sleep waiting for it — as on hardware, where a disk
+    /// takes tens of microseconds and the submission path one or two.
+    /// Without it, under icount a completion from QEMU's host thread can
+    /// beat the emulated CPU to the sleep, and the guest's path (and its
+    /// instruction count) depends on the host's speed: the benchmark lab
+    /// uses it for its CPU-cost runs (`bench::soak`), never for
+    /// throughput.
+    pub fn pace_disks(&mut self, iops: u32) {
+        self.disk_iops = Some(iops);
+    }
+
     /// QEMU's arguments for the devices: none without devices; else
     /// `-vga none -nic none` and each device in file order.
     pub fn qemu_args(&self) -> Vec<String> {
@@ -366,10 +387,14 @@ impl Attached {
         let mut args: Vec<String> = ["-vga", "none", "-nic", "none"].map(String::from).into();
         for (name, path) in &self.disks {
             args.push("-drive".into());
-            args.push(format!(
+            let mut drive = format!(
                 "if=none,id=drive.{name},format=raw,file={}",
                 qemu_escape(&path.to_string_lossy())
-            ));
+            );
+            if let Some(iops) = self.disk_iops {
+                drive.push_str(&format!(",throttling.iops-total={iops}"));
+            }
+            args.push(drive);
             args.push("-device".into());
             args.push(format!(
                 "virtio-blk-pci,drive=drive.{name},id=disk.{name},disable-legacy=on"
@@ -573,6 +598,17 @@ mod tests {
             )
         );
         assert_eq!(attached.disk("a"), Some(a.as_path()));
+        // Paced for the lab's CPU-cost runs.
+        let mut paced = attached.clone();
+        paced.pace_disks(2000);
+        let args = paced.qemu_args().join(" ");
+        assert!(
+            args.contains(&format!(
+                "file={},throttling.iops-total=2000 -device virtio-blk-pci,drive=drive.a",
+                a.display()
+            )),
+            "{args}"
+        );
         assert!(Devices::default()
             .prepare(&dir)
             .unwrap()

@@ -7,11 +7,32 @@
 //! `-cpu max`, one vCPU, TCG with `-icount shift=0,align=off`, the memory
 //! the caller asks for — with `-kernel vmlinuz -initrd initramfs.cpio`. The
 //! initramfs (a `newc` cpio written by [`crate::cpio`]) holds busybox, the
-//! applet links `/init` uses, `/init` itself and `/bench-linux`; `/init`
-//! mounts proc, sysfs and devtmpfs, turns off real-time throttling
-//! (`bench-linux` runs under `SCHED_FIFO`), prints the kernel release and
-//! the CPU vulnerability mitigations in force, runs `/bench-linux NAMES...`,
-//! prints [`EXIT_MARKER`] with its exit status and powers off.
+//! applet links `/init` uses, `/init` itself, `/bench-linux` and the kernel
+//! modules of [`MODULES`] under `/lib/modules/`; `/init` mounts proc, sysfs
+//! and devtmpfs, loads the modules with `insmod` in dependency order, turns
+//! transparent huge pages on for `madvise`d regions only (the disk
+//! benchmarks' buffers; the cloud kernel boots with them off), turns
+//! off real-time throttling (`bench-linux` runs under `SCHED_FIFO`), prints
+//! the kernel release and the CPU vulnerability mitigations in force, runs
+//! `/bench-linux NAMES...`, prints [`EXIT_MARKER`] with its exit status and
+//! powers off.
+//!
+//! Modules: Debian's cloud kernel builds the virtio drivers and FAT as
+//! modules. The initramfs carries those of [`MODULES`] and what they
+//! depend on, from the same kernel package as `vmlinuz` (cached by
+//! [`crate::debian`]; dependencies from each module's `.modinfo`, built-in
+//! ones left out: [`crate::kmod`]).
+//!
+//! Disk: when an I/O benchmark that reads a disk is selected
+//! ([`DISK_BENCHMARKS`]), each boot gets a fresh sparse raw image of
+//! [`DISK_MIB`] MiB in `target/bench/work/linux/`, attached as Pecan's
+//! scenarios attach theirs (`crate::devices`: `virtio-blk-pci` with
+//! `disable-legacy=on`, after `-vga none -nic none`); the guest sees it as
+//! `/dev/vda`. `cargo xtask bench` boots those benchmarks in a guest of
+//! their own, so that the disk's host-timed completions cannot disturb
+//! the others' exact repetition. Under icount the disk is paced
+//! (`crate::devices::Attached::pace_disks`) so that every read takes the
+//! path it takes on hardware: the reader sleeps, the completion wakes it.
 //!
 //! API: [`run_linux_benchmarks`] (serial log at
 //! `target/bench/linux-serial.log`), or [`prepare`] and
@@ -29,6 +50,7 @@ use regex::Regex;
 use crate::accel::Accel;
 use crate::cpio::Archive;
 use crate::debian::{self, Versions};
+use crate::devices::{Devices, Disk, DiskSource};
 use crate::qemu::{self, Machine};
 use crate::setup;
 use crate::util::{cargo, display_path, shell_quote, workspace_root};
@@ -46,7 +68,22 @@ pub const CMDLINE: &str = "console=ttyS0 quiet panic=-1";
 /// What `/init` prints after `bench-linux` returned: `EXIT_MARKER <status>`.
 pub const EXIT_MARKER: &str = "bench-linux-init: exit";
 /// The busybox applets `/init` uses.
-const APPLETS: &[&str] = &["sh", "mount", "uname", "cat", "poweroff"];
+const APPLETS: &[&str] = &["sh", "mount", "uname", "cat", "poweroff", "insmod"];
+/// The kernel modules the guest loads (with their dependencies): the
+/// virtio PCI transport, the block and network drivers, FAT with the code
+/// page and character set it mounts with by default (cp437, ascii).
+pub const MODULES: &[&str] = &[
+    "virtio_pci",
+    "virtio_blk",
+    "virtio_net",
+    "vfat",
+    "nls_cp437",
+    "nls_ascii",
+];
+/// The Linux benchmarks that read the lab's disk (`/dev/vda`).
+pub const DISK_BENCHMARKS: &[&str] = &["blk-read-64k-linux"];
+/// The size of that disk: a sparse file, fresh for each boot.
+pub const DISK_MIB: u64 = 64;
 
 /// A guest ready to boot: kernel, initramfs and what they are.
 #[derive(Debug, Clone)]
@@ -56,6 +93,9 @@ pub struct LinuxGuest {
     pub versions: Versions,
     /// The benchmarks `/init` runs (empty: all).
     pub names: Vec<String>,
+    /// Under icount (true, the default) or on the host's clock (the lab's
+    /// wall-clock mode).
+    pub icount: bool,
 }
 
 /// One boot of the guest.
@@ -103,7 +143,9 @@ pub fn prepare(names: &[String]) -> Result<LinuxGuest> {
         .with_context(|| format!("reading {}", display_path(&pieces.busybox)))?;
     let bench =
         std::fs::read(&binary).with_context(|| format!("reading {}", display_path(&binary)))?;
-    let image = initramfs(&busybox, &bench, names)?;
+    let index = crate::kmod::Index::load(&pieces.modules)?;
+    let modules = index.resolve(MODULES)?;
+    let image = initramfs(&busybox, &bench, names, &modules)?;
     let initramfs = debian::cache_dir(&root).join("initramfs.cpio");
     crate::util::write_atomically(&initramfs, &image)?;
     Ok(LinuxGuest {
@@ -111,7 +153,13 @@ pub fn prepare(names: &[String]) -> Result<LinuxGuest> {
         initramfs,
         versions: pieces.versions,
         names: names.to_vec(),
+        icount: true,
     })
+}
+
+/// Whether the benchmarks `names` (empty: all) read the lab's disk.
+pub fn needs_disk(names: &[String]) -> bool {
+    names.is_empty() || names.iter().any(|n| DISK_BENCHMARKS.contains(&n.as_str()))
 }
 
 /// Refuses names that are not Linux benchmarks, listing those that are.
@@ -193,15 +241,9 @@ fn ensure_static_glibc() -> Result<()> {
 /// Whether an ELF64 x86-64 file asks for a dynamic linker (`PT_INTERP`).
 fn needs_interpreter(elf: &[u8]) -> Result<bool> {
     const PT_INTERP: u32 = 3;
-    let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    let u32_at = |o: usize| {
-        elf.get(o..o + 4)
-            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
-    };
-    let u64_at = |o: usize| {
-        elf.get(o..o + 8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-    };
+    let u16_at = |o: usize| formats::bytes::read_u16(elf, o);
+    let u32_at = |o: usize| formats::bytes::read_u32(elf, o);
+    let u64_at = |o: usize| formats::bytes::read_u64(elf, o);
     if elf.get(..5) != Some(b"\x7fELF\x02") || u16_at(18) != Some(62) {
         bail!("not an ELF64 x86-64 file");
     }
@@ -219,11 +261,19 @@ fn needs_interpreter(elf: &[u8]) -> Result<bool> {
     Ok(false)
 }
 
-/// `/init`: mount the pseudo file systems, report the kernel, run the
-/// benchmarks, report their exit status, power off.
-fn init_script(names: &[String]) -> String {
+/// `/init`: mount the pseudo file systems, load the `modules` (names, in
+/// order), report the kernel, run the benchmarks, report their exit
+/// status, power off. A module that does not load is reported; the
+/// benchmark that needs it then fails with its own error.
+fn init_script(names: &[String], modules: &[&str]) -> String {
     let mut command = vec!["/bench-linux".to_string()];
     command.extend(names.iter().map(|n| shell_quote(n)));
+    let insmod: String = modules
+        .iter()
+        .map(|m| {
+            format!("insmod /lib/modules/{m}.ko || echo \"bench-linux-init: insmod {m} failed\"\n")
+        })
+        .collect();
     format!(
         "#!/bin/sh\n\
          # The benchmark lab's Linux guest; written by cargo xtask (xtask/src/linux.rs).\n\
@@ -231,6 +281,13 @@ fn init_script(names: &[String]) -> String {
          mount -t proc proc /proc\n\
          mount -t sysfs sysfs /sys\n\
          mount -t devtmpfs devtmpfs /dev\n\
+         # The drivers the I/O benchmarks need, dependencies first.\n\
+         {insmod}\
+         mods=\"\"; while read m rest; do mods=\"$mods $m\"; done < /proc/modules\n\
+         echo \"bench-linux-init: modules loaded:$mods\"\n\
+         # Transparent huge pages only where asked for (the disk benchmarks'\n\
+         # buffers, for physically contiguous memory); the kernel's default is never.\n\
+         echo madvise > /sys/kernel/mm/transparent_hugepage/enabled\n\
          # bench-linux runs under SCHED_FIFO: no real-time throttling.\n\
          echo -1 > /proc/sys/kernel/sched_rt_runtime_us\n\
          echo \"bench-linux-init: kernel $(uname -r): $(cat /proc/cmdline)\"\n\
@@ -244,12 +301,23 @@ fn init_script(names: &[String]) -> String {
     )
 }
 
-/// The initramfs: busybox with its applet links, `/init`, `/bench-linux`.
-pub fn initramfs(busybox: &[u8], bench_linux: &[u8], names: &[String]) -> Result<Vec<u8>> {
+/// The initramfs: busybox with its applet links, `/init`, `/bench-linux`,
+/// and the kernel `modules` (name, contents; in load order) in
+/// `/lib/modules/`.
+pub fn initramfs(
+    busybox: &[u8],
+    bench_linux: &[u8],
+    names: &[String],
+    modules: &[(String, Vec<u8>)],
+) -> Result<Vec<u8>> {
     let mut a = Archive::new();
-    for dir in ["bin", "dev", "proc", "sys"] {
+    for dir in ["bin", "dev", "proc", "sys", "lib", "lib/modules"] {
         a.dir(dir, 0o755)?;
     }
+    for (name, bytes) in modules {
+        a.file(&format!("lib/modules/{name}.ko"), 0o644, bytes)?;
+    }
+    let module_names: Vec<&str> = modules.iter().map(|(n, _)| n.as_str()).collect();
     // The kernel opens /dev/console for /init's standard streams before
     // devtmpfs is mounted.
     a.char_device("dev/console", 0o600, 5, 1)?;
@@ -257,7 +325,7 @@ pub fn initramfs(busybox: &[u8], bench_linux: &[u8], names: &[String]) -> Result
     for applet in APPLETS {
         a.symlink(&format!("bin/{applet}"), "busybox")?;
     }
-    a.file("init", 0o755, init_script(names).as_bytes())?;
+    a.file("init", 0o755, init_script(names, &module_names).as_bytes())?;
     a.file("bench-linux", 0o755, bench_linux)?;
     Ok(a.finish())
 }
@@ -287,7 +355,7 @@ impl LinuxGuest {
             accel,
         );
         m.memory_mib = memory_mib;
-        m.icount = accel == Accel::Tcg;
+        m.icount = self.icount && accel == Accel::Tcg;
         m
     }
 
@@ -302,7 +370,27 @@ impl LinuxGuest {
         timeout: Duration,
         log_path: &Path,
     ) -> Result<LinuxRun> {
-        let machine = self.machine(memory_mib, accel);
+        let mut machine = self.machine(memory_mib, accel);
+        if needs_disk(&self.names) {
+            let work = workspace_root()
+                .join("target")
+                .join("bench")
+                .join("work")
+                .join("linux");
+            let _ = std::fs::remove_dir_all(&work);
+            let devices = Devices {
+                disks: vec![Disk {
+                    name: "bench".into(),
+                    source: DiskSource::Blank { size_mib: DISK_MIB },
+                }],
+                ..Devices::default()
+            };
+            let mut attached = devices.prepare(&work)?;
+            if machine.icount {
+                attached.pace_disks(crate::devices::BENCH_DISK_IOPS);
+            }
+            machine.devices = attached.qemu_args();
+        }
         println!(
             "==> booting {} with {} benchmarks: {}",
             self.versions.kernel_description(),
@@ -403,16 +491,20 @@ mod tests {
 
     #[test]
     fn init_runs_the_named_benchmarks_then_powers_off() {
-        let s = init_script(&["getppid".into(), "pipe-0w".into()]);
+        let s = init_script(&["getppid".into(), "pipe-0w".into()], &["fat", "vfat"]);
         assert!(s.starts_with("#!/bin/sh\n"));
         assert!(s.contains("\n/bench-linux getppid pipe-0w\necho \"bench-linux-init: exit $?\"\n"));
         assert!(s.ends_with("poweroff -f\n"));
-        assert!(init_script(&[]).contains("\n/bench-linux\n"));
+        assert!(init_script(&[], &[]).contains("\n/bench-linux\n"));
+        let fat = s.find("insmod /lib/modules/fat.ko ||").unwrap();
+        let vfat = s.find("insmod /lib/modules/vfat.ko ||").unwrap();
+        assert!(fat < vfat && vfat < s.find("/bench-linux").unwrap(), "{s}");
     }
 
     #[test]
     fn initramfs_has_everything_init_needs() {
-        let image = initramfs(b"BUSYBOX", b"BENCH", &[]).unwrap();
+        let image =
+            initramfs(b"BUSYBOX", b"BENCH", &[], &[("fat".into(), b"KO".to_vec())]).unwrap();
         let text = String::from_utf8_lossy(&image);
         for name in [
             "bin/busybox",
@@ -421,14 +513,26 @@ mod tests {
             "dev/console",
             "bin/sh",
             "bin/poweroff",
+            "bin/insmod",
+            "lib/modules/fat.ko",
         ] {
             assert!(text.contains(&format!("{name}\0")), "{name}");
         }
         // Every applet the script calls has its link.
-        let script = init_script(&[]);
-        for word in ["mount", "uname", "cat", "poweroff"] {
+        let script = init_script(&[], &["fat"]);
+        for word in ["mount", "uname", "cat", "poweroff", "insmod"] {
             assert!(script.contains(word) && APPLETS.contains(&word), "{word}");
         }
+    }
+
+    #[test]
+    fn disk_only_for_disk_benchmarks() {
+        for name in DISK_BENCHMARKS {
+            assert!(catalog::find(Platform::Linux, name).is_some(), "{name}");
+        }
+        assert!(needs_disk(&[]));
+        assert!(needs_disk(&["getppid".into(), "blk-read-64k-linux".into()]));
+        assert!(!needs_disk(&["getppid".into()]));
     }
 
     #[test]

@@ -26,6 +26,7 @@ mod devices;
 mod fixtures;
 mod host;
 mod kernel;
+mod kmod;
 mod linux;
 mod matcher;
 mod memory;

@@ -120,6 +120,7 @@ mod tests {
             median,
             max: median,
             samples: vec![median],
+            io: None,
         };
         let v = verdicts(
             &budgets,

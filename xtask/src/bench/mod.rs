@@ -16,6 +16,7 @@
 pub mod budgets;
 pub mod results;
 pub mod svg;
+pub mod wall;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -56,6 +57,12 @@ pub struct BenchArgs {
     /// never comparable with icount figures, and labelled so.
     #[arg(long, value_enum, default_value = "tcg")]
     pub accel: Accel,
+    /// Wall-clock mode: no icount (the TSC is the host's), Pecan and Linux
+    /// booted alternately N times (at least 5), and for each benchmark
+    /// both sides have, the median paired ratio and its range
+    /// (`bench::soak`). Written to target/bench/wall.md.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(5..=50))]
+    pub wall: Option<u32>,
 }
 
 /// What a tick is, for the report and the JSON file.
@@ -145,21 +152,21 @@ pub fn run_pecan(
         &pecan_cmdline(names),
         (1, Vec::new()),
         names,
-        accel,
+        (accel, accel == Accel::Tcg),
         log,
     )
 }
 
 /// Boots Pecan once with kernel command line `cmdline` on `smp` vCPUs
-/// with QEMU's device arguments `devices` and collects the results of
-/// `names`.
+/// with QEMU's device arguments `devices` (under icount if the clock says
+/// so and the accelerator is TCG) and collects the results of `names`.
 fn run_pecan_cmdline(
     system: &System,
     image: &Path,
     cmdline: &str,
     (smp, devices): (u32, Vec<String>),
     names: &[&str],
-    accel: Accel,
+    (accel, icount): (Accel, bool),
     log: &Path,
 ) -> Result<Vec<BenchResult>> {
     let mut machine = Machine::new(
@@ -168,7 +175,7 @@ fn run_pecan_cmdline(
         cmdline.to_string(),
         accel,
     );
-    machine.icount = accel == Accel::Tcg;
+    machine.icount = icount && accel == Accel::Tcg;
     machine.memory_mib = MEMORY_MIB;
     machine.smp = smp;
     machine.devices = devices;
@@ -227,8 +234,95 @@ impl Side {
     }
 }
 
+/// A Pecan scenario that reports benchmarks: its command line, boot
+/// image, CPUs, benchmark names and machine devices.
+struct ScenarioRun {
+    name: &'static str,
+    cmdline: String,
+    image: PathBuf,
+    smp: u32,
+    names: Vec<&'static str>,
+    devices: crate::devices::Devices,
+}
+
+/// Everything the Pecan side boots for one pass.
+struct PecanPlan<'a> {
+    system: &'a System,
+    names: &'a [&'static str],
+    scenarios: Vec<ScenarioRun>,
+}
+
+impl PecanPlan<'_> {
+    fn is_empty(&self) -> bool {
+        self.names.is_empty() && self.scenarios.is_empty()
+    }
+}
+
+/// How a pass runs: the accelerator, whether under icount, and how its
+/// logs and messages are labelled (`run 1 of 2`, log suffix `1`).
+#[derive(Clone, Copy)]
+struct Pass<'a> {
+    accel: Accel,
+    icount: bool,
+    label: &'a str,
+    log: &'a str,
+}
+
+/// One pass of the Pecan side: the `bench` component's benchmarks, then
+/// each scenario's (machine devices fresh for each pass).
+fn pecan_pass(plan: &PecanPlan, pass: Pass, out_dir: &Path) -> Result<Vec<BenchResult>> {
+    let mut results = Vec::new();
+    if !plan.names.is_empty() {
+        println!("==> Pecan, {}: {}", pass.label, pecan_cmdline(plan.names));
+        let log = out_dir.join(format!("pecan-serial-{}.log", pass.log));
+        results.extend(run_pecan_cmdline(
+            plan.system,
+            &plan.system.boot_image,
+            &pecan_cmdline(plan.names),
+            (1, Vec::new()),
+            plan.names,
+            (pass.accel, pass.icount),
+            &log,
+        )?);
+    }
+    for sc in &plan.scenarios {
+        println!(
+            "==> Pecan scenario {}, {}: {}",
+            sc.name, pass.label, sc.cmdline
+        );
+        let log = out_dir.join(format!("pecan-{}-serial-{}.log", sc.name, pass.log));
+        let work = out_dir.join("work").join(sc.name);
+        let _ = std::fs::remove_dir_all(&work);
+        let mut attached = if sc.devices.is_empty() {
+            crate::devices::Attached::default()
+        } else {
+            sc.devices.prepare(&work)?
+        };
+        // CPU-cost runs pace the disks (`bench::soak`, "Pacing").
+        if pass.icount {
+            attached.pace_disks(crate::devices::BENCH_DISK_IOPS);
+        }
+        results.extend(run_pecan_cmdline(
+            plan.system,
+            &sc.image,
+            &sc.cmdline,
+            (sc.smp, attached.qemu_args()),
+            &sc.names,
+            (pass.accel, pass.icount),
+            &log,
+        )?);
+    }
+    Ok(results)
+}
+
 /// Runs `cargo xtask bench`; `Ok(true)` when everything ran.
 pub fn run(args: &BenchArgs) -> Result<bool> {
+    if args.wall.is_some() && (args.update_docs || args.pecan_only || args.runs > 1) {
+        bail!("--wall makes its own pairs of runs; it goes with neither --runs, --pecan-only nor --update-docs");
+    }
+    if args.wall.is_some() && args.accel != Accel::Tcg {
+        bail!("--wall compares runs without icount under TCG; --accel kvm does not go with it");
+    }
     crate::setup::ensure_target()?;
     crate::setup::ensure_qemu()?;
     let selection = select(&args.names)?;
@@ -250,11 +344,25 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
             &scenario.name,
             Some(scenario.machine),
         )?;
-        let smp = scenario.machine.smp;
-        // Its machine devices (a disk for a driver's benchmark): fresh
-        // copies in a work directory of the lab's, made again for each run.
-        let devices = scenario.devices.clone();
-        scenarios.push((*name, scenario.cmdline, image, smp, names.clone(), devices));
+        scenarios.push(ScenarioRun {
+            name,
+            cmdline: scenario.cmdline,
+            image,
+            smp: scenario.machine.smp,
+            names: names.clone(),
+            // Its machine devices (a disk for a driver's benchmark): fresh
+            // copies in a work directory of the lab's, made again for each
+            // run.
+            devices: scenario.devices.clone(),
+        });
+    }
+    let plan = PecanPlan {
+        system: &system,
+        names: pecan_names,
+        scenarios,
+    };
+    if let Some(pairs) = args.wall {
+        return wall::run(&plan, linux_names, pairs, &out_dir);
     }
 
     let mut pecan = Side {
@@ -262,49 +370,22 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
         skipped: None,
         version: format!("Pecan {}", env!("CARGO_PKG_VERSION")),
     };
-    if pecan_names.is_empty() && scenarios.is_empty() {
+    if plan.is_empty() {
         pecan.skipped = Some("no Pecan benchmark selected".into());
     }
     for run in 0..args.runs {
         if pecan.skipped.is_some() {
             break;
         }
-        let mut results = Vec::new();
-        if !pecan_names.is_empty() {
-            println!(
-                "==> Pecan, run {} of {}: {}",
-                run + 1,
-                args.runs,
-                pecan_cmdline(pecan_names)
-            );
-            let log = out_dir.join(format!("pecan-serial-{}.log", run + 1));
-            results.extend(run_pecan(&system, pecan_names, args.accel, &log)?);
-        }
-        for (name, cmdline, image, smp, names, devices) in &scenarios {
-            println!(
-                "==> Pecan scenario {name}, run {} of {}: {cmdline}",
-                run + 1,
-                args.runs
-            );
-            let log = out_dir.join(format!("pecan-{name}-serial-{}.log", run + 1));
-            let work = out_dir.join("work").join(name);
-            let _ = std::fs::remove_dir_all(&work);
-            let attached = if devices.is_empty() {
-                crate::devices::Attached::default()
-            } else {
-                devices.prepare(&work)?
-            };
-            results.extend(run_pecan_cmdline(
-                &system,
-                image,
-                cmdline,
-                (*smp, attached.qemu_args()),
-                names,
-                args.accel,
-                &log,
-            )?);
-        }
-        pecan.runs.push(results);
+        let label = format!("run {} of {}", run + 1, args.runs);
+        let log = (run + 1).to_string();
+        let pass = Pass {
+            accel: args.accel,
+            icount: args.accel == Accel::Tcg,
+            label: &label,
+            log: &log,
+        };
+        pecan.runs.push(pecan_pass(&plan, pass, &out_dir)?);
     }
 
     let mut linux = Side {
@@ -319,7 +400,8 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
     } else {
         for run in 0..args.runs {
             println!("==> Linux, run {} of {}", run + 1, args.runs);
-            match run_linux(linux_names, args.accel, &out_dir, run + 1) {
+            let log = out_dir.join(format!("linux-serial-{}.log", run + 1));
+            match run_linux(linux_names, (args.accel, args.accel == Accel::Tcg), &log) {
                 Ok((results, version)) => {
                     linux.version = version;
                     linux.runs.push(results);
@@ -352,7 +434,15 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
     let rows = results::table(pecan.results(), linux.results());
     let table = results::markdown_table(&rows);
     println!("\n{table}");
-    let report = report_markdown(&table, &pecan, &linux, args.runs, all_agree, args.accel);
+    let io_table = results::io_markdown_table(pecan.results(), linux.results());
+    if let Some(io) = &io_table {
+        println!("{io}");
+    }
+    let tables = Tables {
+        main: &table,
+        io: io_table.as_deref(),
+    };
+    let report = report_markdown(tables, &pecan, &linux, args.runs, all_agree, args.accel);
     write_outputs(&out_dir, &report, &pecan, &linux, args.accel)?;
     println!("==> wrote {}", display_path(&out_dir));
     if args.update_docs {
@@ -361,20 +451,40 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
     Ok(all_agree && pecan.skipped.is_none())
 }
 
-/// The Linux side (see `crate::linux`): results and the kernel's version.
+/// The Linux side (see `crate::linux`): results and the kernel's version;
+/// `clock` is the accelerator and whether under icount. The benchmarks
+/// that read the lab's disk boot a guest of their own (log `...-io.log`):
+/// a disk's completions come from a host thread, and once one has landed
+/// at a host-timed instruction the interrupts that follow do too, so the
+/// other benchmarks' samples would no longer repeat exactly.
 fn run_linux(
     names: &[&str],
-    accel: Accel,
-    out_dir: &Path,
-    run: u32,
+    (accel, icount): (Accel, bool),
+    log: &Path,
 ) -> Result<(Vec<BenchResult>, String)> {
-    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-    let guest = crate::linux::prepare(&names)?;
-    let log = out_dir.join(format!("linux-serial-{run}.log"));
-    let linux = guest.run(MEMORY_MIB, accel, LINUX_TIMEOUT, &log)?;
-    let results = results::parse(&linux.serial, Platform::Linux)
-        .with_context(|| format!("serial log: {}", display_path(&log)))?;
-    Ok((results, linux.kernel_version))
+    let (disk, plain): (Vec<String>, Vec<String>) = names
+        .iter()
+        .map(|n| n.to_string())
+        .partition(|n| crate::linux::DISK_BENCHMARKS.contains(&n.as_str()));
+    let mut results = Vec::new();
+    let mut version = String::new();
+    for (group, log) in [
+        (plain, log.to_path_buf()),
+        (disk, log.with_extension("io.log")),
+    ] {
+        if group.is_empty() {
+            continue;
+        }
+        let mut guest = crate::linux::prepare(&group)?;
+        guest.icount = icount;
+        let linux = guest.run(MEMORY_MIB, accel, LINUX_TIMEOUT, &log)?;
+        results.extend(
+            results::parse(&linux.serial, Platform::Linux)
+                .with_context(|| format!("serial log: {}", display_path(&log)))?,
+        );
+        version = linux.kernel_version;
+    }
+    Ok((results, version))
 }
 
 const METHOD: &str = "Both systems run in the same emulated machine: QEMU TCG, `-cpu max`, one vCPU, 256 MiB, \
@@ -390,8 +500,32 @@ is a TSC cycle of the host CPU, not an instruction — these figures are not com
 One-way IPC is measured like sel4bench, with warm-up and the timestamp's own cost subtracted; medians are shown. \
 Reproduce with `cargo xtask bench --accel kvm`.";
 
+/// The report's tables: the side-by-side one and, when an I/O benchmark
+/// ran, the I/O one.
+#[derive(Clone, Copy)]
+struct Tables<'a> {
+    main: &'a str,
+    io: Option<&'a str>,
+}
+
+/// The I/O method, for the report (`bench::soak` has it in full).
+const IO_METHOD: &str = "I/O benchmarks use one method on both systems (`bench::soak`): a soaker thread at the \
+lowest priority on the benchmark's CPU spins in a loop of exactly 3 instructions, counting its turns, so the guest \
+never halts — under `-icount sleep=off` a halted guest's virtual time jumps to the next timer, which would hide the \
+wait for the device. Busy ticks = elapsed ticks − 3 × the soaker's turns: everything but the soaker (the benchmark, \
+the kernel, the driver, interrupt handling). The figure a goal binds is the CPU cost, busy ticks per KiB moved \
+(lower is better): the median of at least 5 runs (whole-disk passes), with min–max and the spread. Device \
+completions come from QEMU's host threads, so the figure varies a little from run to run: a spread up to 3 % is \
+the tolerance. Host timing could also pick the guest's path (a completion that beats the emulated CPU to its \
+sleep spares a context switch), so in these runs the lab paces its disks at 2000 requests per second of host time: \
+every read then takes the path it takes on hardware, where the reader always sleeps; and benchmarks transfer into \
+physically contiguous buffers (on Linux a transparent huge page), so that the guest's memory state does not change \
+the number of segments. Throughput is measured without icount (`cargo xtask bench --wall N`: Pecan and Linux booted \
+alternately in N ≥ 5 pairs, the median paired ratio and its range; `target/bench/wall.md`). A side without the \
+benchmark yet shows `n/a`.";
+
 fn report_markdown(
-    table: &str,
+    tables: Tables,
     pecan: &Side,
     linux: &Side,
     runs: u32,
@@ -429,7 +563,13 @@ fn report_markdown(
         }
     }
     md.push_str("\"Pecan advantage\" is how many times fewer ticks (or, for throughput, how many times more bytes per tick) Pecan needs than Linux's counterpart.\n\n");
-    md.push_str(table);
+    md.push_str(tables.main);
+    if let Some(io) = tables.io {
+        md.push_str("\n## I/O benchmarks\n\n");
+        md.push_str(IO_METHOD);
+        md.push_str("\n\n");
+        md.push_str(io);
+    }
     md.push_str("\n![IPC one-way by message size](bench/ipc.svg)\n\n![Memory bandwidth by method](bench/memory.svg)\n\n## Every benchmark\n\n| platform | name | what | unit | min | median | max | samples |\n|---|---|---|---|---:|---:|---:|---:|\n");
     for (name, side) in [("Pecan", pecan), ("Linux", linux)] {
         for r in side.results() {

@@ -16,20 +16,58 @@ pub struct BenchResult {
     pub median: u64,
     pub max: u64,
     pub samples: Vec<u64>,
+    /// An I/O benchmark's runs (`bench::report_io`): its samples are the
+    /// runs' CPU costs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<IoDetail>,
+}
+
+/// The `io` object of an I/O benchmark's line: per run, elapsed ticks and
+/// soaker iterations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoDetail {
+    pub bytes: u64,
+    pub ticks_per_iteration: u64,
+    pub elapsed: Vec<u64>,
+    pub soaked: Vec<u64>,
+}
+
+impl IoDetail {
+    /// Each run's throughput: bytes per elapsed tick ×
+    /// `bench::THROUGHPUT_SCALE`.
+    pub fn throughputs(&self) -> Vec<u64> {
+        self.elapsed
+            .iter()
+            .map(|&e| bench::throughput(self.bytes, e))
+            .collect()
+    }
 }
 
 impl BenchResult {
-    /// Whether higher is better (throughput) rather than lower (ticks).
+    /// Whether higher is better (throughput) rather than lower (ticks,
+    /// ticks per KiB).
     pub fn higher_is_better(&self) -> bool {
         self.unit == bench::Unit::BytesPerTick.as_str()
     }
 
-    /// The median as a human figure: ticks, or bytes per tick.
+    /// Whether this is an I/O benchmark's CPU cost (`bench::soak`): it
+    /// varies a little from run to run by design.
+    pub fn is_io(&self) -> bool {
+        self.unit == bench::Unit::TicksPerKib.as_str()
+    }
+
+    /// The median as a human figure: ticks, bytes per tick, or busy ticks
+    /// per KiB.
     pub fn display_median(&self) -> String {
         if self.higher_is_better() {
             format!(
                 "{:.3} B/tick",
                 self.median as f64 / bench::THROUGHPUT_SCALE as f64
+            )
+        } else if self.is_io() {
+            format!(
+                "{:.1} ticks/KiB",
+                self.median as f64 / bench::soak::COST_SCALE as f64
             )
         } else {
             format!("{}", self.median)
@@ -61,8 +99,27 @@ pub fn parse(serial: &str, platform: Platform) -> Result<Vec<BenchResult>> {
                 result.name
             );
         }
-        if result.unit != bench::Unit::Ticks.as_str() && !result.higher_is_better() {
+        if result.unit != bench::Unit::Ticks.as_str()
+            && !result.higher_is_better()
+            && !result.is_io()
+        {
             bail!("serial line {}: unknown unit `{}`", number + 1, result.unit);
+        }
+        if result.is_io() != result.io.is_some() {
+            bail!(
+                "serial line {}: `{}`: an `io` object goes with unit ticks/KiB and only with it",
+                number + 1,
+                result.name
+            );
+        }
+        if let Some(io) = &result.io {
+            if io.elapsed.len() != result.samples.len() || io.soaked.len() != result.samples.len() {
+                bail!(
+                    "serial line {}: `{}`: the io object's runs do not match the samples",
+                    number + 1,
+                    result.name
+                );
+            }
         }
         if results.iter().any(|r| r.name == result.name) {
             bail!(
@@ -77,7 +134,8 @@ pub fn parse(serial: &str, platform: Platform) -> Result<Vec<BenchResult>> {
 }
 
 /// Names of runs whose results differ from the first run's (under icount
-/// they must be identical).
+/// they must be identical; I/O benchmarks vary by design and are not
+/// compared: `bench::soak`, "Tolerance").
 pub fn differing(runs: &[Vec<BenchResult>]) -> Vec<String> {
     let Some(first) = runs.first() else {
         return Vec::new();
@@ -86,7 +144,8 @@ pub fn differing(runs: &[Vec<BenchResult>]) -> Vec<String> {
     for run in &runs[1..] {
         for r in run {
             let same = first.iter().find(|f| f.name == r.name);
-            if same.is_none_or(|f| f.samples != r.samples) && !names.contains(&r.name) {
+            if !r.is_io() && same.is_none_or(|f| f.samples != r.samples) && !names.contains(&r.name)
+            {
                 names.push(r.name.clone());
             }
         }
@@ -187,6 +246,70 @@ pub fn markdown_table(rows: &[Row]) -> String {
     out
 }
 
+/// The I/O table under icount (`bench::catalog::IO_ROWS`, method in
+/// `bench::soak`): the figure a goal binds is the CPU cost, busy ticks per
+/// KiB moved (lower is better), the median over the runs of one boot with
+/// its range and spread. A side without a benchmark is `n/a`. `None`
+/// when no I/O benchmark ran.
+pub fn io_markdown_table(pecan: &[BenchResult], linux: &[BenchResult]) -> Option<String> {
+    let by_name = |list: &[BenchResult], name: Option<&str>| {
+        name.and_then(|n| list.iter().find(|r| r.name == n).cloned())
+    };
+    let cell = |r: &Option<BenchResult>, name: Option<&str>| match (r, name) {
+        (Some(r), _) => {
+            let mut runs = r.samples.clone();
+            match bench::soak::run_stats(&mut runs) {
+                Some(st) => format!(
+                    "{} ({:.1}–{:.1}, spread {:.1} %, {} runs)",
+                    r.display_median(),
+                    st.min as f64 / bench::soak::COST_SCALE as f64,
+                    st.max as f64 / bench::soak::COST_SCALE as f64,
+                    st.spread_percent,
+                    st.runs
+                ),
+                None => "—".to_string(),
+            }
+        }
+        (None, Some(_)) => "—".to_string(),
+        (None, None) => "n/a".to_string(),
+    };
+    let mut out = String::from(
+        "| transfer | Pecan | Pecan: CPU cost, busy ticks/KiB (median) | Linux | Linux: CPU cost, busy ticks/KiB (median) | Pecan advantage |\n\
+         |---|---|---:|---|---:|---:|\n",
+    );
+    let mut any = false;
+    for row in bench::catalog::IO_ROWS {
+        let p = by_name(pecan, row.pecan);
+        let l = by_name(linux, row.linux);
+        if p.is_none() && l.is_none() {
+            continue;
+        }
+        any = true;
+        let advantage = match (&p, &l) {
+            (Some(p), Some(l)) if p.median > 0 => {
+                format!("{:.1}×", l.median as f64 / p.median as f64)
+            }
+            _ => "—".to_string(),
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {advantage} |\n",
+            row.what,
+            row.pecan.map_or("n/a".to_string(), |n| format!("`{n}`")),
+            cell(&p, row.pecan),
+            row.linux.map_or("n/a".to_string(), |n| format!("`{n}`")),
+            cell(&l, row.linux),
+        ));
+    }
+    out.push_str(&format!(
+        "\nThe goal binds the CPU cost: busy ticks (elapsed minus the soaker's ticks) per KiB \
+         moved, lower is better; the median of the runs, with min–max and spread. Tolerance: a \
+         spread up to {} % is expected (device completions come from QEMU's host threads), and \
+         medians closer than that are equal.\n",
+        bench::soak::TOLERANCE_PERCENT
+    ));
+    any.then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +396,42 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("Note 1: TCG ignores cache attributes"), "{md}");
+    }
+
+    fn io_line(name: &str, costs: &[u64]) -> String {
+        let list = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+        format!(
+            "BENCH {{\"name\":\"{name}\",\"what\":\"w\",\"unit\":\"ticks/KiB\",\"min\":0,\"median\":{},\"max\":0,\"samples\":[{}],\"io\":{{\"bytes\":1024,\"ticks_per_iteration\":3,\"elapsed\":[{}],\"soaked\":[{}]}}}}",
+            costs[costs.len() / 2],
+            list(costs),
+            list(&vec![2048; costs.len()]),
+            list(&vec![1; costs.len()])
+        )
+    }
+
+    #[test]
+    fn io_results_and_table() {
+        let costs = [398_000, 400_000, 396_000, 399_000, 401_000];
+        let linux = parse(&io_line("blk-read-64k-linux", &costs), Platform::Linux).unwrap();
+        assert!(linux[0].is_io() && !linux[0].higher_is_better());
+        assert_eq!(linux[0].display_median(), "396.0 ticks/KiB");
+        assert_eq!(linux[0].io.as_ref().unwrap().throughputs(), vec![500; 5]);
+        let md = io_markdown_table(&[], &linux).unwrap();
+        assert!(
+            md.contains("| n/a | n/a | `blk-read-64k-linux` | 396.0 ticks/KiB (396.0–401.0, spread 1.3 %, 5 runs) | — |"),
+            "{md}"
+        );
+        assert!(md.contains("lower is better"), "{md}");
+        assert_eq!(io_markdown_table(&[], &[]), None);
+        // I/O runs vary by design: not a disagreement.
+        let other = parse(&io_line("blk-read-64k-linux", &[1, 2, 3]), Platform::Linux).unwrap();
+        assert!(differing(&[linux.clone(), other]).is_empty());
+        // An io object must match the unit and the samples.
+        let plain = line("getppid", "ticks/KiB", 5);
+        assert!(parse(&plain, Platform::Linux).is_err());
+        let short =
+            io_line("blk-read-64k-linux", &[1, 2]).replace("\"samples\":[1,2]", "\"samples\":[1]");
+        assert!(parse(&short, Platform::Linux).is_err());
     }
 
     #[test]

@@ -1,0 +1,161 @@
+//! Disk benchmarks, measured with the lab's I/O method ([`bench::soak`]):
+//! a soaker thread at `SCHED_IDLE` on the benchmark's CPU counts what
+//! would have been idle time, and each run's CPU cost is its busy ticks per
+//! KiB moved.
+//!
+//! `blk-read-64k-linux` reads the whole virtio disk `/dev/vda` (a fresh
+//! sparse raw image the lab attaches, see `xtask/src/linux.rs`) in 64 KiB
+//! `pread`s with `O_DIRECT` — no page cache, every read goes to the device
+//! — into one physically contiguous buffer (a transparent huge page), once
+//! unrecorded, then [`RUNS`] recorded runs.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::soaker::SoakerThread;
+use crate::sys;
+
+/// The disk the lab attaches (the first virtio-blk device).
+pub const DISK: &str = "/dev/vda";
+/// Recorded runs (whole-disk passes) per benchmark.
+pub const RUNS: usize = 8;
+
+/// What an I/O benchmark measured: per run, the elapsed ticks and the
+/// soaker's iterations, and the bytes each run moved.
+#[derive(Debug, Default)]
+pub struct IoRuns {
+    pub bytes: u64,
+    pub elapsed: Vec<u64>,
+    pub soaked: Vec<u64>,
+}
+
+/// `open(path, O_RDONLY | O_DIRECT)`.
+fn open_direct(path: &str) -> io::Result<OwnedFd> {
+    let c = std::ffi::CString::new(path).map_err(io::Error::other)?;
+    // SAFETY: c is a NUL-terminated path; open has no other arguments.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECT | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("open {path}: {e}")));
+    }
+    // SAFETY: open just returned this descriptor and nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The size of the device behind `fd`.
+fn device_size(fd: RawFd) -> io::Result<u64> {
+    // SAFETY: lseek only moves the file offset of a descriptor we own.
+    let end = unsafe { libc::lseek(fd, 0, libc::SEEK_END) };
+    if end < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(end as u64)
+}
+
+/// One `pread` of a whole buffer at `offset`.
+fn pread_all(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    // SAFETY: the kernel writes at most buf.len() bytes into buf, which we
+    // borrow mutably for the call.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_pread64,
+            fd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            offset as libc::off_t,
+        )
+    };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("pread at {offset}: {e}")));
+    }
+    if n as usize != buf.len() {
+        return Err(io::Error::other(format!(
+            "pread at {offset}: {n} of {} bytes",
+            buf.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Sequential reads of `block` bytes (at most 2 MiB) covering the device,
+/// with `O_DIRECT` into a buffer in a transparent huge page (physically
+/// contiguous, as Pecan's DMA buffers are: [`sys::Mapping::huge`]):
+/// [`RUNS`] recorded runs after one unrecorded, the soaker counting.
+pub fn sequential_read(path: &str, block: usize) -> io::Result<IoRuns> {
+    let disk = open_direct(path)?;
+    let fd = disk.as_raw_fd();
+    let size = device_size(fd)?;
+    let blocks = size / block as u64;
+    if blocks == 0 {
+        return Err(io::Error::other(format!(
+            "{path} has {size} bytes, less than one block of {block}"
+        )));
+    }
+    let mut buffer = sys::Mapping::huge(block)?;
+    let buf = buffer.bytes();
+    if sys::physically_contiguous(buf)? == Some(false) {
+        return Err(io::Error::other(
+            "the read buffer is not physically contiguous: no transparent huge page \
+             (the guest's /init sets /sys/kernel/mm/transparent_hugepage/enabled to madvise)",
+        ));
+    }
+    let pass = |buf: &mut [u8]| -> io::Result<()> {
+        for i in 0..blocks {
+            pread_all(fd, buf, i * block as u64)?;
+        }
+        Ok(())
+    };
+    let soaker = SoakerThread::start()?;
+    pass(buf)?;
+    let mut runs = IoRuns {
+        bytes: blocks * block as u64,
+        ..IoRuns::default()
+    };
+    for _ in 0..RUNS {
+        let c0 = soaker.count();
+        let t0 = bench::now();
+        pass(buf)?;
+        let t1 = bench::now();
+        let c1 = soaker.count();
+        runs.elapsed.push(t1.wrapping_sub(t0));
+        runs.soaked.push(c1.wrapping_sub(c0));
+    }
+    drop(soaker);
+    Ok(runs)
+}
+
+/// `blk-read-64k-linux`.
+pub fn blk_read_64k() -> io::Result<IoRuns> {
+    sequential_read(DISK, 64 * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The method runs end to end on a file (no O_DIRECT guarantee there,
+    /// but the same code): every run is recorded.
+    #[test]
+    fn sequential_read_of_a_file() {
+        let path = std::env::temp_dir().join(format!("bench-linux-io-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; 256 * 1024]).unwrap();
+        let r = sequential_read(path.to_str().unwrap(), 64 * 1024);
+        let _ = std::fs::remove_file(&path);
+        let r = match r {
+            // A file system without O_DIRECT (tmpfs before Linux 6.6).
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => return,
+            // A host whose transparent huge pages are off.
+            Err(e) if e.to_string().contains("not physically contiguous") => return,
+            r => r.unwrap(),
+        };
+        assert_eq!(r.bytes, 256 * 1024);
+        assert_eq!((r.elapsed.len(), r.soaked.len()), (RUNS, RUNS));
+        assert!(sequential_read("/nonexistent/disk", 4096).is_err());
+    }
+}
