@@ -26,7 +26,8 @@
 //!   objects from its slots and untyped memory and builds and starts a
 //!   child from an ELF file; [`spawn`]'s module doc lists the steps.
 //! - [`cpu`]: the CPUs the component may use (its CPU set) and placing
-//!   its threads on them.
+//!   its threads on them; [`thread`]: starting a helper thread in the
+//!   component's own spaces ([`thread::spawn`]).
 //! - [`mmio`]: device registers and DMA memory as bounds-checked
 //!   windows; [`virtio`]: the virtio-pci transport and split virtqueues
 //!   (the `virtio` crate) over a Platform session.
@@ -81,6 +82,7 @@ pub mod spawn;
 pub mod start;
 pub mod stream;
 pub mod syscall;
+pub mod thread;
 pub mod transfer;
 pub mod virtio;
 
