@@ -77,6 +77,7 @@ benches! {
     Pecan "fpu-first-use" => "first vector instruction of a turn (#NM, state restored)",
     PecanScenario("platform-bench") "irq-latency" => "MSI-X interrupt to its driver thread: from the kernel taking a virtio-blk completion's MSI-X to the driver running after its Wait (ticks)",
     PecanScenario("platform-bench") "irq-ack" => "IrqAck of an MSI-X handler, round trip",
+    PecanScenario("blk-bench") "blk-read-64k" => "virtio-blk sequential reads of 64 KiB by the test driver (one in flight, MSI-X completion) from its disk (a fresh sparse 64 MiB raw image, paced) into a physically contiguous DMA buffer, the whole disk per run, a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
     Linux "getppid" => "getppid system call, round trip",
     Linux "futex-threads-0w" => "futex ping-pong between threads, one-way, 0 words",
     Linux "futex-threads-4w" => "futex ping-pong between threads, one-way, 4 words in shared memory",
@@ -201,10 +202,10 @@ pub struct IoRow {
     pub linux: Option<&'static str>,
 }
 
-/// The I/O rows. The Pecan block benchmark comes with the block driver.
+/// The I/O rows.
 pub const IO_ROWS: &[IoRow] = &[IoRow {
     what: "virtio-blk sequential reads, 64 KiB each, no page cache",
-    pecan: None,
+    pecan: Some("blk-read-64k"),
     linux: Some("blk-read-64k-linux"),
 }];
 

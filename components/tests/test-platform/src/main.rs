@@ -19,6 +19,9 @@
 //! - `arg == 2`: writes just past its BAR mapping: the write faults (init
 //!   reports it), nothing else happens.
 //!
+//! - `arg & 0xff == 4`: the lab's `blk-read-64k` (`blk_read`), `arg >> 8`
+//!   recorded passes (0: as many as the Linux side).
+//!
 //! Every line it prints starts `test-platform:`; a failed check prints
 //! `FAILED`.
 #![no_std]
@@ -38,6 +41,8 @@ use rt::session::platform::{Platform, PlatformError, IRQ_MSIX};
 use rt::session::{self, Donor, Session};
 use rt::syscall;
 use rt::virtio::{Buffer, QueueIrq, VirtQueue, VirtioDevice, VirtioError};
+
+mod blk_read;
 
 rt::entry!(main);
 
@@ -77,6 +82,19 @@ fn main(arg: u64) -> i32 {
                 Ok(()) => 0,
                 Err(e) => {
                     println!("test-platform: FAILED: interrupt benchmark: {e}");
+                    1
+                }
+            },
+        },
+        4 => match open(DONOR_BLOCK, DONOR_TABLE, SESSION) {
+            Err(e) => {
+                println!("test-platform: FAILED: Platform session: {e}");
+                1
+            }
+            Ok(platform) => match blk_read::run(&platform, (arg >> 8) as usize) {
+                Ok(()) => 0,
+                Err(e) => {
+                    println!("test-platform: FAILED: blk-read-64k: {e}");
                     1
                 }
             },
