@@ -73,33 +73,30 @@ fn main(arg: u64) -> i32 {
     match arg & 0xff {
         1 => stranger(),
         2 => outside(),
-        3 => match open(DONOR_BLOCK, DONOR_TABLE, SESSION) {
-            Err(e) => {
-                println!("test-platform: FAILED: Platform session: {e}");
-                1
-            }
-            Ok(platform) => match bench_irq(&platform) {
-                Ok(()) => 0,
-                Err(e) => {
-                    println!("test-platform: FAILED: interrupt benchmark: {e}");
-                    1
-                }
-            },
-        },
-        4 => match open(DONOR_BLOCK, DONOR_TABLE, SESSION) {
-            Err(e) => {
-                println!("test-platform: FAILED: Platform session: {e}");
-                1
-            }
-            Ok(platform) => match blk_read::run(&platform, (arg >> 8) as usize) {
-                Ok(()) => 0,
-                Err(e) => {
-                    println!("test-platform: FAILED: blk-read-64k: {e}");
-                    1
-                }
-            },
-        },
+        3 => benchmark("interrupt benchmark", bench_irq),
+        4 => benchmark("blk-read-64k", |p| blk_read::run(p, (arg >> 8) as usize)),
         _ => full((arg >> 8) as u32),
+    }
+}
+
+/// Opens the Platform session and runs benchmark `what` on it: exit code 0
+/// when it ran, 1 (and a `FAILED` line) when not.
+fn benchmark<E: core::fmt::Display>(
+    what: &str,
+    run: impl FnOnce(&Session<Platform>) -> Result<(), E>,
+) -> i32 {
+    match open(DONOR_BLOCK, DONOR_TABLE, SESSION) {
+        Err(e) => {
+            println!("test-platform: FAILED: Platform session: {e}");
+            1
+        }
+        Ok(platform) => match run(&platform) {
+            Ok(()) => 0,
+            Err(e) => {
+                println!("test-platform: FAILED: {what}: {e}");
+                1
+            }
+        },
     }
 }
 
