@@ -418,10 +418,17 @@ mod tests {
         assert_eq!(linux[0].io.as_ref().unwrap().throughputs(), vec![500; 5]);
         let md = io_markdown_table(&[], &linux).unwrap();
         assert!(
-            md.contains("| n/a | n/a | `blk-read-64k-linux` | 396.0 ticks/KiB (396.0–401.0, spread 1.3 %, 5 runs) | — |"),
+            md.contains("| `blk-read-64k` | — | `blk-read-64k-linux` | 396.0 ticks/KiB (396.0–401.0, spread 1.3 %, 5 runs) | — |"),
             "{md}"
         );
         assert!(md.contains("lower is better"), "{md}");
+        // Both sides: the row pairs them, lower is better.
+        let pecan = parse(&io_line("blk-read-64k", &[20_000; 5]), Platform::Pecan).unwrap();
+        let md = io_markdown_table(&pecan, &linux).unwrap();
+        assert!(
+            md.contains("| `blk-read-64k` | 20.0 ticks/KiB (20.0–20.0, spread 0.0 %, 5 runs) | `blk-read-64k-linux` | 396.0 ticks/KiB (396.0–401.0, spread 1.3 %, 5 runs) | 19.8× |"),
+            "{md}"
+        );
         assert_eq!(io_markdown_table(&[], &[]), None);
         // I/O runs vary by design: not a disagreement.
         let other = parse(&io_line("blk-read-64k-linux", &[1, 2, 3]), Platform::Linux).unwrap();
