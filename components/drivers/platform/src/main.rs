@@ -200,9 +200,23 @@ struct Dev {
     /// Whether an open session holds it (shared with that session's
     /// [`Stop`], which clears it).
     busy: Rc<Cell<bool>>,
-    /// MSI-X entry (or 0 for MSI) → own slot of the IRQ handler: a vector
-    /// is allocated once and kept across sessions.
-    vectors: Vec<(u16, u32)>,
+    /// The vectors allocated for it: one per MSI-X entry (or 0 for MSI) and
+    /// CPU, kept across sessions (the entry is programmed for the CPU asked
+    /// for last).
+    vectors: Vec<Vector>,
+    /// The pages of its MSI-X table the service mapped: (BAR, page index
+    /// in the BAR, the mapping), each mapped once.
+    msix_pages: Vec<(u8, u64, Region)>,
+}
+
+/// An MSI vector the service allocated for a device's interrupt.
+#[derive(Clone, Copy)]
+struct Vector {
+    entry: u16,
+    cpu: u32,
+    /// Own slot of its IRQ handler.
+    handler: u32,
+    message: pci::msi::MsiMessage,
 }
 
 /// Device memory init handed over, as carving state.
@@ -303,6 +317,7 @@ impl Service {
                 owner: None,
                 busy: Rc::new(Cell::new(false)),
                 vectors: Vec::new(),
+                msix_pages: Vec::new(),
             })
             .collect();
         service.place_bars()?;
@@ -710,26 +725,44 @@ impl Service {
             (None, Some(_)) if entry == 0 => proto::IRQ_MSI,
             _ => return Err(proto::REFUSED),
         };
-        if let Some(&(_, slot)) = self.devices[d].vectors.iter().find(|(e, _)| *e == entry) {
-            return Ok((slot, kind));
-        }
-        let handler = self.slot();
-        let message = syscall::msi_alloc(own(slots::CONTROL), own(handler), cpu).map_err(|e| {
-            println!("platform: no MSI vector for {bdf}: {e}");
-            proto::REFUSED
-        })?;
-        let message = pci::msi::MsiMessage {
-            address: message.address,
-            data: message.data,
+        // A bad entry is refused before a vector is spent on it.
+        let offset = match msix {
+            Some(msix) => Some(msix.entry_offset(entry).ok_or(proto::REFUSED)?),
+            None => None,
         };
-        if let Some(msix) = msix {
-            let offset = msix.entry_offset(entry).ok_or(proto::REFUSED)?;
-            let table = self.own_map(d, msix.table.bar, u64::from(offset))?;
+        let cached = self.devices[d]
+            .vectors
+            .iter()
+            .find(|v| v.entry == entry && v.cpu == cpu)
+            .map(|v| (v.handler, v.message));
+        let (handler, message) = match cached {
+            Some(known) => known,
+            None => {
+                let handler = self.slot();
+                let m =
+                    syscall::msi_alloc(own(slots::CONTROL), own(handler), cpu).map_err(|e| {
+                        println!("platform: no MSI vector for {bdf}: {e}");
+                        proto::REFUSED
+                    })?;
+                let message = pci::msi::MsiMessage {
+                    address: m.address,
+                    data: m.data,
+                };
+                self.devices[d].vectors.push(Vector {
+                    entry,
+                    cpu,
+                    handler,
+                    message,
+                });
+                (handler, message)
+            }
+        };
+        // Programmed on every request: the entry delivers to the CPU the
+        // latest session asked for (an earlier session's may differ).
+        if let (Some(msix), Some(offset)) = (msix, offset) {
+            let (table, at) = self.msix_window(d, msix.table.bar, u64::from(offset))?;
             for (i, word) in message.msix_entry(false).into_iter().enumerate() {
-                table
-                    .0
-                    .write32(table.1 + 4 * i, word)
-                    .ok_or(proto::REFUSED)?;
+                table.write32(at + 4 * i, word).ok_or(proto::REFUSED)?;
             }
             if let Some(msi) = msi {
                 pci::msi::disable_msi(&mut self.ecam, bdf, &msi);
@@ -740,8 +773,29 @@ impl Service {
                 .map_err(|_| proto::REFUSED)?;
         }
         pci::config::set_command(&mut self.ecam, bdf, reg::COMMAND_INTX_DISABLE, 0);
-        self.devices[d].vectors.push((entry, handler));
         Ok((handler, kind))
+    }
+
+    /// The mapped MSI-X table page of device `d` holding `offset` of BAR
+    /// `bar` (mapped on first use, kept), and the offset in it.
+    fn msix_window(&mut self, d: usize, bar: u8, offset: u64) -> Result<(&Region, usize), u64> {
+        let page = offset / PAGE;
+        let known = self.devices[d]
+            .msix_pages
+            .iter()
+            .position(|(b, p, _)| *b == bar && *p == page);
+        let index = match known {
+            Some(i) => i,
+            None => {
+                let (region, _) = self.own_map(d, bar, page * PAGE)?;
+                self.devices[d].msix_pages.push((bar, page, region));
+                self.devices[d].msix_pages.len() - 1
+            }
+        };
+        let region = &self.devices[d].msix_pages[index].2;
+        // The window is a whole frame: the offset of `offset` in it.
+        let at = (offset & (region.len() as u64 - 1)) as usize;
+        Ok((region, at))
     }
 
     /// Maps the page of BAR `bar` of device `d` holding `offset` into the

@@ -262,6 +262,7 @@ fn full(cpu: u32) -> i32 {
         ),
     );
     check_msix_withheld(&platform, &mut c);
+    check_bad_requests(&platform, &mut c);
     round_trip(&platform, cpu, &mut c);
     match platform.close() {
         Ok(_) => println!("test-platform: session closed"),
@@ -276,6 +277,53 @@ fn alloc_free_refusal(e: &session::OpenError) -> &'static str {
         session::OpenError::Provider(_) => "refused by the platform service",
         _ => "failed otherwise",
     }
+}
+
+/// Bad requests on its own session are refused with an error value, and
+/// cost nothing (the DMA refused takes no quota, the interrupt refused no
+/// vector): a BAR the device lacks, DMA of no power of two or beyond the
+/// session's quota, an MSI-X entry beyond the table, configuration
+/// registers out of range or misaligned, an unknown opcode.
+fn check_bad_requests(platform: &Session<Platform>, c: &mut Checks) {
+    use rt::session::platform::{NO_MEMORY, REFUSED, UNKNOWN};
+    let refused =
+        |r: Result<(), PlatformError>, label: u64| r == Err(PlatformError::Refused(label));
+    let results = [
+        ("BAR 6", refused(platform.bar(0, 6).map(|_| ()), REFUSED)),
+        (
+            "DMA of 3000 bytes",
+            refused(platform.dma(3000).map(|_| ()), REFUSED),
+        ),
+        (
+            "DMA of 2 MiB",
+            refused(platform.dma(2 << 20).map(|_| ()), NO_MEMORY),
+        ),
+        (
+            "MSI-X entry 999",
+            refused(platform.irq(0, 999, 0).map(|_| ()), REFUSED),
+        ),
+        (
+            "config register 0x100",
+            refused(platform.config(0, 0x100).map(|_| ()), REFUSED),
+        ),
+        (
+            "config register 0x2",
+            refused(platform.config(0, 2).map(|_| ()), REFUSED),
+        ),
+        (
+            "opcode 99",
+            platform.call(99, [0; 4]).map(|(info, _)| info.label()) == Ok(UNKNOWN),
+        ),
+    ];
+    let failed: alloc::vec::Vec<&str> = results.iter().filter(|r| !r.1).map(|r| r.0).collect();
+    c.expect(
+        failed.is_empty(),
+        format_args!(
+            "bad requests refused: {} of {} ({failed:?} not)",
+            results.len() - failed.len(),
+            results.len()
+        ),
+    );
 }
 
 /// The MSI-X table's BAR comes with the table's page left out: mapping
