@@ -11,7 +11,7 @@
 //! |--------|-------|-------|
 //! | [`DEVICE`] | 0: device index (0-based, of this session's) | [`OK`]: 0: `vendor \| device << 16 \| class << 32` (class code, subclass, prog-if: 24 bits), 1: bus:device.function (`bus << 8 \| device << 3 \| function`), 2: its BAR sizes' presence mask (bit b: BAR b is usable) |
 //! | [`BAR`] | 0: device index, 1: BAR index | [`OK`]: 0: size in bytes (ports for I/O), 1: [`KIND_MEMORY`] or [`KIND_IO`], 2: first donated slot, 3: `frames \| frame_bits << 32` (I/O: 1 capability of the BAR's ports, frame_bits 0); for memory, slots of pages holding the MSI-X table or PBA stay empty (the driver cannot reach them) |
-//! | [`IRQ`] | 0: device index, 1: MSI-X table entry (0 without MSI-X), 2: CPU index | [`OK`]: 0: donated slot of the IRQ handler, 1: [`IRQ_MSIX`], [`IRQ_MSI`] or [`IRQ_INTX`] |
+//! | [`IRQ`] | 0: device index, 1: MSI-X table entry (0 without MSI-X: MSI, or without MSI the legacy line; [`INTX`]: the legacy line in any case), 2: CPU index (ignored for INTx: lines go to CPU 0) | [`OK`]: 0: donated slot of the IRQ handler, 1: [`IRQ_MSIX`], [`IRQ_MSI`] or [`IRQ_INTX`] |
 //! | [`CONFIG`] | 0: device index, 1: offset (4-aligned, below 0x100) | [`OK`]: 0: the 32-bit configuration register there (reading is harmless; writes are the service's alone) |
 //! | [`VIRTIO`] | 0: device index, 1: a virtio `cfg_type` (1 common, 2 notify, 3 ISR, 4 device) | [`OK`]: 0: BAR, 1: offset, 2: length of that register block, 3: the notify block's `notify_off_multiplier` (0 for the others); [`REFUSED`] for a function that is not a modern virtio device |
 //! | [`DMA`] | 0: bytes (a power of two, 4 KiB to the session's quota) | [`OK`]: 0: bus address, 1: first donated slot, 2: number of 4 KiB frames (physically contiguous from the bus address, in slot order) |
@@ -87,6 +87,12 @@ pub const IRQ_MSIX: u64 = 0;
 pub const IRQ_MSI: u64 = 1;
 /// [`IRQ`] word 1: the legacy INTx line through the I/O APIC.
 pub const IRQ_INTX: u64 = 2;
+/// [`IRQ`] word 1 (the entry) asking for the legacy INTx line rather than
+/// MSI-X or MSI: the device's MSI and MSI-X are turned off. The line is
+/// level-triggered and may be shared: the driver clears the device's
+/// cause (virtio: reads its ISR status) and then calls `IrqAck`, which
+/// unmasks the line.
+pub const INTX: u16 = 0xffff;
 
 /// A device of the session, as [`DEVICE`] describes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -34,8 +34,9 @@
 //! session's is refused with `REFUSED`; a device the policy gives to two
 //! drivers is given to neither (logged).
 //!
-//! Not yet: INTx (devices without MSI or MSI-X are refused an interrupt),
-//! buses behind bridges beyond the first two buses' worth of ECAM mapped,
+//! INTx is the fallback for a device without MSI ([`Service::intx`], q35's
+//! routing). Not yet: buses behind bridges beyond the first two buses'
+//! worth of ECAM mapped,
 //! and an IOMMU (a driver's device can DMA anywhere: QEMU's intel-iommu is
 //! the later fix).
 #![no_std]
@@ -204,6 +205,8 @@ struct Dev {
     /// CPU, kept across sessions (the entry is programmed for the CPU asked
     /// for last).
     vectors: Vec<Vector>,
+    /// The I/O APIC line its INTx was handed out on ([`Service::intx`]).
+    intx_gsi: Option<u32>,
     /// The pages of its MSI-X table the service mapped: (BAR, page index
     /// in the BAR, the mapping), each mapped once.
     msix_pages: Vec<(u8, u64, Region)>,
@@ -318,6 +321,7 @@ impl Service {
                 busy: Rc::new(Cell::new(false)),
                 vectors: Vec::new(),
                 msix_pages: Vec::new(),
+                intx_gsi: None,
             })
             .collect();
         service.place_bars()?;
@@ -708,7 +712,11 @@ impl Service {
             .ok_or(proto::REFUSED)?;
         let entry = u16::try_from(entry).map_err(|_| proto::REFUSED)?;
         let cpu = u32::try_from(cpu).map_err(|_| proto::REFUSED)?;
-        let (handler, kind) = self.vector(d, entry, cpu)?;
+        let (handler, kind) = if entry == proto::INTX {
+            self.intx(d)?
+        } else {
+            self.vector(d, entry, cpu)?
+        };
         let first = Self::take_slots(client, 1)?;
         syscall::cap_copy(own(handler), client.donated.slot(first)).map_err(|_| proto::REFUSED)?;
         Ok([u64::from(first), kind, 0, 0])
@@ -723,6 +731,8 @@ impl Service {
         let kind = match (msix, msi) {
             (Some(_), _) => proto::IRQ_MSIX,
             (None, Some(_)) if entry == 0 => proto::IRQ_MSI,
+            // Neither MSI nor MSI-X: the legacy line is all there is.
+            (None, None) if entry == 0 => return self.intx(d),
             _ => return Err(proto::REFUSED),
         };
         // A bad entry is refused before a vector is spent on it.
@@ -774,6 +784,53 @@ impl Service {
         }
         pci::config::set_command(&mut self.ecam, bdf, reg::COMMAND_INTX_DISABLE, 0);
         Ok((handler, kind))
+    }
+
+    /// The legacy interrupt line (INTx) of device `d`, the fallback for a
+    /// device without MSI or a driver that asks for it: the IRQ handler of
+    /// the I/O APIC line (GSI) its pin arrives at, with MSI and MSI-X
+    /// turned off in the device and INTx on. Where a pin arrives is the
+    /// chipset's routing, which the ACPI `_PRT` describes (AML, not read
+    /// here); on q35 (QEMU's ICH9 routing for bus 0) pin p (INTA = 0) of
+    /// slot s goes to PIRQ E–H, `(s + p) mod 4 + 4`, and PIRQ A–H arrive at
+    /// GSI 16–23. Only bus 0 is known. Lines are shared between slots: a
+    /// line another device's session uses is refused (one notification
+    /// per line in the kernel).
+    fn intx(&mut self, d: usize) -> Result<(u32, u64), u64> {
+        let p = self.devices[d].pci;
+        if p.interrupt_pin == 0 || p.interrupt_pin > 4 || p.bdf.bus() != 0 {
+            return Err(proto::REFUSED);
+        }
+        let pirq = (u32::from(p.bdf.device()) + u32::from(p.interrupt_pin) - 1) % 4 + 4;
+        let gsi = slots::PCI_GSI_FIRST + pirq;
+        let line = slots::PCI_IRQ_FIRST + pirq;
+        // Another device's open session already has this line.
+        let shared = self
+            .devices
+            .iter()
+            .enumerate()
+            .any(|(o, dev)| o != d && dev.busy.get() && dev.intx_gsi == Some(gsi));
+        if shared {
+            println!(
+                "platform: {}: INTx line GSI {gsi} is in use by another device's session",
+                p.bdf
+            );
+            return Err(proto::REFUSED);
+        }
+        if let Some(Ok(msix)) = p.msix {
+            pci::msi::set_msix_control(&mut self.ecam, p.bdf, &msix, false, false);
+        }
+        if let Some(Ok(msi)) = p.msi {
+            pci::msi::disable_msi(&mut self.ecam, p.bdf, &msi);
+        }
+        pci::config::set_command(&mut self.ecam, p.bdf, 0, reg::COMMAND_INTX_DISABLE);
+        self.devices[d].intx_gsi = Some(gsi);
+        println!(
+            "platform: {}: INTx pin {} -> GSI {gsi}",
+            p.bdf,
+            (b'A' + p.interrupt_pin - 1) as char
+        );
+        Ok((line, proto::IRQ_INTX))
     }
 
     /// The mapped MSI-X table page of device `d` holding `offset` of BAR
