@@ -19,18 +19,14 @@ use rt::syscall;
 use ucore::config::{Component, Device};
 
 /// The grants for `c`. Each is minted once into init's empty slot
-/// `scratch` and deleted again first, so that a device init cannot give
-/// (no handler for that IRQ on this machine) is named and the component is
-/// not started.
+/// `scratch` and deleted again first ([`try_grant`]), so that a device init
+/// cannot give (no handler for that IRQ on this machine) is named and the
+/// component is not started.
 pub fn grants(c: &Component<'_>, scratch: u32) -> Result<Vec<Grant>, SpawnError> {
     let mut grants = Vec::new();
     let mut ranges = 0;
     let mut irqs = 0;
     for device in c.devices() {
-        if device == Device::Platform {
-            grants.extend(platform_grants());
-            continue;
-        }
         let grant = match device {
             Device::IoPorts { first, last } => {
                 ranges += 1;
@@ -48,30 +44,52 @@ pub fn grants(c: &Component<'_>, scratch: u32) -> Result<Vec<Grant>, SpawnError>
                     word: 0,
                 }
             }
-            Device::Platform => continue,
+            Device::Platform => {
+                grants.extend(platform_grants(c, scratch)?);
+                continue;
+            }
         };
-        let tried = syscall::cap_mint(own(grant.src), own(scratch), Rights::ALL, grant.word);
-        // SAFETY: an I/O-port or IRQ capability; nothing is mapped through it.
-        let _ = unsafe { syscall::cap_delete(own(scratch)) };
-        if let Err(error) = tried {
-            println!(
-                "init: {}: cannot give it {device:?}: init holds no such device ({error})",
-                c.name
-            );
-            return Err(SpawnError::Syscall {
-                call: "CapMint",
-                error,
-            });
-        }
+        required(c, &device, grant, scratch)?;
         grants.push(grant);
     }
     Ok(grants)
 }
 
-/// The platform service's capabilities but its memory: device control,
-/// the I/O-BAR window's ports, the PCI interrupt lines root gave init
-/// (lines the machine lacks are left out: the service sees empty slots).
-fn platform_grants() -> Vec<Grant> {
+/// Mints `grant`'s source once into init's empty slot `scratch` and
+/// deletes it again: whether init holds what the grant gives.
+fn try_grant(grant: Grant, scratch: u32) -> Result<(), rt::abi::Error> {
+    let tried = syscall::cap_mint(own(grant.src), own(scratch), Rights::ALL, grant.word);
+    // SAFETY: an I/O-port, IRQ or device control capability; nothing is
+    // mapped through it.
+    let _ = unsafe { syscall::cap_delete(own(scratch)) };
+    tried
+}
+
+/// [`try_grant`] for a grant the component cannot start without: a
+/// refusal names what init lacks.
+fn required(
+    c: &Component<'_>,
+    what: &dyn core::fmt::Debug,
+    grant: Grant,
+    scratch: u32,
+) -> Result<(), SpawnError> {
+    try_grant(grant, scratch).map_err(|error| {
+        println!(
+            "init: {}: cannot give it {what:?}: init holds no such device ({error})",
+            c.name
+        );
+        SpawnError::Syscall {
+            call: "CapMint",
+            error,
+        }
+    })
+}
+
+/// The platform service's capabilities but its memory: device control
+/// and the I/O-BAR window's ports (required), and the PCI interrupt lines
+/// root gave init (lines the machine lacks are left out: the service sees
+/// empty slots).
+fn platform_grants(c: &Component<'_>, scratch: u32) -> Result<Vec<Grant>, SpawnError> {
     use child::platform;
     let mut grants = alloc::vec![
         Grant {
@@ -85,19 +103,19 @@ fn platform_grants() -> Vec<Grant> {
             word: io_ports_range(platform::IO_WINDOW_FIRST, platform::IO_WINDOW_LAST),
         },
     ];
-    for i in 0..platform::PCI_IRQS {
-        let src = init::PCI_IRQ_FIRST + i;
-        if syscall::phys_address(own(init::DEVICE_CONTROL), own(src))
-            != Err(rt::abi::Error::EmptySlot)
-        {
-            grants.push(Grant {
-                src,
+    for &g in &grants {
+        required(c, &Device::Platform, g, scratch)?;
+    }
+    grants.extend(
+        (0..platform::PCI_IRQS)
+            .map(|i| Grant {
+                src: init::PCI_IRQ_FIRST + i,
                 dst: platform::PCI_IRQ_FIRST + i,
                 word: 0,
-            });
-        }
-    }
-    grants
+            })
+            .filter(|&g| try_grant(g, scratch).is_ok()),
+    );
+    Ok(grants)
 }
 
 /// The device memory the platform service gets: every block init holds,

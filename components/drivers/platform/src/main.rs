@@ -56,9 +56,9 @@ use pci::enumerate::BusRange;
 use pci::{Bdf, ConfigSpace, Device, DeviceMatch, Found};
 use rt::abi::caddr::own;
 use rt::abi::map::Cache;
-use rt::abi::object::io_ports_range;
+use rt::abi::object::{self as abi_object, io_ports_range};
 use rt::abi::{Error, ObjectType, Rights};
-use rt::interfaces::child::{self, platform as slots};
+use rt::interfaces::child::platform as slots;
 use rt::mmio::Region;
 use rt::println;
 use rt::session::platform::{self as proto, Platform};
@@ -71,13 +71,9 @@ rt::entry!(main);
 
 /// Buses mapped: one 2 MiB frame of ECAM covers buses 0 and 1.
 const ECAM_BUSES: u8 = 2;
-const ECAM_VA: usize = 0x20_0000_0000;
 /// Where memory BARs are placed: above q35's ECAM window, below the I/O
 /// APIC and the other chipset registers at 0xfe00_0000 and up.
 const BAR_WINDOW: core::ops::Range<u64> = 0xc000_0000..0xfe00_0000;
-/// Where the service maps a BAR page itself (MSI-X tables, virtio
-/// status registers): one page per mapping, in order.
-const OWN_MAP_VA: usize = 0x30_0000_0000;
 const PAGE: u64 = 4096;
 
 /// Own slots: the Rom session and the config ROM's frames, the sessions,
@@ -230,12 +226,72 @@ struct Memory {
     watermark: u64,
 }
 
+/// The device memory init handed over and the service's own slots: what
+/// frames and handlers are made from, and where they go.
+struct Carver {
+    memory: Vec<Memory>,
+    next_slot: u32,
+}
+
 struct Service {
     ecam: Ecam,
     devices: Vec<Dev>,
-    memory: Vec<Memory>,
-    next_slot: u32,
-    next_own_va: usize,
+    carver: Carver,
+}
+
+impl Carver {
+    /// A new own slot.
+    fn slot(&mut self) -> u32 {
+        self.next_slot += 1;
+        self.next_slot - 1
+    }
+
+    /// Makes `count` frames of 2^`bits` bytes each from `phys` on, from
+    /// the device memory that covers them, carving off everything below
+    /// that is not yet carved; they land in consecutive own slots, the
+    /// first returned. `phys` must not lie below what was carved before.
+    fn frames_at(&mut self, phys: u64, bits: u32, count: u32) -> Result<u32, Error> {
+        let bytes = u64::from(count) << bits;
+        let index = self
+            .memory
+            .iter()
+            .position(|m| m.base <= phys && phys + bytes <= m.base + m.size)
+            .ok_or(Error::InvalidArgument)?;
+        if self.memory[index].watermark > phys {
+            return Err(Error::InvalidState);
+        }
+        // Everything below `phys` not yet carved, in the fewest aligned
+        // pieces (retyping advances the block's watermark past them).
+        let (untyped, watermark) = (self.memory[index].slot, self.memory[index].watermark);
+        let (min, max) = (abi_object::MIN_UNTYPED_BITS, abi_object::MAX_UNTYPED_BITS);
+        for (_, piece) in abi_object::aligned_blocks(watermark, phys, min, max) {
+            let dst = self.slot();
+            syscall::retype(
+                own(untyped),
+                ObjectType::Untyped,
+                u64::from(piece),
+                own(dst),
+                1,
+            )?;
+        }
+        self.memory[index].watermark = phys;
+        let kind = if bits == 21 {
+            ObjectType::Frame2M
+        } else {
+            ObjectType::Frame4K
+        };
+        let first = self.next_slot;
+        self.next_slot += count;
+        syscall::retype(
+            own(self.memory[index].slot),
+            kind,
+            0,
+            own(first),
+            u64::from(count),
+        )?;
+        self.memory[index].watermark += bytes;
+        Ok(first)
+    }
 }
 
 /// A driver's session.
@@ -265,14 +321,9 @@ impl Service {
                 watermark: info.phys,
             });
         }
-        let mut service = Service {
-            // Replaced below, once the window is mapped.
-            // SAFETY: an empty window: no access reaches memory.
-            ecam: Ecam(unsafe { Region::from_mapped(ECAM_VA, 0) }),
-            devices: Vec::new(),
+        let mut carver = Carver {
             memory,
             next_slot: MADE_FIRST,
-            next_own_va: OWN_MAP_VA,
         };
         // The configuration window the firmware's ACPI MCFG names (q35:
         // 0xb000_0000): the kernel answers it for the control capability.
@@ -285,21 +336,16 @@ impl Service {
             (1u64 << window.size_bits) >> 20,
             ECAM_BUSES
         );
-        let ecam_frame = service
+        let ecam_frame = carver
             .frames_at(ecam, 21, 1)
             .map_err(|e| alloc::format!("ECAM at {ecam:#x}: {e}"))?;
-        // SAFETY: ECAM_VA.. (2 MiB) is used by nothing else of this program.
-        let region = unsafe {
-            Region::map(
-                own(child::OWN_VSPACE),
-                [own(ecam_frame)].into_iter(),
-                2 << 20,
-                ECAM_VA,
-                Cache::Uncached,
-            )
-        }
-        .map_err(|e| alloc::format!("mapping ECAM: {e}"))?;
-        service.ecam = Ecam(region);
+        let region = Region::map_new([own(ecam_frame)].into_iter(), 1, 2 << 20, Cache::Uncached)
+            .map_err(|e| alloc::format!("mapping ECAM: {e}"))?;
+        let mut service = Service {
+            ecam: Ecam(region),
+            devices: Vec::new(),
+            carver,
+        };
         let mut found = Vec::new();
         pci::enumerate::enumerate(
             &mut service.ecam,
@@ -328,60 +374,6 @@ impl Service {
         service.assign(&policy);
         service.print();
         Ok(service)
-    }
-
-    /// A new own slot.
-    fn slot(&mut self) -> u32 {
-        self.next_slot += 1;
-        self.next_slot - 1
-    }
-
-    /// Makes `count` frames of 2^`bits` bytes each from `phys` on, from
-    /// the device memory that covers them, carving off everything below
-    /// that is not yet carved; they land in consecutive own slots, the
-    /// first returned. `phys` must not lie below what was carved before.
-    fn frames_at(&mut self, phys: u64, bits: u32, count: u32) -> Result<u32, Error> {
-        let bytes = u64::from(count) << bits;
-        let index = self
-            .memory
-            .iter()
-            .position(|m| m.base <= phys && phys + bytes <= m.base + m.size)
-            .ok_or(Error::InvalidArgument)?;
-        if self.memory[index].watermark > phys {
-            return Err(Error::InvalidState);
-        }
-        while self.memory[index].watermark < phys {
-            let m = &self.memory[index];
-            let w = m.watermark;
-            let align = w.trailing_zeros().min(63);
-            let room = 63 - (phys - w).leading_zeros();
-            let piece = align.min(room);
-            let (untyped, dst) = (m.slot, self.slot());
-            syscall::retype(
-                own(untyped),
-                ObjectType::Untyped,
-                u64::from(piece),
-                own(dst),
-                1,
-            )?;
-            self.memory[index].watermark += 1 << piece;
-        }
-        let kind = if bits == 21 {
-            ObjectType::Frame2M
-        } else {
-            ObjectType::Frame4K
-        };
-        let first = self.next_slot;
-        self.next_slot += count;
-        syscall::retype(
-            own(self.memory[index].slot),
-            kind,
-            0,
-            own(first),
-            u64::from(count),
-        )?;
-        self.memory[index].watermark += bytes;
-        Ok(first)
     }
 
     /// Places every BAR (module doc, step 3) and makes the memory BARs'
@@ -419,6 +411,7 @@ impl Service {
             // frames; larger BARs are not met on the machines emulated.
             let frames = (size >> frame_bits).min(256) as u32;
             let first = self
+                .carver
                 .frames_at(address, frame_bits, frames)
                 .map_err(|e| alloc::format!("frames at {address:#x}: {e}"))?;
             self.devices[d].bars[b] = Some(Placed {
@@ -538,7 +531,7 @@ impl Service {
     /// Opens a session for `label`: its devices, which must be free.
     fn open(&mut self, label: &Label, donated: Option<Donated>) -> Result<Client, u64> {
         let name = label.as_str();
-        let donated = donated.ok_or(session_quota())?;
+        let donated = donated.ok_or(rt::interfaces::session::REFUSED_QUOTA)?;
         let devices: Vec<usize> = (0..self.devices.len())
             .filter(|&d| self.devices[d].owner.as_deref() == Some(name))
             .collect();
@@ -748,7 +741,7 @@ impl Service {
         let (handler, message) = match cached {
             Some(known) => known,
             None => {
-                let handler = self.slot();
+                let handler = self.carver.slot();
                 let m =
                     syscall::msi_alloc(own(slots::CONTROL), own(handler), cpu).map_err(|e| {
                         println!("platform: no MSI vector for {bdf}: {e}");
@@ -867,23 +860,11 @@ impl Service {
             .filter(|p| !p.io)
             .ok_or(proto::REFUSED)?;
         let frame = placed.first + (offset >> placed.frame_bits) as u32;
-        let copy = self.slot();
+        let copy = self.carver.slot();
         syscall::cap_copy(own(frame), own(copy)).map_err(|_| proto::REFUSED)?;
         let bytes = 1usize << placed.frame_bits;
-        let va = self.next_own_va.next_multiple_of(bytes);
-        self.next_own_va = va + bytes;
-        // SAFETY: `va` is fresh in the service's own mapping area, used by
-        // nothing else.
-        let region = unsafe {
-            Region::map(
-                own(child::OWN_VSPACE),
-                [own(copy)].into_iter(),
-                bytes,
-                va,
-                Cache::Uncached,
-            )
-        }
-        .map_err(|_| proto::REFUSED)?;
+        let region = Region::map_new([own(copy)].into_iter(), 1, bytes, Cache::Uncached)
+            .map_err(|_| proto::REFUSED)?;
         Ok((region, (offset & (bytes as u64 - 1)) as usize))
     }
 
@@ -953,10 +934,6 @@ struct Stop {
     ecam: Ecam,
     virtio_status: Option<(Region, usize)>,
     busy: Rc<Cell<bool>>,
-}
-
-fn session_quota() -> u64 {
-    rt::interfaces::session::REFUSED_QUOTA
 }
 
 impl Drop for Client {

@@ -9,10 +9,14 @@
 //! [component.config]
 //! kill = ["counter"]            # killed, in order (each entry `killable = true`)
 //! refused = ["a", "nobody"]     # then each must be refused (not killable, no such component, ...)
+//! wait_priority = 50            # optional: drop to this priority first (own = ["thread"])
 //! ```
 //!
 //! It kills at once when it first runs: started after the components
-//! under load, it runs when they have used up a timeslice. Prints
+//! under load, it runs when they have used up a timeslice. With
+//! `wait_priority` below theirs it first sets up its sessions and then
+//! drops to that priority, so it kills only when every component above it
+//! waits — for a driver, while its device has a request in flight. Prints
 //! `killer: killed NAME` or `killer: kill NAME: <error>` for each. Exits 0
 //! when every kill succeeded and every refusal came, 1 otherwise.
 #![no_std]
@@ -65,6 +69,15 @@ fn main(_: u64) -> i32 {
             return 1;
         }
     };
+    if let Some(p) = config.get("wait_priority").and_then(|v| v.as_integer()) {
+        let placed = u8::try_from(p)
+            .map_err(|_| rt::abi::Error::InvalidArgument)
+            .and_then(|p| rt::cpu::place(rt::abi::caddr::own(child::OWN_THREAD), p, 0));
+        if let Err(e) = placed {
+            println!("killer: wait_priority {p}: {e}");
+            return 1;
+        }
+    }
     let mut ok = true;
     for name in names(&config, "kill") {
         match reconfig.kill(name) {

@@ -16,15 +16,13 @@
 
 use bench::soak::{self, Soaker};
 use rt::abi::caddr::{own, NULL_SLOT};
-use rt::abi::ObjectType;
-use rt::interfaces::child;
 use rt::session::platform::Platform;
 use rt::session::Session;
 use rt::syscall;
 use rt::thread::{self, Placement, Slots};
 use rt::virtio::{Buffer, QueueIrq, VirtioDevice, VirtioError};
 
-use crate::{dma, NOTIFICATION};
+use crate::{dma, make_notification, NOTIFICATION};
 
 /// Recorded passes, as the Linux side's (`bench-linux`'s `disk::RUNS`).
 pub const RUNS: usize = 8;
@@ -90,12 +88,8 @@ pub fn run(platform: &Session<Platform>, recorded: usize) -> Result<(), BenchErr
         ));
     }
     let mut dev = VirtioDevice::open(platform, 0, 0)?;
-    let notification = own(NOTIFICATION);
-    let done = own(SOAKER_DONE);
-    for slot in [notification, done] {
-        syscall::retype(own(child::UNTYPED), ObjectType::Notification, 0, slot, 1)
-            .map_err(VirtioError::Irq)?;
-    }
+    let notification = make_notification(NOTIFICATION).map_err(VirtioError::Irq)?;
+    let done = make_notification(SOAKER_DONE).map_err(VirtioError::Irq)?;
     let cpu = CPU;
     let irq = QueueIrq {
         entry: 0,

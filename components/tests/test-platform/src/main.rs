@@ -111,32 +111,16 @@ fn intx(platform: &Session<Platform>) -> Result<(), VirtioError> {
     let mut dev = VirtioDevice::open(platform, 0, 0)?;
     let (line, kind) = platform.irq(0, rt::session::platform::INTX, 0)?;
     println!("test-platform: INTx: line handler (kind {kind})");
-    let notification = own(NOTIFICATION);
-    syscall::retype(
-        own(child::UNTYPED),
-        ObjectType::Notification,
-        0,
-        notification,
-        1,
-    )
-    .map_err(VirtioError::Irq)?;
+    let notification = make_notification(NOTIFICATION).map_err(VirtioError::Irq)?;
     syscall::irq_bind(line, notification).map_err(VirtioError::Irq)?;
     let mut q = dev.queue(0, 16, None)?;
     dev.driver_ok()?;
     let (mem, bus) = dma(platform, 4096)?;
-    let one = Request {
-        header: 0,
-        data: 512,
-        status: 1024,
-    };
-    for i in 0..512 {
-        mem.write8(one.data + i, PATTERN_SEED.wrapping_add(i as u8));
-    }
+    let one = ONE_SECTOR;
+    one.fill(&mem, pattern_byte);
     for kind in [1u32, 0] {
         if kind == 0 {
-            for i in 0..512 {
-                mem.write8(one.data + i, 0);
-            }
+            one.fill(&mem, |_| 0);
         }
         let chain = one.prepare(&mem, bus, kind, SECTOR);
         q.add(&chain)?;
@@ -154,8 +138,7 @@ fn intx(platform: &Session<Platform>) -> Result<(), VirtioError> {
             mem.read8(one.status).unwrap_or(0xff)
         );
     }
-    let same =
-        (0..512).all(|i| mem.read8(one.data + i) == Some(PATTERN_SEED.wrapping_add(i as u8)));
+    let same = one.holds(&mem, pattern_byte);
     println!(
         "test-platform: INTx: sector {SECTOR} read back {}",
         if same { "equal" } else { "DIFFERENT (FAILED)" }
@@ -175,15 +158,7 @@ const BENCH_WARM_UP: usize = 5;
 /// (timing stub subtracted). `BENCH` lines (`bench::report`).
 fn bench_irq(platform: &Session<Platform>) -> Result<(), VirtioError> {
     let mut dev = VirtioDevice::open(platform, 0, 0)?;
-    let notification = own(NOTIFICATION);
-    syscall::retype(
-        own(child::UNTYPED),
-        ObjectType::Notification,
-        0,
-        notification,
-        1,
-    )
-    .map_err(VirtioError::Irq)?;
+    let notification = make_notification(NOTIFICATION).map_err(VirtioError::Irq)?;
     let irq = QueueIrq {
         entry: 0,
         cpu: 0,
@@ -192,11 +167,7 @@ fn bench_irq(platform: &Session<Platform>) -> Result<(), VirtioError> {
     let mut q = dev.queue(0, 16, Some(irq))?;
     dev.driver_ok()?;
     let (mem, bus) = dma(platform, 4096)?;
-    let one = Request {
-        header: 0,
-        data: 512,
-        status: 1024,
-    };
+    let one = ONE_SECTOR;
     let overhead = bench::timestamp_overhead();
     let mut latency = [0u64; BENCH_SAMPLES];
     let mut ack = [0u64; BENCH_SAMPLES];
@@ -481,7 +452,45 @@ struct Request {
     status: usize,
 }
 
+/// The one-sector request of the round trips and the interrupt
+/// benchmark: header, data and status in the first page of their DMA
+/// memory.
+const ONE_SECTOR: Request = Request {
+    header: 0,
+    data: 512,
+    status: 1024,
+};
+
+/// Byte `i` of sector [`SECTOR`]'s pattern (`PATTERN_SEED + i`).
+fn pattern_byte(i: usize) -> u8 {
+    PATTERN_SEED.wrapping_add(i as u8)
+}
+
+/// A notification made from the component's quota into own slot `slot`.
+fn make_notification(slot: u32) -> Result<rt::abi::CapSlot, rt::abi::Error> {
+    syscall::retype(
+        own(child::UNTYPED),
+        ObjectType::Notification,
+        0,
+        own(slot),
+        1,
+    )?;
+    Ok(own(slot))
+}
+
 impl Request {
+    /// Writes `byte(i)` to data byte `i` of the sector.
+    fn fill(&self, mem: &Region, byte: impl Fn(usize) -> u8) {
+        for i in 0..512 {
+            mem.write8(self.data + i, byte(i));
+        }
+    }
+
+    /// Whether data byte `i` of the sector is `byte(i)` for every `i`.
+    fn holds(&self, mem: &Region, byte: impl Fn(usize) -> u8) -> bool {
+        (0..512).all(|i| mem.read8(self.data + i) == Some(byte(i)))
+    }
+
     /// Writes the header (`kind` 1: write, 0: read) and a status the
     /// device must overwrite; the chain to add, in bus addresses.
     fn prepare(&self, mem: &Region, bus: u64, kind: u32, sector: u64) -> [Buffer; 3] {
@@ -548,18 +557,9 @@ fn round_trip(platform: &Session<Platform>, cpu: u32, c: &mut Checks) {
         capacity == Ok(DISK_SECTORS),
         format_args!("capacity from the device configuration: {capacity:?} sectors"),
     );
-    let notification = own(NOTIFICATION);
-    if syscall::retype(
-        own(child::UNTYPED),
-        ObjectType::Notification,
-        0,
-        notification,
-        1,
-    )
-    .is_err()
-    {
+    let Ok(notification) = make_notification(NOTIFICATION) else {
         return c.expect(false, format_args!("cannot make a notification"));
-    }
+    };
     let irq = QueueIrq {
         entry: 0,
         cpu,
@@ -592,22 +592,14 @@ fn round_trip(platform: &Session<Platform>, cpu: u32, c: &mut Checks) {
         "test-platform: DMA memory: {} bytes at bus address {bus:#x}",
         mem.len()
     );
-    let one = Request {
-        header: 0,
-        data: 512,
-        status: 1024,
-    };
-    for i in 0..512 {
-        mem.write8(one.data + i, PATTERN_SEED.wrapping_add(i as u8));
-    }
+    let one = ONE_SECTOR;
+    one.fill(&mem, pattern_byte);
     let mut completed = 0u32;
     // Write (type 1), then read (type 0) into the same buffer after
     // clearing it: the bytes that come back came from the disk.
     for (kind, what) in [(1u32, "write"), (0u32, "read")] {
         if kind == 0 {
-            for i in 0..512 {
-                mem.write8(one.data + i, 0);
-            }
+            one.fill(&mem, |_| 0);
         }
         let chain = one.prepare(&mem, bus, kind, SECTOR);
         let sent = q
@@ -632,8 +624,7 @@ fn round_trip(platform: &Session<Platform>, cpu: u32, c: &mut Checks) {
             format_args!("the interrupt arrived at the CPU asked for ({cpu})"),
         );
     }
-    let same =
-        (0..512).all(|i| mem.read8(one.data + i) == Some(PATTERN_SEED.wrapping_add(i as u8)));
+    let same = one.holds(&mem, pattern_byte);
     c.expect(
         same && completed == 2,
         format_args!("DMA round trip: sector {SECTOR} written and read back, 512 bytes equal"),
