@@ -620,17 +620,18 @@ fn device_memory_check(c: &mut Checks, info: &BootInfo) {
     };
     let untyped = u64::from(slot::UNTYPED_FIRST) + index as u64;
     // Carve untyped pieces off the watermark until it reaches ECAM.
-    let mut watermark = info.untyped()[index].phys;
     let mut next = DEVICE_SLOTS;
-    while watermark < ECAM {
-        let align = watermark.trailing_zeros().min(63);
-        let room = 63 - (ECAM - watermark).leading_zeros();
-        let bits = align.min(room);
+    let below = rt::abi::object::aligned_blocks(
+        info.untyped()[index].phys,
+        ECAM,
+        rt::abi::object::MIN_UNTYPED_BITS,
+        rt::abi::object::MAX_UNTYPED_BITS,
+    );
+    for (_, bits) in below {
         if let Err(e) = syscall::retype(untyped, ObjectType::Untyped, u64::from(bits), next, 1) {
             c.expect("device-carve", false, format_args!("{e:?}"));
             return;
         }
-        watermark += 1 << bits;
         next += 1;
     }
     let frame = next;
