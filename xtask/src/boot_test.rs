@@ -45,7 +45,13 @@ pub struct Outcome {
     pub duration: Duration,
     /// Where the log was kept (failures only).
     pub log_path: Option<PathBuf>,
+    /// The last lines of the serial output (failures only): printed with
+    /// the failure, so a CI run's output shows what the guest did last.
+    pub tail: Vec<String>,
 }
+
+/// How many serial lines a failure shows.
+const TAIL_LINES: usize = 25;
 
 /// What the reader thread sends.
 enum Event {
@@ -168,11 +174,20 @@ pub fn run_one(test: &BootTest, log_dir: &Path) -> Outcome {
             written.ok().map(|()| log_path)
         }
     };
+    let tail = match &failure {
+        None => Vec::new(),
+        Some(_) => {
+            let lines: Vec<&str> = serial.lines().collect();
+            let from = lines.len().saturating_sub(TAIL_LINES);
+            lines[from..].iter().map(|l| l.to_string()).collect()
+        }
+    };
     Outcome {
         name: spec.name.clone(),
         failure,
         duration,
         log_path,
+        tail,
     }
 }
 

@@ -284,6 +284,12 @@ fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
                 Some(p) => println!("    serial log: {}", display_path(p)),
                 None => println!("    (could not write the serial log)"),
             }
+            if !o.tail.is_empty() {
+                println!("    its last {} serial lines:", o.tail.len());
+            }
+            for line in &o.tail {
+                println!("    | {}", crate::util::printable(line));
+            }
         }
     });
     for o in &outcomes {

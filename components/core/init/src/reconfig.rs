@@ -40,6 +40,7 @@
 use rt::interfaces::session;
 use rt::println;
 use rt::session::reconfig;
+use rt::syscall;
 use ucore::config::Rom;
 
 use crate::sessions::reply;
@@ -120,7 +121,16 @@ impl<'a> Init<'a> {
             println!("init: kill {name} from {asker} refused: {why}");
             return reply(label, [0; 4], None);
         }
-        let Some(id) = kid.map(|k| k.id) else { return };
+        let Some((id, caps)) = kid.and_then(|k| Some((k.id, k.caps?))) else {
+            return;
+        };
+        // Stopped now, as a fault stops it: its memory goes back only
+        // once its sessions are closed at their providers, and until then
+        // a killed driver must not go on driving its device. (Threads it
+        // made itself run on until its block is revoked.)
+        if let Err(e) = syscall::thread_suspend(rt::abi::caddr::own(caps.thread)) {
+            println!("init: kill {name}: ThreadSuspend failed: {e}");
+        }
         println!("init: killed {name} (asked by {asker})");
         // The answer first: init's reply capability is the asker's only
         // until init calls out, and a restart may open a Timer session.

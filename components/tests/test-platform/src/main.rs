@@ -15,6 +15,12 @@
 //!   compared. The host checks sector 1 and a batch sector in the disk
 //!   image after the run. It closes the session and exits 0 when every
 //!   check passed.
+//! - `arg & 0xff == 6`: the full check, stepping aside with its first
+//!   request in flight (`tests/platform-kill.toml`): right after the
+//!   write of sector 1 is kicked it drops to priority [`ASIDE_PRIORITY`],
+//!   so a killer waiting just above that priority kills it
+//!   exactly there, however fast the device answers (its own thread
+//!   capability: `own = ["thread"]`). With nobody waiting it goes on.
 //! - `arg == 1`: a component without devices: its session is refused.
 //! - `arg == 2`: writes just past its BAR mapping: the write faults (init
 //!   reports it), nothing else happens.
@@ -76,7 +82,8 @@ fn main(arg: u64) -> i32 {
         3 => benchmark("interrupt benchmark", bench_irq),
         4 => benchmark("blk-read-64k", |p| blk_read::run(p, (arg >> 8) as usize)),
         5 => benchmark("INTx", intx),
-        _ => full((arg >> 8) as u32),
+        6 => full((arg >> 8) as u32, StepAside::InFlight),
+        _ => full((arg >> 8) as u32, StepAside::Never),
     }
 }
 
@@ -254,7 +261,28 @@ impl Checks {
     }
 }
 
-fn full(cpu: u32) -> i32 {
+/// Whether the full check steps aside with its first request in flight.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StepAside {
+    Never,
+    InFlight,
+}
+
+/// The priority it steps aside to (below `killer`'s `wait_priority`).
+const ASIDE_PRIORITY: u8 = 40;
+
+/// Drops its own priority to [`ASIDE_PRIORITY`] for good (the kernel
+/// lets a thread lower its priority, never raise it), on the first CPU
+/// of its set: whatever waits above that runs now. The rest of the check
+/// runs at that priority; its partners are above it and it waits for
+/// nothing else.
+fn step_aside(c: &mut Checks) {
+    if let Err(e) = rt::cpu::place(own(child::OWN_THREAD), ASIDE_PRIORITY, 0) {
+        c.expect(false, format_args!("stepping aside: {e}"));
+    }
+}
+
+fn full(cpu: u32, aside: StepAside) -> i32 {
     let mut c = Checks(0);
     let platform = match open(DONOR_BLOCK, DONOR_TABLE, SESSION) {
         Ok(p) => p,
@@ -297,7 +325,7 @@ fn full(cpu: u32) -> i32 {
     );
     check_msix_withheld(&platform, &mut c);
     check_bad_requests(&platform, &mut c);
-    round_trip(&platform, cpu, &mut c);
+    round_trip(&platform, cpu, aside, &mut c);
     match platform.close() {
         Ok(_) => println!("test-platform: session closed"),
         Err(e) => c.expect(false, format_args!("close: {e}")),
@@ -538,7 +566,7 @@ fn dma(platform: &Session<Platform>, bytes: u64) -> Result<(Region, u64), Virtio
 /// Sector 1 written from a DMA buffer and read back into it, one request
 /// at a time; then [`BATCH`] sectors written at once and read back at
 /// once, each batch with one notification and completion by interrupt.
-fn round_trip(platform: &Session<Platform>, cpu: u32, c: &mut Checks) {
+fn round_trip(platform: &Session<Platform>, cpu: u32, aside: StepAside, c: &mut Checks) {
     let mut dev = match VirtioDevice::open(platform, 0, 0) {
         Ok(d) => d,
         Err(e) => return c.expect(false, format_args!("virtio device: {e}")),
@@ -607,6 +635,9 @@ fn round_trip(platform: &Session<Platform>, cpu: u32, c: &mut Checks) {
             .map_err(VirtioError::Queue)
             .and_then(|_| q.enable_interrupts().map_err(VirtioError::Queue))
             .and_then(|_| dev.kick(&mut q));
+        if kind == 1 && aside == StepAside::InFlight {
+            step_aside(c);
+        }
         // Wait for the interrupt (no spinning): the notification word.
         let arrived = sent.and_then(|_| q.wait_interrupt());
         let used = q.pop_used();
