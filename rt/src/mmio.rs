@@ -202,4 +202,32 @@ impl Region {
         self.at::<u64>(offset)
             .map(|p| unsafe { p.write_volatile(value) })
     }
+
+    /// The range `[offset, offset + len)` as a pointer, if inside.
+    fn span(&self, offset: usize, len: usize) -> Option<*mut u8> {
+        let end = offset.checked_add(len)?;
+        (end <= self.len).then_some((self.va + offset) as *mut u8)
+    }
+
+    /// Copies `data` to `offset` with a plain (non-volatile) copy: for DMA
+    /// memory only, never for registers — a device reads it after the
+    /// release fence the queue's publication puts in. `None` (nothing
+    /// copied) when it does not fit.
+    pub fn copy_from(&self, offset: usize, data: &[u8]) -> Option<()> {
+        let to = self.span(offset, data.len())?;
+        // SAFETY: `span` checked the bounds; the mapping lives while `self`
+        // does, and a caller's slice never lies in a device window.
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), to, data.len()) };
+        Some(())
+    }
+
+    /// Copies `out.len()` bytes from `offset` into `out` (DMA memory only,
+    /// as [`Self::copy_from`]; read after the device's used-ring entry was
+    /// taken, which has its acquire fence). `None` when outside.
+    pub fn copy_to(&self, offset: usize, out: &mut [u8]) -> Option<()> {
+        let from = self.span(offset, out.len())?;
+        // SAFETY: as in `copy_from`.
+        unsafe { core::ptr::copy_nonoverlapping(from, out.as_mut_ptr(), out.len()) };
+        Some(())
+    }
 }

@@ -37,6 +37,7 @@ use interfaces::session::{self as proto, pack, NAME_BYTES};
 use crate::syscall::{self, Words};
 use crate::transfer;
 
+pub mod block;
 pub mod counter;
 mod donor;
 pub mod log;

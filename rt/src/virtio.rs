@@ -272,6 +272,15 @@ impl VirtQueue {
         })
     }
 
+    /// Acknowledges the queue's interrupt (`IrqAck`: the next one may
+    /// come), for a driver whose notification is bound to its thread and
+    /// that learnt of the interrupt from its own `Recv` (a server's
+    /// signal handler), not from [`Self::wait_interrupt`].
+    pub fn ack_interrupt(&self) -> Result<(), VirtioError> {
+        let (handler, _) = self.irq.ok_or(VirtioError::Irq(Error::InvalidArgument))?;
+        syscall::irq_ack(handler).map_err(VirtioError::Irq)
+    }
+
     /// Whether the queue's interrupt signalled its notification since the
     /// last wait, without blocking (acknowledged if so). Interrupts that
     /// arrive before the driver looks coalesce in the notification word:

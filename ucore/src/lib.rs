@@ -44,6 +44,7 @@ extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
+pub mod blockcheck;
 pub mod config;
 pub mod init;
 pub mod load;

@@ -16,6 +16,7 @@
 mod accel;
 mod actions;
 mod bench;
+mod blockcheck;
 mod boot_test;
 mod bootimage;
 mod components;
@@ -82,6 +83,9 @@ enum Command {
         /// The monitor transcript holding an `info pci` answer.
         monitor: std::path::PathBuf,
     },
+    /// Check a disk image for what the Block test client's write plan put
+    /// there (a scenario test's host check, tests/block.toml).
+    CheckBlocks(blockcheck::CheckBlocksArgs),
     /// Boot a scenario on the kernel built with the `trace` feature and
     /// write its kernel trace as Chrome-trace/Perfetto JSON
     /// (target/trace/SCENARIO.json).
@@ -103,6 +107,7 @@ fn main() -> ExitCode {
         Command::BenchLinux(args) => linux::bench_linux_command(args),
         Command::Profile(args) => profile::run(args),
         Command::CheckPci { serial, monitor } => pcicheck::run(serial, monitor).map(|()| true),
+        Command::CheckBlocks(args) => blockcheck::run(args).map(|()| true),
         Command::Trace(args) => trace::run(args),
     };
     match result {

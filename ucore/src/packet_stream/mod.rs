@@ -619,6 +619,25 @@ impl<N: Notify> End<N> {
         ready.map(drop)
     }
 
+    /// [`Self::sleep`] split at the wait, for a side that waits in an
+    /// event loop (a server's `Recv`, which returns on any of its
+    /// notification's signals) rather than in `sleep`: flushes and raises
+    /// the flags as `sleep` does, then returns whether the wait is over
+    /// already. `true`: the flags are lowered again, look now. `false`:
+    /// they stay up, and the peer signals — lowering them — when it
+    /// changes the ring (rule 5's handshake, unchanged).
+    fn arm(&mut self, entries: bool, space: bool) -> Result<bool, Error> {
+        self.flush()?;
+        self.set_own_flags(entries, space, true);
+        fence(Ordering::SeqCst);
+        let ready = self.ready_after_raise(entries, space);
+        let ready = self.fail(ready)?;
+        if ready {
+            self.set_own_flags(entries, space, false);
+        }
+        Ok(ready)
+    }
+
     /// Raises or lowers this side's flags: `WantsEntries` on the consumed
     /// ring if `entries`, `WantsSpace` on the produced one if `space`.
     fn set_own_flags(&self, entries: bool, space: bool, up: bool) {

@@ -129,6 +129,15 @@ impl<N: Notify> Sink<N> {
         self.end.flush()
     }
 
+    /// Flushes and asks the source to signal when a packet arrives (and,
+    /// with `space`, when the acknowledgement ring gets a free slot), for
+    /// a sink that waits in an event loop instead of
+    /// [`Self::wait_for_packets`]: `true` if that is so already (nothing
+    /// asked: look now), `false` if the source will signal.
+    pub fn arm(&mut self, space: bool) -> Result<bool, Error> {
+        self.end.arm(true, space)
+    }
+
     /// Flushes, then sleeps until a packet arrives (returns at once if one
     /// is there). May return without one: check again.
     pub fn wait_for_packets(&mut self) -> Result<(), Error> {

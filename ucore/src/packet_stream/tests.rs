@@ -281,6 +281,41 @@ fn a_signal_goes_only_to_a_sleeper_once_per_batch() {
 }
 
 #[test]
+fn an_armed_sink_is_signalled_once_by_the_next_batch_and_not_before() {
+    let [a, b] = test_regions::<2>(SMALL_REGION);
+    let source_signals = Rc::new(Cell::new(0));
+    let mut source = TestSource::new(
+        a,
+        SMALL,
+        Scripted {
+            signals: source_signals.clone(),
+            on_wait: None,
+        },
+    )
+    .unwrap();
+    let mut sink = Sink::new(b, SMALL, Scripted::default()).unwrap();
+    // Not armed: a batch signals nobody (the sink is not waiting).
+    let p = source.alloc(1).unwrap();
+    source.submit(p).unwrap();
+    source.flush().unwrap();
+    assert_eq!(source_signals.get(), 0);
+    // Armed with a packet there: nothing asked, look now.
+    assert!(sink.arm(false).unwrap());
+    let t = sink.get().unwrap().unwrap();
+    sink.ack(t).unwrap();
+    // Armed on an empty ring: the next batch signals once, then no more
+    // (the flag came down with the signal).
+    assert!(!sink.arm(false).unwrap());
+    for _ in 0..2 {
+        let p = source.alloc(1).unwrap();
+        source.submit(p).unwrap();
+        source.flush().unwrap();
+    }
+    assert_eq!(source_signals.get(), 1);
+    assert_eq!(sink.counters().waits, 0, "arming never waits");
+}
+
+#[test]
 fn a_hostile_source_gets_its_bad_descriptors_rejected() {
     let (_, mut sink, hand) = small_stream();
     let len = sink.layout().buffer_len() as u32;
