@@ -36,7 +36,7 @@ use abi::CapSlot;
 
 use super::{Interface, Session};
 use crate::shared::{self, ReceiveError};
-use crate::stream::{Config, Notifications, Packet, Region, Source};
+use crate::stream::{Config, Notifications, Packet, Region, Sink, Source, Taken};
 
 /// The Block interface.
 pub struct Block;
@@ -167,6 +167,46 @@ pub fn status_text(s: u32) -> &'static str {
         STATUS_OP => "unknown operation",
         STATUS_IO => "I/O error",
         _ => "unknown status",
+    }
+}
+
+/// Whether `packet` is a request a provider of `info` takes: `Err(status)`
+/// to acknowledge it at once with that status instead (a sync without
+/// [`BlockInfo::sync`] is done at once: `Err(STATUS_OK)`, writes reach
+/// the medium as they complete).
+pub fn check(packet: &Packet, info: &BlockInfo) -> Result<(), u32> {
+    match packet.op {
+        OP_SYNC if !info.sync => return Err(STATUS_OK),
+        OP_SYNC => return Ok(()),
+        OP_READ => {}
+        OP_WRITE if !info.writable => return Err(STATUS_READ_ONLY),
+        OP_WRITE => {}
+        _ => return Err(STATUS_OP),
+    }
+    if packet.is_empty() || !packet.len().is_multiple_of(info.block_size) {
+        return Err(STATUS_ALIGN);
+    }
+    if packet.len() > info.max_bytes {
+        return Err(STATUS_SIZE);
+    }
+    let blocks = u64::from(packet.len() / info.block_size);
+    match u64::from(packet.tag).checked_add(blocks) {
+        Some(end) if end <= info.block_count => Ok(()),
+        _ => Err(STATUS_RANGE),
+    }
+}
+
+impl BlockInfo {
+    /// The [`INFO`] reply's words.
+    pub fn words(&self) -> [u64; 4] {
+        let flags =
+            if self.writable { FLAG_WRITABLE } else { 0 } | if self.sync { FLAG_SYNC } else { 0 };
+        [
+            u64::from(self.block_size),
+            self.block_count,
+            flags,
+            u64::from(self.max_bytes),
+        ]
     }
 }
 
@@ -395,5 +435,182 @@ impl BlockSource {
             Err(BlockError::Status(s)) => Ok(s),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Donated slots of a Block session: the frame, the client's
+/// notification, its read-only copy (the client's), the provider's
+/// notification's badged write copy (the client's).
+const SLOT_FRAME: u32 = 0;
+const SLOT_CLIENT_NOTIFY: u32 = 1;
+const SLOT_CLIENT_READ: u32 = 2;
+const SLOT_SERVER_WRITE: u32 = 3;
+
+/// The provider's end of one Block session's stream: the frame and the
+/// client's notification made from the session's donation, the frame
+/// mapped, a signal context (on the provider's thread-bound notification)
+/// that runs the provider's handler when the client signals, and the
+/// acknowledgements the client's full ring could not take yet.
+///
+/// Dropping it (the session closed) unregisters the context and unmaps
+/// the frame; the objects themselves go when the client revokes its
+/// donation.
+pub struct Served<T: 'static> {
+    /// The stream.
+    pub sink: Sink<Notifications>,
+    backlog: alloc::collections::VecDeque<Taken>,
+    donated: crate::session::Donated,
+    context: crate::signal::SignalContext,
+    signals: alloc::rc::Rc<core::cell::RefCell<crate::signal::Signals<T>>>,
+    broken: bool,
+}
+
+/// Why [`Served::open`] failed.
+pub type ServeError = &'static str;
+
+impl<T: 'static> Served<T> {
+    /// Makes the session's stream from `donated`, maps the frame at `va`
+    /// and registers `on_signal` on `signals` (whose notification is
+    /// bound to the provider's thread); the stream is armed, so the
+    /// client's first batch signals.
+    ///
+    /// # Safety
+    ///
+    /// `[va, va + STREAM_BYTES)` is a 2 MiB aligned region nothing else of
+    /// the provider uses while the `Served` exists.
+    pub unsafe fn open(
+        donated: crate::session::Donated,
+        signals: &alloc::rc::Rc<core::cell::RefCell<crate::signal::Signals<T>>>,
+        va: u64,
+        on_signal: impl FnMut(&mut T) + 'static,
+    ) -> Result<Served<T>, ServeError> {
+        use abi::map::{Cache, MapAttr};
+        use abi::{ObjectType, Rights};
+        let frame = donated.slot(SLOT_FRAME);
+        let notify = donated.slot(SLOT_CLIENT_NOTIFY);
+        let syscall_failed = |what| move |_| what;
+        crate::syscall::retype(donated.untyped(), ObjectType::Frame2M, 0, frame, 1)
+            .map_err(syscall_failed("the donation holds no 2 MiB frame"))?;
+        crate::syscall::retype(donated.untyped(), ObjectType::Notification, 0, notify, 1)
+            .map_err(syscall_failed("the donation holds no notification"))?;
+        crate::syscall::cap_mint(notify, donated.slot(SLOT_CLIENT_READ), Rights::READ, 0)
+            .map_err(syscall_failed("minting the client's notification failed"))?;
+        let rw = MapAttr {
+            writable: true,
+            executable: false,
+            cache: Cache::WriteBack,
+        };
+        // SAFETY: the caller gives the region to this stream alone.
+        unsafe {
+            crate::syscall::map(
+                own(interfaces::child::OWN_VSPACE),
+                frame,
+                va,
+                rw,
+            )
+        }
+        .map_err(syscall_failed("mapping the stream frame failed"))?;
+        // SAFETY: just mapped, 2 MiB, used by nothing else.
+        let region = unsafe { Region::new(va as *mut u8, STREAM_BYTES) }
+            .map_err(|_| "stream region misaligned")?;
+        let notifications = Notifications {
+            peer: notify,
+            own: signals.borrow().notification(),
+        };
+        let mut sink =
+            Sink::new(region, stream_config(), notifications).map_err(|_| "stream layout")?;
+        // A fresh stream has no packets: armed, the first batch signals.
+        sink.arm(false).map_err(|_| "stream broken at start")?;
+        let context = signals
+            .borrow_mut()
+            .register(donated.slot(SLOT_SERVER_WRITE), on_signal)
+            .map_err(|_| "no signal context left")?;
+        Ok(Served {
+            sink,
+            backlog: alloc::collections::VecDeque::new(),
+            donated,
+            context,
+            signals: signals.clone(),
+            broken: false,
+        })
+    }
+
+    /// The capability [`STREAM`] request `which` hands out.
+    pub fn stream_cap(&self, which: u64) -> Option<CapSlot> {
+        let i = match which {
+            shared::CAP_FRAME => SLOT_FRAME,
+            shared::CAP_SERVER_NOTIFY => SLOT_SERVER_WRITE,
+            shared::CAP_CLIENT_NOTIFY => SLOT_CLIENT_READ,
+            _ => return None,
+        };
+        Some(self.donated.slot(i))
+    }
+
+    /// The reply to a [`STREAM`] request (the capability in it).
+    pub fn stream_reply(&self, which: u64) -> (abi::MsgInfo, crate::syscall::Words) {
+        match self.stream_cap(which) {
+            Some(cap) => {
+                crate::transfer::set_send_cap(cap);
+                (abi::MsgInfo::new(OK, 0, 1).unwrap_or_default(), [0; 4])
+            }
+            None => crate::server::answer(REFUSED, [0; 4]),
+        }
+    }
+
+    /// Stages the acknowledgement of `taken` with `status`, or keeps it
+    /// for later when the client's ring is full.
+    pub fn ack(&mut self, mut taken: Taken, status: u32) {
+        taken.set_op(status);
+        if !self.backlog.is_empty() {
+            self.backlog.push_back(taken);
+            return;
+        }
+        if let Err(e) = self.sink.ack(taken) {
+            self.backlog.push_back(e.packet);
+        }
+    }
+
+    /// Publishes the staged acknowledgements, the backlog first as far as
+    /// the ring takes it; `Err` once the stream is broken (logged by the
+    /// caller once: [`Self::broken`]).
+    pub fn publish(&mut self) -> Result<(), crate::stream::Error> {
+        while let Some(taken) = self.backlog.pop_front() {
+            if let Err(e) = self.sink.ack(taken) {
+                self.backlog.push_front(e.packet);
+                break;
+            }
+        }
+        self.sink.flush().inspect_err(|e| {
+            if e.is_fatal() {
+                self.broken = true;
+            }
+        })
+    }
+
+    /// Re-arms the stream before the provider returns to its `Recv`:
+    /// `true` if packets (or, with a backlog, ring space) are there
+    /// already — look again now.
+    pub fn arm(&mut self) -> bool {
+        let space = !self.backlog.is_empty();
+        !self.broken && matches!(self.sink.arm(space), Ok(true))
+    }
+
+    /// Whether the stream broke (the client wrote impossible indices): its
+    /// requests are not looked at any more.
+    pub fn broken(&self) -> bool {
+        self.broken
+    }
+
+    /// Marks the stream broken.
+    pub fn set_broken(&mut self) {
+        self.broken = true;
+    }
+}
+
+impl<T: 'static> Drop for Served<T> {
+    fn drop(&mut self) {
+        let _ = self.signals.borrow_mut().unregister(self.context);
+        // SAFETY: the stream is not used again: the session ends here.
+        let _ = unsafe { crate::syscall::unmap(self.donated.slot(SLOT_FRAME)) };
     }
 }

@@ -37,7 +37,7 @@ use rt::abi::{CapSlot, ObjectType, Rights};
 use rt::interfaces::child;
 use rt::mmio::Region;
 use rt::println;
-use rt::session::block::{self, stream_config, STREAM_BYTES};
+use rt::session::block::{self, stream_config, BlockInfo, STREAM_BYTES};
 use rt::session::platform::Platform;
 use rt::session::{Donated, Session, SessionTable};
 use rt::signal::SignalContext;
@@ -98,15 +98,6 @@ impl fmt::Display for StartError {
     }
 }
 
-/// The device as the sessions see it.
-#[derive(Clone, Copy, Debug)]
-struct Geometry {
-    block_size: u32,
-    block_count: u64,
-    writable: bool,
-    flush: bool,
-}
-
 /// A request in the virtqueue.
 struct Request {
     client: u64,
@@ -131,7 +122,7 @@ pub struct Driver {
     free_slots: Vec<usize>,
     inflight: Vec<Option<Request>>,
     pending: VecDeque<(u64, Taken)>,
-    geometry: Geometry,
+    geometry: BlockInfo,
     /// Session ids are never reused (a late completion for a closed
     /// session finds nobody).
     next_id: u64,
@@ -172,11 +163,12 @@ impl Driver {
             ));
         }
         let per_block = u64::from(block_size) / SECTOR;
-        let geometry = Geometry {
+        let geometry = BlockInfo {
             block_size,
             block_count: capacity / per_block,
             writable: !dev.has_feature(F_RO),
-            flush: dev.has_feature(F_FLUSH),
+            sync: dev.has_feature(F_FLUSH),
+            max_bytes: MAX_REQUEST,
         };
         let irq = QueueIrq {
             entry: 0,
@@ -196,7 +188,7 @@ impl Driver {
             block_size,
             (geometry.block_count * u64::from(block_size)) >> 20,
             if geometry.writable { "writable" } else { "read-only" },
-            if geometry.flush { "flush" } else { "write-through" },
+            if geometry.sync { "flush" } else { "write-through" },
             q.size(),
         );
         let size = usize::from(q.size());
@@ -218,17 +210,9 @@ impl Driver {
         })
     }
 
-    /// The `INFO` reply's words.
-    pub fn info_words(&self) -> [u64; 4] {
-        let g = self.geometry;
-        let flags = if g.writable { block::FLAG_WRITABLE } else { 0 }
-            | if g.flush { block::FLAG_SYNC } else { 0 };
-        [
-            u64::from(g.block_size),
-            g.block_count,
-            flags,
-            u64::from(MAX_REQUEST),
-        ]
+    /// The device, as `INFO` describes it.
+    pub fn info(&self) -> BlockInfo {
+        self.geometry
     }
 
     /// Client `id`'s stream has packets: take and check them all, start
@@ -258,7 +242,7 @@ impl Driver {
         };
         loop {
             match client.sink.get() {
-                Ok(Some(mut taken)) => match check(&taken, self.geometry) {
+                Ok(Some(mut taken)) => match block::check(&taken.packet(), &self.geometry) {
                     Ok(()) => self.pending.push_back((id, taken)),
                     Err(status) => {
                         taken.set_op(status);
@@ -527,33 +511,6 @@ impl Driver {
         if let Some(w) = self.windows.get_mut(window) {
             *w = false;
         }
-    }
-}
-
-/// Whether `taken` is a request for the device: `Err(status)` to
-/// acknowledge it at once with that status instead.
-fn check(taken: &Taken, g: Geometry) -> Result<(), u32> {
-    let p = taken.packet();
-    match p.op {
-        // Without the flush feature writes are on the medium when they
-        // complete (the device is write-through): done at once.
-        block::OP_SYNC if !g.flush => return Err(block::STATUS_OK),
-        block::OP_SYNC => return Ok(()),
-        block::OP_READ => {}
-        block::OP_WRITE if !g.writable => return Err(block::STATUS_READ_ONLY),
-        block::OP_WRITE => {}
-        _ => return Err(block::STATUS_OP),
-    }
-    if p.is_empty() || !p.len().is_multiple_of(g.block_size) {
-        return Err(block::STATUS_ALIGN);
-    }
-    if p.len() > MAX_REQUEST {
-        return Err(block::STATUS_SIZE);
-    }
-    let blocks = u64::from(p.len() / g.block_size);
-    match u64::from(p.tag).checked_add(blocks) {
-        Some(end) if end <= g.block_count => Ok(()),
-        _ => Err(block::STATUS_RANGE),
     }
 }
 

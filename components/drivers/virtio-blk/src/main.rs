@@ -155,7 +155,7 @@ fn request(
     words: Words,
 ) -> (MsgInfo, Words) {
     match op {
-        block::INFO => rt::server::answer(block::OK, driver.borrow().info_words()),
+        block::INFO => rt::server::answer(block::OK, driver.borrow().info().words()),
         block::STREAM => match client.stream_cap(words[0]) {
             Some(cap) => {
                 transfer::set_send_cap(cap);
