@@ -126,10 +126,14 @@ fn extent(
             why: "starts at block 0, over the MBR",
         });
     }
-    // Both at most 2^33: no overflow, but stay checked on principle.
+    // Both below 2^32: no overflow, but stay checked on principle.
     let end = first
         .checked_add(u64::from(sectors))
-        .ok_or(TableError::ZeroSize { number })?;
+        .ok_or(TableError::BeyondDisk {
+            number,
+            end: u64::MAX,
+            disk_blocks: block_count,
+        })?;
     if end > block_count {
         return Err(TableError::BeyondDisk {
             number,
@@ -201,7 +205,7 @@ fn logicals(
             });
         }
         if logical.type_byte != 0 {
-            if is_extended(logical.type_byte) || logical.type_byte == crate::mbr::PROTECTIVE {
+            if is_extended(logical.type_byte) || logical.type_byte == PROTECTIVE {
                 return Err(TableError::BadEbr {
                     lba,
                     why: "its first entry has an extended or protective type",
