@@ -6,7 +6,8 @@
 //! [[disk]]                      # a virtio-blk-pci disk
 //! name = "data"                 # 1..=32 of [a-z0-9_-], unique among disks
 //! size_mib = 64                 # a blank (zeroed) raw image of this size, or
-//! image = "disks/data.img"      # a copy of this raw image (relative to the repository)
+//! image = "disks/data.img"      # a copy of this raw image (relative to the repository), or
+//! build = "card-mbr"            # a copy of an image xtask generates (crate::gendisk)
 //! [[nic]]                       # a virtio-net-pci NIC, user network, restrict=on
 //! name = "net0"
 //! forward = [{ guest = 80 }]    # TCP host 127.0.0.1:<free port> -> guest port 80
@@ -34,6 +35,7 @@ use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::gendisk::Recipe;
 use crate::util::display_path;
 
 /// The most disks a scenario may name.
@@ -55,6 +57,7 @@ pub struct RawDisk {
     name: Spanned<String>,
     size_mib: Option<Spanned<u64>>,
     image: Option<Spanned<String>>,
+    build: Option<Spanned<String>>,
 }
 
 /// A `[[nic]]` table as written.
@@ -80,6 +83,9 @@ pub enum DiskSource {
     Blank { size_mib: u64 },
     /// A copy of this raw image file.
     Image(PathBuf),
+    /// A copy of the image this recipe generates (built once, kept in
+    /// `target/pecan/disks/`).
+    Built(Recipe),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -196,8 +202,33 @@ pub fn check(
             i,
             &line_of,
         )?;
-        let source = match (&raw.size_mib, &raw.image) {
-            (Some(size), None) => {
+        // Exactly one source: the second one given is the error.
+        let given: Vec<(&str, Range<usize>)> = [
+            raw.size_mib.as_ref().map(|v| ("size_mib", v.span())),
+            raw.image.as_ref().map(|v| ("image", v.span())),
+            raw.build.as_ref().map(|v| ("build", v.span())),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if given.len() > 1 {
+            let (first, _) = &given[0];
+            let (second, span) = &given[1];
+            let message = if raw.build.is_none() {
+                format!(
+                    "{who}: size_mib and image: give one of them (a blank disk of size_mib MiB, \
+                     or a copy of the image file)"
+                )
+            } else {
+                format!(
+                    "{who}: {first} and {second}: give one of size_mib (a blank disk), image (a \
+                     copy of an image file) and build (a generated image)"
+                )
+            };
+            return Err((span.clone(), message));
+        }
+        let source = match (&raw.size_mib, &raw.image, &raw.build) {
+            (Some(size), _, _) => {
                 let mib = *size.get_ref();
                 if !(1..=MAX_DISK_MIB).contains(&mib) {
                     return Err((
@@ -207,7 +238,7 @@ pub fn check(
                 }
                 DiskSource::Blank { size_mib: mib }
             }
-            (None, Some(image)) => {
+            (None, Some(image), _) => {
                 let path = root.join(image.get_ref());
                 if image.get_ref().is_empty() || !path.is_file() {
                     return Err((
@@ -221,21 +252,30 @@ pub fn check(
                 }
                 DiskSource::Image(path)
             }
-            (Some(_), Some(image)) => {
-                return Err((
-                    image.span(),
-                    format!(
-                        "{who}: size_mib and image: give one of them (a blank disk of \
-                         size_mib MiB, or a copy of the image file)"
-                    ),
-                ))
-            }
-            (None, None) => {
+            (None, None, Some(build)) => match Recipe::from_name(build.get_ref()) {
+                Some(recipe) => DiskSource::Built(recipe),
+                None => {
+                    let names: Vec<String> = Recipe::ALL
+                        .iter()
+                        .map(|(n, _)| format!("\"{n}\""))
+                        .collect();
+                    return Err((
+                        build.span(),
+                        format!(
+                            "{who}: build: unknown recipe \"{}\" (expected {})",
+                            build.get_ref(),
+                            names.join(" or ")
+                        ),
+                    ));
+                }
+            },
+            (None, None, None) => {
                 return Err((
                     table.span(),
                     format!(
-                        "{who}: needs size_mib (a blank disk of that many MiB) or image (a \
-                         copy of that raw image file)"
+                        "{who}: needs size_mib (a blank disk of that many MiB), image (a copy \
+                         of that raw image file) or build (a generated image: \"card-mbr\" or \
+                         \"card-gpt\")"
                     ),
                 ))
             }
@@ -310,7 +350,8 @@ impl Devices {
     }
 
     /// Makes this run's copies of the disks in `work_dir` (created if
-    /// missing): a sparse zeroed file of `size_mib`, or a copy of the image.
+    /// missing): a sparse zeroed file of `size_mib`, or a copy of the image
+    /// (a generated one built first when missing or stale).
     pub fn prepare(&self, work_dir: &Path) -> Result<Attached> {
         std::fs::create_dir_all(work_dir)
             .with_context(|| format!("creating {}", display_path(work_dir)))?;
@@ -318,19 +359,26 @@ impl Devices {
         for disk in &self.disks {
             let path = work_dir.join(format!("disk-{}.img", disk.name));
             let _ = std::fs::remove_file(&path);
-            match &disk.source {
-                DiskSource::Blank { size_mib } => std::fs::File::create(&path)
-                    .and_then(|f| f.set_len(size_mib * 1024 * 1024))
-                    .with_context(|| format!("making the blank disk {}", display_path(&path)))?,
-                DiskSource::Image(image) => {
-                    std::fs::copy(image, &path).with_context(|| {
-                        format!(
-                            "copying disk image {} to {}",
-                            display_path(image),
-                            display_path(&path)
-                        )
-                    })?;
+            let image = match &disk.source {
+                DiskSource::Blank { size_mib } => {
+                    std::fs::File::create(&path)
+                        .and_then(|f| f.set_len(size_mib * 1024 * 1024))
+                        .with_context(|| {
+                            format!("making the blank disk {}", display_path(&path))
+                        })?;
+                    None
                 }
+                DiskSource::Image(image) => Some(image.clone()),
+                DiskSource::Built(recipe) => Some(crate::gendisk::ensure(*recipe)?),
+            };
+            if let Some(image) = image {
+                std::fs::copy(&image, &path).with_context(|| {
+                    format!(
+                        "copying disk image {} to {}",
+                        display_path(&image),
+                        display_path(&path)
+                    )
+                })?;
             }
             disks.push((disk.name.clone(), path));
         }

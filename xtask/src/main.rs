@@ -25,6 +25,7 @@ mod cpio;
 mod debian;
 mod devices;
 mod fixtures;
+mod gendisk;
 mod host;
 mod kernel;
 mod kmod;

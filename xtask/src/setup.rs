@@ -1,12 +1,14 @@
 //! Environment set-up done before anything is built or booted: the Rust
 //! target `x86_64-unknown-none` must be installed, and QEMU
-//! (`qemu-system-x86_64` plus qboot's firmware) must be present.
+//! (`qemu-system-x86_64` plus qboot's firmware) must be present. Only
+//! when a generated disk image is built (`crate::gendisk`): dosfstools and
+//! mtools.
 //!
 //! Missing pieces are installed when that can be done without asking anyone
 //! (rustup is there; we are root and have apt-get, which runs with no stdin
 //! for CI). Otherwise xtask stops and says what to install.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
@@ -92,6 +94,67 @@ pub fn ensure_qemu() -> Result<()> {
     ])?;
     if !qemu_present() {
         bail!("installed qemu-system-x86, but {QEMU} or {QBOOT} is still missing");
+    }
+    Ok(())
+}
+
+/// The programs of dosfstools and mtools that generated disk images
+/// need (`crate::gendisk`): to format, check, fill and read FAT file
+/// systems inside a disk image.
+pub const DISK_TOOLS: [&str; 5] = ["mkfs.fat", "fsck.fat", "mcopy", "mdir", "mtype"];
+
+/// The full path of disk tool `name`: on `$PATH`, else in `/usr/sbin` or
+/// `/sbin` (where dosfstools puts `mkfs.fat`, and which a user's `$PATH`
+/// often lacks).
+pub fn disk_tool(name: &str) -> Option<PathBuf> {
+    which(name).or_else(|| {
+        ["/usr/sbin", "/sbin"]
+            .iter()
+            .map(|dir| Path::new(dir).join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// The disk tools that are missing.
+fn missing_disk_tools() -> Vec<&'static str> {
+    DISK_TOOLS
+        .into_iter()
+        .filter(|t| disk_tool(t).is_none())
+        .collect()
+}
+
+/// Makes sure dosfstools and mtools are installed (every tool of
+/// [`DISK_TOOLS`]), installing them with apt-get when we are root.
+pub fn ensure_disk_tools() -> Result<()> {
+    let missing = missing_disk_tools();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !is_root() || which("apt-get").is_none() {
+        bail!(
+            "{} missing (needed to build a generated disk image). Install them with: sudo \
+             apt-get install -y dosfstools mtools",
+            missing.join(", ")
+        );
+    }
+    println!(
+        "==> {} missing; installing dosfstools and mtools with apt-get",
+        missing.join(", ")
+    );
+    apt_get(&["update"])?;
+    apt_get(&[
+        "install",
+        "-y",
+        "--no-install-recommends",
+        "dosfstools",
+        "mtools",
+    ])?;
+    let missing = missing_disk_tools();
+    if !missing.is_empty() {
+        bail!(
+            "installed dosfstools and mtools, but {} still missing",
+            missing.join(", ")
+        );
     }
     Ok(())
 }

@@ -350,14 +350,26 @@ const CASES: &[(&str, &str, &str)] = &[
     (
         "disk-no-source",
         "3:1",
-        "disk \"data\": needs size_mib (a blank disk of that many MiB) or image (a copy of that \
-         raw image file)",
+        "disk \"data\": needs size_mib (a blank disk of that many MiB), image (a copy of that \
+         raw image file) or build (a generated image: \"card-mbr\" or \"card-gpt\")",
     ),
     (
         "disk-size-and-image",
         "6:9",
         "disk \"data\": size_mib and image: give one of them (a blank disk of size_mib MiB, or \
          a copy of the image file)",
+    ),
+    (
+        "disk-build-and-size",
+        "6:9",
+        "disk \"card\": size_mib and build: give one of size_mib (a blank disk), image (a copy \
+         of an image file) and build (a generated image)",
+    ),
+    (
+        "disk-build-unknown",
+        "5:9",
+        "disk \"card\": build: unknown recipe \"card-fat\" (expected \"card-mbr\" or \
+         \"card-gpt\")",
     ),
     (
         "disk-size-out-of-range",
@@ -512,6 +524,8 @@ fixture_tests! {
     disk_duplicate: "disk-duplicate",
     disk_no_source: "disk-no-source",
     disk_size_and_image: "disk-size-and-image",
+    disk_build_and_size: "disk-build-and-size",
+    disk_build_unknown: "disk-build-unknown",
     disk_size_out_of_range: "disk-size-out-of-range",
     disk_image_missing: "disk-image-missing",
     too_many_disks: "too-many-disks",

@@ -302,6 +302,17 @@ fn devices_in_file_order() {
     assert!(d.nics[1].forward.is_empty());
     assert_eq!(d.display, Some(Display::Bochs));
     assert!(d.forwards());
+    // A generated image: checked here, built only when a run needs it.
+    let s = parse(
+        Path::new("scenarios/g.toml"),
+        "description = 'd'\n[[disk]]\nname = 'card'\nbuild = 'card-gpt'\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        s.devices.disks[0].source,
+        DiskSource::Built(crate::gendisk::Recipe::CardGpt)
+    );
     // Without devices: nothing to attach.
     let plain = parse(Path::new("scenarios/p.toml"), "description = 'd'\n", &[]).unwrap();
     assert!(plain.devices.is_empty());
