@@ -501,15 +501,8 @@ impl<T: 'static> Served<T> {
             cache: Cache::WriteBack,
         };
         // SAFETY: the caller gives the region to this stream alone.
-        unsafe {
-            crate::syscall::map(
-                own(interfaces::child::OWN_VSPACE),
-                frame,
-                va,
-                rw,
-            )
-        }
-        .map_err(syscall_failed("mapping the stream frame failed"))?;
+        unsafe { crate::syscall::map(own(interfaces::child::OWN_VSPACE), frame, va, rw) }
+            .map_err(syscall_failed("mapping the stream frame failed"))?;
         // SAFETY: just mapped, 2 MiB, used by nothing else.
         let region = unsafe { Region::new(va as *mut u8, STREAM_BYTES) }
             .map_err(|_| "stream region misaligned")?;

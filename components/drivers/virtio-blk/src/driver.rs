@@ -31,18 +31,14 @@ use alloc::vec::Vec;
 use core::cell::RefCell;
 use core::fmt;
 
-use rt::abi::caddr::own;
-use rt::abi::map::{Cache, MapAttr};
-use rt::abi::{CapSlot, ObjectType, Rights};
-use rt::interfaces::child;
+use rt::abi::map::Cache;
+use rt::abi::CapSlot;
 use rt::mmio::Region;
 use rt::println;
-use rt::session::block::{self, stream_config, BlockInfo, STREAM_BYTES};
+use rt::session::block::{self, BlockInfo, Served, STREAM_BYTES};
 use rt::session::platform::Platform;
 use rt::session::{Donated, Session, SessionTable};
-use rt::signal::SignalContext;
-use rt::stream::{self, Notifications, Sink, Taken};
-use rt::syscall;
+use rt::stream::{self, Taken};
 use rt::virtio::{Buffer, QueueIrq, VirtQueue, VirtioDevice, VirtioError};
 
 use crate::SharedSignals;
@@ -223,13 +219,8 @@ impl Driver {
             self.take(table, id);
             self.issue(table);
             publish(table);
-            let Some(client) = find(table, id) else {
+            if !find(table, id).is_some_and(|c| c.served.arm()) {
                 return;
-            };
-            let space = !client.backlog.is_empty();
-            match client.sink.arm(space) {
-                Ok(true) if !client.broken => {}
-                _ => return,
             }
         }
     }
@@ -241,13 +232,10 @@ impl Driver {
             return;
         };
         loop {
-            match client.sink.get() {
-                Ok(Some(mut taken)) => match block::check(&taken.packet(), &self.geometry) {
+            match client.served.sink.get() {
+                Ok(Some(taken)) => match block::check(&taken.packet(), &self.geometry) {
                     Ok(()) => self.pending.push_back((id, taken)),
-                    Err(status) => {
-                        taken.set_op(status);
-                        client.ack(taken);
-                    }
+                    Err(status) => client.served.ack(taken, status),
                 },
                 Ok(None) => return,
                 // A descriptor outside the buffer was dropped by the
@@ -256,10 +244,11 @@ impl Driver {
                     println!("virtio-blk: session {id}: bad descriptor {p:?} dropped");
                 }
                 Err(e) => {
-                    if !client.broken {
+                    if !client.logged {
                         println!("virtio-blk: session {id}: stream broken: {e}");
                     }
-                    client.broken = true;
+                    client.logged = true;
+                    client.served.set_broken();
                     return;
                 }
             }
@@ -307,12 +296,8 @@ impl Driver {
         for i in 0..self.inflight.len() {
             if let Some(r) = self.inflight[i].take() {
                 self.release(&r);
-                let Request {
-                    client, mut taken, ..
-                } = r;
-                taken.set_op(block::STATUS_IO);
-                if let Some(c) = find(table, client) {
-                    c.ack(taken);
+                if let Some(c) = find(table, r.client) {
+                    c.served.ack(r.taken, block::STATUS_IO);
                 }
             }
         }
@@ -333,7 +318,7 @@ impl Driver {
         self.release(&r);
         let Request {
             client,
-            mut taken,
+            taken,
             page,
             read,
             ..
@@ -347,6 +332,7 @@ impl Driver {
         };
         if read && status == block::STATUS_OK {
             let copied = c
+                .served
                 .sink
                 .payload_mut(&taken)
                 .ok()
@@ -355,8 +341,7 @@ impl Driver {
                 status = block::STATUS_IO;
             }
         }
-        taken.set_op(status);
-        c.ack(taken);
+        c.served.ack(taken, status);
     }
 
     /// Frees `r`'s header slot and bounce pages.
@@ -406,7 +391,7 @@ impl Driver {
                     None => break,
                 },
             };
-            let Some((_, mut taken)) = self.pending.pop_front() else {
+            let Some((_, taken)) = self.pending.pop_front() else {
                 break;
             };
             let Some(slot) = self.free_slots.pop() else {
@@ -420,14 +405,14 @@ impl Driver {
             };
             if packet.op == block::OP_WRITE {
                 let copied = c
+                    .served
                     .sink
                     .payload(&taken)
                     .ok()
                     .and_then(|data| self.bounce.copy_from(page * PAGE, data));
                 if copied.is_none() {
                     self.free(slot, page, pages);
-                    taken.set_op(block::STATUS_IO);
-                    c.ack(taken);
+                    c.served.ack(taken, block::STATUS_IO);
                     continue;
                 }
             }
@@ -482,8 +467,7 @@ impl Driver {
                 Err(e) => {
                     println!("virtio-blk: queue refused a chain: {e:?}");
                     self.free(slot, page, pages);
-                    taken.set_op(block::STATUS_IO);
-                    c.ack(taken);
+                    c.served.ack(taken, block::STATUS_IO);
                     self.broken = true;
                 }
             }
@@ -522,41 +506,28 @@ fn find(table: &mut SessionTable<Client>, id: u64) -> Option<&mut Client> {
 /// Every session's staged acknowledgements published (its backlog first).
 fn publish(table: &mut SessionTable<Client>) {
     for (_, c) in table.iter_mut() {
-        c.retry_backlog();
-        if let Err(e) = c.sink.flush() {
-            if e.is_fatal() && !c.broken {
+        if let Err(e) = c.served.publish() {
+            if e.is_fatal() && !c.logged {
                 println!("virtio-blk: session {}: stream broken: {e}", c.id);
-                c.broken = true;
+                c.logged = true;
             }
         }
     }
 }
 
-/// One Block session: its stream and what the driver made for it.
+/// One Block session: its stream (`block::Served`) and its window.
 pub struct Client {
     id: u64,
     window: usize,
-    sink: Sink<Notifications>,
-    /// Acknowledgements its full ring could not take yet.
-    backlog: Vec<Taken>,
-    donated: Donated,
-    context: SignalContext,
-    signals: SharedSignals,
+    served: Served<SessionTable<Client>>,
     driver: Rc<RefCell<Driver>>,
-    broken: bool,
+    /// Whether its broken stream was logged.
+    logged: bool,
 }
 
-/// Donated slots: the frame, the client's notification, its read-only
-/// copy, the driver's notification's badged write copy.
-const FRAME: u32 = 0;
-const CLIENT_NOTIFY: u32 = 1;
-const CLIENT_READ: u32 = 2;
-const SERVER_WRITE: u32 = 3;
-
 impl Client {
-    /// A session on `donated`: the stream frame and the client's
-    /// notification made from it, the frame mapped, the signal context
-    /// registered.
+    /// A session on `donated`: its stream made and mapped in a window of
+    /// its own, its signals handled by [`Driver::submitted`].
     pub fn open(
         driver: &Rc<RefCell<Driver>>,
         signals: &SharedSignals,
@@ -566,68 +537,27 @@ impl Client {
             .borrow_mut()
             .new_session()
             .ok_or("no session window left")?;
-        let made = Self::make(driver, signals, donated, id, window);
-        if made.is_err() {
-            driver.borrow_mut().end_session(id, window);
-        }
-        made
-    }
-
-    fn make(
-        driver: &Rc<RefCell<Driver>>,
-        signals: &SharedSignals,
-        donated: Donated,
-        id: u64,
-        window: usize,
-    ) -> Result<Client, &'static str> {
-        let frame = donated.slot(FRAME);
-        let notify = donated.slot(CLIENT_NOTIFY);
-        syscall::retype(donated.untyped(), ObjectType::Frame2M, 0, frame, 1)
-            .map_err(|_| "the donation holds no 2 MiB frame")?;
-        syscall::retype(donated.untyped(), ObjectType::Notification, 0, notify, 1)
-            .map_err(|_| "the donation holds no notification")?;
-        syscall::cap_mint(notify, donated.slot(CLIENT_READ), Rights::READ, 0)
-            .map_err(|_| "minting the client's notification failed")?;
         let va = STREAM_VA + window as u64 * STREAM_BYTES as u64;
-        let rw = MapAttr {
-            writable: true,
-            executable: false,
-            cache: Cache::WriteBack,
-        };
-        // SAFETY: window `window` is this session's alone (`new_session`),
-        // and the frame is reached only through the stream's region.
-        unsafe { syscall::map(own(child::OWN_VSPACE), frame, va, rw) }
-            .map_err(|_| "mapping the stream frame failed")?;
-        // SAFETY: just mapped, 2 MiB, used by nothing else.
-        let region = unsafe { stream::Region::new(va as *mut u8, STREAM_BYTES) }
-            .map_err(|_| "stream region")?;
-        let notifications = Notifications {
-            peer: notify,
-            own: signals.borrow().notification(),
-        };
-        let mut sink =
-            Sink::new(region, stream_config(), notifications).map_err(|_| "stream layout")?;
-        // The client's first batch signals (a fresh stream has no packets:
-        // `arm` cannot find one yet).
-        sink.arm(false).map_err(|_| "stream broken at start")?;
         let on_signal = driver.clone();
-        let context = signals
-            .borrow_mut()
-            .register(donated.slot(SERVER_WRITE), move |table| {
+        // SAFETY: window `window` is this session's alone (`new_session`).
+        let served = unsafe {
+            Served::open(donated, signals, va, move |table| {
                 on_signal.borrow_mut().submitted(table, id)
             })
-            .map_err(|_| "no signal context left")?;
-        Ok(Client {
-            id,
-            window,
-            sink,
-            backlog: Vec::new(),
-            donated,
-            context,
-            signals: signals.clone(),
-            driver: driver.clone(),
-            broken: false,
-        })
+        };
+        match served {
+            Ok(served) => Ok(Client {
+                id,
+                window,
+                served,
+                driver: driver.clone(),
+                logged: false,
+            }),
+            Err(e) => {
+                driver.borrow_mut().end_session(id, window);
+                Err(e)
+            }
+        }
     }
 
     /// The session's id (in the log).
@@ -635,47 +565,14 @@ impl Client {
         self.id
     }
 
-    /// The capability `STREAM` request `which` hands out.
-    pub fn stream_cap(&self, which: u64) -> Option<CapSlot> {
-        match which {
-            rt::shared::CAP_FRAME => Some(self.donated.slot(FRAME)),
-            rt::shared::CAP_SERVER_NOTIFY => Some(self.donated.slot(SERVER_WRITE)),
-            rt::shared::CAP_CLIENT_NOTIFY => Some(self.donated.slot(CLIENT_READ)),
-            _ => None,
-        }
-    }
-
-    /// Stages the acknowledgement of `taken`, or keeps it for later when
-    /// the client's ring is full.
-    fn ack(&mut self, taken: Taken) {
-        if !self.backlog.is_empty() {
-            self.backlog.push(taken);
-            return;
-        }
-        if let Err(e) = self.sink.ack(taken) {
-            self.backlog.push(e.packet);
-        }
-    }
-
-    /// Tries the acknowledgements that waited for ring space, in order.
-    fn retry_backlog(&mut self) {
-        while !self.backlog.is_empty() {
-            let taken = self.backlog.remove(0);
-            if let Err(e) = self.sink.ack(taken) {
-                self.backlog.insert(0, e.packet);
-                let _ = self.sink.flush();
-                return;
-            }
-        }
+    /// The reply to a `STREAM` request.
+    pub fn stream_reply(&self, which: u64) -> (rt::abi::MsgInfo, rt::syscall::Words) {
+        self.served.stream_reply(which)
     }
 }
 
 impl Drop for Client {
     fn drop(&mut self) {
-        let _ = self.signals.borrow_mut().unregister(self.context);
         self.driver.borrow_mut().end_session(self.id, self.window);
-        // SAFETY: the stream (its region) is not used again: the session
-        // ends here. Its objects go when the client revokes its donation.
-        let _ = unsafe { syscall::unmap(self.donated.slot(FRAME)) };
     }
 }

@@ -47,7 +47,6 @@ use rt::session::platform::Platform;
 use rt::session::{self, Donated, Donor, Label, Provider, Session, SessionTable};
 use rt::signal::Signals;
 use rt::syscall::{self, Words};
-use rt::transfer;
 
 use driver::{Client, Driver};
 
@@ -156,13 +155,7 @@ fn request(
 ) -> (MsgInfo, Words) {
     match op {
         block::INFO => rt::server::answer(block::OK, driver.borrow().info().words()),
-        block::STREAM => match client.stream_cap(words[0]) {
-            Some(cap) => {
-                transfer::set_send_cap(cap);
-                (MsgInfo::new(block::OK, 0, 1).unwrap_or_default(), [0; 4])
-            }
-            None => rt::server::answer(block::REFUSED, [0; 4]),
-        },
+        block::STREAM => client.stream_reply(words[0]),
         _ => rt::server::answer(block::REFUSED, [0; 4]),
     }
 }
