@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::devices::{Attached, Devices};
+use crate::devices::{Attached, Devices, DiskSource};
 use crate::testspec::Pattern;
 use crate::util::shell_quote;
 
@@ -23,8 +23,13 @@ use crate::util::shell_quote;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Piece {
     Text(String),
-    Port { nic: String, guest: u16 },
+    Port {
+        nic: String,
+        guest: u16,
+    },
     Disk(String),
+    /// The image a disk's copy was made from.
+    Source(String),
     Dir,
     Serial,
     Monitor,
@@ -93,8 +98,8 @@ impl Template {
 
     /// The placeholder `{name}`.
     fn placeholder(name: &str) -> Result<Piece, String> {
-        let known = "(known: {port.NIC.GUESTPORT}, {disk.NAME}, {dir}, {serial}, {monitor}, \
-                     {xtask}; {{ and }} are literal braces)";
+        let known = "(known: {port.NIC.GUESTPORT}, {disk.NAME}, {source.NAME}, {dir}, {serial}, \
+                     {monitor}, {xtask}; {{ and }} are literal braces)";
         Ok(match name {
             "dir" => Piece::Dir,
             "serial" => Piece::Serial,
@@ -103,6 +108,8 @@ impl Template {
             _ => {
                 if let Some(disk) = name.strip_prefix("disk.").filter(|d| !d.is_empty()) {
                     Piece::Disk(disk.to_string())
+                } else if let Some(disk) = name.strip_prefix("source.").filter(|d| !d.is_empty()) {
+                    Piece::Source(disk.to_string())
                 } else if let Some(port) = name.strip_prefix("port.") {
                     let bad = || format!("`{{{name}}}`: a port is {{port.NIC.GUESTPORT}} {known}");
                     let (nic, guest) = port.rsplit_once('.').ok_or_else(bad)?;
@@ -129,6 +136,17 @@ impl Template {
                 Piece::Disk(name) if !devices.disks.iter().any(|d| &d.name == name) => {
                     return Err(format!(
                         "`{{disk.{name}}}`: the scenario has no disk \"{name}\" (its disks: {})",
+                        list(devices.disks.iter().map(|d| d.name.as_str()))
+                    ));
+                }
+                Piece::Source(name)
+                    if !devices.disks.iter().any(|d| {
+                        &d.name == name && !matches!(d.source, DiskSource::Blank { .. })
+                    }) =>
+                {
+                    return Err(format!(
+                        "`{{source.{name}}}`: the scenario has no disk \"{name}\" made from an \
+                         image (`image` or `build`; its disks: {})",
                         list(devices.disks.iter().map(|d| d.name.as_str()))
                     ));
                 }
@@ -168,6 +186,7 @@ impl Template {
                     .port(nic, *guest)
                     .map_or_else(String::new, |p| p.to_string()),
                 Piece::Disk(name) => context.devices.disk(name).map(path).unwrap_or_default(),
+                Piece::Source(name) => context.devices.source(name).map(path).unwrap_or_default(),
                 Piece::Dir => path(&context.dir),
                 Piece::Serial => path(&context.serial),
                 Piece::Monitor => path(&context.monitor),
@@ -525,6 +544,7 @@ mod tests {
             devices: Attached {
                 devices,
                 disks: vec![("d0".into(), PathBuf::from("/w/my dir/disk-d0.img"))],
+                sources: Vec::new(),
                 ports: vec![("net0".into(), 80, 40123)],
                 disk_iops: None,
             },

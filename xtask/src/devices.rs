@@ -355,7 +355,7 @@ impl Devices {
     pub fn prepare(&self, work_dir: &Path) -> Result<Attached> {
         std::fs::create_dir_all(work_dir)
             .with_context(|| format!("creating {}", display_path(work_dir)))?;
-        let mut disks = Vec::new();
+        let (mut disks, mut sources) = (Vec::new(), Vec::new());
         for disk in &self.disks {
             let path = work_dir.join(format!("disk-{}.img", disk.name));
             let _ = std::fs::remove_file(&path);
@@ -379,12 +379,14 @@ impl Devices {
                         display_path(&path)
                     )
                 })?;
+                sources.push((disk.name.clone(), image));
             }
             disks.push((disk.name.clone(), path));
         }
         Ok(Attached {
             devices: self.clone(),
             disks,
+            sources,
             ports: Vec::new(),
             disk_iops: None,
         })
@@ -398,6 +400,9 @@ pub struct Attached {
     pub devices: Devices,
     /// (disk name, path of this run's copy), in file order.
     pub disks: Vec<(String, PathBuf)>,
+    /// (disk name, the image its copy was made from), for disks that have
+    /// one (a named or built image; a blank disk has none).
+    pub sources: Vec<(String, PathBuf)>,
     /// (NIC name, guest port, host port), once known ([`parse_usernet`]).
     pub ports: Vec<(String, u16, u16)>,
     /// QEMU's throttling of every disk, requests per second of host time
@@ -502,6 +507,14 @@ impl Attached {
     /// The path of this run's copy of disk `name`.
     pub fn disk(&self, name: &str) -> Option<&Path> {
         self.disks
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, p)| p.as_path())
+    }
+
+    /// The image disk `name`'s copy was made from, if it has one.
+    pub fn source(&self, name: &str) -> Option<&Path> {
+        self.sources
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, p)| p.as_path())

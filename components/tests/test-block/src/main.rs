@@ -1,7 +1,8 @@
 //! test-block: a Block session client checking its provider (the
 //! virtio-blk driver, or a partition service) — `tests/block.toml`.
 //!
-//! 1. The device: block size, count, flags, the largest request.
+//! 1. The device: block size, count, flags, the largest request; what
+//!    block 0 holds (on a partition: its boot sector).
 //! 2. The write plan (`ucore::blockcheck`: [`REQUESTS`] random runs of
 //!    blocks, none overlapping, seeded by `arg`) written with as many
 //!    requests in flight as the stream holds, every acknowledgement
@@ -98,6 +99,7 @@ fn main(arg: u64) -> i32 {
             return 1;
         }
     };
+    block_zero(&mut stream, &info);
     let plan = Plan {
         seed,
         block_count: info.block_count,
@@ -120,6 +122,28 @@ fn main(arg: u64) -> i32 {
     refusals(&mut stream, &info, seed, &writes, &mut c);
     println!("test-block: {} checks failed", c.0);
     i32::from(c.0 != 0)
+}
+
+/// What block 0 holds, before anything is written: on a partition, its
+/// first block (a FAT boot sector names its volume label).
+fn block_zero(s: &mut BlockSource, info: &BlockInfo) {
+    let mut buf = vec![0u8; info.block_size as usize];
+    if let Err(e) = s.read(0, &mut buf) {
+        return println!("test-block: block 0: {e}");
+    }
+    let signature = buf.get(510..512) == Some(&[0x55, 0xaa][..]);
+    let label = match buf.get(82..90) {
+        Some(b"FAT32   ") => buf.get(71..82),
+        _ => None,
+    };
+    match (signature, label) {
+        (true, Some(label)) => println!(
+            "test-block: block 0: a FAT32 boot sector, volume label \"{}\"",
+            core::str::from_utf8(label).unwrap_or("?").trim_end()
+        ),
+        (true, None) => println!("test-block: block 0: a boot sector (55 aa)"),
+        (false, _) => println!("test-block: block 0: no boot sector"),
+    }
 }
 
 fn open() -> Result<Session<Block>, session::OpenError> {
