@@ -62,6 +62,9 @@ mod format;
 mod name;
 mod volume;
 
+#[cfg(test)]
+mod tests;
+
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -229,24 +232,5 @@ impl DateTime {
 impl Default for DateTime {
     fn default() -> Self {
         DateTime::EPOCH
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn date_round_trip() {
-        let t = DateTime {
-            year: 2026,
-            month: 11,
-            day: 27,
-            hour: 6,
-            minute: 5,
-            second: 21,
-        };
-        let (d, tm, h) = t.to_fat();
-        assert_eq!(DateTime::from_fat(d, tm, h), t);
     }
 }
