@@ -56,6 +56,8 @@ pub struct Cache {
     tick: u64,
     /// Classes written to the device since its last flush.
     unflushed: u8,
+    /// The slot of the last block found: most accesses repeat it.
+    last: usize,
 }
 
 impl Cache {
@@ -66,11 +68,17 @@ impl Cache {
             capacity: capacity.max(4),
             tick: 0,
             unflushed: 0,
+            last: 0,
         }
     }
 
-    fn find(&self, block: u64) -> Option<usize> {
-        self.slots.iter().position(|s| s.block == block)
+    fn find(&mut self, block: u64) -> Option<usize> {
+        if self.slots.get(self.last).is_some_and(|s| s.block == block) {
+            return Some(self.last);
+        }
+        let i = self.slots.iter().position(|s| s.block == block)?;
+        self.last = i;
+        Some(i)
     }
 
     /// The slot holding `block`, loading it from the device if `load`

@@ -52,9 +52,9 @@ pub struct Walker {
 /// A directory entry: its short entry and the slots it occupies.
 #[derive(Clone, Debug)]
 pub struct Entry {
-    /// The long name if a valid LFN set precedes the short entry, else
-    /// the short name as displayed.
-    pub name: String,
+    /// The long name's UTF-16 units if a valid LFN set precedes the
+    /// short entry (empty otherwise).
+    pub long: Vec<u16>,
     pub raw: [u8; 32],
     /// LFN slots, then the short entry's slot (last).
     pub slots: Vec<Pos>,
@@ -63,6 +63,46 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The long name if there is one, else the short name as displayed.
+    pub fn name(&self) -> String {
+        if self.long.is_empty() {
+            return name::display(&self.short(), self.raw[12]);
+        }
+        char::decode_utf16(self.long.iter().copied())
+            .map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER))
+            .collect()
+    }
+
+    /// Whether `target` names this entry: its long or its short name, in
+    /// any case. ASCII names (nearly all) compare without allocating.
+    pub fn is_named(&self, target: &str) -> bool {
+        let ascii = target.is_ascii();
+        if !self.long.is_empty() {
+            if ascii && self.long.iter().all(|&u| u < 0x80) {
+                if self.long.len() == target.len()
+                    && self
+                        .long
+                        .iter()
+                        .zip(target.bytes())
+                        .all(|(&u, b)| (u as u8).eq_ignore_ascii_case(&b))
+                {
+                    return true;
+                }
+            } else if name::same(&self.name(), target) {
+                return true;
+            }
+        }
+        if target.len() > 12 && ascii {
+            return false;
+        }
+        let short = self.short();
+        if ascii && short.is_ascii() {
+            let (text, n) = name::display_ascii(&short);
+            return text[..n].eq_ignore_ascii_case(target.as_bytes());
+        }
+        name::same(&name::display(&short, 0), target)
+    }
+
     pub fn short(&self) -> ShortName {
         let mut s = [0u8; 11];
         s.copy_from_slice(&self.raw[..11]);
@@ -320,24 +360,18 @@ impl<D: BlockDevice> Fs<D> {
             }
             let mut short = [0u8; 11];
             short.copy_from_slice(&raw[..11]);
-            let mut name = String::new();
+            let mut long = Vec::new();
             if lfn.parts != 0 && lfn.expect == 0 && lfn.chk == name::checksum(&short) {
                 let all = &lfn.units[..usize::from(lfn.parts) * 13];
                 let end = all.iter().position(|&u| u == 0).unwrap_or(all.len());
-                name.extend(
-                    char::decode_utf16(all[..end].iter().copied())
-                        .map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER)),
-                );
+                long.extend_from_slice(&all[..end]);
             } else {
                 lfn.slots.clear();
-            }
-            if name.is_empty() {
-                name = name::display(&short, raw[12]);
             }
             let mut slots = core::mem::take(&mut lfn.slots);
             slots.push(p);
             return Ok(Some(Entry {
-                name,
+                long,
                 raw,
                 slots,
                 next_index: w.index,
@@ -353,7 +387,7 @@ impl<D: BlockDevice> Fs<D> {
             if e.is_label() {
                 continue;
             }
-            if name::same(&e.name, name) || name::same(&name::display(&e.short(), 0), name) {
+            if e.is_named(name) {
                 return Ok(Some(e));
             }
         }
@@ -394,10 +428,13 @@ impl<D: BlockDevice> Fs<D> {
                 return Ok((s, true));
             }
         }
+        // Sorted: a directory of 65536 look-alike names costs a binary
+        // search per tail tried, not a scan.
+        taken.sort_unstable();
         let (base, ext) = name::basis(name);
         for n in 1..=999_999 {
             let s = name::with_tail(&base, &ext, n);
-            if !taken.contains(&s) {
+            if taken.binary_search(&s).is_err() {
                 return Ok((s, true));
             }
         }
@@ -498,6 +535,23 @@ impl<D: BlockDevice> Fs<D> {
             dir = self.dir_of(&e)?;
         }
         Ok(dir)
+    }
+
+    /// Whether `dir` is directory `c` or inside it, found by following
+    /// `..` entries up to the root (a path check would miss short-name
+    /// aliases). A climb deeper than any real tree is corruption.
+    pub fn is_within(&mut self, dir: DirRef, c: u32) -> Result<bool, FsError> {
+        let mut d = dir;
+        for _ in 0..4096 {
+            match d {
+                DirRef::Chain(x) if x == c => return Ok(true),
+                _ if d == self.root() => return Ok(false),
+                _ => {}
+            }
+            let up = self.find(d, "..")?.ok_or(Corruption::BadEntry)?;
+            d = self.dir_of(&up)?;
+        }
+        Err(Corruption::EntryPastEnd.into())
     }
 
     /// What `path` names.

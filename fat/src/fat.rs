@@ -218,9 +218,34 @@ impl<D: BlockDevice> Fs<D> {
             return Ok(f);
         }
         let mut f = 0;
-        for c in 2..self.geo.clusters + 2 {
-            if self.entry(c)? == 0 {
-                f += 1;
+        let end = self.geo.clusters + 2;
+        if self.geo.kind == FatKind::Fat12 {
+            for c in 2..end {
+                if self.entry(c)? == 0 {
+                    f += 1;
+                }
+            }
+        } else {
+            // Whole sectors at a time: entries never straddle one here.
+            let width = if self.geo.kind == FatKind::Fat16 {
+                2
+            } else {
+                4
+            };
+            let per_sector = (SECTOR / width) as u32;
+            let mut c = 2;
+            while c < end {
+                let (s, o) = self.fat_pos(0, u64::from(c) * width as u64);
+                let n = (per_sector - o as u32 / width as u32).min(end - c);
+                let b = self.cache.read(&mut self.dev, s)?;
+                f += b[o..o + n as usize * width]
+                    .chunks_exact(width)
+                    .filter(|e| match width {
+                        2 => e[0] == 0 && e[1] == 0,
+                        _ => u32::from_le_bytes([e[0], e[1], e[2], e[3]]) & 0x0FFF_FFFF == 0,
+                    })
+                    .count() as u32;
+                c += n;
             }
         }
         self.free = Some(f);

@@ -63,7 +63,7 @@ impl<D: BlockDevice> Volume<D> {
         };
         let kind = self.kind();
         let e = dir::Entry {
-            name: alloc::string::String::new(),
+            long: alloc::vec::Vec::new(),
             raw,
             slots: alloc::vec![entry],
             next_index: 0,

@@ -152,6 +152,22 @@ pub fn display(s: &ShortName, case: u8) -> String {
     out
 }
 
+/// An ASCII short name as it reads (`BASE.EXT`, no case flags), without
+/// allocating: the bytes and their count.
+pub fn display_ascii(s: &ShortName) -> ([u8; 12], usize) {
+    let mut out = [0u8; 12];
+    let base = s[..8].iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
+    let ext = s[8..].iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
+    out[..base].copy_from_slice(&s[..base]);
+    let mut n = base;
+    if ext > 0 {
+        out[n] = b'.';
+        out[n + 1..n + 1 + ext].copy_from_slice(&s[8..8 + ext]);
+        n += 1 + ext;
+    }
+    (out, n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

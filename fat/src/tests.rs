@@ -265,6 +265,13 @@ fn rename_moves_and_fixes_dotdot() {
         put(&mut v, "/a/sub/file.txt", b"inside");
         put(&mut v, "/a/x", b"x");
         assert_eq!(v.rename("/a", "/a/sub/a"), Err(FsError::InvalidArgument));
+        // Also through a short-name alias of the path.
+        v.mkdir("/a/sub/Long Directory Name").unwrap();
+        assert_eq!(
+            v.rename("/a", "/A/SUB/LONGDI~1/a"),
+            Err(FsError::InvalidArgument)
+        );
+        v.rmdir("/a/sub/long directory name").unwrap();
         assert_eq!(v.rename("/a/x", "/b"), Err(FsError::Exists));
         v.rename("/a/sub", "/b/Moved Directory").unwrap();
         v.rename("/a/x", "/b/Moved Directory/renamed file").unwrap();

@@ -309,7 +309,7 @@ impl<D: BlockDevice> Volume<D> {
             (
                 DirEntry {
                     metadata: Metadata::of(&e.raw),
-                    name: e.name,
+                    name: e.name(),
                 },
                 next,
             )
@@ -435,8 +435,6 @@ impl<D: BlockDevice> Volume<D> {
     /// synced before the new one is written: an interruption loses the
     /// file's name (its clusters are lost, for fsck), never links it twice.
     pub fn rename(&mut self, from: &str, to: &str) -> Result<(), FsError> {
-        let fparts = components(from)?;
-        let tparts = components(to)?;
         let Node::Entry {
             parent: fparent,
             entry,
@@ -449,14 +447,14 @@ impl<D: BlockDevice> Volume<D> {
             if x.pos() != entry.pos() {
                 return Err(FsError::Exists);
             }
-            if x.name == last {
+            if x.name() == last {
                 return Ok(());
             }
-        } else if entry.is_dir()
-            && tparts.len() > fparts.len()
-            && fparts.iter().zip(&tparts).all(|(a, b)| name::same(a, b))
-        {
-            return Err(FsError::InvalidArgument);
+        } else if entry.is_dir() {
+            let moved = entry.cluster(self.kind());
+            if self.fs.is_within(tparent, moved)? {
+                return Err(FsError::InvalidArgument);
+            }
         }
         if self.is_open(entry.pos()) {
             return Err(FsError::Busy);
