@@ -219,6 +219,56 @@ impl Cache {
         Ok(())
     }
 
+    /// Reads whole blocks from `block` into `buf` (a multiple of 512
+    /// bytes): cached ones from the cache, runs of the others straight
+    /// from the device in one request each, not cached (bulk file data
+    /// would only push metadata out).
+    pub fn read_blocks<D: BlockDevice>(
+        &mut self,
+        dev: &mut D,
+        block: u64,
+        buf: &mut [u8],
+    ) -> Result<(), FsError> {
+        let n = buf.len() / SECTOR;
+        let mut i = 0;
+        while i < n {
+            if let Some(k) = self.find(block + i as u64) {
+                buf[i * SECTOR..(i + 1) * SECTOR].copy_from_slice(&self.slots[k].data[..]);
+                i += 1;
+                continue;
+            }
+            let mut j = i + 1;
+            while j < n && self.find(block + j as u64).is_none() {
+                j += 1;
+            }
+            dev.read(block + i as u64, &mut buf[i * SECTOR..j * SECTOR])?;
+            i = j;
+        }
+        Ok(())
+    }
+
+    /// Writes whole blocks of file data straight to the device, as class
+    /// [`Class::Data`] (nothing has to precede data); cached copies take
+    /// the new contents, clean.
+    pub fn write_blocks<D: BlockDevice>(
+        &mut self,
+        dev: &mut D,
+        block: u64,
+        buf: &[u8],
+    ) -> Result<(), FsError> {
+        dev.write(block, buf)?;
+        self.unflushed |= bit(Class::Data);
+        let n = (buf.len() / SECTOR) as u64;
+        for s in self.slots.iter_mut() {
+            if s.block >= block && s.block - block < n {
+                let o = (s.block - block) as usize * SECTOR;
+                s.data.copy_from_slice(&buf[o..o + SECTOR]);
+                s.dirty = None;
+            }
+        }
+        Ok(())
+    }
+
     /// Writes every dirty block, class by class with a flush between, and
     /// flushes the device.
     pub fn sync<D: BlockDevice>(&mut self, dev: &mut D) -> Result<(), FsError> {

@@ -139,12 +139,26 @@ impl<D: BlockDevice> Volume<D> {
         let n = (buf.len() as u64).min(left) as usize;
         let mut done = 0;
         while done < n {
-            let Some((s, off)) = self.data_at(f, f.pos, false)? else {
+            let Some((s, off, left)) = self.data_at(f, f.pos, false)? else {
                 return Err(Corruption::ChainTooShort { start: f.first }.into());
             };
-            let len = (SECTOR - off).min(n - done);
-            let b = self.fs.cache.read(&mut self.fs.dev, s)?;
-            buf[done..done + len].copy_from_slice(&b[off..off + len]);
+            // Whole sectors to the end of the cluster in one request.
+            let whole = if off == 0 {
+                left.min((n - done) / SECTOR)
+            } else {
+                0
+            };
+            let len = if whole > 0 {
+                let len = whole * SECTOR;
+                let dst = &mut buf[done..done + len];
+                self.fs.cache.read_blocks(&mut self.fs.dev, s, dst)?;
+                len
+            } else {
+                let len = (SECTOR - off).min(n - done);
+                let b = self.fs.cache.read(&mut self.fs.dev, s)?;
+                buf[done..done + len].copy_from_slice(&b[off..off + len]);
+                len
+            };
             done += len;
             f.pos += len as u64;
         }
@@ -199,9 +213,26 @@ impl<D: BlockDevice> Volume<D> {
     ) -> Result<(), FsError> {
         let mut pos = from;
         while pos < to {
-            let Some((s, off)) = self.data_at(f, pos, true)? else {
+            let Some((s, off, left)) = self.data_at(f, pos, true)? else {
                 return Err(Corruption::ChainTooShort { start: f.first }.into());
             };
+            let whole = if off == 0 {
+                left.min(((to - pos) / SECTOR as u64) as usize)
+            } else {
+                0
+            };
+            if let (Some(src), true) = (src, whole > 0) {
+                // Whole sectors of data straight to the device.
+                let k = (pos - from) as usize;
+                let len = whole * SECTOR;
+                self.fs
+                    .cache
+                    .write_blocks(&mut self.fs.dev, s, &src[k..k + len])?;
+                pos += len as u64;
+                f.pos = pos;
+                f.size = f.size.max(pos as u32);
+                continue;
+            }
             let len = (SECTOR - off).min((to - pos) as usize);
             let b = if off == 0 && len == SECTOR {
                 self.fs.cache.overwrite(&mut self.fs.dev, s, Class::Data)?
@@ -224,22 +255,25 @@ impl<D: BlockDevice> Volume<D> {
         Ok(())
     }
 
-    /// The sector and offset of byte `pos`, allocating clusters up to it
-    /// if `alloc`; `None` past the chain's end otherwise.
+    /// The sector and offset of byte `pos` and the sectors from there to
+    /// the end of its cluster, allocating clusters up to it if `alloc`;
+    /// `None` past the chain's end otherwise.
     fn data_at(
         &mut self,
         f: &mut OpenFile,
         pos: u64,
         alloc: bool,
-    ) -> Result<Option<(u64, usize)>, FsError> {
+    ) -> Result<Option<(u64, usize, usize)>, FsError> {
         let cb = u64::from(self.fs.geo.cluster_bytes());
         let idx = u32::try_from(pos / cb).map_err(|_| FsError::FileTooLarge)?;
         let within = pos % cb;
         let Some(c) = self.cluster_at(f, idx, alloc)? else {
             return Ok(None);
         };
-        let s = self.fs.geo.cluster_sector(c) + within / SECTOR as u64;
-        Ok(Some((s, (within % SECTOR as u64) as usize)))
+        let k = within / SECTOR as u64;
+        let s = self.fs.geo.cluster_sector(c) + k;
+        let left = (u64::from(self.fs.geo.sectors_per_cluster) - k) as usize;
+        Ok(Some((s, (within % SECTOR as u64) as usize, left)))
     }
 
     /// Cluster `idx` of the file's chain, from the file's cursor when it

@@ -195,13 +195,26 @@ impl<D: BlockDevice> Volume<D> {
         let mut boot = [0u8; SECTOR];
         dev.read(0, &mut boot)?;
         let geo = bpb::parse(&boot, dev.block_count())?;
+        // FAT32's FSInfo says where free clusters start: a hint, used
+        // only when its signatures hold and it names a cluster. Its free
+        // count is not trusted (it is recounted when asked for).
+        let mut next_free = 2;
+        if let Some(s) = geo.fsinfo {
+            let mut info = [0u8; SECTOR];
+            dev.read(s, &mut info)?;
+            let word =
+                |o: usize| u32::from_le_bytes([info[o], info[o + 1], info[o + 2], info[o + 3]]);
+            if word(0) == 0x4161_5252 && word(484) == 0x6141_7272 && geo.is_cluster(word(492)) {
+                next_free = word(492);
+            }
+        }
         Ok(Volume {
             fs: Fs {
                 dev,
                 cache: Cache::new(CACHE_BLOCKS),
                 geo,
                 free: None,
-                next_free: 2,
+                next_free,
             },
             files: Vec::new(),
             gens: Vec::new(),
