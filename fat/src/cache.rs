@@ -269,6 +269,22 @@ impl Cache {
         Ok(())
     }
 
+    /// Writes each of `blocks` that is dirty now (after its
+    /// predecessors, as at eviction), then flushes the device: for an
+    /// update that must reach the medium before the next one is made.
+    pub fn persist<D: BlockDevice>(&mut self, dev: &mut D, blocks: &[u64]) -> Result<(), FsError> {
+        for &b in blocks {
+            if let Some(i) = self.find(b) {
+                self.write_back(dev, i)?;
+            }
+        }
+        if self.unflushed != 0 {
+            dev.flush()?;
+            self.unflushed = 0;
+        }
+        Ok(())
+    }
+
     /// Writes every dirty block, class by class with a flush between, and
     /// flushes the device.
     pub fn sync<D: BlockDevice>(&mut self, dev: &mut D) -> Result<(), FsError> {

@@ -73,20 +73,82 @@ impl<D: BlockDevice> Fs<D> {
         })
     }
 
+    /// The sectors of FAT copy `copy` holding entry `n`: the one with its
+    /// low bits and the one with its high bits (two only for a FAT12
+    /// entry straddling a sector boundary).
+    fn entry_sectors(&self, copy: u32, n: u32) -> (u64, u64) {
+        let n64 = u64::from(n);
+        let (first, last) = match self.geo.kind {
+            FatKind::Fat12 => (n64 + n64 / 2, n64 + n64 / 2 + 1),
+            FatKind::Fat16 => (n64 * 2, n64 * 2 + 1),
+            FatKind::Fat32 => (n64 * 4, n64 * 4 + 3),
+        };
+        (self.fat_pos(copy, first).0, self.fat_pos(copy, last).0)
+    }
+
+    /// Writes entry `n`'s sectors (every copy) to the medium now, after
+    /// their predecessors, and flushes: for a FAT update that must land
+    /// before the next one.
+    pub fn persist_entry(&mut self, n: u32) -> Result<(), FsError> {
+        let mut blocks = alloc::vec::Vec::new();
+        for copy in 0..self.geo.fats {
+            let (a, b) = self.entry_sectors(copy, n);
+            blocks.push(a);
+            blocks.push(b);
+        }
+        blocks.dedup();
+        self.cache.persist(&mut self.dev, &blocks)
+    }
+
     /// Sets entry `n` to `v` in every FAT copy.
+    ///
+    /// A FAT12 entry straddling two sectors cannot change in one write, so
+    /// when it moves between a cluster number and an end mark (a link, or
+    /// a chain cut) its halves go out in order, with a flush between: a
+    /// new end mark's high half first, a new link's low half first. Either
+    /// way the half-written value is 0xF00 or more — past every cluster
+    /// number — so an interruption between the halves cannot point the
+    /// chain into another chain.
     pub fn set_entry(&mut self, n: u32, v: u32) -> Result<(), FsError> {
         let n64 = u64::from(n);
+        let ordered = self.geo.kind == FatKind::Fat12
+            && (n64 + n64 / 2) % SECTOR as u64 == SECTOR as u64 - 1
+            && v != 0
+            && self.entry(n)? != 0;
         for copy in 0..self.geo.fats {
             match self.geo.kind {
                 FatKind::Fat12 => {
                     let off = n64 + n64 / 2;
                     let v = v as u16 & 0xFFF;
-                    if n % 2 == 1 {
-                        self.set_fat_byte(copy, off, |b| (b & 0x0F) | ((v << 4) as u8))?;
-                        self.set_fat_byte(copy, off + 1, |_| (v >> 4) as u8)?;
+                    // The byte at `off` holds the low bits, the next the high.
+                    let odd = n % 2 == 1;
+                    let low = move |b: u8| {
+                        if odd {
+                            (b & 0x0F) | ((v << 4) as u8)
+                        } else {
+                            v as u8
+                        }
+                    };
+                    let high = move |b: u8| {
+                        if odd {
+                            (v >> 4) as u8
+                        } else {
+                            (b & 0xF0) | (v >> 8) as u8
+                        }
+                    };
+                    if !ordered {
+                        self.set_fat_byte(copy, off, low)?;
+                        self.set_fat_byte(copy, off + 1, high)?;
+                    } else if v >= 0xF00 {
+                        self.set_fat_byte(copy, off + 1, high)?;
+                        let s = self.fat_pos(copy, off + 1).0;
+                        self.cache.persist(&mut self.dev, &[s])?;
+                        self.set_fat_byte(copy, off, low)?;
                     } else {
-                        self.set_fat_byte(copy, off, |_| v as u8)?;
-                        self.set_fat_byte(copy, off + 1, |b| (b & 0xF0) | (v >> 8) as u8)?;
+                        self.set_fat_byte(copy, off, low)?;
+                        let s = self.fat_pos(copy, off).0;
+                        self.cache.persist(&mut self.dev, &[s])?;
+                        self.set_fat_byte(copy, off + 1, high)?;
                     }
                 }
                 FatKind::Fat16 => {
@@ -166,9 +228,15 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Marks free cluster `c` as a chain's end and links it after `prev`.
+    /// When the two entries lie in different sectors, `c`'s end mark
+    /// reaches the medium (flushed) before the link to it is made: else an
+    /// interruption could leave the chain running into a free cluster.
     pub fn claim(&mut self, c: u32, prev: Option<u32>) -> Result<(), FsError> {
         self.set_entry(c, self.eoc())?;
         if let Some(p) = prev {
+            if self.entry_sectors(0, c) != self.entry_sectors(0, p) {
+                self.persist_entry(c)?;
+            }
             self.set_entry(p, c)?;
         }
         self.free = self.free.map(|f| f.saturating_sub(1));
@@ -178,9 +246,37 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Allocates a cluster after `prev` (or a new chain).
     pub fn alloc(&mut self, prev: Option<u32>) -> Result<u32, FsError> {
-        let c = self.find_free()?;
+        let c = match prev {
+            Some(p) => self.find_free_after(p)?,
+            None => self.find_free()?,
+        };
         self.claim(c, prev)?;
         Ok(c)
+    }
+
+    /// A free cluster to link after `p`. When `p`'s FAT12 entry straddles
+    /// two sectors, its link goes out low half first (see
+    /// [`Fs::set_entry`]); a cluster whose low bits make that half-written
+    /// value an end mark (0xFF8 and up) is preferred, so that even an
+    /// interruption between the halves leaves a clean chain end.
+    fn find_free_after(&mut self, p: u32) -> Result<u32, FsError> {
+        let p64 = u64::from(p);
+        if self.geo.kind != FatKind::Fat12 || (p64 + p64 / 2) % SECTOR as u64 != SECTOR as u64 - 1 {
+            return self.find_free();
+        }
+        let good = |c: u32| {
+            if p % 2 == 1 {
+                c & 0xF >= 0x8
+            } else {
+                c & 0xFF >= 0xF8
+            }
+        };
+        for c in (2..self.geo.clusters + 2).filter(|&c| good(c)) {
+            if self.entry(c)? == 0 {
+                return Ok(c);
+            }
+        }
+        self.find_free()
     }
 
     /// Frees the chain from `start`. A cluster already free inside it
@@ -206,6 +302,11 @@ impl<D: BlockDevice> Fs<D> {
         let mut steps = 0;
         let rest = self.step(start, last, &mut steps)?;
         self.set_entry(last, self.eoc())?;
+        // The new end must be on the medium before the tail is freed, or
+        // an interruption leaves the chain running into free clusters.
+        if rest.is_some() {
+            self.persist_entry(last)?;
+        }
         match rest {
             Some(r) => self.free_chain(r),
             None => Ok(()),

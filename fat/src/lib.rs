@@ -29,12 +29,26 @@
 //! then directory — and a block reaches the medium only after every dirty
 //! block of a lower class has been written and the device flushed (see
 //! `cache.rs`), at eviction as at [`Volume::sync`]. A fresh directory
-//! cluster is written at once, before the FAT links it. Freeing runs the
-//! other way: unlink, rmdir, truncate and rename first clear (or shrink)
-//! the directory entry and sync, then free the clusters. So an interruption
-//! at any point leaves at worst lost clusters (allocated, named by no
-//! entry) — never an entry naming free or unwritten clusters, never two
-//! chains sharing a cluster.
+//! cluster is written at once, before the FAT links it. Within the FAT, a
+//! new cluster's end mark is on the medium before the link to it when the
+//! two lie in different sectors, a cut chain's new end before its tail is
+//! freed, and a FAT12 entry straddling two sectors changes half by half in
+//! an order whose half-written value is no cluster number (`fat.rs`).
+//! Freeing runs the other way: unlink, rmdir, truncate and rename first
+//! clear (or shrink) the directory entry and sync, then free the clusters.
+//! So an interruption at any point leaves at worst lost clusters
+//! (allocated, named by no entry) — never an entry naming free or
+//! unwritten clusters, never two chains sharing a cluster — in the first
+//! FAT, which every reader uses; the copies may differ until the next
+//! sync. `crash_tests.rs` replays every prefix of a busy session's writes
+//! to hold the code to this.
+//!
+//! One residue, FAT12 only: cutting a chain (truncate) whose new last
+//! cluster's entry straddles two sectors (2 entries in 1024) can, if
+//! interrupted between the halves, end the chain with an out-of-range
+//! value instead of an end mark — fsck.fat cuts the chain there; no byte
+//! the entry's size covers is lost. Linking avoids it by choosing the
+//! next cluster so that the half-written value is an end mark.
 //!
 //! # A hostile image
 //!
@@ -62,6 +76,8 @@ mod format;
 mod name;
 mod volume;
 
+#[cfg(test)]
+mod crash_tests;
 #[cfg(test)]
 mod tests;
 
