@@ -402,3 +402,78 @@ fn date_round_trip() {
     let (d, tm, h) = t.to_fat();
     assert_eq!(DateTime::from_fat(d, tm, h), t);
 }
+
+#[test]
+fn long_names_at_slot_boundaries() {
+    let mut v = fresh(FatKind::Fat16);
+    // 13 units fill one LFN slot exactly (no terminator, no padding), 26
+    // two; 255 is the most; an emoji is two UTF-16 units.
+    let names = [
+        "abcdefghijklm".to_string(),
+        "abcdefghijklmnopqrstuvwxyz".to_string(),
+        "x".repeat(255),
+        format!("{}😀", "y".repeat(253)),
+        "😀 smile.txt".to_string(),
+    ];
+    for (i, n) in names.iter().enumerate() {
+        put(&mut v, &format!("/{n}"), &[i as u8]);
+    }
+    assert_eq!(
+        v.open(&format!("/{}😀", "y".repeat(254)), OpenMode::CREATE),
+        Err(FsError::InvalidName)
+    );
+    v.sync().unwrap();
+    let mut v = Volume::mount(v.into_device()).unwrap();
+    let listed = names_of(&mut v);
+    for (i, n) in names.iter().enumerate() {
+        assert!(listed.contains(n), "{n}");
+        assert_eq!(get(&mut v, &format!("/{}", n.to_uppercase())), [i as u8]);
+    }
+}
+
+fn names_of(v: &mut Volume<RamDisk>) -> Vec<String> {
+    names(v, "/")
+}
+
+/// A device of 4096-byte blocks.
+struct BigBlocks;
+
+impl BlockDevice for BigBlocks {
+    fn block_size(&self) -> u32 {
+        4096
+    }
+    fn block_count(&self) -> u64 {
+        1000
+    }
+    fn read(&mut self, _: u64, _: &mut [u8]) -> Result<(), DeviceError> {
+        Err(DeviceError(7))
+    }
+    fn write(&mut self, _: u64, _: &[u8]) -> Result<(), DeviceError> {
+        Err(DeviceError(7))
+    }
+    fn flush(&mut self) -> Result<(), DeviceError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn refuses_other_block_sizes_and_passes_device_errors() {
+    assert!(matches!(
+        Volume::mount(BigBlocks),
+        Err(FsError::Unsupported(_))
+    ));
+    assert!(matches!(
+        format(&mut BigBlocks, None, ""),
+        Err(FsError::Unsupported(_))
+    ));
+    // A device that fails: its code comes through.
+    let mut d = RamDisk::new(100);
+    assert_eq!(
+        Volume::mount(RamDisk::new(0)).err(),
+        Some(FsError::Device(DeviceError(RAMDISK_OUT_OF_RANGE)))
+    );
+    assert!(matches!(
+        Volume::mount(&mut d),
+        Err(FsError::Corrupt(Corruption::BadBootSector(_)))
+    ));
+}
