@@ -17,6 +17,9 @@ pub struct Fs<D> {
     pub free: Option<u32>,
     /// Where the next free-cluster search starts.
     pub next_free: u32,
+    /// Whether a cluster was allocated or freed since mount (FSInfo's
+    /// hints are rewritten only then).
+    pub changed: bool,
 }
 
 /// What a FAT entry says about the cluster after.
@@ -215,6 +218,9 @@ impl<D: BlockDevice> Fs<D> {
 
     /// A free cluster (not yet claimed), searching from the hint.
     pub fn find_free(&mut self) -> Result<u32, FsError> {
+        if self.free == Some(0) {
+            return Err(FsError::NoSpace);
+        }
         let n = self.geo.clusters;
         let start = self.next_free.saturating_sub(2) % n;
         for i in 0..n {
@@ -241,6 +247,7 @@ impl<D: BlockDevice> Fs<D> {
         }
         self.free = self.free.map(|f| f.saturating_sub(1));
         self.next_free = c + 1;
+        self.changed = true;
         Ok(())
     }
 
@@ -290,6 +297,7 @@ impl<D: BlockDevice> Fs<D> {
             self.set_entry(c, 0)?;
             self.free = self.free.map(|f| f + 1);
             self.next_free = self.next_free.min(c);
+            self.changed = true;
             match next {
                 Some(n) => c = n,
                 None => return Ok(()),
@@ -356,7 +364,7 @@ impl<D: BlockDevice> Fs<D> {
     /// Writes the FAT32 FSInfo hints (free count, next free) if the
     /// sector carries its three signatures; leaves it alone otherwise.
     pub fn write_fsinfo(&mut self) -> Result<(), FsError> {
-        let Some(s) = self.geo.fsinfo else {
+        let Some(s) = self.geo.fsinfo.filter(|_| self.changed) else {
             return Ok(());
         };
         let free = self.free.unwrap_or(u32::MAX);

@@ -215,6 +215,7 @@ impl<D: BlockDevice> Volume<D> {
                 geo,
                 free: None,
                 next_free,
+                changed: false,
             },
             files: Vec::new(),
             gens: Vec::new(),

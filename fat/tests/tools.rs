@@ -237,6 +237,8 @@ fn scribble(v: &mut Volume<RamDisk>) -> BTreeMap<String, Option<Vec<u8>>> {
     v.seek(h, fat::SeekFrom::Start(10_000)).unwrap();
     v.write(h, b"Z").unwrap();
     v.close(h).unwrap();
+    // Counted, so FAT32's FSInfo gets an exact free count for fsck to check.
+    v.free_clusters().unwrap();
     v.sync().unwrap();
 
     t.insert("/Projects".into(), None);
