@@ -1,0 +1,390 @@
+//! Open files: handles, reading and writing through the cache, seeking,
+//! truncating. A file's directory entry (first cluster, size, time) is
+//! rewritten after every write; the cache's class order puts it on the
+//! medium after the data and FAT blocks it covers.
+
+use crate::bpb::SECTOR;
+use crate::cache::Class;
+use crate::dir::{self, Node};
+use crate::error::{Corruption, FsError};
+use crate::volume::{attr, Handle, Metadata, OpenFile, OpenMode, SeekFrom, Volume, MAX_OPEN};
+use crate::BlockDevice;
+
+/// The largest file FAT can describe.
+const MAX_SIZE: u64 = u32::MAX as u64;
+
+impl<D: BlockDevice> Volume<D> {
+    /// The open file behind `h`, copied out; put it back with `put`.
+    fn get(&self, h: Handle) -> Result<(usize, OpenFile), FsError> {
+        let i = (h.0 & 0xFFFF) as usize;
+        let generation = (h.0 >> 16) as u16;
+        match (self.files.get(i), self.gens.get(i)) {
+            (Some(Some(f)), Some(&g)) if g == generation => Ok((i, *f)),
+            _ => Err(FsError::BadHandle),
+        }
+    }
+
+    /// Opens (and perhaps creates or truncates) file `path`.
+    pub fn open(&mut self, path: &str, mode: OpenMode) -> Result<Handle, FsError> {
+        if !(mode.read || mode.writes())
+            || ((mode.create || mode.create_new || mode.truncate) && !mode.writes())
+        {
+            return Err(FsError::InvalidArgument);
+        }
+        let slot = match self.files.iter().position(Option::is_none) {
+            Some(i) => i,
+            None if self.files.len() < MAX_OPEN => {
+                self.files.push(None);
+                self.gens.push(0);
+                self.files.len() - 1
+            }
+            None => return Err(FsError::TooManyOpen),
+        };
+        let (entry, raw) = match self.fs.resolve(path) {
+            Ok(Node::Root) => return Err(FsError::IsADirectory),
+            Ok(Node::Entry { entry, .. }) => {
+                if mode.create_new {
+                    return Err(FsError::Exists);
+                }
+                if entry.is_dir() {
+                    return Err(FsError::IsADirectory);
+                }
+                if mode.writes() && entry.attr() & attr::READ_ONLY != 0 {
+                    return Err(FsError::ReadOnly);
+                }
+                (entry.pos(), entry.raw)
+            }
+            Err(FsError::NotFound) if mode.create || mode.create_new => {
+                let (parent, last, units) = self.parent_of(path)?;
+                let raw = dir::short_entry(&[b' '; 11], attr::ARCHIVE, 0, 0, self.now());
+                (self.add_entry(parent, last, &units, raw)?, raw)
+            }
+            Err(e) => return Err(e),
+        };
+        let kind = self.kind();
+        let e = dir::Entry {
+            long: alloc::vec::Vec::new(),
+            raw,
+            slots: alloc::vec![entry],
+            next_index: 0,
+        };
+        let first = e.cluster(kind);
+        let size = e.size();
+        if first != 0 && !self.fs.geo.is_cluster(first) {
+            return Err(Corruption::ClusterOutOfRange {
+                at: 0,
+                value: first,
+            }
+            .into());
+        }
+        if first == 0 && size != 0 {
+            return Err(Corruption::BadEntry.into());
+        }
+        let mut f = OpenFile {
+            entry,
+            first,
+            size,
+            pos: 0,
+            mode,
+            cursor: None,
+        };
+        if mode.truncate && size != 0 {
+            self.cut(&mut f, 0)?;
+        }
+        self.files[slot] = Some(f);
+        Ok(Handle(slot as u32 | u32::from(self.gens[slot]) << 16))
+    }
+
+    /// Closes `h`; the handle is stale from now on.
+    pub fn close(&mut self, h: Handle) -> Result<(), FsError> {
+        let (i, _) = self.get(h)?;
+        self.files[i] = None;
+        self.gens[i] = self.gens[i].wrapping_add(1);
+        Ok(())
+    }
+
+    /// What the open file is.
+    pub fn fstat(&mut self, h: Handle) -> Result<Metadata, FsError> {
+        let (_, f) = self.get(h)?;
+        Ok(Metadata::of(&self.fs.read_slot(f.entry)?))
+    }
+
+    /// Moves the position; past the end is fine (a write there fills the
+    /// gap with zeros).
+    pub fn seek(&mut self, h: Handle, to: SeekFrom) -> Result<u64, FsError> {
+        let (i, mut f) = self.get(h)?;
+        let new = match to {
+            SeekFrom::Start(n) => Some(n),
+            SeekFrom::End(d) => u64::from(f.size).checked_add_signed(d),
+            SeekFrom::Current(d) => f.pos.checked_add_signed(d),
+        };
+        f.pos = new.ok_or(FsError::InvalidArgument)?;
+        self.files[i] = Some(f);
+        Ok(f.pos)
+    }
+
+    /// Reads from the position; 0 at the end.
+    pub fn read(&mut self, h: Handle, buf: &mut [u8]) -> Result<usize, FsError> {
+        let (i, mut f) = self.get(h)?;
+        if !f.mode.read {
+            return Err(FsError::BadHandle);
+        }
+        let r = self.read_in(&mut f, buf);
+        self.files[i] = Some(f);
+        r
+    }
+
+    fn read_in(&mut self, f: &mut OpenFile, buf: &mut [u8]) -> Result<usize, FsError> {
+        let left = u64::from(f.size).saturating_sub(f.pos);
+        let n = (buf.len() as u64).min(left) as usize;
+        let mut done = 0;
+        while done < n {
+            let Some((s, off, left)) = self.data_at(f, f.pos, false)? else {
+                return Err(Corruption::ChainTooShort { start: f.first }.into());
+            };
+            // Whole sectors to the end of the cluster in one request.
+            let whole = if off == 0 {
+                left.min((n - done) / SECTOR)
+            } else {
+                0
+            };
+            let len = if whole > 0 {
+                let len = whole * SECTOR;
+                let dst = &mut buf[done..done + len];
+                self.fs.cache.read_blocks(&mut self.fs.dev, s, dst)?;
+                len
+            } else {
+                let len = (SECTOR - off).min(n - done);
+                let b = self.fs.cache.read(&mut self.fs.dev, s)?;
+                buf[done..done + len].copy_from_slice(&b[off..off + len]);
+                len
+            };
+            done += len;
+            f.pos += len as u64;
+        }
+        Ok(done)
+    }
+
+    /// Writes at the position (at the end in append mode), growing the
+    /// file. When the volume fills up part way, the bytes written so far
+    /// count.
+    pub fn write(&mut self, h: Handle, buf: &[u8]) -> Result<usize, FsError> {
+        let (i, mut f) = self.get(h)?;
+        if !f.mode.writes() {
+            return Err(FsError::ReadOnly);
+        }
+        if f.mode.append {
+            f.pos = u64::from(f.size);
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if f.pos >= MAX_SIZE {
+            return Err(FsError::FileTooLarge);
+        }
+        let n = (buf.len() as u64).min(MAX_SIZE - f.pos) as usize;
+        let (size, start) = (u64::from(f.size), f.pos);
+        let r = match self.fill(&mut f, size, start, None) {
+            Err(e) => Err(e),
+            Ok(()) => {
+                let r = self.fill(&mut f, start, start + n as u64, Some(&buf[..n]));
+                let done = (f.pos - start) as usize;
+                match r {
+                    Err(e) if done == 0 => Err(e),
+                    _ => Ok(done),
+                }
+            }
+        };
+        let u = self.update_entry(&f);
+        self.files[i] = Some(f);
+        let done = r?;
+        u?;
+        Ok(done)
+    }
+
+    /// Writes bytes `from..to` of the file from `src` (zeros if `None`),
+    /// advancing `f.pos` and the size as it goes.
+    fn fill(
+        &mut self,
+        f: &mut OpenFile,
+        from: u64,
+        to: u64,
+        src: Option<&[u8]>,
+    ) -> Result<(), FsError> {
+        let mut pos = from;
+        while pos < to {
+            let Some((s, off, left)) = self.data_at(f, pos, true)? else {
+                return Err(Corruption::ChainTooShort { start: f.first }.into());
+            };
+            let whole = if off == 0 {
+                left.min(((to - pos) / SECTOR as u64) as usize)
+            } else {
+                0
+            };
+            if let (Some(src), true) = (src, whole > 0) {
+                // Whole sectors of data straight to the device.
+                let k = (pos - from) as usize;
+                let len = whole * SECTOR;
+                self.fs
+                    .cache
+                    .write_blocks(&mut self.fs.dev, s, &src[k..k + len])?;
+                pos += len as u64;
+                f.pos = pos;
+                f.size = f.size.max(pos as u32);
+                continue;
+            }
+            let len = (SECTOR - off).min((to - pos) as usize);
+            let b = if off == 0 && len == SECTOR {
+                self.fs.cache.overwrite(&mut self.fs.dev, s, Class::Data)?
+            } else {
+                self.fs.cache.modify(&mut self.fs.dev, s, Class::Data)?
+            };
+            match src {
+                Some(src) => {
+                    let k = (pos - from) as usize;
+                    b[off..off + len].copy_from_slice(&src[k..k + len]);
+                }
+                None => b[off..off + len].fill(0),
+            }
+            pos += len as u64;
+            if src.is_some() {
+                f.pos = pos;
+            }
+            f.size = f.size.max(pos as u32);
+        }
+        Ok(())
+    }
+
+    /// The sector and offset of byte `pos` and the sectors from there to
+    /// the end of its cluster, allocating clusters up to it if `alloc`;
+    /// `None` past the chain's end otherwise.
+    fn data_at(
+        &mut self,
+        f: &mut OpenFile,
+        pos: u64,
+        alloc: bool,
+    ) -> Result<Option<(u64, usize, usize)>, FsError> {
+        let cb = u64::from(self.fs.geo.cluster_bytes());
+        let idx = u32::try_from(pos / cb).map_err(|_| FsError::FileTooLarge)?;
+        let within = pos % cb;
+        let Some(c) = self.cluster_at(f, idx, alloc)? else {
+            return Ok(None);
+        };
+        let k = within / SECTOR as u64;
+        let s = self.fs.geo.cluster_sector(c) + k;
+        let left = (u64::from(self.fs.geo.sectors_per_cluster) - k) as usize;
+        Ok(Some((s, (within % SECTOR as u64) as usize, left)))
+    }
+
+    /// Cluster `idx` of the file's chain, from the file's cursor when it
+    /// is not past it.
+    fn cluster_at(
+        &mut self,
+        f: &mut OpenFile,
+        idx: u32,
+        alloc: bool,
+    ) -> Result<Option<u32>, FsError> {
+        if f.first == 0 {
+            if !alloc {
+                return Ok(None);
+            }
+            f.first = self.fs.alloc(None)?;
+            f.cursor = Some((0, f.first));
+        }
+        let (mut i, mut c) = match f.cursor {
+            Some((ci, cc)) if ci <= idx => (ci, cc),
+            _ => (0, f.first),
+        };
+        let mut steps = i;
+        while i < idx {
+            match self.fs.step(f.first, c, &mut steps)? {
+                Some(n) => c = n,
+                None if alloc => c = self.fs.alloc(Some(c))?,
+                None => {
+                    f.cursor = Some((i, c));
+                    return Ok(None);
+                }
+            }
+            i += 1;
+        }
+        f.cursor = Some((i, c));
+        Ok(Some(c))
+    }
+
+    /// Rewrites the file's entry (cluster, size, time, archive bit) and
+    /// tells other handles on the same file.
+    fn update_entry(&mut self, f: &OpenFile) -> Result<(), FsError> {
+        let mut raw = self.fs.read_slot(f.entry)?;
+        dir::set_cluster(&mut raw, f.first);
+        raw[28..32].copy_from_slice(&f.size.to_le_bytes());
+        raw[11] |= attr::ARCHIVE;
+        dir::set_modified(&mut raw, self.now());
+        self.fs.write_slot(f.entry, &raw)?;
+        for g in self.files.iter_mut().flatten() {
+            if g.entry == f.entry {
+                if g.first != f.first {
+                    g.cursor = None;
+                }
+                g.first = f.first;
+                g.size = f.size;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets the file's length: a shorter one frees the clusters past it,
+    /// a longer one is filled with zeros. The position stays.
+    pub fn truncate(&mut self, h: Handle, len: u64) -> Result<(), FsError> {
+        let (i, mut f) = self.get(h)?;
+        if !f.mode.writes() {
+            return Err(FsError::ReadOnly);
+        }
+        if len > MAX_SIZE {
+            return Err(FsError::FileTooLarge);
+        }
+        let r = self.cut(&mut f, len);
+        self.files[i] = Some(f);
+        r
+    }
+
+    /// [`Volume::truncate`] on the file state: shrinking writes the
+    /// shorter entry and syncs before freeing (the crate's order).
+    fn cut(&mut self, f: &mut OpenFile, len: u64) -> Result<(), FsError> {
+        let size = u64::from(f.size);
+        if len > size {
+            let pos = f.pos;
+            let r = self.fill(f, size, len, None);
+            f.pos = pos;
+            let u = self.update_entry(f);
+            return r.and(u);
+        }
+        if len == size {
+            return Ok(());
+        }
+        let old_first = f.first;
+        f.size = len as u32;
+        if len == 0 {
+            f.first = 0;
+        }
+        f.cursor = None;
+        self.update_entry(f)?;
+        for g in self.files.iter_mut().flatten() {
+            if g.entry == f.entry {
+                g.cursor = None;
+            }
+        }
+        self.sync()?;
+        if len == 0 {
+            if old_first != 0 {
+                self.fs.free_chain(old_first)?;
+            }
+            return Ok(());
+        }
+        let cb = u64::from(self.fs.geo.cluster_bytes());
+        let keep = len.div_ceil(cb) as u32;
+        let Some(last) = self.cluster_at(f, keep - 1, false)? else {
+            return Err(Corruption::ChainTooShort { start: f.first }.into());
+        };
+        self.fs.cut_after(f.first, last)
+    }
+}
