@@ -39,6 +39,7 @@ use crate::transfer;
 
 pub mod block;
 pub mod counter;
+pub mod fs;
 mod donor;
 pub mod log;
 pub mod platform;
