@@ -186,7 +186,8 @@ fn read_policy() -> Result<Vec<Rule>, String> {
 fn open_upstream() -> Result<(BlockSource, BlockInfo), String> {
     let donor = Donor::from_untyped::<Block>(own(child::UNTYPED), UPSTREAM_BLOCK, UPSTREAM_TABLE)
         .map_err(|e| format!("donation: {e}"))?;
-    let session = session::open_donating::<Block>(UPSTREAM, donor).map_err(|(e, _)| format!("{e}"))?;
+    let session =
+        session::open_donating::<Block>(UPSTREAM, donor).map_err(|(e, _)| format!("{e}"))?;
     let info = session.info().map_err(|e| format!("INFO: {e}"))?;
     // SAFETY: UPSTREAM_VA.. is used by nothing else of this program.
     let stream =
@@ -425,7 +426,10 @@ impl Forwarder {
             return;
         };
         if p.op == block::OP_WRITE {
-            let copied = match (client.served.sink.payload(&taken), self.up.payload_mut(&packet)) {
+            let copied = match (
+                client.served.sink.payload(&taken),
+                self.up.payload_mut(&packet),
+            ) {
                 (Ok(from), Ok(to)) if from.len() == to.len() => {
                     to.copy_from_slice(from);
                     true
