@@ -62,6 +62,10 @@ pub struct RawComponent {
     platform: Option<Spanned<bool>>,
     #[serde(default)]
     devices: Vec<Spanned<RawPciDevice>>,
+    /// The partition a client of the partition service gets (xtask's
+    /// business only: it becomes that service's `policy`, not part of the
+    /// component's record).
+    partition: Option<Spanned<u32>>,
 }
 
 /// An entry of `devices`: `{ pci = "1af4:1042" }` (`pci::DeviceMatch`).
@@ -420,6 +424,7 @@ pub fn check(
     check_devices(text, components, &mut diags, &mut specs);
     check_routes(components, &parent, &by_name, &mut diags, &mut specs);
     check_pci_devices(text, components, &by_name, &mut diags, &mut specs);
+    check_partitions(text, components, &by_name, &mut diags, &mut specs);
     check_cycles(components, &by_name, &mut diags);
     check_service_count(parent_provides, components, &mut diags);
 
@@ -898,6 +903,136 @@ fn check_pci_devices(
                 .config
                 .push((POLICY_KEY.into(), ValueBuf::Array(tables)));
         }
+    }
+}
+
+/// The binary of the partition service (`components/services/partitions`).
+pub const PARTITIONS_BINARY: &str = "partitions";
+/// The session type the partition service serves, and its clients route.
+pub const BLOCK_SESSION: &str = "Block";
+/// The largest partition number a client may name (GPT tables hold 128
+/// entries by default; MBR logical partitions are numbered from 5 on).
+pub const MAX_PARTITION: u32 = 1024;
+
+/// The partitions assigned to clients of the partition service
+/// (`partition = N`): N from 1 to [`MAX_PARTITION`]; a component with
+/// `partition` routes `Block` to a component running the
+/// [`PARTITIONS_BINARY`] binary, and a component that does has
+/// `partition` (else the service would refuse its session at run time,
+/// a mistake better seen here); no partition of one service given to two
+/// clients. The assignments become each partition service's config key
+/// `policy`, which it may not set itself: a table per client, in
+/// component order, `{ label = NAME, partition = N }`.
+fn check_partitions(
+    text: &str,
+    components: &[Spanned<RawComponent>],
+    by_name: &BTreeMap<&str, usize>,
+    diags: &mut Diags,
+    specs: &mut [ComponentSpec],
+) {
+    let lines = crate::tomlfile::LineIndex::new(text);
+    let services: Vec<usize> = (0..components.len())
+        .filter(|&i| specs[i].binary == PARTITIONS_BINARY)
+        .collect();
+    for &p in &services {
+        let c = components[p].get_ref();
+        if let Some(key) = specs[p].config.iter().find(|(k, _)| k == POLICY_KEY) {
+            let span = c.config.as_ref().map_or(components[p].span(), |s| s.span());
+            diags.push(
+                span,
+                format!(
+                    "{}config.{}: reserved: the partition service's policy is written from its \
+                     clients' partition keys",
+                    who(c),
+                    key.0
+                ),
+            );
+        }
+    }
+    // (service, client, partition, the partition key's place) of every
+    // valid assignment so far, in component order.
+    let mut given: Vec<(usize, usize, u32, Range<usize>)> = Vec::new();
+    for (index, spanned) in components.iter().enumerate() {
+        let c = spanned.get_ref();
+        let who = who(c);
+        let route = c.routes.iter().find(|(s, _)| s.get_ref() == BLOCK_SESSION);
+        let service = route
+            .and_then(|(_, t)| by_name.get(t.get_ref().as_str()))
+            .copied()
+            .filter(|t| services.contains(t));
+        let Some(partition) = &c.partition else {
+            if let (Some((key, target)), Some(_)) = (route, service) {
+                diags.push(
+                    key.span(),
+                    format!(
+                        "{who}route {BLOCK_SESSION} -> \"{}\": a client of the partition service \
+                         needs partition = N (the partition it gets, 1 to {MAX_PARTITION})",
+                        target.get_ref()
+                    ),
+                );
+            }
+            continue;
+        };
+        let n = *partition.get_ref();
+        let in_range = (1..=MAX_PARTITION).contains(&n);
+        if !in_range {
+            diags.push(
+                partition.span(),
+                format!("{who}partition: {n} is not from 1 to {MAX_PARTITION}"),
+            );
+        }
+        let Some(s) = service else {
+            diags.push(
+                partition.span(),
+                format!(
+                    "{who}partition: a client reaches its partition through a {BLOCK_SESSION} \
+                     session: route {BLOCK_SESSION} to a component running the \
+                     {PARTITIONS_BINARY} binary{}",
+                    match route {
+                        Some((_, t)) => {
+                            format!(" (it routes {BLOCK_SESSION} -> \"{}\")", t.get_ref())
+                        }
+                        None => String::new(),
+                    }
+                ),
+            );
+            continue;
+        };
+        if !in_range {
+            continue;
+        }
+        let service_name = components[s].get_ref().name.get_ref();
+        if let Some((_, other, _, span)) = given.iter().find(|g| g.0 == s && g.2 == n) {
+            diags.push(
+                partition.span(),
+                format!(
+                    "{who}partition: partition {n} of \"{service_name}\": already given to \
+                     component \"{}\" (partition = {n}, line {}): a partition has one client",
+                    components[*other].get_ref().name.get_ref(),
+                    lines.line_column(span.start).0
+                ),
+            );
+            continue;
+        }
+        given.push((s, index, n, partition.span()));
+    }
+    for &p in &services {
+        if specs[p].config.iter().any(|(k, _)| k == POLICY_KEY) {
+            continue; // reported above
+        }
+        let tables = given
+            .iter()
+            .filter(|g| g.0 == p)
+            .map(|&(_, client, n, _)| {
+                ValueBuf::Table(vec![
+                    ("label".into(), ValueBuf::String(specs[client].name.clone())),
+                    ("partition".into(), ValueBuf::Integer(i64::from(n))),
+                ])
+            })
+            .collect();
+        specs[p]
+            .config
+            .push((POLICY_KEY.into(), ValueBuf::Array(tables)));
     }
 }
 

@@ -85,11 +85,41 @@ const CASES: &[(&str, &str, &str)] = &[
          driver",
     ),
     (
+        "partition-no-route",
+        "13:13",
+        "component \"hello\": partition: a client reaches its partition through a Block \
+         session: route Block to a component running the partitions binary",
+    ),
+    (
+        "partition-missing",
+        "14:1",
+        "component \"hello\": route Block -> \"parts\": a client of the partition service \
+         needs partition = N (the partition it gets, 1 to 1024)",
+    ),
+    (
+        "partition-twice",
+        "23:13",
+        "component \"fat2\": partition: partition 3 of \"parts\": already given to component \
+         \"fat\" (partition = 3, line 14): a partition has one client",
+    ),
+    (
+        "partition-out-of-range",
+        "13:13",
+        "component \"hello\": partition: 0 is not from 1 to 1024",
+    ),
+    (
+        "partition-policy-reserved",
+        "8:1",
+        "component \"parts\": config.policy: reserved: the partition service's policy is \
+         written from its clients' partition keys",
+    ),
+    (
         "unknown-key",
         "7:1",
         "component \"hello\": unknown field `colour`, expected one of `name`, `binary`, \
          `ram_mib`, `caps`, `priority`, `cpu`, `cpus`, `provides`, `restart`, `routes`, \
-         `config`, `io_ports`, `irqs`, `own`, `shared_endpoint`, `killable`, `platform`, `devices`",
+         `config`, `io_ports`, `irqs`, `own`, `shared_endpoint`, `killable`, `platform`, `devices`, \
+         `partition`",
     ),
     (
         "wrong-type",
@@ -520,6 +550,11 @@ fixture_tests! {
     devices_no_route: "devices-no-route",
     devices_bad_match: "devices-bad-match",
     device_assigned_twice: "device-assigned-twice",
+    partition_no_route: "partition-no-route",
+    partition_missing: "partition-missing",
+    partition_twice: "partition-twice",
+    partition_out_of_range: "partition-out-of-range",
+    partition_policy_reserved: "partition-policy-reserved",
     disk_bad_name: "disk-bad-name",
     disk_duplicate: "disk-duplicate",
     disk_no_source: "disk-no-source",

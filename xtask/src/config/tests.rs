@@ -47,7 +47,7 @@ label = "root"
 "#;
 
 fn binaries() -> Vec<String> {
-    ["root", "hello", "echo-server", "pinger"]
+    ["root", "hello", "echo-server", "pinger", "partitions"]
         .map(String::from)
         .to_vec()
 }
@@ -268,7 +268,8 @@ fn unknown_keys() {
         "colour = 120",
         "scenarios/t.toml:30:1: component \"fs\": unknown field `colour`, expected one of \
          `name`, `binary`, `ram_mib`, `caps`, `priority`, `cpu`, `cpus`, `provides`, \
-         `restart`, `routes`, `config`, `io_ports`, `irqs`, `own`, `shared_endpoint`, `killable`, `platform`, `devices`",
+         `restart`, `routes`, `config`, `io_ports`, `irqs`, `own`, `shared_endpoint`, `killable`, `platform`, `devices`, \
+         `partition`",
     );
     refused(
         2,
@@ -959,4 +960,182 @@ Platform = "platform"
     // platform service decides there (it gives such a device to neither).
     let mixed = text.replace("1AF4:1041", "class=01");
     assert!(parse(&mixed).is_ok());
+}
+
+/// A partition service on a disk driver and two clients: the policy
+/// xtask writes into the service's config from the clients' `partition`
+/// keys, and nothing of it in the clients' records.
+const PARTS: &str = r#"description = "d"
+[[component]]
+name = "disk"
+binary = "hello"
+ram_mib = 1
+caps = 16
+provides = ["Block"]
+
+[[component]]
+name = "parts"
+binary = "partitions"
+ram_mib = 4
+caps = 64
+provides = ["Block"]
+[component.routes]
+Block = "disk"
+[component.config]
+greeting = "kept"
+
+[[component]]
+name = "fat-a"
+binary = "hello"
+ram_mib = 1
+caps = 16
+partition = 1
+[component.routes]
+Block = "parts"
+
+[[component]]
+name = "fat-c"
+binary = "hello"
+ram_mib = 1
+caps = 16
+partition = 3
+[component.routes]
+Block = "parts"
+"#;
+
+#[test]
+fn partitions_and_their_policy() {
+    let spec = parse(PARTS).unwrap().config.unwrap();
+    let parts = &spec.components[1];
+    let rule = |label: &str, n: i64| {
+        ValueBuf::Table(vec![
+            ("label".into(), ValueBuf::String(label.into())),
+            ("partition".into(), ValueBuf::Integer(n)),
+        ])
+    };
+    assert_eq!(
+        parts.config,
+        [
+            ("greeting".to_string(), ValueBuf::String("kept".into())),
+            (
+                "policy".to_string(),
+                ValueBuf::Array(vec![rule("fat-a", 1), rule("fat-c", 3)])
+            ),
+        ]
+    );
+    // The clients' records and the driver's config are untouched.
+    for c in [
+        &spec.components[0],
+        &spec.components[2],
+        &spec.components[3],
+    ] {
+        assert!(c.config.is_empty(), "{}", c.name);
+        assert!(c.devices.is_empty(), "{}", c.name);
+    }
+    // The binary may come from the name.
+    let named = PARTS.replace("binary = \"partitions\"\n", "");
+    let named = named.replace("\"parts\"", "\"partitions\"");
+    let spec = parse(&named).unwrap().config.unwrap();
+    assert!(spec.components[1]
+        .config
+        .iter()
+        .any(|(k, v)| k == "policy"
+            && *v == ValueBuf::Array(vec![rule("fat-a", 1), rule("fat-c", 3)])));
+    // Another instance of the service has a policy of its own: here none.
+    let two = PARTS.replace(
+        "[[component]]\nname = \"fat-a\"",
+        "[[component]]\nname = \"parts2\"\nbinary = \"partitions\"\nram_mib = 4\ncaps = 64\n\
+         provides = [\"Block\"]\n[component.routes]\nBlock = \"disk\"\n\n\
+         [[component]]\nname = \"fat-a\"",
+    );
+    let spec = parse(&two).unwrap().config.unwrap();
+    assert_eq!(spec.components[2].name, "parts2");
+    assert_eq!(
+        spec.components[2].config,
+        [("policy".to_string(), ValueBuf::Array(Vec::new()))]
+    );
+}
+
+#[test]
+fn bad_partitions() {
+    let at = |line: usize, col: usize, message: &str| {
+        format!("scenarios/t.toml:{line}:{col}: {message}")
+    };
+    // Without a route to a partition service, or routed elsewhere.
+    let no_route = PARTS.replace(
+        "partition = 3\n[component.routes]\nBlock = \"parts\"",
+        "partition = 3",
+    );
+    assert_eq!(
+        error(&no_route),
+        at(
+            34,
+            13,
+            "component \"fat-c\": partition: a client reaches its partition through a Block \
+             session: route Block to a component running the partitions binary"
+        )
+    );
+    let to_disk = PARTS.replace(
+        "partition = 3\n[component.routes]\nBlock = \"parts\"",
+        "partition = 3\n[component.routes]\nBlock = \"disk\"",
+    );
+    assert_eq!(
+        error(&to_disk),
+        at(
+            34,
+            13,
+            "component \"fat-c\": partition: a client reaches its partition through a Block \
+             session: route Block to a component running the partitions binary (it routes \
+             Block -> \"disk\")"
+        )
+    );
+    // A client without one.
+    let missing = PARTS.replace("partition = 3\n", "");
+    assert_eq!(
+        error(&missing),
+        at(
+            35,
+            1,
+            "component \"fat-c\": route Block -> \"parts\": a client of the partition service \
+             needs partition = N (the partition it gets, 1 to 1024)"
+        )
+    );
+    // One partition for two clients.
+    let twice = PARTS.replace("partition = 3", "partition = 1");
+    assert_eq!(
+        error(&twice),
+        at(
+            34,
+            13,
+            "component \"fat-c\": partition: partition 1 of \"parts\": already given to \
+             component \"fat-a\" (partition = 1, line 25): a partition has one client"
+        )
+    );
+    // Out of range, both ends; a negative one is a type error.
+    for n in [0, 1025] {
+        let text = PARTS.replace("partition = 3", &format!("partition = {n}"));
+        assert_eq!(
+            error(&text),
+            at(
+                34,
+                13,
+                &format!("component \"fat-c\": partition: {n} is not from 1 to 1024")
+            )
+        );
+    }
+    let max = PARTS.replace("partition = 3", "partition = 1024");
+    assert!(parse(&max).is_ok());
+    let negative = PARTS.replace("partition = 3", "partition = -1");
+    assert!(error(&negative).contains("partition: invalid value: integer `-1`, expected u32"));
+    // The service's policy is xtask's to write.
+    let reserved = PARTS.replace("greeting = \"kept\"", "policy = []");
+    assert_eq!(
+        error(&reserved),
+        at(
+            17,
+            1,
+            "component \"parts\": config.policy: reserved: the partition service's policy is \
+             written from its clients' partition keys"
+        )
+    );
 }

@@ -7,8 +7,10 @@
 //! it (`rt::session::block::check` against the partition's size, then
 //! the block number moved by the partition's start).
 //!
-//! Which client gets which partition is its config's policy, written in
-//! the scenario and checked by xtask (docs/scenarios.md):
+//! Which client gets which partition is its config's policy, which xtask
+//! writes from the clients' `partition = N` keys in the scenario and
+//! checks (docs/scenarios.md; the service's own `[component.config]` may
+//! not set it). A client `fat-test` with `partition = 3` makes:
 //!
 //! ```toml
 //! [component.config]
