@@ -264,10 +264,18 @@ fn fuzz(kind: FatKind, blocks: u64, seed: u64) {
         // Counting free clusters reads the whole FAT (65,000 entries on
         // FAT32): one image in eight.
         let count_free = rng.below(8) == 0;
+        let remount = rng.below(4) == 0;
         let r = catch_unwind(AssertUnwindSafe(|| {
             if let Ok(mut v) = Volume::mount(&mut dev) {
                 mounted += 1;
                 read += exercise(&mut v, count_free);
+            }
+            // What was written on the broken image must not break the
+            // next mount either (one image in four).
+            if remount {
+                if let Ok(mut v) = Volume::mount(&mut dev) {
+                    read += exercise(&mut v, false);
+                }
             }
         }));
         if let Err(p) = r {
