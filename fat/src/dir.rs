@@ -90,16 +90,11 @@ impl Entry {
     pub fn is_dot(&self) -> bool {
         &self.raw[..11] == b".          " || &self.raw[..11] == b"..         "
     }
-    /// The first cluster as stored (the high half only on FAT32).
+    /// The first cluster as stored.
     pub fn cluster(&self, kind: FatKind) -> u32 {
-        let lo = u32::from(u16::from_le_bytes([self.raw[26], self.raw[27]]));
-        let hi = u32::from(u16::from_le_bytes([self.raw[20], self.raw[21]]));
-        if kind == FatKind::Fat32 {
-            (hi << 16) | lo
-        } else {
-            lo
-        }
+        raw_cluster(&self.raw, kind)
     }
+    #[cfg(test)]
     pub fn size(&self) -> u32 {
         u32::from_le_bytes([self.raw[28], self.raw[29], self.raw[30], self.raw[31]])
     }
@@ -145,6 +140,18 @@ fn named(long: &[u16], short: &ShortName, target: &str) -> bool {
         return text[..n].eq_ignore_ascii_case(target.as_bytes());
     }
     name::same(&name::display(short, 0), target)
+}
+
+/// A short entry's first cluster (the high half only on FAT32: FAT12/16
+/// leave it to other uses).
+pub fn raw_cluster(raw: &[u8; 32], kind: FatKind) -> u32 {
+    let lo = u32::from(u16::from_le_bytes([raw[26], raw[27]]));
+    let hi = u32::from(u16::from_le_bytes([raw[20], raw[21]]));
+    if kind == FatKind::Fat32 {
+        (hi << 16) | lo
+    } else {
+        lo
+    }
 }
 
 /// Sets a short entry's first cluster.

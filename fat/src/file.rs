@@ -13,8 +13,12 @@ use crate::BlockDevice;
 /// The largest file FAT can describe.
 const MAX_SIZE: u64 = u32::MAX as u64;
 
+/// Zeros for filling a gap, whole sectors at a time.
+static ZEROS: [u8; 8 * SECTOR] = [0; 8 * SECTOR];
+
 impl<D: BlockDevice> Volume<D> {
-    /// The open file behind `h`, copied out; put it back with `put`.
+    /// The open file behind `h` and its slot, copied out: callers store
+    /// it back into `files[slot]` when done.
     fn get(&self, h: Handle) -> Result<(usize, OpenFile), FsError> {
         let i = (h.0 & 0xFFFF) as usize;
         let generation = (h.0 >> 16) as u16;
@@ -61,15 +65,8 @@ impl<D: BlockDevice> Volume<D> {
             }
             Err(e) => return Err(e),
         };
-        let kind = self.kind();
-        let e = dir::Entry {
-            long: alloc::vec::Vec::new(),
-            raw,
-            slots: alloc::vec![entry],
-            next_index: 0,
-        };
-        let first = e.cluster(kind);
-        let size = e.size();
+        let first = dir::raw_cluster(&raw, self.kind());
+        let size = u32::from_le_bytes([raw[28], raw[29], raw[30], raw[31]]);
         if first != 0 && !self.fs.geo.is_cluster(first) {
             return Err(Corruption::ClusterOutOfRange {
                 at: 0,
@@ -221,15 +218,27 @@ impl<D: BlockDevice> Volume<D> {
             } else {
                 0
             };
-            if let (Some(src), true) = (src, whole > 0) {
-                // Whole sectors of data straight to the device.
-                let k = (pos - from) as usize;
-                let len = whole * SECTOR;
-                self.fs
-                    .cache
-                    .write_blocks(&mut self.fs.dev, s, &src[k..k + len])?;
+            if whole > 0 {
+                // Whole sectors straight to the device.
+                let len = match src {
+                    Some(src) => {
+                        let k = (pos - from) as usize;
+                        let len = whole * SECTOR;
+                        let data = &src[k..k + len];
+                        self.fs.cache.write_blocks(&mut self.fs.dev, s, data)?;
+                        len
+                    }
+                    None => {
+                        let len = (whole * SECTOR).min(ZEROS.len());
+                        let zeros = &ZEROS[..len];
+                        self.fs.cache.write_blocks(&mut self.fs.dev, s, zeros)?;
+                        len
+                    }
+                };
                 pos += len as u64;
-                f.pos = pos;
+                if src.is_some() {
+                    f.pos = pos;
+                }
                 f.size = f.size.max(pos as u32);
                 continue;
             }
