@@ -297,17 +297,26 @@ impl<D: BlockDevice> Volume<D> {
     }
 
     /// The `index`th entry of directory `path` (no `.`, `..` or volume
-    /// labels); `None` past the last. Each call walks from the start:
-    /// [`Volume::read_dir_at`] lists in one pass.
+    /// labels); `None` past the last. Each call walks the directory from
+    /// its start (listing a directory of n entries this way reads n²/2
+    /// slots): [`Volume::read_dir_at`] continues where the last call ended.
     pub fn read_dir(&mut self, path: &str, index: usize) -> Result<Option<DirEntry>, FsError> {
-        let mut cursor = DirCursor::default();
-        for _ in 0..index {
-            match self.read_dir_at(path, cursor)? {
-                Some((_, next)) => cursor = next,
-                None => return Ok(None),
+        let dir = self.dir(path)?;
+        let mut w = self.fs.walker(dir)?;
+        let mut seen = 0;
+        while let Some(e) = self.fs.next_entry(&mut w)? {
+            if e.is_label() || e.is_dot() {
+                continue;
             }
+            if seen == index {
+                return Ok(Some(DirEntry {
+                    metadata: Metadata::of(&e.raw),
+                    name: e.name(),
+                }));
+            }
+            seen += 1;
         }
-        Ok(self.read_dir_at(path, cursor)?.map(|(e, _)| e))
+        Ok(None)
     }
 
     /// The first entry of directory `path` at or after `cursor` (start
