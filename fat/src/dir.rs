@@ -547,11 +547,44 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Marks every slot of `e` deleted.
+    ///
+    /// The short entry goes first, and reaches the medium before LFN
+    /// slots in other sectors are touched: an interruption leaves at worst
+    /// orphaned LFN slots (which readers skip), never the short entry
+    /// without its long name.
     pub fn delete_entry(&mut self, e: &Entry) -> Result<(), FsError> {
-        for p in &e.slots {
+        let short = e.pos();
+        self.cache.modify(&mut self.dev, short.sector, Class::Dir)?[short.offset] = DELETED;
+        if e.slots.iter().any(|p| p.sector != short.sector) {
+            self.cache.persist(&mut self.dev, &[short.sector])?;
+        }
+        for p in &e.slots[..e.slots.len() - 1] {
             self.cache.modify(&mut self.dev, p.sector, Class::Dir)?[p.offset] = DELETED;
         }
         Ok(())
+    }
+
+    /// Writes entry set `set` into `slots` (from [`Fs::reserve`]): LFN
+    /// slots first, on the medium before the short entry when they lie in
+    /// other sectors, so that the short entry never appears without its
+    /// long name.
+    pub fn write_set(&mut self, slots: &[Pos], set: &[[u8; 32]]) -> Result<(), FsError> {
+        let (Some((short, lfn_slots)), Some((short_e, lfn_e))) =
+            (slots.split_last(), set.split_last())
+        else {
+            return Ok(());
+        };
+        let mut early = Vec::new();
+        for (p, e) in lfn_slots.iter().zip(lfn_e) {
+            self.write_slot(*p, e)?;
+            if p.sector != short.sector && !early.contains(&p.sector) {
+                early.push(p.sector);
+            }
+        }
+        if !early.is_empty() {
+            self.cache.persist(&mut self.dev, &early)?;
+        }
+        self.write_slot(*short, short_e)
     }
 }
 

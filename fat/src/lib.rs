@@ -34,6 +34,9 @@
 //! two lie in different sectors, a cut chain's new end before its tail is
 //! freed, and a FAT12 entry straddling two sectors changes half by half in
 //! an order whose half-written value is no cluster number (`fat.rs`).
+//! Likewise a new entry's LFN slots land before its short entry, and a
+//! deleted entry's short entry before its LFN slots, when they lie in
+//! different sectors (`dir.rs`).
 //! Freeing runs the other way: unlink, rmdir, truncate and rename first
 //! clear (or shrink) the directory entry and sync, then free the clusters.
 //! So an interruption at any point leaves at worst lost clusters

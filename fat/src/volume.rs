@@ -367,9 +367,7 @@ impl<D: BlockDevice> Volume<D> {
         raw[12] = 0;
         let set = dir::entry_set(units, lfn, raw);
         let slots = self.fs.reserve(dir, set.len())?;
-        for (p, e) in slots.iter().zip(&set) {
-            self.fs.write_slot(*p, e)?;
-        }
+        self.fs.write_set(&slots, &set)?;
         Ok(slots[slots.len() - 1])
     }
 
@@ -397,9 +395,8 @@ impl<D: BlockDevice> Volume<D> {
         self.fs.write_fresh(c, &first)?;
         self.fs.claim(c, None)?;
         dir::set_cluster(&mut raw, c);
-        for (p, e) in slots.iter().zip(&dir::entry_set(&units, lfn, raw)) {
-            self.fs.write_slot(*p, e)?;
-        }
+        self.fs
+            .write_set(&slots, &dir::entry_set(&units, lfn, raw))?;
         Ok(())
     }
 
@@ -490,9 +487,7 @@ impl<D: BlockDevice> Volume<D> {
         let slots = self.fs.reserve(tparent, set.len())?;
         self.fs.delete_entry(&entry)?;
         self.sync()?;
-        for (p, e) in slots.iter().zip(&set) {
-            self.fs.write_slot(*p, e)?;
-        }
+        self.fs.write_set(&slots, &set)?;
         if entry.is_dir() && fparent != tparent {
             let up = match tparent {
                 DirRef::Chain(p) if tparent != self.fs.root() => p,
