@@ -139,9 +139,10 @@ impl<D: BlockDevice> Volume<D> {
             let Some((s, off, left)) = self.data_at(f, f.pos, false)? else {
                 return Err(Corruption::ChainTooShort { start: f.first }.into());
             };
-            // Whole sectors to the end of the cluster in one request.
+            // Whole sectors, on through contiguous clusters, in one request.
+            let want = (n - done) / SECTOR;
             let whole = if off == 0 {
-                left.min((n - done) / SECTOR)
+                self.run(f, f.pos, s, left.min(want), want, false)?
             } else {
                 0
             };
@@ -213,8 +214,12 @@ impl<D: BlockDevice> Volume<D> {
             let Some((s, off, left)) = self.data_at(f, pos, true)? else {
                 return Err(Corruption::ChainTooShort { start: f.first }.into());
             };
+            let mut want = ((to - pos) / SECTOR as u64) as usize;
+            if src.is_none() {
+                want = want.min(ZEROS.len() / SECTOR);
+            }
             let whole = if off == 0 {
-                left.min(((to - pos) / SECTOR as u64) as usize)
+                self.run(f, pos, s, left.min(want), want, true)?
             } else {
                 0
             };
@@ -229,7 +234,7 @@ impl<D: BlockDevice> Volume<D> {
                         len
                     }
                     None => {
-                        let len = (whole * SECTOR).min(ZEROS.len());
+                        let len = whole * SECTOR;
                         let zeros = &ZEROS[..len];
                         self.fs.cache.write_blocks(&mut self.fs.dev, s, zeros)?;
                         len
@@ -262,6 +267,45 @@ impl<D: BlockDevice> Volume<D> {
             f.size = f.size.max(pos as u32);
         }
         Ok(())
+    }
+
+    /// How many whole sectors from file byte `pos` (at sector `s`; `have`
+    /// of them, to the end of its cluster or fewer) can go in one request,
+    /// up to `want`: the run goes on into the next clusters while the
+    /// chain is contiguous on the disk (allocating them if `alloc`).
+    fn run(
+        &mut self,
+        f: &mut OpenFile,
+        pos: u64,
+        s: u64,
+        mut have: usize,
+        want: usize,
+        alloc: bool,
+    ) -> Result<usize, FsError> {
+        let spc = self.fs.geo.sectors_per_cluster as usize;
+        let cb = u64::from(self.fs.geo.cluster_bytes());
+        if have == 0 || !(pos + (have * SECTOR) as u64).is_multiple_of(cb) {
+            return Ok(have);
+        }
+        while have < want {
+            let next = pos + (have * SECTOR) as u64;
+            // A full volume ends the run; the next step reports it.
+            let at = match self.data_at(f, next, alloc) {
+                Err(FsError::NoSpace) => break,
+                r => r?,
+            };
+            match at {
+                Some((s2, 0, _)) if s2 == s + have as u64 => {
+                    let k = spc.min(want - have);
+                    have += k;
+                    if k < spc {
+                        break;
+                    }
+                }
+                _ => break,
+            }
+        }
+        Ok(have)
     }
 
     /// The sector and offset of byte `pos` and the sectors from there to

@@ -304,7 +304,7 @@ fn rename_moves_and_fixes_dotdot() {
     }
 }
 
-/// Records writes (block numbers) and flushes (-1).
+/// Records the blocks written (one number per block) and flushes (-1).
 struct Recorder {
     disk: RamDisk,
     log: Vec<i64>,
@@ -321,7 +321,9 @@ impl BlockDevice for Recorder {
         self.disk.read(b, buf)
     }
     fn write(&mut self, b: u64, buf: &[u8]) -> Result<(), DeviceError> {
-        self.log.push(b as i64);
+        for i in 0..buf.len() / 512 {
+            self.log.push((b + i as u64) as i64);
+        }
         self.disk.write(b, buf)
     }
     fn flush(&mut self) -> Result<(), DeviceError> {
@@ -565,4 +567,58 @@ fn directories_free_their_clusters() {
     }
     v.rmdir("/a").unwrap();
     assert_eq!(v.free_clusters().unwrap(), free0);
+}
+
+/// Counts read and write requests and their blocks.
+struct Counter {
+    disk: RamDisk,
+    reads: Vec<usize>,
+    writes: Vec<usize>,
+}
+
+impl BlockDevice for Counter {
+    fn block_size(&self) -> u32 {
+        512
+    }
+    fn block_count(&self) -> u64 {
+        self.disk.block_count()
+    }
+    fn read(&mut self, b: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        self.reads.push(buf.len() / 512);
+        self.disk.read(b, buf)
+    }
+    fn write(&mut self, b: u64, buf: &[u8]) -> Result<(), DeviceError> {
+        self.writes.push(buf.len() / 512);
+        self.disk.write(b, buf)
+    }
+    fn flush(&mut self) -> Result<(), DeviceError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn contiguous_clusters_go_in_one_request() {
+    let mut disk = RamDisk::new(70_000);
+    format(&mut disk, Some(FatKind::Fat32), "").unwrap();
+    let mut v = Volume::mount(Counter {
+        disk,
+        reads: vec![],
+        writes: vec![],
+    })
+    .unwrap();
+    assert_eq!(v.cluster_bytes(), 512);
+    let data = pattern(64 * 1024, 5);
+    let h = v.open("/big", OpenMode::CREATE).unwrap();
+    v.write(h, &data).unwrap();
+    v.close(h).unwrap();
+    // 128 one-sector clusters, allocated in a row: one request (FAT
+    // sectors are persisted on the way, but they are not data).
+    assert!(v.fs.dev.writes.contains(&128), "{:?}", v.fs.dev.writes);
+    v.sync().unwrap();
+    let h = v.open("/big", OpenMode::READ).unwrap();
+    let mut back = vec![0u8; data.len()];
+    v.fs.dev.reads.clear();
+    assert_eq!(v.read(h, &mut back).unwrap(), data.len());
+    assert_eq!(back, data);
+    assert!(v.fs.dev.reads.contains(&128), "{:?}", v.fs.dev.reads);
 }
