@@ -13,7 +13,7 @@
 //! read-only under a copy-on-write overlay that holds only the blocks an
 //! iteration changes. Measured on the 2-CPU build machine in the default
 //! (dev, opt-level 1) profile: about 30 s of CPU for the three tests,
-//! which run in parallel — 20–25 s wall, up to 47 s while other builds
+//! which run in parallel — 17–25 s wall, up to 47 s while other builds
 //! shared the machine.
 
 use std::collections::HashMap;
