@@ -73,36 +73,6 @@ impl Entry {
             .collect()
     }
 
-    /// Whether `target` names this entry: its long or its short name, in
-    /// any case. ASCII names (nearly all) compare without allocating.
-    pub fn is_named(&self, target: &str) -> bool {
-        let ascii = target.is_ascii();
-        if !self.long.is_empty() {
-            if ascii && self.long.iter().all(|&u| u < 0x80) {
-                if self.long.len() == target.len()
-                    && self
-                        .long
-                        .iter()
-                        .zip(target.bytes())
-                        .all(|(&u, b)| (u as u8).eq_ignore_ascii_case(&b))
-                {
-                    return true;
-                }
-            } else if name::same(&self.name(), target) {
-                return true;
-            }
-        }
-        if target.len() > 12 && ascii {
-            return false;
-        }
-        let short = self.short();
-        if ascii && short.is_ascii() {
-            let (text, n) = name::display_ascii(&short);
-            return text[..n].eq_ignore_ascii_case(target.as_bytes());
-        }
-        name::same(&name::display(&short, 0), target)
-    }
-
     pub fn short(&self) -> ShortName {
         let mut s = [0u8; 11];
         s.copy_from_slice(&self.raw[..11]);
@@ -120,16 +90,11 @@ impl Entry {
     pub fn is_dot(&self) -> bool {
         &self.raw[..11] == b".          " || &self.raw[..11] == b"..         "
     }
-    /// The first cluster as stored (the high half only on FAT32).
+    /// The first cluster as stored.
     pub fn cluster(&self, kind: FatKind) -> u32 {
-        let lo = u32::from(u16::from_le_bytes([self.raw[26], self.raw[27]]));
-        let hi = u32::from(u16::from_le_bytes([self.raw[20], self.raw[21]]));
-        if kind == FatKind::Fat32 {
-            (hi << 16) | lo
-        } else {
-            lo
-        }
+        raw_cluster(&self.raw, kind)
     }
+    #[cfg(test)]
     pub fn size(&self) -> u32 {
         u32::from_le_bytes([self.raw[28], self.raw[29], self.raw[30], self.raw[31]])
     }
@@ -140,6 +105,52 @@ impl Entry {
             sector: 0,
             offset: 0,
         })
+    }
+}
+
+/// Whether `target` is long name `long` (UTF-16, may be empty) or short
+/// name `short`, in any case. ASCII names (nearly all) compare without
+/// allocating.
+fn named(long: &[u16], short: &ShortName, target: &str) -> bool {
+    let ascii = target.is_ascii();
+    if !long.is_empty() {
+        if ascii && long.iter().all(|&u| u < 0x80) {
+            if long.len() == target.len()
+                && long
+                    .iter()
+                    .zip(target.bytes())
+                    .all(|(&u, b)| (u as u8).eq_ignore_ascii_case(&b))
+            {
+                return true;
+            }
+        } else {
+            let l: String = char::decode_utf16(long.iter().copied())
+                .map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER))
+                .collect();
+            if name::same(&l, target) {
+                return true;
+            }
+        }
+    }
+    if target.len() > 12 && ascii {
+        return false;
+    }
+    if ascii && short.is_ascii() {
+        let (text, n) = name::display_ascii(short);
+        return text[..n].eq_ignore_ascii_case(target.as_bytes());
+    }
+    name::same(&name::display(short, 0), target)
+}
+
+/// A short entry's first cluster (the high half only on FAT32: FAT12/16
+/// leave it to other uses).
+pub fn raw_cluster(raw: &[u8; 32], kind: FatKind) -> u32 {
+    let lo = u32::from(u16::from_le_bytes([raw[26], raw[27]]));
+    let hi = u32::from(u16::from_le_bytes([raw[20], raw[21]]));
+    if kind == FatKind::Fat32 {
+        (hi << 16) | lo
+    } else {
+        lo
     }
 }
 
@@ -213,7 +224,7 @@ pub fn entry_set(units: &[u16], lfn: bool, short: [u8; 32]) -> Vec<[u8; 32]> {
 const LFN_OFFSETS: [usize; 13] = [1, 3, 5, 7, 9, 14, 16, 18, 20, 22, 24, 28, 30];
 
 /// An LFN set being assembled, last part first.
-struct Lfn {
+pub struct Lfn {
     units: [u16; 260],
     parts: u8,
     expect: u8,
@@ -222,6 +233,28 @@ struct Lfn {
 }
 
 impl Lfn {
+    pub fn new() -> Lfn {
+        Lfn {
+            units: [0; 260],
+            parts: 0,
+            expect: 0,
+            chk: 0,
+            slots: Vec::new(),
+        }
+    }
+
+    /// The long name of short entry `short` just scanned: the assembled
+    /// units up to the terminator if the set is complete and its checksum
+    /// matches, else empty.
+    fn long(&self, short: &ShortName) -> &[u16] {
+        if self.parts == 0 || self.expect != 0 || self.chk != name::checksum(short) {
+            return &[];
+        }
+        let all = &self.units[..usize::from(self.parts) * 13];
+        let end = all.iter().position(|&u| u == 0).unwrap_or(all.len());
+        &all[..end]
+    }
+
     fn reset(&mut self) {
         self.parts = 0;
         self.expect = 0;
@@ -313,16 +346,15 @@ impl<D: BlockDevice> Fs<D> {
         Ok(())
     }
 
-    /// The next entry (labels and dot entries included), `None` at the
-    /// end of the directory.
-    pub fn next_entry(&mut self, w: &mut Walker) -> Result<Option<Entry>, FsError> {
-        let mut lfn = Lfn {
-            units: [0; 260],
-            parts: 0,
-            expect: 0,
-            chk: 0,
-            slots: Vec::new(),
-        };
+    /// The next short entry (labels and dot entries included) and its
+    /// slot, `None` at the end of the directory; `lfn` holds the LFN slots
+    /// before it (reused from call to call: no allocation per entry).
+    pub fn next_raw(
+        &mut self,
+        w: &mut Walker,
+        lfn: &mut Lfn,
+    ) -> Result<Option<([u8; 32], Pos)>, FsError> {
+        lfn.reset();
         while !w.done {
             let Some((_, p)) = self.next_slot(w)? else {
                 w.done = true;
@@ -358,37 +390,51 @@ impl<D: BlockDevice> Fs<D> {
                 lfn.slots.push(p);
                 continue;
             }
-            let mut short = [0u8; 11];
-            short.copy_from_slice(&raw[..11]);
-            let mut long = Vec::new();
-            if lfn.parts != 0 && lfn.expect == 0 && lfn.chk == name::checksum(&short) {
-                let all = &lfn.units[..usize::from(lfn.parts) * 13];
-                let end = all.iter().position(|&u| u == 0).unwrap_or(all.len());
-                long.extend_from_slice(&all[..end]);
-            } else {
-                lfn.slots.clear();
-            }
-            let mut slots = core::mem::take(&mut lfn.slots);
-            slots.push(p);
-            return Ok(Some(Entry {
-                long,
-                raw,
-                slots,
-                next_index: w.index,
-            }));
+            return Ok(Some((raw, p)));
         }
         Ok(None)
+    }
+
+    /// The entry [`Fs::next_raw`] just returned, built.
+    fn build(w: &Walker, lfn: &Lfn, raw: [u8; 32], p: Pos) -> Entry {
+        let mut short = [0u8; 11];
+        short.copy_from_slice(&raw[..11]);
+        let long = lfn.long(&short).to_vec();
+        let mut slots = if long.is_empty() {
+            Vec::new()
+        } else {
+            lfn.slots.clone()
+        };
+        slots.push(p);
+        Entry {
+            long,
+            raw,
+            slots,
+            next_index: w.index,
+        }
+    }
+
+    /// The next entry (labels and dot entries included), `None` at the
+    /// end of the directory.
+    pub fn next_entry(&mut self, w: &mut Walker) -> Result<Option<Entry>, FsError> {
+        let mut lfn = Lfn::new();
+        Ok(self
+            .next_raw(w, &mut lfn)?
+            .map(|(raw, p)| Self::build(w, &lfn, raw, p)))
     }
 
     /// The entry called `name` (long or short name, any case) in `dir`.
     pub fn find(&mut self, dir: DirRef, name: &str) -> Result<Option<Entry>, FsError> {
         let mut w = self.walker(dir)?;
-        while let Some(e) = self.next_entry(&mut w)? {
-            if e.is_label() {
+        let mut lfn = Lfn::new();
+        while let Some((raw, p)) = self.next_raw(&mut w, &mut lfn)? {
+            if raw[11] & ATTR_VOLUME != 0 {
                 continue;
             }
-            if e.is_named(name) {
-                return Ok(Some(e));
+            let mut short = [0u8; 11];
+            short.copy_from_slice(&raw[..11]);
+            if named(lfn.long(&short), &short, name) {
+                return Ok(Some(Self::build(&w, &lfn, raw, p)));
             }
         }
         Ok(None)
@@ -403,7 +449,9 @@ impl<D: BlockDevice> Fs<D> {
                 return Ok(None);
             }
         }
-        while let Some(e) = self.next_entry(&mut w)? {
+        let mut lfn = Lfn::new();
+        while let Some((raw, p)) = self.next_raw(&mut w, &mut lfn)? {
+            let e = Self::build(&w, &lfn, raw, p);
             if !e.is_label() && !e.is_dot() {
                 return Ok(Some(e));
             }
@@ -419,8 +467,11 @@ impl<D: BlockDevice> Fs<D> {
         }
         let mut taken: Vec<ShortName> = Vec::new();
         let mut w = self.walker(dir)?;
-        while let Some(e) = self.next_entry(&mut w)? {
-            taken.push(e.short());
+        let mut lfn = Lfn::new();
+        while let Some((raw, _)) = self.next_raw(&mut w, &mut lfn)? {
+            let mut s = [0u8; 11];
+            s.copy_from_slice(&raw[..11]);
+            taken.push(s);
         }
         // A name that differs from a short name only in case keeps it.
         if let Some(s) = name::exact_short(&name.to_ascii_uppercase()) {
@@ -496,11 +547,44 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Marks every slot of `e` deleted.
+    ///
+    /// The short entry goes first, and reaches the medium before LFN
+    /// slots in other sectors are touched: an interruption leaves at worst
+    /// orphaned LFN slots (which readers skip), never the short entry
+    /// without its long name.
     pub fn delete_entry(&mut self, e: &Entry) -> Result<(), FsError> {
-        for p in &e.slots {
+        let short = e.pos();
+        self.cache.modify(&mut self.dev, short.sector, Class::Dir)?[short.offset] = DELETED;
+        if e.slots.iter().any(|p| p.sector != short.sector) {
+            self.cache.persist(&mut self.dev, &[short.sector])?;
+        }
+        for p in &e.slots[..e.slots.len() - 1] {
             self.cache.modify(&mut self.dev, p.sector, Class::Dir)?[p.offset] = DELETED;
         }
         Ok(())
+    }
+
+    /// Writes entry set `set` into `slots` (from [`Fs::reserve`]): LFN
+    /// slots first, on the medium before the short entry when they lie in
+    /// other sectors, so that the short entry never appears without its
+    /// long name.
+    pub fn write_set(&mut self, slots: &[Pos], set: &[[u8; 32]]) -> Result<(), FsError> {
+        let (Some((short, lfn_slots)), Some((short_e, lfn_e))) =
+            (slots.split_last(), set.split_last())
+        else {
+            return Ok(());
+        };
+        let mut early = Vec::new();
+        for (p, e) in lfn_slots.iter().zip(lfn_e) {
+            self.write_slot(*p, e)?;
+            if p.sector != short.sector && !early.contains(&p.sector) {
+                early.push(p.sector);
+            }
+        }
+        if !early.is_empty() {
+            self.cache.persist(&mut self.dev, &early)?;
+        }
+        self.write_slot(*short, short_e)
     }
 }
 

@@ -13,8 +13,12 @@ use crate::BlockDevice;
 /// The largest file FAT can describe.
 const MAX_SIZE: u64 = u32::MAX as u64;
 
+/// Zeros for filling a gap, whole sectors at a time.
+static ZEROS: [u8; 8 * SECTOR] = [0; 8 * SECTOR];
+
 impl<D: BlockDevice> Volume<D> {
-    /// The open file behind `h`, copied out; put it back with `put`.
+    /// The open file behind `h` and its slot, copied out: callers store
+    /// it back into `files[slot]` when done.
     fn get(&self, h: Handle) -> Result<(usize, OpenFile), FsError> {
         let i = (h.0 & 0xFFFF) as usize;
         let generation = (h.0 >> 16) as u16;
@@ -61,15 +65,8 @@ impl<D: BlockDevice> Volume<D> {
             }
             Err(e) => return Err(e),
         };
-        let kind = self.kind();
-        let e = dir::Entry {
-            long: alloc::vec::Vec::new(),
-            raw,
-            slots: alloc::vec![entry],
-            next_index: 0,
-        };
-        let first = e.cluster(kind);
-        let size = e.size();
+        let first = dir::raw_cluster(&raw, self.kind());
+        let size = u32::from_le_bytes([raw[28], raw[29], raw[30], raw[31]]);
         if first != 0 && !self.fs.geo.is_cluster(first) {
             return Err(Corruption::ClusterOutOfRange {
                 at: 0,
@@ -142,9 +139,10 @@ impl<D: BlockDevice> Volume<D> {
             let Some((s, off, left)) = self.data_at(f, f.pos, false)? else {
                 return Err(Corruption::ChainTooShort { start: f.first }.into());
             };
-            // Whole sectors to the end of the cluster in one request.
+            // Whole sectors, on through contiguous clusters, in one request.
+            let want = (n - done) / SECTOR;
             let whole = if off == 0 {
-                left.min((n - done) / SECTOR)
+                self.run(f, f.pos, s, left.min(want), want, false)?
             } else {
                 0
             };
@@ -216,20 +214,36 @@ impl<D: BlockDevice> Volume<D> {
             let Some((s, off, left)) = self.data_at(f, pos, true)? else {
                 return Err(Corruption::ChainTooShort { start: f.first }.into());
             };
+            let mut want = ((to - pos) / SECTOR as u64) as usize;
+            if src.is_none() {
+                want = want.min(ZEROS.len() / SECTOR);
+            }
             let whole = if off == 0 {
-                left.min(((to - pos) / SECTOR as u64) as usize)
+                self.run(f, pos, s, left.min(want), want, true)?
             } else {
                 0
             };
-            if let (Some(src), true) = (src, whole > 0) {
-                // Whole sectors of data straight to the device.
-                let k = (pos - from) as usize;
-                let len = whole * SECTOR;
-                self.fs
-                    .cache
-                    .write_blocks(&mut self.fs.dev, s, &src[k..k + len])?;
+            if whole > 0 {
+                // Whole sectors straight to the device.
+                let len = match src {
+                    Some(src) => {
+                        let k = (pos - from) as usize;
+                        let len = whole * SECTOR;
+                        let data = &src[k..k + len];
+                        self.fs.cache.write_blocks(&mut self.fs.dev, s, data)?;
+                        len
+                    }
+                    None => {
+                        let len = whole * SECTOR;
+                        let zeros = &ZEROS[..len];
+                        self.fs.cache.write_blocks(&mut self.fs.dev, s, zeros)?;
+                        len
+                    }
+                };
                 pos += len as u64;
-                f.pos = pos;
+                if src.is_some() {
+                    f.pos = pos;
+                }
                 f.size = f.size.max(pos as u32);
                 continue;
             }
@@ -253,6 +267,45 @@ impl<D: BlockDevice> Volume<D> {
             f.size = f.size.max(pos as u32);
         }
         Ok(())
+    }
+
+    /// How many whole sectors from file byte `pos` (at sector `s`; `have`
+    /// of them, to the end of its cluster or fewer) can go in one request,
+    /// up to `want`: the run goes on into the next clusters while the
+    /// chain is contiguous on the disk (allocating them if `alloc`).
+    fn run(
+        &mut self,
+        f: &mut OpenFile,
+        pos: u64,
+        s: u64,
+        mut have: usize,
+        want: usize,
+        alloc: bool,
+    ) -> Result<usize, FsError> {
+        let spc = self.fs.geo.sectors_per_cluster as usize;
+        let cb = u64::from(self.fs.geo.cluster_bytes());
+        if have == 0 || !(pos + (have * SECTOR) as u64).is_multiple_of(cb) {
+            return Ok(have);
+        }
+        while have < want {
+            let next = pos + (have * SECTOR) as u64;
+            // A full volume ends the run; the next step reports it.
+            let at = match self.data_at(f, next, alloc) {
+                Err(FsError::NoSpace) => break,
+                r => r?,
+            };
+            match at {
+                Some((s2, 0, _)) if s2 == s + have as u64 => {
+                    let k = spc.min(want - have);
+                    have += k;
+                    if k < spc {
+                        break;
+                    }
+                }
+                _ => break,
+            }
+        }
+        Ok(have)
     }
 
     /// The sector and offset of byte `pos` and the sectors from there to

@@ -13,14 +13,28 @@
 //!   FAT16, else FAT32), every BPB field checked against it and the device.
 //! - Files through [`Handle`]s ([`Volume::open`], read, write, seek,
 //!   truncate, close); directories by path ([`Volume::mkdir`],
-//!   [`Volume::rmdir`], [`Volume::read_dir`], [`Volume::rename`],
-//!   [`Volume::unlink`], [`Volume::stat`]). Paths are absolute, `/`
-//!   separated, already normalised by the caller (`.` and `..` components
-//!   are refused); names compare case-insensitively.
+//!   [`Volume::rmdir`], [`Volume::read_dir`] / [`Volume::read_dir_at`],
+//!   [`Volume::rename`], [`Volume::unlink`], [`Volume::stat`]), each call
+//!   complete in itself, so that a server can map one request to one call.
+//!   Paths are absolute, `/` separated, already normalised by the caller
+//!   (`.` and `..` components are refused); names compare
+//!   case-insensitively (Unicode upper case), a short alias (`NAME~1.TXT`)
+//!   names its file too. Files are at most 4 GiB - 1 bytes; the open-file
+//!   table holds [`MAX_OPEN`] handles; an open file cannot be unlinked or
+//!   renamed ([`FsError::Busy`]); rename does not replace ([`FsError::Exists`]).
 //! - Long names are stored as UTF-16 LFN entries with the checksum of a
 //!   generated unique short name (`NAME~1.TXT`); a name that is already
 //!   an upper-case 8.3 name gets no LFN entries.
-//! - [`format`] makes a fresh volume (mkfs).
+//! - Time stamps come from outside ([`Volume::set_time`],
+//!   [`Volume::set_clock`]; 1980-01-01 until set): creation on create,
+//!   modification and access date on every write.
+//! - [`format`] makes a fresh volume (mkfs); [`RamDisk`] is a device in
+//!   memory.
+//!
+//! Tests: unit tests per module and in `tests.rs`; `crash_tests.rs`
+//! (interruption at every write); `tests/tools.rs` against dosfstools and
+//! mtools (skipped where they are not installed); `tests/fuzz.rs`
+//! (102,000 hostile images).
 //!
 //! # Write order
 //!
@@ -34,6 +48,9 @@
 //! two lie in different sectors, a cut chain's new end before its tail is
 //! freed, and a FAT12 entry straddling two sectors changes half by half in
 //! an order whose half-written value is no cluster number (`fat.rs`).
+//! Likewise a new entry's LFN slots land before its short entry, and a
+//! deleted entry's short entry before its LFN slots, when they lie in
+//! different sectors (`dir.rs`).
 //! Freeing runs the other way: unlink, rmdir, truncate and rename first
 //! clear (or shrink) the directory entry and sync, then free the clusters.
 //! So an interruption at any point leaves at worst lost clusters

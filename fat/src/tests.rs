@@ -304,7 +304,7 @@ fn rename_moves_and_fixes_dotdot() {
     }
 }
 
-/// Records writes (block numbers) and flushes (-1).
+/// Records the blocks written (one number per block) and flushes (-1).
 struct Recorder {
     disk: RamDisk,
     log: Vec<i64>,
@@ -321,7 +321,9 @@ impl BlockDevice for Recorder {
         self.disk.read(b, buf)
     }
     fn write(&mut self, b: u64, buf: &[u8]) -> Result<(), DeviceError> {
-        self.log.push(b as i64);
+        for i in 0..buf.len() / 512 {
+            self.log.push((b + i as u64) as i64);
+        }
         self.disk.write(b, buf)
     }
     fn flush(&mut self) -> Result<(), DeviceError> {
@@ -476,4 +478,147 @@ fn refuses_other_block_sizes_and_passes_device_errors() {
         Volume::mount(&mut d),
         Err(FsError::Corrupt(Corruption::BadBootSector(_)))
     ));
+}
+
+#[test]
+fn hostile_images_give_corruption_errors() {
+    // A file whose chain loops back on itself: reads stay bounded by its
+    // size; freeing it stops at the first cluster seen twice.
+    let mut v = fresh(FatKind::Fat12);
+    put(&mut v, "/loop", &pattern(3000, 1));
+    let first = match v.fs.resolve("/loop").unwrap() {
+        Node::Entry { entry, .. } => entry.cluster(FatKind::Fat12),
+        Node::Root => unreachable!(),
+    };
+    v.fs.set_entry(first + 2, first).unwrap();
+    let h = v.open("/loop", OpenMode::READ).unwrap();
+    let mut buf = vec![0u8; 4000];
+    assert_eq!(v.read(h, &mut buf).unwrap(), 3000);
+    v.close(h).unwrap();
+    assert!(matches!(
+        v.unlink("/loop"),
+        Err(FsError::Corrupt(Corruption::CrossLinked { .. }))
+    ));
+
+    // A loop reached past the file's size: the walk is cut at the
+    // cluster count.
+    let mut v = fresh(FatKind::Fat16);
+    put(&mut v, "/dir entry", b"x");
+    v.mkdir("/d").unwrap();
+    let d = match v.fs.resolve("/d").unwrap() {
+        Node::Entry { entry, .. } => entry.cluster(FatKind::Fat16),
+        Node::Root => unreachable!(),
+    };
+    // Full first cluster (16 slots), then a chain that loops to itself:
+    // walks end at 65536 slots or the cluster count, whichever is first.
+    for i in 0..14 {
+        put(&mut v, &format!("/d/F{i}"), b"");
+    }
+    v.fs.set_entry(d, d).unwrap();
+    assert!(matches!(
+        v.read_dir("/d", usize::MAX),
+        Err(FsError::Corrupt(
+            Corruption::ChainLoop { .. } | Corruption::EntryPastEnd
+        ))
+    ));
+    assert!(matches!(
+        v.open("/d/new", OpenMode::CREATE),
+        Err(FsError::Corrupt(_))
+    ));
+
+    // An entry naming a cluster outside the data area.
+    let mut v = fresh(FatKind::Fat32);
+    put(&mut v, "/f", b"abc");
+    let Node::Entry { entry, .. } = v.fs.resolve("/f").unwrap() else {
+        unreachable!()
+    };
+    let mut raw = entry.raw;
+    crate::dir::set_cluster(&mut raw, 0x0FFF_0000);
+    v.fs.write_slot(entry.pos(), &raw).unwrap();
+    assert!(matches!(
+        v.open("/f", OpenMode::READ),
+        Err(FsError::Corrupt(Corruption::ClusterOutOfRange { .. }))
+    ));
+
+    // Boot sectors: 1024-byte sectors, 3 sectors per cluster, no FATs.
+    for (off, val) in [(12usize, 4u8), (13, 3), (16, 0)] {
+        let mut d = RamDisk::new(2048);
+        format(&mut d, Some(FatKind::Fat12), "").unwrap();
+        let mut bytes = d.into_bytes();
+        bytes[off] = val;
+        assert!(matches!(
+            Volume::mount(RamDisk::from_bytes(bytes)),
+            Err(FsError::Corrupt(Corruption::BadBootSector(_)))
+        ));
+    }
+}
+
+#[test]
+fn directories_free_their_clusters() {
+    let mut v = fresh(FatKind::Fat32);
+    let free0 = v.free_clusters().unwrap();
+    v.mkdir("/a").unwrap();
+    for i in 0..40 {
+        put(&mut v, &format!("/a/long enough name {i}"), &[1]);
+    }
+    assert!(v.free_clusters().unwrap() < free0 - 40);
+    for i in 0..40 {
+        v.unlink(&format!("/a/long enough name {i}")).unwrap();
+    }
+    v.rmdir("/a").unwrap();
+    assert_eq!(v.free_clusters().unwrap(), free0);
+}
+
+/// Counts read and write requests and their blocks.
+struct Counter {
+    disk: RamDisk,
+    reads: Vec<usize>,
+    writes: Vec<usize>,
+}
+
+impl BlockDevice for Counter {
+    fn block_size(&self) -> u32 {
+        512
+    }
+    fn block_count(&self) -> u64 {
+        self.disk.block_count()
+    }
+    fn read(&mut self, b: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        self.reads.push(buf.len() / 512);
+        self.disk.read(b, buf)
+    }
+    fn write(&mut self, b: u64, buf: &[u8]) -> Result<(), DeviceError> {
+        self.writes.push(buf.len() / 512);
+        self.disk.write(b, buf)
+    }
+    fn flush(&mut self) -> Result<(), DeviceError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn contiguous_clusters_go_in_one_request() {
+    let mut disk = RamDisk::new(70_000);
+    format(&mut disk, Some(FatKind::Fat32), "").unwrap();
+    let mut v = Volume::mount(Counter {
+        disk,
+        reads: vec![],
+        writes: vec![],
+    })
+    .unwrap();
+    assert_eq!(v.cluster_bytes(), 512);
+    let data = pattern(64 * 1024, 5);
+    let h = v.open("/big", OpenMode::CREATE).unwrap();
+    v.write(h, &data).unwrap();
+    v.close(h).unwrap();
+    // 128 one-sector clusters, allocated in a row: one request (FAT
+    // sectors are persisted on the way, but they are not data).
+    assert!(v.fs.dev.writes.contains(&128), "{:?}", v.fs.dev.writes);
+    v.sync().unwrap();
+    let h = v.open("/big", OpenMode::READ).unwrap();
+    let mut back = vec![0u8; data.len()];
+    v.fs.dev.reads.clear();
+    assert_eq!(v.read(h, &mut back).unwrap(), data.len());
+    assert_eq!(back, data);
+    assert!(v.fs.dev.reads.contains(&128), "{:?}", v.fs.dev.reads);
 }

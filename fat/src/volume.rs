@@ -297,17 +297,26 @@ impl<D: BlockDevice> Volume<D> {
     }
 
     /// The `index`th entry of directory `path` (no `.`, `..` or volume
-    /// labels); `None` past the last. Each call walks from the start:
-    /// [`Volume::read_dir_at`] lists in one pass.
+    /// labels); `None` past the last. Each call walks the directory from
+    /// its start (listing a directory of n entries this way reads n²/2
+    /// slots): [`Volume::read_dir_at`] continues where the last call ended.
     pub fn read_dir(&mut self, path: &str, index: usize) -> Result<Option<DirEntry>, FsError> {
-        let mut cursor = DirCursor::default();
-        for _ in 0..index {
-            match self.read_dir_at(path, cursor)? {
-                Some((_, next)) => cursor = next,
-                None => return Ok(None),
+        let dir = self.dir(path)?;
+        let mut w = self.fs.walker(dir)?;
+        let mut seen = 0;
+        while let Some(e) = self.fs.next_entry(&mut w)? {
+            if e.is_label() || e.is_dot() {
+                continue;
             }
+            if seen == index {
+                return Ok(Some(DirEntry {
+                    metadata: Metadata::of(&e.raw),
+                    name: e.name(),
+                }));
+            }
+            seen += 1;
         }
-        Ok(self.read_dir_at(path, cursor)?.map(|(e, _)| e))
+        Ok(None)
     }
 
     /// The first entry of directory `path` at or after `cursor` (start
@@ -358,9 +367,7 @@ impl<D: BlockDevice> Volume<D> {
         raw[12] = 0;
         let set = dir::entry_set(units, lfn, raw);
         let slots = self.fs.reserve(dir, set.len())?;
-        for (p, e) in slots.iter().zip(&set) {
-            self.fs.write_slot(*p, e)?;
-        }
+        self.fs.write_set(&slots, &set)?;
         Ok(slots[slots.len() - 1])
     }
 
@@ -388,9 +395,8 @@ impl<D: BlockDevice> Volume<D> {
         self.fs.write_fresh(c, &first)?;
         self.fs.claim(c, None)?;
         dir::set_cluster(&mut raw, c);
-        for (p, e) in slots.iter().zip(&dir::entry_set(&units, lfn, raw)) {
-            self.fs.write_slot(*p, e)?;
-        }
+        self.fs
+            .write_set(&slots, &dir::entry_set(&units, lfn, raw))?;
         Ok(())
     }
 
@@ -481,9 +487,7 @@ impl<D: BlockDevice> Volume<D> {
         let slots = self.fs.reserve(tparent, set.len())?;
         self.fs.delete_entry(&entry)?;
         self.sync()?;
-        for (p, e) in slots.iter().zip(&set) {
-            self.fs.write_slot(*p, e)?;
-        }
+        self.fs.write_set(&slots, &set)?;
         if entry.is_dir() && fparent != tparent {
             let up = match tparent {
                 DirRef::Chain(p) if tparent != self.fs.root() => p,

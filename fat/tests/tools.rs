@@ -316,11 +316,14 @@ fn images_we_write_pass_fsck_and_read_in_mtools() {
     let dir = scratch("write");
     for (bits, kib, extra) in [
         ("12", "2048", &[][..]),
+        ("12", "1440", &["-s", "2", "-r", "224"][..]),
         ("16", "16384", &[][..]),
+        ("16", "32768", &["-s", "8", "-f", "1"][..]),
         ("32", "40960", &["-s", "1"][..]),
+        ("32", "300000", &["-s", "4", "-f", "1"][..]),
     ] {
         // On an image mkfs.fat made.
-        let img = dir.join(format!("mkfs{bits}.img"));
+        let img = dir.join(format!("mkfs{bits}-{kib}.img"));
         let img_s = img.to_str().unwrap();
         let mut args = vec!["-F", bits, "-C", img_s, kib];
         args.splice(2..2, extra.iter().copied());
