@@ -234,9 +234,7 @@ impl File<'_> {
             .buffer
             .copy_from(0, &data[..n])
             .ok_or(Error::Other)?;
-        let w = self
-            .fs
-            .call(proto::WRITE, [self.handle, n as u64, 0, 0])?;
+        let w = self.fs.call(proto::WRITE, [self.handle, n as u64, 0, 0])?;
         usize::try_from(w[0])
             .ok()
             .filter(|&w| w <= n)
@@ -282,9 +280,7 @@ impl File<'_> {
     /// Closes it, reporting an error (dropping closes silently).
     pub fn close(mut self) -> Result<()> {
         self.open = false;
-        self.fs
-            .call(proto::CLOSE, [self.handle, 0, 0, 0])
-            .map(drop)
+        self.fs.call(proto::CLOSE, [self.handle, 0, 0, 0]).map(drop)
     }
 }
 
@@ -342,11 +338,12 @@ impl Fs {
             slots.donor_table,
         )
         .map_err(|_| Error::NoSpace)?;
-        let session = session::open_donating::<FileSystem>(slots.session, donor)
-            .map_err(|_| Error::Ipc)?;
+        let session =
+            session::open_donating::<FileSystem>(slots.session, donor).map_err(|_| Error::Ipc)?;
         let info = MsgInfo::new(proto::BUFFER, 0, 0).unwrap_or_default();
-        let (reply, _) = crate::transfer::call_for_cap(session.cap(), info, [0; 4], own(slots.frame))
-            .map_err(|_| Error::Ipc)?;
+        let (reply, _) =
+            crate::transfer::call_for_cap(session.cap(), info, [0; 4], own(slots.frame))
+                .map_err(|_| Error::Ipc)?;
         if reply.label() != proto::OK || reply.caps() != 1 {
             return Err(Error::from_label(reply.label()));
         }
@@ -394,7 +391,11 @@ impl Fs {
     pub fn absolute(&self, path: &str) -> String {
         let mut parts: Vec<&str> = Vec::new();
         let cwd = self.cwd.borrow();
-        let base = if path.starts_with('/') { "" } else { cwd.as_str() };
+        let base = if path.starts_with('/') {
+            ""
+        } else {
+            cwd.as_str()
+        };
         for part in base.split('/').chain(path.split('/')) {
             match part {
                 "" | "." => {}
@@ -451,7 +452,9 @@ impl Fs {
 
     /// What `path` is.
     pub fn metadata(&self, path: &str) -> Result<Metadata> {
-        Ok(Metadata(Stat::from_words(&self.path_call(proto::STAT, path)?)))
+        Ok(Metadata(Stat::from_words(
+            &self.path_call(proto::STAT, path)?,
+        )))
     }
 
     /// Makes directory `path` (its parent must exist).
@@ -473,7 +476,8 @@ impl Fs {
     pub fn rename(&self, from: &str, to: &str) -> Result<()> {
         let a = self.put_path(from, 0)?;
         let b = self.put_path(to, a)?;
-        self.call(proto::RENAME, [a as u64, b as u64, 0, 0]).map(drop)
+        self.call(proto::RENAME, [a as u64, b as u64, 0, 0])
+            .map(drop)
     }
 
     /// The entries of directory `path` (without `.` and `..`).

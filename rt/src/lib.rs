@@ -70,7 +70,7 @@ pub mod check;
 pub mod cpu;
 pub mod dataspace;
 pub mod fs;
-mod heap;
+pub mod heap;
 pub mod mmio;
 mod panic;
 pub mod print;

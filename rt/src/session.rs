@@ -39,8 +39,8 @@ use crate::transfer;
 
 pub mod block;
 pub mod counter;
-pub mod fs;
 mod donor;
+pub mod fs;
 pub mod log;
 pub mod platform;
 mod provider;

@@ -46,6 +46,7 @@ extern crate std;
 
 pub mod blockcheck;
 pub mod config;
+pub mod fattest;
 pub mod init;
 pub mod load;
 pub mod packet_stream;

@@ -241,7 +241,7 @@ fn build(recipe: Recipe, path: &Path, work: &Path) -> Result<()> {
 }
 
 /// A disk tool's full path (present: [`ensure_disk_tools`] ran).
-fn tool(name: &str) -> Result<PathBuf> {
+pub(crate) fn tool(name: &str) -> Result<PathBuf> {
     disk_tool(name).with_context(|| format!("{name} is missing"))
 }
 
@@ -260,7 +260,7 @@ fn run(cmd: &mut Command) -> Result<String> {
 }
 
 /// `IMAGE@@BYTES`: mtools' name for the file system at a byte offset.
-fn mtools_target(image: &Path, p: &CardPartition) -> String {
+pub(crate) fn mtools_target(image: &Path, p: &CardPartition) -> String {
     format!("{}@@{}", image.display(), p.first_lba * BLOCK as u64)
 }
 

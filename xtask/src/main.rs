@@ -24,6 +24,7 @@ mod config;
 mod cpio;
 mod debian;
 mod devices;
+mod fatcheck;
 mod fixtures;
 mod gendisk;
 mod host;
@@ -87,6 +88,9 @@ enum Command {
     /// Check a disk image for what the Block test client's write plan put
     /// there (a scenario test's host check, tests/block.toml).
     CheckBlocks(blockcheck::CheckBlocksArgs),
+    /// Check a card image for what the FAT test wrote (fsck.fat, and every
+    /// file through mtools; a scenario test's host check, tests/fat-test.toml).
+    CheckFat(fatcheck::CheckFatArgs),
     /// Boot a scenario on the kernel built with the `trace` feature and
     /// write its kernel trace as Chrome-trace/Perfetto JSON
     /// (target/trace/SCENARIO.json).
@@ -109,6 +113,7 @@ fn main() -> ExitCode {
         Command::Profile(args) => profile::run(args),
         Command::CheckPci { serial, monitor } => pcicheck::run(serial, monitor).map(|()| true),
         Command::CheckBlocks(args) => blockcheck::run(args).map(|()| true),
+        Command::CheckFat(args) => fatcheck::run(args).map(|()| true),
         Command::Trace(args) => trace::run(args),
     };
     match result {

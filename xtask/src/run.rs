@@ -100,6 +100,14 @@ pub fn run(args: &RunArgs) -> Result<bool> {
     if !scenario.devices.is_empty() {
         let _ = std::fs::remove_dir_all(&work_dir);
         attached = scenario.devices.prepare(&work_dir)?;
+        // Where each disk's fresh copy is: left there after the run, for
+        // a person (or a check) to look at.
+        for (name, path) in &attached.disks {
+            match attached.disks.len() {
+                1 => println!("disk image: {}", path.display()),
+                _ => println!("disk image: {} ({name})", path.display()),
+            }
+        }
     }
     let qmp = scenario.devices.forwards().then(crate::qmp::socket_path);
     let machine = qemu::Machine {

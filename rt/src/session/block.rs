@@ -607,3 +607,35 @@ impl<T: 'static> Drop for Served<T> {
         let _ = unsafe { crate::syscall::unmap(self.donated.slot(SLOT_FRAME)) };
     }
 }
+
+/// Opens a Block session (into own slot `slot`, donating a block made
+/// from the component's own quota in own slots `donor_block` and
+/// `donor_table`), asks for its description and sets up its stream
+/// (`stream_slots`, the frame mapped at `va`): what most clients do
+/// first. The session itself stays open for as long as the component
+/// runs (its handle owns nothing).
+///
+/// # Safety
+///
+/// As for [`Session::stream`]: `[va, va + STREAM_BYTES)` is a 2 MiB
+/// aligned region nothing else of the program uses.
+pub unsafe fn connect(
+    slot: u32,
+    donor_block: u32,
+    donor_table: u32,
+    stream_slots: [u32; 3],
+    va: u64,
+) -> Result<(BlockSource, BlockInfo), alloc::string::String> {
+    use alloc::format;
+    let donor = super::Donor::from_untyped::<Block>(
+        own(interfaces::child::UNTYPED),
+        donor_block,
+        donor_table,
+    )
+    .map_err(|e| format!("donation: {e}"))?;
+    let session = super::open_donating::<Block>(slot, donor).map_err(|(e, _)| format!("{e}"))?;
+    let info = session.info().map_err(|e| format!("INFO: {e}"))?;
+    // SAFETY: the caller's promise, passed on.
+    let stream = unsafe { session.stream(stream_slots, va) }.map_err(|e| format!("{e}"))?;
+    Ok((stream, info))
+}

@@ -50,7 +50,7 @@ use rt::interfaces::child;
 use rt::println;
 use rt::session::block::{self, Block, BlockInfo, BlockSource, Served, STREAM_BYTES};
 use rt::session::rom::Rom;
-use rt::session::{self, Donated, Donor, Label, Provider, SessionTable};
+use rt::session::{self, Donated, Label, Provider, SessionTable};
 use rt::signal::Signals;
 use rt::stream::{Packet, Taken};
 use rt::syscall::{self, Words};
@@ -186,17 +186,16 @@ fn read_policy() -> Result<Vec<Rule>, String> {
 
 /// The Block session of the disk and its stream.
 fn open_upstream() -> Result<(BlockSource, BlockInfo), String> {
-    let donor = Donor::from_untyped::<Block>(own(child::UNTYPED), UPSTREAM_BLOCK, UPSTREAM_TABLE)
-        .map_err(|e| format!("donation: {e}"))?;
-    let session =
-        session::open_donating::<Block>(UPSTREAM, donor).map_err(|(e, _)| format!("{e}"))?;
-    let info = session.info().map_err(|e| format!("INFO: {e}"))?;
     // SAFETY: UPSTREAM_VA.. is used by nothing else of this program.
-    let stream =
-        unsafe { session.stream(UPSTREAM_STREAM, UPSTREAM_VA) }.map_err(|e| format!("{e}"))?;
-    // The session stays open as long as the service runs (only `close`
-    // would end it; the handle itself owns nothing).
-    Ok((stream, info))
+    unsafe {
+        block::connect(
+            UPSTREAM,
+            UPSTREAM_BLOCK,
+            UPSTREAM_TABLE,
+            UPSTREAM_STREAM,
+            UPSTREAM_VA,
+        )
+    }
 }
 
 /// The disk's partition table, read one block at a time.
