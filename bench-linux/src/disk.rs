@@ -31,14 +31,14 @@ pub struct IoRuns {
 
 /// `open(path, O_RDONLY | O_DIRECT)`.
 fn open_direct(path: &str) -> io::Result<OwnedFd> {
+    open_direct_mode(path, libc::O_RDONLY)
+}
+
+/// `open(path, access | O_DIRECT)`.
+fn open_direct_mode(path: &str, access: libc::c_int) -> io::Result<OwnedFd> {
     let c = std::ffi::CString::new(path).map_err(io::Error::other)?;
     // SAFETY: c is a NUL-terminated path; open has no other arguments.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECT | libc::O_CLOEXEC,
-        )
-    };
+    let fd = unsafe { libc::open(c.as_ptr(), access | libc::O_DIRECT | libc::O_CLOEXEC) };
     if fd < 0 {
         let e = io::Error::last_os_error();
         return Err(io::Error::new(e.kind(), format!("open {path}: {e}")));
@@ -118,6 +118,80 @@ pub fn sequential_read(path: &str, block: usize) -> io::Result<IoRuns> {
         ..IoRuns::default()
     };
     for _ in 0..RUNS {
+        let c0 = soaker.count();
+        let t0 = bench::now();
+        pass(buf)?;
+        let t1 = bench::now();
+        let c1 = soaker.count();
+        runs.elapsed.push(t1.wrapping_sub(t0));
+        runs.soaked.push(c1.wrapping_sub(c0));
+    }
+    drop(soaker);
+    Ok(runs)
+}
+
+/// One `pwrite` of a whole buffer at `offset`.
+fn pwrite_all(fd: RawFd, buf: &[u8], offset: u64) -> io::Result<()> {
+    // SAFETY: the kernel reads at most buf.len() bytes from buf, which we
+    // borrow for the call.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_pwrite64,
+            fd,
+            buf.as_ptr(),
+            buf.len(),
+            offset as libc::off_t,
+        )
+    };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("pwrite at {offset}: {e}")));
+    }
+    if n as usize != buf.len() {
+        return Err(io::Error::other(format!(
+            "pwrite at {offset}: {n} of {} bytes",
+            buf.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The raw block benchmarks (`bench::blockio`, as `dd` with
+/// `iflag=direct`/`oflag=direct` on [`DISK`]): [`bench::blockio::run_bytes`]
+/// bytes per run in sequential requests of `size` bytes, one at a time,
+/// with `O_DIRECT` from or into a buffer in a transparent huge page;
+/// [`bench::blockio::RUNS`] recorded runs after one unrecorded, the
+/// soaker counting.
+pub fn raw(size: usize, write: bool) -> io::Result<IoRuns> {
+    let access = if write { libc::O_RDWR } else { libc::O_RDONLY };
+    let disk = open_direct_mode(DISK, access)?;
+    let fd = disk.as_raw_fd();
+    let bytes = bench::blockio::run_bytes(size as u32);
+    let requests = bytes / size as u64;
+    if device_size(fd)? < bytes {
+        return Err(io::Error::other(format!(
+            "{DISK} is smaller than {bytes} bytes"
+        )));
+    }
+    let mut buffer = sys::Mapping::huge(size)?;
+    let buf = buffer.bytes();
+    buf.fill(0x5a);
+    let pass = |buf: &mut [u8]| -> io::Result<()> {
+        for i in 0..requests {
+            match write {
+                true => pwrite_all(fd, buf, i * size as u64)?,
+                false => pread_all(fd, buf, i * size as u64)?,
+            }
+        }
+        Ok(())
+    };
+    let soaker = SoakerThread::start()?;
+    pass(buf)?;
+    let mut runs = IoRuns {
+        bytes,
+        ..IoRuns::default()
+    };
+    for _ in 0..bench::blockio::RUNS {
         let c0 = soaker.count();
         let t0 = bench::now();
         pass(buf)?;

@@ -119,6 +119,17 @@ const fn io_cost(name: &'static str, run: fn() -> io::Result<disk::IoRuns>) -> B
     }
 }
 
+/// A raw block benchmark (`bench::blockio`): its runs are
+/// [`bench::blockio::RUNS`].
+const fn raw_cost(name: &'static str, run: fn() -> io::Result<disk::IoRuns>) -> Benchmark {
+    Benchmark {
+        name,
+        unit: Unit::TicksPerKib,
+        samples: bench::blockio::RUNS,
+        run: Run::Io(run),
+    }
+}
+
 /// Every Linux benchmark of the catalog, with its code.
 const BENCHMARKS: &[Benchmark] = &[
     ticks("getppid", cpu::getppid),
@@ -148,6 +159,20 @@ const BENCHMARKS: &[Benchmark] = &[
     bytes_per_tick("memcpy-bytewise", BYTEWISE_SAMPLES, cpu::memcpy_bytewise),
     bytes_per_tick("memset-glibc", BIG_SAMPLES, cpu::memset_glibc),
     io_cost("blk-read-64k-linux", disk::blk_read_64k),
+    raw_cost("blk-raw-read-512-linux", || disk::raw(512, false)),
+    raw_cost("blk-raw-read-1k-linux", || disk::raw(1024, false)),
+    raw_cost("blk-raw-read-4k-linux", || disk::raw(4096, false)),
+    raw_cost("blk-raw-read-16k-linux", || disk::raw(16384, false)),
+    raw_cost("blk-raw-read-64k-linux", || disk::raw(65536, false)),
+    raw_cost("blk-raw-read-256k-linux", || disk::raw(262144, false)),
+    raw_cost("blk-raw-read-1m-linux", || disk::raw(1048576, false)),
+    raw_cost("blk-raw-write-512-linux", || disk::raw(512, true)),
+    raw_cost("blk-raw-write-1k-linux", || disk::raw(1024, true)),
+    raw_cost("blk-raw-write-4k-linux", || disk::raw(4096, true)),
+    raw_cost("blk-raw-write-16k-linux", || disk::raw(16384, true)),
+    raw_cost("blk-raw-write-64k-linux", || disk::raw(65536, true)),
+    raw_cost("blk-raw-write-256k-linux", || disk::raw(262144, true)),
+    raw_cost("blk-raw-write-1m-linux", || disk::raw(1048576, true)),
 ];
 
 /// The Linux benchmarks of the catalog, in its order.

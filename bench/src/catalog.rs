@@ -78,6 +78,20 @@ benches! {
     PecanScenario("platform-bench") "irq-latency" => "MSI-X interrupt to its driver thread: from the kernel taking a virtio-blk completion's MSI-X to the driver running after its Wait (ticks)",
     PecanScenario("platform-bench") "irq-ack" => "IrqAck of an MSI-X handler, round trip",
     PecanScenario("blk-bench") "blk-read-64k" => "virtio-blk sequential reads of 64 KiB by the test driver (one in flight, MSI-X completion) from its disk (a fresh sparse 64 MiB raw image, paced) into a physically contiguous DMA buffer, the whole disk per run, a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("blk-raw-bench") "blk-raw-read-512" => "virtio-blk sequential reads of 512 B through a Block session and the virtio-blk driver (one request at a time: larger than the driver's 128 KiB at once in 128 KiB packets, all in flight) from a scratch disk (a fresh sparse 64 MiB raw image, paced), in place in the packet stream, 10 MiB per run (2048 requests for 512 B and 1 KiB), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("blk-raw-bench") "blk-raw-read-1k" => "virtio-blk sequential reads of 1 KiB through a Block session and the virtio-blk driver (one request at a time: larger than the driver's 128 KiB at once in 128 KiB packets, all in flight) from a scratch disk (a fresh sparse 64 MiB raw image, paced), in place in the packet stream, 10 MiB per run (2048 requests for 512 B and 1 KiB), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("blk-raw-bench") "blk-raw-read-4k" => "virtio-blk sequential reads of 4 KiB through a Block session and the virtio-blk driver (one request at a time: larger than the driver's 128 KiB at once in 128 KiB packets, all in flight) from a scratch disk (a fresh sparse 64 MiB raw image, paced), in place in the packet stream, 10 MiB per run (2048 requests for 512 B and 1 KiB), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("blk-raw-bench") "blk-raw-read-16k" => "virtio-blk sequential reads of 16 KiB through a Block session and the virtio-blk driver (one request at a time: larger than the driver's 128 KiB at once in 128 KiB packets, all in flight) from a scratch disk (a fresh sparse 64 MiB raw image, paced), in place in the packet stream, 10 MiB per run (2048 requests for 512 B and 1 KiB), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("blk-raw-bench") "blk-raw-read-64k" => "virtio-blk sequential reads of 64 KiB through a Block session and the virtio-blk driver (one request at a time: larger than the driver's 128 KiB at once in 128 KiB packets, all in flight) from a scratch disk (a fresh sparse 64 MiB raw image, paced), in place in the packet stream, 10 MiB per run (2048 requests for 512 B and 1 KiB), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("blk-raw-bench") "blk-raw-read-256k" => "virtio-blk sequential reads of 256 KiB through a Block session and the virtio-blk driver (one request at a time: larger than the driver's 128 KiB at once in 128 KiB packets, all in flight) from a scratch disk (a fresh sparse 64 MiB raw image, paced), in place in the packet stream, 10 MiB per run (2048 requests for 512 B and 1 KiB), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("blk-raw-bench") "blk-raw-read-1m" => "virtio-blk sequential reads of 1 MiB through a Block session and the virtio-blk driver (one request at a time: larger than the driver's 128 KiB at once in 128 KiB packets, all in flight) from a scratch disk (a fresh sparse 64 MiB raw image, paced), in place in the packet stream, 10 MiB per run (2048 requests for 512 B and 1 KiB), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("blk-raw-bench") "blk-raw-write-512" => "virtio-blk sequential writes of 512 B through a Block session and the virtio-blk driver (one request at a time: larger than the driver's 128 KiB at once in 128 KiB packets, all in flight) to a scratch disk (a fresh sparse 64 MiB raw image, paced), in place in the packet stream, 10 MiB per run (2048 requests for 512 B and 1 KiB), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("blk-raw-bench") "blk-raw-write-1k" => "virtio-blk sequential writes of 1 KiB through a Block session and the virtio-blk driver (one request at a time: larger than the driver's 128 KiB at once in 128 KiB packets, all in flight) to a scratch disk (a fresh sparse 64 MiB raw image, paced), in place in the packet stream, 10 MiB per run (2048 requests for 512 B and 1 KiB), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("blk-raw-bench") "blk-raw-write-4k" => "virtio-blk sequential writes of 4 KiB through a Block session and the virtio-blk driver (one request at a time: larger than the driver's 128 KiB at once in 128 KiB packets, all in flight) to a scratch disk (a fresh sparse 64 MiB raw image, paced), in place in the packet stream, 10 MiB per run (2048 requests for 512 B and 1 KiB), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("blk-raw-bench") "blk-raw-write-16k" => "virtio-blk sequential writes of 16 KiB through a Block session and the virtio-blk driver (one request at a time: larger than the driver's 128 KiB at once in 128 KiB packets, all in flight) to a scratch disk (a fresh sparse 64 MiB raw image, paced), in place in the packet stream, 10 MiB per run (2048 requests for 512 B and 1 KiB), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("blk-raw-bench") "blk-raw-write-64k" => "virtio-blk sequential writes of 64 KiB through a Block session and the virtio-blk driver (one request at a time: larger than the driver's 128 KiB at once in 128 KiB packets, all in flight) to a scratch disk (a fresh sparse 64 MiB raw image, paced), in place in the packet stream, 10 MiB per run (2048 requests for 512 B and 1 KiB), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("blk-raw-bench") "blk-raw-write-256k" => "virtio-blk sequential writes of 256 KiB through a Block session and the virtio-blk driver (one request at a time: larger than the driver's 128 KiB at once in 128 KiB packets, all in flight) to a scratch disk (a fresh sparse 64 MiB raw image, paced), in place in the packet stream, 10 MiB per run (2048 requests for 512 B and 1 KiB), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("blk-raw-bench") "blk-raw-write-1m" => "virtio-blk sequential writes of 1 MiB through a Block session and the virtio-blk driver (one request at a time: larger than the driver's 128 KiB at once in 128 KiB packets, all in flight) to a scratch disk (a fresh sparse 64 MiB raw image, paced), in place in the packet stream, 10 MiB per run (2048 requests for 512 B and 1 KiB), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
     Linux "getppid" => "getppid system call, round trip",
     Linux "futex-threads-0w" => "futex ping-pong between threads, one-way, 0 words",
     Linux "futex-threads-4w" => "futex ping-pong between threads, one-way, 4 words in shared memory",
@@ -105,6 +119,20 @@ benches! {
     Linux "memcpy-bytewise" => "memcpy 8 MiB, one byte at a time, bytes/tick",
     Linux "memset-glibc" => "memset 8 MiB, glibc's, bytes/tick",
     Linux "blk-read-64k-linux" => "virtio-blk sequential reads of 64 KiB with O_DIRECT from /dev/vda (a fresh sparse 64 MiB raw image, paced) into a buffer in a transparent huge page, the whole disk per run, a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "blk-raw-read-512-linux" => "virtio-blk sequential reads of 512 B with O_DIRECT from /dev/vda (a fresh sparse 64 MiB raw image, paced), a buffer in a transparent huge page, 10 MiB per run (2048 requests for 512 B and 1 KiB), a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "blk-raw-read-1k-linux" => "virtio-blk sequential reads of 1 KiB with O_DIRECT from /dev/vda (a fresh sparse 64 MiB raw image, paced), a buffer in a transparent huge page, 10 MiB per run (2048 requests for 512 B and 1 KiB), a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "blk-raw-read-4k-linux" => "virtio-blk sequential reads of 4 KiB with O_DIRECT from /dev/vda (a fresh sparse 64 MiB raw image, paced), a buffer in a transparent huge page, 10 MiB per run (2048 requests for 512 B and 1 KiB), a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "blk-raw-read-16k-linux" => "virtio-blk sequential reads of 16 KiB with O_DIRECT from /dev/vda (a fresh sparse 64 MiB raw image, paced), a buffer in a transparent huge page, 10 MiB per run (2048 requests for 512 B and 1 KiB), a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "blk-raw-read-64k-linux" => "virtio-blk sequential reads of 64 KiB with O_DIRECT from /dev/vda (a fresh sparse 64 MiB raw image, paced), a buffer in a transparent huge page, 10 MiB per run (2048 requests for 512 B and 1 KiB), a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "blk-raw-read-256k-linux" => "virtio-blk sequential reads of 256 KiB with O_DIRECT from /dev/vda (a fresh sparse 64 MiB raw image, paced), a buffer in a transparent huge page, 10 MiB per run (2048 requests for 512 B and 1 KiB), a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "blk-raw-read-1m-linux" => "virtio-blk sequential reads of 1 MiB with O_DIRECT from /dev/vda (a fresh sparse 64 MiB raw image, paced), a buffer in a transparent huge page, 10 MiB per run (2048 requests for 512 B and 1 KiB), a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "blk-raw-write-512-linux" => "virtio-blk sequential writes of 512 B with O_DIRECT to /dev/vda (a fresh sparse 64 MiB raw image, paced), a buffer in a transparent huge page, 10 MiB per run (2048 requests for 512 B and 1 KiB), a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "blk-raw-write-1k-linux" => "virtio-blk sequential writes of 1 KiB with O_DIRECT to /dev/vda (a fresh sparse 64 MiB raw image, paced), a buffer in a transparent huge page, 10 MiB per run (2048 requests for 512 B and 1 KiB), a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "blk-raw-write-4k-linux" => "virtio-blk sequential writes of 4 KiB with O_DIRECT to /dev/vda (a fresh sparse 64 MiB raw image, paced), a buffer in a transparent huge page, 10 MiB per run (2048 requests for 512 B and 1 KiB), a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "blk-raw-write-16k-linux" => "virtio-blk sequential writes of 16 KiB with O_DIRECT to /dev/vda (a fresh sparse 64 MiB raw image, paced), a buffer in a transparent huge page, 10 MiB per run (2048 requests for 512 B and 1 KiB), a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "blk-raw-write-64k-linux" => "virtio-blk sequential writes of 64 KiB with O_DIRECT to /dev/vda (a fresh sparse 64 MiB raw image, paced), a buffer in a transparent huge page, 10 MiB per run (2048 requests for 512 B and 1 KiB), a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "blk-raw-write-256k-linux" => "virtio-blk sequential writes of 256 KiB with O_DIRECT to /dev/vda (a fresh sparse 64 MiB raw image, paced), a buffer in a transparent huge page, 10 MiB per run (2048 requests for 512 B and 1 KiB), a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "blk-raw-write-1m-linux" => "virtio-blk sequential writes of 1 MiB with O_DIRECT to /dev/vda (a fresh sparse 64 MiB raw image, paced), a buffer in a transparent huge page, 10 MiB per run (2048 requests for 512 B and 1 KiB), a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
 }
 
 /// Rows whose figures the emulator distorts, by Pecan benchmark name: the
@@ -203,11 +231,83 @@ pub struct IoRow {
 }
 
 /// The I/O rows.
-pub const IO_ROWS: &[IoRow] = &[IoRow {
-    what: "virtio-blk sequential reads, 64 KiB each, no page cache",
-    pecan: Some("blk-read-64k"),
-    linux: Some("blk-read-64k-linux"),
-}];
+pub const IO_ROWS: &[IoRow] = &[
+    IoRow {
+        what: "virtio-blk sequential reads, 64 KiB each, no page cache",
+        pecan: Some("blk-read-64k"),
+        linux: Some("blk-read-64k-linux"),
+    },
+    IoRow {
+        what: "raw block reads, 512 B each, one at a time",
+        pecan: Some("blk-raw-read-512"),
+        linux: Some("blk-raw-read-512-linux"),
+    },
+    IoRow {
+        what: "raw block reads, 1 KiB each, one at a time",
+        pecan: Some("blk-raw-read-1k"),
+        linux: Some("blk-raw-read-1k-linux"),
+    },
+    IoRow {
+        what: "raw block reads, 4 KiB each, one at a time",
+        pecan: Some("blk-raw-read-4k"),
+        linux: Some("blk-raw-read-4k-linux"),
+    },
+    IoRow {
+        what: "raw block reads, 16 KiB each, one at a time",
+        pecan: Some("blk-raw-read-16k"),
+        linux: Some("blk-raw-read-16k-linux"),
+    },
+    IoRow {
+        what: "raw block reads, 64 KiB each, one at a time",
+        pecan: Some("blk-raw-read-64k"),
+        linux: Some("blk-raw-read-64k-linux"),
+    },
+    IoRow {
+        what: "raw block reads, 256 KiB each, one at a time",
+        pecan: Some("blk-raw-read-256k"),
+        linux: Some("blk-raw-read-256k-linux"),
+    },
+    IoRow {
+        what: "raw block reads, 1 MiB each, one at a time",
+        pecan: Some("blk-raw-read-1m"),
+        linux: Some("blk-raw-read-1m-linux"),
+    },
+    IoRow {
+        what: "raw block writes, 512 B each, one at a time",
+        pecan: Some("blk-raw-write-512"),
+        linux: Some("blk-raw-write-512-linux"),
+    },
+    IoRow {
+        what: "raw block writes, 1 KiB each, one at a time",
+        pecan: Some("blk-raw-write-1k"),
+        linux: Some("blk-raw-write-1k-linux"),
+    },
+    IoRow {
+        what: "raw block writes, 4 KiB each, one at a time",
+        pecan: Some("blk-raw-write-4k"),
+        linux: Some("blk-raw-write-4k-linux"),
+    },
+    IoRow {
+        what: "raw block writes, 16 KiB each, one at a time",
+        pecan: Some("blk-raw-write-16k"),
+        linux: Some("blk-raw-write-16k-linux"),
+    },
+    IoRow {
+        what: "raw block writes, 64 KiB each, one at a time",
+        pecan: Some("blk-raw-write-64k"),
+        linux: Some("blk-raw-write-64k-linux"),
+    },
+    IoRow {
+        what: "raw block writes, 256 KiB each, one at a time",
+        pecan: Some("blk-raw-write-256k"),
+        linux: Some("blk-raw-write-256k-linux"),
+    },
+    IoRow {
+        what: "raw block writes, 1 MiB each, one at a time",
+        pecan: Some("blk-raw-write-1m"),
+        linux: Some("blk-raw-write-1m-linux"),
+    },
+];
 
 /// The Pecan benchmark called `name`, whoever runs it.
 pub fn find_pecan(name: &str) -> Option<&'static Bench> {

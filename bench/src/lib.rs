@@ -51,6 +51,7 @@
 
 use core::fmt::{self, Write};
 
+pub mod blockio;
 pub mod catalog;
 pub mod kernels;
 pub mod soak;

@@ -81,7 +81,23 @@ pub const MODULES: &[&str] = &[
     "nls_ascii",
 ];
 /// The Linux benchmarks that read the lab's disk (`/dev/vda`).
-pub const DISK_BENCHMARKS: &[&str] = &["blk-read-64k-linux"];
+pub const DISK_BENCHMARKS: &[&str] = &[
+    "blk-read-64k-linux",
+    "blk-raw-read-512-linux",
+    "blk-raw-read-1k-linux",
+    "blk-raw-read-4k-linux",
+    "blk-raw-read-16k-linux",
+    "blk-raw-read-64k-linux",
+    "blk-raw-read-256k-linux",
+    "blk-raw-read-1m-linux",
+    "blk-raw-write-512-linux",
+    "blk-raw-write-1k-linux",
+    "blk-raw-write-4k-linux",
+    "blk-raw-write-16k-linux",
+    "blk-raw-write-64k-linux",
+    "blk-raw-write-256k-linux",
+    "blk-raw-write-1m-linux",
+];
 /// The size of that disk: a sparse file, fresh for each boot.
 pub const DISK_MIB: u64 = 64;
 
