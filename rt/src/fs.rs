@@ -59,6 +59,8 @@ pub struct Fs {
     session: Session<FileSystem>,
     buffer: Region,
     cwd: RefCell<String>,
+    slots: Slots,
+    va: u64,
 }
 
 /// What [`Fs::metadata`] tells about a file or directory.
@@ -323,6 +325,32 @@ impl Iterator for ReadDir<'_> {
     }
 }
 
+/// Asks `session` for its I/O buffer (into `slots.frame`) and maps it at
+/// `va`.
+///
+/// # Safety
+///
+/// `[va, va + 2 MiB)` is the buffer's alone (nothing else is mapped
+/// there).
+unsafe fn map_buffer(session: &Session<FileSystem>, slots: Slots, va: u64) -> Result<Region> {
+    let info = MsgInfo::new(proto::BUFFER, 0, 0).unwrap_or_default();
+    let (reply, _) = crate::transfer::call_for_cap(session.cap(), info, [0; 4], own(slots.frame))
+        .map_err(|_| Error::Ipc)?;
+    if reply.label() != proto::OK || reply.caps() != 1 {
+        return Err(Error::from_label(reply.label()));
+    }
+    let rw = MapAttr {
+        writable: true,
+        executable: false,
+        cache: Cache::WriteBack,
+    };
+    // SAFETY: the caller gives the region to the buffer alone.
+    unsafe { crate::syscall::map(own(child::OWN_VSPACE), own(slots.frame), va, rw) }
+        .map_err(|_| Error::Other)?;
+    // SAFETY: just mapped, 2 MiB, used by nothing else.
+    Ok(unsafe { Region::from_mapped(va as usize, proto::BUFFER_BYTES) })
+}
+
 impl Fs {
     /// Opens a File system session (routed by the scenario, donating from
     /// the caller's quota) and maps its I/O buffer at `va`.
@@ -340,28 +368,28 @@ impl Fs {
         .map_err(|_| Error::NoSpace)?;
         let session =
             session::open_donating::<FileSystem>(slots.session, donor).map_err(|_| Error::Ipc)?;
-        let info = MsgInfo::new(proto::BUFFER, 0, 0).unwrap_or_default();
-        let (reply, _) =
-            crate::transfer::call_for_cap(session.cap(), info, [0; 4], own(slots.frame))
-                .map_err(|_| Error::Ipc)?;
-        if reply.label() != proto::OK || reply.caps() != 1 {
-            return Err(Error::from_label(reply.label()));
-        }
-        let rw = MapAttr {
-            writable: true,
-            executable: false,
-            cache: Cache::WriteBack,
-        };
         // SAFETY: the caller gives the region to the buffer alone.
-        unsafe { crate::syscall::map(own(child::OWN_VSPACE), own(slots.frame), va, rw) }
-            .map_err(|_| Error::Other)?;
-        // SAFETY: just mapped, 2 MiB, used by nothing else.
-        let buffer = unsafe { Region::from_mapped(va as usize, proto::BUFFER_BYTES) };
+        let buffer = unsafe { map_buffer(&session, slots, va) }?;
         Ok(Fs {
             session,
             buffer,
             cwd: RefCell::new(String::from("/")),
+            slots,
+            va,
         })
+    }
+
+    /// Opens the session again after its provider stopped (a call failed
+    /// with [`Error::Ipc`]; init restarts the service): a fresh session,
+    /// its buffer mapped where the old one was. Open files are gone (a
+    /// [`File`] of the old session answers [`Error::BadHandle`] or
+    /// [`Error::Ipc`]); the current directory stays.
+    pub fn reconnect(&mut self) -> Result<()> {
+        self.session.reopen().map_err(|_| Error::Ipc)?;
+        // The old buffer went with the old donation (its mapping too).
+        // SAFETY: the region is the buffer's, as `connect`'s caller gave.
+        self.buffer = unsafe { map_buffer(&self.session, self.slots, self.va) }?;
+        Ok(())
     }
 
     /// Calls `op` with `words`: the reply's words, or its error.

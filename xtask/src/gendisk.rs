@@ -302,7 +302,7 @@ fn copy_in(image: &Path, p: &CardPartition, work: &Path) -> Result<()> {
 
 /// The bytes of partition `p` of `image` copied to a file of their own
 /// in `work` (fsck.fat takes no offset).
-fn extract(image: &Path, p: &CardPartition, work: &Path) -> Result<PathBuf> {
+pub(crate) fn extract(image: &Path, p: &CardPartition, work: &Path) -> Result<PathBuf> {
     use std::io::Read;
     let out = work.join(format!(".{}-{}.fat", p.label, std::process::id()));
     let mut src =

@@ -10,6 +10,10 @@
 //! 3. stat it (its size), read it back and compare;
 //! 4. list the directory.
 //!
+//! When the file system service stops (killed, faulted: init restarts
+//! it), a call fails; the test reconnects (`Fs::reconnect`) and does the
+//! round again — at most four times a run.
+//!
 //! Between rounds it pauses `arg` milliseconds (a Timer session; 2000 in
 //! the demo, short in the tests; 0: no pause, no Timer). At the end:
 //! `fat-test: 10 rounds passed` and exit 0, or `fat-test: FAILED ...` and
@@ -40,6 +44,8 @@ const TIMER: u32 = child::FIRST_FREE + 4;
 const TIMER_NOTIFY: u32 = child::FIRST_FREE + 5;
 /// The heap's extra frame (the rounds' files, written and read back).
 const HEAP_SLOT: u32 = child::FIRST_FREE + 6;
+/// How often a run reconnects to a restarted file system service.
+const MAX_RECONNECTS: u32 = 4;
 /// Where the file system's I/O buffer is mapped.
 const FS_VA: u64 = 0x60_0000_0000;
 
@@ -48,12 +54,22 @@ fn main(pause_ms: u64) -> i32 {
         println!("fat-test: FAILED: growing the heap: {e}");
         return 1;
     }
-    // SAFETY: FS_VA.. is used by nothing else of this program.
-    let fs = match unsafe { Fs::connect(SLOTS, FS_VA) } {
-        Ok(fs) => fs,
-        Err(e) => {
-            println!("fat-test: FAILED: File system session: {e}");
-            return 1;
+    // A service that stops while the session opens (killed, faulted) is
+    // restarted by init: ask again.
+    let mut tries = 0;
+    let mut fs = loop {
+        // SAFETY: FS_VA.. is used by nothing else of this program (a
+        // failed attempt maps nothing there).
+        match unsafe { Fs::connect(SLOTS, FS_VA) } {
+            Ok(fs) => break fs,
+            Err(rt::fs::Error::Ipc) if tries < MAX_RECONNECTS => {
+                tries += 1;
+                println!("fat-test: the file system service is gone while connecting; again");
+            }
+            Err(e) => {
+                println!("fat-test: FAILED: File system session: {e}");
+                return 1;
+            }
         }
     };
     let timer = match pause_ms {
@@ -69,10 +85,32 @@ fn main(pause_ms: u64) -> i32 {
     if let Ok([kind, cluster, clusters, free]) = fs.info() {
         println!("fat-test: FAT{kind}, {clusters} clusters of {cluster} bytes, {free} free");
     }
-    for r in 1..=fattest::ROUNDS {
-        if let Err(e) = round(&fs, r) {
-            println!("fat-test: FAILED: round {r}: {e}");
-            return 1;
+    let mut reconnects = 0;
+    let mut r = 1;
+    while r <= fattest::ROUNDS {
+        match round(&fs, r) {
+            Ok(()) => {}
+            // The service stopped (killed, faulted): init restarts it;
+            // the round goes again on a new session (what it had synced is
+            // on the disk; the rest of the round is redone).
+            Err(Failure::Fs(step, rt::fs::Error::Ipc)) if reconnects < MAX_RECONNECTS => {
+                reconnects += 1;
+                println!(
+                    "fat-test: round {r}: {step}: the file system service is gone; reconnecting"
+                );
+                match fs.reconnect() {
+                    Ok(()) => println!("fat-test: round {r}: reconnected; the round again"),
+                    Err(e) => {
+                        println!("fat-test: FAILED: round {r}: reconnecting: {e}");
+                        return 1;
+                    }
+                }
+                continue;
+            }
+            Err(e) => {
+                println!("fat-test: FAILED: round {r}: {e}");
+                return 1;
+            }
         }
         println!("fat-test: round {r} passed");
         if let Some(t) = &timer {
@@ -80,6 +118,7 @@ fn main(pause_ms: u64) -> i32 {
                 let _ = t.sleep(pause_ms * 1000);
             }
         }
+        r += 1;
     }
     println!("fat-test: {} rounds passed", fattest::ROUNDS);
     0

@@ -10,6 +10,7 @@
 //! kill = ["counter"]            # killed, in order (each entry `killable = true`)
 //! refused = ["a", "nobody"]     # then each must be refused (not killable, no such component, ...)
 //! wait_priority = 50            # optional: drop to this priority first (own = ["thread"])
+//! delay_ms = 300                # optional: sleep this long first (a Timer session)
 //! ```
 //!
 //! It kills at once when it first runs: started after the components
@@ -22,6 +23,8 @@
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
+
+extern crate alloc;
 
 use rt::interfaces::child;
 use rt::println;
@@ -36,6 +39,9 @@ const ROM_SLOT: u32 = child::FIRST_FREE + 1;
 /// The config ROM's frames: slots from here to [`END_FRAME`].
 const FIRST_FRAME: u32 = child::FIRST_FREE + 2;
 const END_FRAME: u32 = FIRST_FRAME + 4;
+/// The Timer session and its notification (for `delay_ms`).
+const TIMER_SLOT: u32 = END_FRAME;
+const TIMER_NOTIFY: u32 = END_FRAME + 1;
 /// Where the config ROM is mapped (far from the image, heap and stack).
 const CONFIG_VA: u64 = 0x30_0000_0000;
 
@@ -75,6 +81,18 @@ fn main(_: u64) -> i32 {
             .and_then(|p| rt::cpu::place(rt::abi::caddr::own(child::OWN_THREAD), p, 0));
         if let Err(e) = placed {
             println!("killer: wait_priority {p}: {e}");
+            return 1;
+        }
+    }
+    if let Some(ms) = config.get("delay_ms").and_then(|v| v.as_integer()) {
+        let slept = rt::session::timer::Timer::open(TIMER_SLOT, TIMER_NOTIFY)
+            .map_err(|e| alloc::format!("{e:?}"))
+            .and_then(|t| {
+                t.sleep(u64::try_from(ms).unwrap_or(0) * 1000)
+                    .map_err(|e| alloc::format!("{e:?}"))
+            });
+        if let Err(e) = slept {
+            println!("killer: delay_ms {ms}: {e}");
             return 1;
         }
     }
