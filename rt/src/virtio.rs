@@ -434,6 +434,13 @@ impl<'s> VirtioDevice<'s> {
             .ok_or(self.oob(self.common, common::DEVICE_STATUS))
     }
 
+    /// Resets the device (status 0): it forgets its queues and stops
+    /// using the memory they name — for a driver that gives up on a
+    /// device that does not complete its requests.
+    pub fn reset(&self) {
+        let _ = self.set_status(0);
+    }
+
     /// Sets `DRIVER_OK`: the queues are set up, the device may run.
     pub fn driver_ok(&self) -> Result<(), VirtioError> {
         let s = self.status()?;

@@ -528,6 +528,18 @@ impl<T: 'static> Served<T> {
         })
     }
 
+    /// The stream's frame (the provider's capability: to learn its bus
+    /// address, say).
+    pub fn frame(&self) -> CapSlot {
+        self.donated.slot(SLOT_FRAME)
+    }
+
+    /// Where the packets' buffer starts in the frame: a packet's bytes are
+    /// at this plus its offset.
+    pub fn buffer_offset(&self) -> usize {
+        self.sink.layout().buffer_offset()
+    }
+
     /// The capability [`STREAM`] request `which` hands out.
     pub fn stream_cap(&self, which: u64) -> Option<CapSlot> {
         let i = match which {

@@ -15,6 +15,7 @@
 //! | [`CONFIG`] | 0: device index, 1: offset (4-aligned, below 0x100) | [`OK`]: 0: the 32-bit configuration register there (reading is harmless; writes are the service's alone) |
 //! | [`VIRTIO`] | 0: device index, 1: a virtio `cfg_type` (1 common, 2 notify, 3 ISR, 4 device) | [`OK`]: 0: BAR, 1: offset, 2: length of that register block, 3: the notify block's `notify_off_multiplier` (0 for the others); [`REFUSED`] for a function that is not a modern virtio device |
 //! | [`DMA`] | 0: bytes (a power of two, 4 KiB to the session's quota) | [`OK`]: 0: bus address, 1: first donated slot, 2: number of 4 KiB frames (physically contiguous from the bus address, in slot order) |
+//! | [`TRANSLATE`] | — | [`OK`]: 0: donated slot of a read-only copy of the device control capability, with which `PhysAddress` answers the bus address of a frame the driver holds (its clients' stream frames: the zero-copy path), and nothing else (no MSI vectors: that needs write) |
 //!
 //! Refusals: [`REFUSED`] (no such device of this session's, no such BAR,
 //! an interrupt the device cannot raise), [`NO_MEMORY`] (the DMA quota is
@@ -64,6 +65,9 @@ pub const DMA: u64 = 4;
 pub const CONFIG: u64 = 5;
 /// Where a virtio device's register blocks are.
 pub const VIRTIO: u64 = 6;
+/// Hands over the bus-address translation (a read-only control
+/// capability).
+pub const TRANSLATE: u64 = 7;
 
 /// The reply to a request served.
 pub const OK: u64 = 0;
@@ -250,6 +254,14 @@ impl Session<Platform> {
             length: w[2] as u32,
             notify_off_multiplier: w[3] as u32,
         })
+    }
+
+    /// The bus-address translation: a capability with which
+    /// `syscall::phys_address(it, frame)` answers where a frame of the
+    /// driver's is on the bus (given once per session).
+    pub fn translate(&self) -> Result<CapSlot, PlatformError> {
+        let w = self.request(TRANSLATE, [0; 4])?;
+        self.slot(w[0])
     }
 
     /// `bytes` of physically contiguous DMA memory.

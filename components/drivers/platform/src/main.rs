@@ -303,6 +303,9 @@ struct Client {
     next_slot: u32,
     dma_used: u64,
     stops: Vec<Stop>,
+    /// The donated slot of its read-only control capability
+    /// ([`proto::TRANSLATE`]), if it asked.
+    translate: Option<u32>,
 }
 
 impl Service {
@@ -561,6 +564,7 @@ impl Service {
             next_slot: 0,
             dma_used: 0,
             stops,
+            translate: None,
         })
     }
 
@@ -591,6 +595,23 @@ impl Service {
             proto::BAR => self.lend_bar(client, w[0], w[1]),
             proto::IRQ => self.lend_irq(client, w[0], w[1], w[2]),
             proto::DMA => self.lend_dma(client, w[0]),
+            proto::TRANSLATE => {
+                // Read only: `PhysAddress` of the driver's own frames, no
+                // MSI vectors. Once per session.
+                if client.translate.is_some() {
+                    return Err(proto::REFUSED);
+                }
+                let slot = Self::take_slots(client, 1)?;
+                syscall::cap_mint(
+                    own(slots::CONTROL),
+                    client.donated.slot(slot),
+                    Rights::READ,
+                    0,
+                )
+                .map_err(|_| proto::REFUSED)?;
+                client.translate = Some(slot);
+                Ok([u64::from(slot), 0, 0, 0])
+            }
             proto::CONFIG => {
                 let dev = self.device_of(client, w[0])?;
                 let offset = u16::try_from(w[1])
@@ -943,6 +964,10 @@ impl Drop for Client {
     /// forget its queues) — before the donation, the DMA memory, goes
     /// back.
     fn drop(&mut self) {
+        if let Some(slot) = self.translate {
+            // SAFETY: a control capability; nothing is mapped through it.
+            let _ = unsafe { syscall::cap_delete(self.donated.slot(slot)) };
+        }
         for stop in &mut self.stops {
             pci::config::set_command(&mut stop.ecam, stop.bdf, 0, reg::COMMAND_BUS_MASTER);
             if let Some((region, at)) = &stop.virtio_status {

@@ -68,6 +68,9 @@ pub const MAX_REQUEST: u32 = 128 * 1024;
 const SLOTS: usize = 128;
 const STATUS_AT: usize = 16 * SLOTS;
 
+/// How long a closing session's requests are waited for (yields).
+const DRAIN_SPINS: u32 = 1_000_000;
+
 /// Where session `i`'s stream frame is mapped.
 const STREAM_VA: u64 = 0x40_0000_0000;
 
@@ -99,10 +102,12 @@ struct Request {
     client: u64,
     taken: Taken,
     slot: usize,
-    /// Its bounce pages (`pages` 0: a flush).
+    /// Its bounce pages (`pages` 0: a flush, or the data in place).
     page: usize,
     pages: usize,
     read: bool,
+    /// Whether its data went through the bounce area.
+    bounced: bool,
 }
 
 /// The driver: the device, its queue, DMA memory and the requests.
@@ -125,6 +130,12 @@ pub struct Driver {
     /// Which stream windows are in use.
     windows: [bool; crate::MAX_SESSIONS as usize],
     broken: bool,
+    /// The platform's bus-address translation, if it gave one: then
+    /// the device reads and writes the clients' streams in place.
+    translate: Option<CapSlot>,
+    /// Chains completed while a closing session was drained, for the
+    /// next handler run (which has the sessions).
+    deferred: Vec<u16>,
 }
 
 /// The physically contiguous DMA memory of `bytes`, mapped write-back.
@@ -172,11 +183,18 @@ impl Driver {
             notification: irq_cap,
         };
         let q = dev.queue(0, QUEUE, Some(irq))?;
+        let translate = match platform.translate() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                println!("virtio-blk: no bus-address translation ({e}): data goes through the bounce area");
+                None
+            }
+        };
         let (meta, meta_bus) = dma(platform, PAGE)?;
         let (bounce, bounce_bus) = dma(platform, BOUNCE_BYTES)?;
         dev.driver_ok()?;
         println!(
-            "virtio-blk: {:02x}:{:02x}.{} {} blocks of {} bytes ({} MiB), {}, {}, queue {} entries, MSI-X on CPU {cpu}",
+            "virtio-blk: {:02x}:{:02x}.{} {} blocks of {} bytes ({} MiB), {}, {}, queue {} entries, MSI-X on CPU {cpu}, {}",
             info.bdf >> 8,
             (info.bdf >> 3) & 0x1f,
             info.bdf & 7,
@@ -186,6 +204,7 @@ impl Driver {
             if geometry.writable { "writable" } else { "read-only" },
             if geometry.sync { "flush" } else { "write-through" },
             q.size(),
+            if translate.is_some() { "zero-copy" } else { "bounce copies" },
         );
         let size = usize::from(q.size());
         Ok(Driver {
@@ -203,6 +222,8 @@ impl Driver {
             next_id: 1,
             windows: [false; crate::MAX_SESSIONS as usize],
             broken: false,
+            translate,
+            deferred: Vec::new(),
         })
     }
 
@@ -259,6 +280,9 @@ impl Driver {
     /// what now fits, publish.
     pub fn interrupt(&mut self, table: &mut SessionTable<Client>) {
         let _ = self.q.ack_interrupt();
+        for token in core::mem::take(&mut self.deferred) {
+            self.complete(token, table);
+        }
         loop {
             loop {
                 match self.q.pop_used() {
@@ -321,6 +345,7 @@ impl Driver {
             taken,
             page,
             read,
+            bounced: r_bounced,
             ..
         } = r;
         let mut status = match device_status {
@@ -330,7 +355,7 @@ impl Driver {
         let Some(c) = find(table, client) else {
             return;
         };
-        if read && status == block::STATUS_OK {
+        if read && r_bounced && status == block::STATUS_OK {
             let copied = c
                 .served
                 .sink
@@ -378,18 +403,24 @@ impl Driver {
         while let Some((client, taken)) = self.pending.front() {
             let (client, packet) = (*client, taken.packet());
             let flush = packet.op == block::OP_SYNC;
-            let pages = (packet.len() as usize).div_ceil(PAGE);
             let descriptors = if flush { 2 } else { 3 };
             if self.broken || usize::from(self.q.free()) < descriptors || self.free_slots.is_empty()
             {
                 break;
             }
-            let page = match flush {
-                true => 0,
-                false => match self.alloc_pages(pages) {
-                    Some(p) => p,
-                    None => break,
-                },
+            // Where the data is on the bus: in place in the client's
+            // stream when the driver can translate its frame (zero copy),
+            // else in bounce pages (a write's payload copied in now).
+            let in_place = find(table, client).and_then(|c| c.data_bus(&packet));
+            let (bounced, page, pages) = match (flush, in_place) {
+                (true, _) | (false, Some(_)) => (false, 0, 0),
+                (false, None) => {
+                    let pages = (packet.len() as usize).div_ceil(PAGE);
+                    match self.alloc_pages(pages) {
+                        Some(p) => (true, p, pages),
+                        None => break,
+                    }
+                }
             };
             let Some((_, taken)) = self.pending.pop_front() else {
                 break;
@@ -397,13 +428,12 @@ impl Driver {
             let Some(slot) = self.free_slots.pop() else {
                 break;
             };
-            let pages = if flush { 0 } else { pages };
             let read = packet.op == block::OP_READ;
             let Some(c) = find(table, client) else {
                 self.free(slot, page, pages);
                 continue;
             };
-            if packet.op == block::OP_WRITE {
+            if bounced && packet.op == block::OP_WRITE {
                 let copied = c
                     .served
                     .sink
@@ -441,7 +471,7 @@ impl Driver {
                 device_writes: true,
             };
             let data = Buffer {
-                addr: self.bounce_bus + (page * PAGE) as u64,
+                addr: in_place.unwrap_or(self.bounce_bus + (page * PAGE) as u64),
                 len: packet.len(),
                 device_writes: read,
             };
@@ -458,6 +488,7 @@ impl Driver {
                         page,
                         pages,
                         read,
+                        bounced,
                     };
                     if let Some(entry) = self.inflight.get_mut(usize::from(token.0)) {
                         *entry = Some(r);
@@ -479,6 +510,52 @@ impl Driver {
         }
     }
 
+    /// Waits until the device is done with every request of session
+    /// `id` — before the session's close is answered, its stream frame
+    /// (the client's memory, which the device may be writing in place)
+    /// stays: the client takes it back only after. Other sessions'
+    /// completions met meanwhile wait in `deferred`. A device that never
+    /// completes them is reset (it forgets its queues: the driver stops).
+    fn drain(&mut self, id: u64) {
+        let mine = |d: &Driver| d.inflight.iter().flatten().any(|r| r.client == id);
+        let mut spins = 0u32;
+        while mine(self) && !self.broken {
+            match self.q.pop_used() {
+                Ok(Some(used)) => {
+                    let token = used.token.0;
+                    match self
+                        .inflight
+                        .get(usize::from(token))
+                        .and_then(Option::as_ref)
+                    {
+                        Some(r) if r.client == id => {
+                            if let Some(r) = self.inflight[usize::from(token)].take() {
+                                self.release(&r);
+                            }
+                        }
+                        _ => self.deferred.push(token),
+                    }
+                }
+                Ok(None) => {
+                    spins += 1;
+                    if spins > DRAIN_SPINS {
+                        println!("virtio-blk: the device did not finish a closing session's requests: reset");
+                        self.dev.reset();
+                        self.broken = true;
+                        return;
+                    }
+                    let _ = rt::syscall::yield_now();
+                }
+                Err(e) => {
+                    println!("virtio-blk: the device broke its queue ({e:?}): reset");
+                    self.dev.reset();
+                    self.broken = true;
+                    return;
+                }
+            }
+        }
+    }
+
     /// A fresh session id and a free stream window.
     fn new_session(&mut self) -> Option<(u64, usize)> {
         let window = self.windows.iter().position(|used| !used)?;
@@ -492,6 +569,7 @@ impl Driver {
     /// (those in flight complete into nothing).
     fn end_session(&mut self, id: u64, window: usize) {
         self.pending.retain(|(client, _)| *client != id);
+        self.drain(id);
         if let Some(w) = self.windows.get_mut(window) {
             *w = false;
         }
@@ -520,6 +598,9 @@ pub struct Client {
     id: u64,
     window: usize,
     served: Served<SessionTable<Client>>,
+    /// The bus address of its stream's packet buffer, when the driver
+    /// can translate (zero copy).
+    bus: Option<u64>,
     driver: Rc<RefCell<Driver>>,
     /// Whether its broken stream was logged.
     logged: bool,
@@ -545,10 +626,14 @@ impl Client {
                 on_signal.borrow_mut().submitted(table, id)
             })
         };
+        let translate = driver.borrow().translate;
         match served {
             Ok(served) => Ok(Client {
                 id,
                 window,
+                bus: translate
+                    .and_then(|t| rt::syscall::phys_address(t, served.frame()).ok())
+                    .map(|f| f.phys + served.buffer_offset() as u64),
                 served,
                 driver: driver.clone(),
                 logged: false,
@@ -558,6 +643,12 @@ impl Client {
                 Err(e)
             }
         }
+    }
+
+    /// Where `packet`'s bytes are on the bus, for the device to use in
+    /// place (`None`: no translation; they go through the bounce area).
+    fn data_bus(&self, packet: &rt::stream::Packet) -> Option<u64> {
+        self.bus.map(|b| b + u64::from(packet.offset()))
     }
 
     /// The session's id (in the log).
