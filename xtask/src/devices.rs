@@ -264,7 +264,11 @@ pub fn check(
                         format!(
                             "{who}: build: unknown recipe \"{}\" (expected {})",
                             build.get_ref(),
-                            names.join(" or ")
+                            match names.split_last() {
+                                Some((last, [])) => last.clone(),
+                                Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+                                None => String::new(),
+                            }
                         ),
                     ));
                 }

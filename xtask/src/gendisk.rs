@@ -64,12 +64,24 @@ pub const RECIPE_VERSION: u32 = 1;
 pub enum Recipe {
     CardMbr,
     CardGpt,
+    /// The MBR card with partition 1's boot sector broken (its bytes per
+    /// sector 0): a corrupt volume next to two healthy ones.
+    CardMbrBadFirst,
 }
 
 impl Recipe {
     /// The names `build` takes, and their recipes.
-    pub const ALL: [(&'static str, Recipe); 2] =
-        [("card-mbr", Recipe::CardMbr), ("card-gpt", Recipe::CardGpt)];
+    pub const ALL: [(&'static str, Recipe); 3] = [
+        ("card-mbr", Recipe::CardMbr),
+        ("card-gpt", Recipe::CardGpt),
+        ("card-mbr-bad-first", Recipe::CardMbrBadFirst),
+    ];
+
+    /// Whether partition `i` (0-based) of the recipe's card holds a
+    /// healthy file system.
+    pub fn healthy(self, i: usize) -> bool {
+        !(self == Recipe::CardMbrBadFirst && i == 0)
+    }
 
     pub fn from_name(name: &str) -> Option<Recipe> {
         Recipe::ALL
@@ -145,7 +157,7 @@ pub fn card_unique_guid(i: usize) -> Guid {
 /// The blocks of the partition table of `recipe`, as (LBA, bytes).
 pub fn table_blocks(recipe: Recipe) -> Vec<(u64, [u8; BLOCK])> {
     match recipe {
-        Recipe::CardMbr => {
+        Recipe::CardMbr | Recipe::CardMbrBadFirst => {
             let mut entries = [None; 4];
             for (e, p) in entries.iter_mut().zip(CARD_PARTITIONS) {
                 *e = Some(MbrEntry {
@@ -232,10 +244,24 @@ fn build(recipe: Recipe, path: &Path, work: &Path) -> Result<()> {
     file.sync_all()
         .with_context(|| format!("writing {}", display_path(path)))?;
     drop(file);
-    for p in CARD_PARTITIONS {
+    for (i, p) in CARD_PARTITIONS.into_iter().enumerate() {
         format_fat32(path, &p)?;
         copy_in(path, &p, work)?;
         fsck(path, &p, work)?;
+        if !recipe.healthy(i) {
+            // The BPB's bytes per sector (offset 11), 0: no FAT layer may
+            // mount it.
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .with_context(|| format!("opening {}", display_path(path)))?;
+            file.seek(SeekFrom::Start(p.first_lba * BLOCK as u64 + 11))
+                .and_then(|_| file.write_all(&[0, 0]))
+                .and_then(|()| file.sync_all())
+                .with_context(|| {
+                    format!("breaking partition {} of {}", i + 1, display_path(path))
+                })?;
+        }
     }
     Ok(())
 }
@@ -402,7 +428,9 @@ mod tests {
                 assert_eq!(got.number, i as u32 + 1);
                 assert_eq!((got.first_lba, got.blocks), (want.first_lba, want.blocks));
                 match (recipe, got.kind) {
-                    (Recipe::CardMbr, Kind::Mbr { type_byte }) => assert_eq!(type_byte, 0x0C),
+                    (Recipe::CardMbr | Recipe::CardMbrBadFirst, Kind::Mbr { type_byte }) => {
+                        assert_eq!(type_byte, 0x0C)
+                    }
                     (
                         Recipe::CardGpt,
                         Kind::Gpt {
@@ -418,11 +446,15 @@ mod tests {
                     }
                     (_, kind) => panic!("{name}: partition {i}: {kind:?}"),
                 }
-                fsck(&image, &want, &dir).unwrap();
-                assert_eq!(read_file(&image, &want, want.file).unwrap(), want.text);
+                if recipe.healthy(i) {
+                    fsck(&image, &want, &dir).unwrap();
+                    assert_eq!(read_file(&image, &want, want.file).unwrap(), want.text);
+                } else {
+                    assert!(fsck(&image, &want, &dir).is_err(), "{name}: partition {i}");
+                }
             }
             match recipe {
-                Recipe::CardMbr => assert_eq!(table.scheme, Scheme::Mbr),
+                Recipe::CardMbr | Recipe::CardMbrBadFirst => assert_eq!(table.scheme, Scheme::Mbr),
                 Recipe::CardGpt => {
                     assert_eq!(table.scheme, Scheme::Gpt);
                     assert_eq!(

@@ -398,8 +398,8 @@ const CASES: &[(&str, &str, &str)] = &[
     (
         "disk-build-unknown",
         "5:9",
-        "disk \"card\": build: unknown recipe \"card-fat\" (expected \"card-mbr\" or \
-         \"card-gpt\")",
+        "disk \"card\": build: unknown recipe \"card-fat\" (expected \"card-mbr\", \
+         \"card-gpt\" or \"card-mbr-bad-first\")",
     ),
     (
         "disk-size-out-of-range",
