@@ -14,8 +14,8 @@
 //! - its server side: a trait with one method per operation and a
 //!   `dispatch` function that decodes a request and calls it.
 //!
-//! [`log`] is the first: Genode's `log_session.h` pattern; [`rom`] and
-//! [`timer`] follow it. A server is a
+//! [`log`] is the first: Genode's `log_session.h` pattern; [`rom`],
+//! [`timer`] and [`rtc`] follow it. A server is a
 //! [`Provider`] loop with the interface's `dispatch`; a client is
 //! [`open`] and the stub. A session whose provider stopped fails with an
 //! error (never a hang); [`Session::reopen`] opens it again at the
@@ -46,6 +46,7 @@ pub mod platform;
 mod provider;
 pub mod reconfig;
 pub mod rom;
+pub mod rtc;
 pub mod timer;
 
 pub use donor::Donor;

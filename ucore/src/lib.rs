@@ -22,6 +22,8 @@
 //!   the verdict, and a model of the memory the kernel hands root.
 //! - [`timer`]: the Timer service's clock (PIT ticks plus counter) and
 //!   each session's one-shot and periodic timeouts.
+//! - [`rtc`]: the CMOS real-time clock's registers, reading them across
+//!   an update, and turning a reading into a checked calendar date.
 //! - [`packet_stream`]: the bulk-data channel between components (shared
 //!   buffer, submit and acknowledgement rings, notifications only when
 //!   needed), its buffer allocator and its test traffic.
@@ -51,6 +53,7 @@ pub mod init;
 pub mod load;
 pub mod packet_stream;
 pub mod plan;
+pub mod rtc;
 pub mod signal;
 pub mod slots;
 pub mod start;

@@ -12,6 +12,19 @@
 //! it says why (`fat-fs: cannot mount the volume: ...`) and answers every
 //! request with `NotMounted`.
 //!
+//! Timestamps: when its scenario routes it an `Rtc` session
+//! (`rt::session::rtc`, the RTC service) it asks that for the date and
+//! time before each request that can write — `OPEN` with any write or
+//! create bit, `WRITE`, `TRUNCATE`, `MKDIR`, `RENAME`, `UNLINK`, `RMDIR`,
+//! `CLOSE` — and sets the volume's clock to it (`Volume::set_time`), so
+//! the entries it writes carry that time (one session RPC per such
+//! request: cheap next to the request). Without a route the open is
+//! refused by init and the timestamps stay FAT's epoch, 1980-01-01; the
+//! start says which (`fat-fs: timestamps from the Rtc session` or
+//! `fat-fs: no Rtc session: timestamps are 1980-01-01`). A reading that
+//! fails later (the RTC service stopped) is logged once and the volume
+//! keeps the last time read; the session is not reopened.
+//!
 //! Durability: writes stay in the cache until `SYNC`, until the cache
 //! evicts them (in the crate's safe order), or until a session closes —
 //! the service syncs then, so a client that finishes (init closes its
@@ -43,7 +56,8 @@ use rt::interfaces::child;
 use rt::mmio::Region;
 use rt::println;
 use rt::session::fs::{self as proto, Error, FileSystem, Stat, Time};
-use rt::session::{Donated, Label, Provider};
+use rt::session::rtc::Rtc;
+use rt::session::{Donated, Label, OpenError, Provider, Session as Opened};
 use rt::syscall::{self, Words};
 
 use device::BlockDisk;
@@ -60,6 +74,8 @@ const END_SESSION_SLOT: u32 = FIRST_SESSION_SLOT + 2 * MAX_SESSIONS as u32;
 /// The heap's extra frames (the bounce buffer and the cache live there).
 const HEAP_SLOT: u32 = END_SESSION_SLOT;
 const HEAP_FRAMES: u32 = 2;
+/// The Rtc session, if the scenario routes one.
+const RTC_SLOT: u32 = HEAP_SLOT + HEAP_FRAMES;
 
 const BLOCK_VA: u64 = 0x40_0000_0000;
 /// Session `i`'s I/O buffer.
@@ -83,6 +99,85 @@ struct State {
     windows: [bool; MAX_SESSIONS],
     /// A bounce buffer between the I/O buffer and the volume.
     bounce: Vec<u8>,
+    clock: Clock,
+}
+
+/// Where the volume's timestamps come from: the Rtc session, or nothing
+/// (FAT's epoch, the volume's default).
+struct Clock {
+    rtc: Option<Opened<Rtc>>,
+    /// Whether the last reading failed (logged once per run of failures).
+    failing: bool,
+}
+
+impl Clock {
+    /// Opens the Rtc session if the scenario routes one; says which.
+    fn open() -> Clock {
+        let rtc = match rt::session::open::<Rtc>(RTC_SLOT) {
+            Ok(session) => {
+                println!("fat-fs: timestamps from the Rtc session");
+                Some(session)
+            }
+            Err(OpenError::Unrouted) => {
+                println!("fat-fs: no Rtc session: timestamps are 1980-01-01");
+                None
+            }
+            Err(e) => {
+                println!("fat-fs: no Rtc session ({e}): timestamps are 1980-01-01");
+                None
+            }
+        };
+        Clock {
+            rtc,
+            failing: false,
+        }
+    }
+
+    /// Sets `volume`'s time to the session's reading, if there is one.
+    fn stamp(&mut self, volume: &mut Volume<BlockDisk>) {
+        let Some(rtc) = &self.rtc else {
+            return;
+        };
+        match rtc.now() {
+            Ok(t) => {
+                self.failing = false;
+                volume.set_time(fat::DateTime {
+                    year: t.year,
+                    month: t.month,
+                    day: t.day,
+                    hour: t.hour,
+                    minute: t.minute,
+                    second: t.second,
+                });
+            }
+            Err(e) if !self.failing => {
+                self.failing = true;
+                println!("fat-fs: the Rtc session: {e}; timestamps keep the last time read");
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Whether request `op` with words `w` can write to the volume (and so
+/// needs the time).
+fn writes(op: u64, w: &Words) -> bool {
+    use proto::mode;
+    match op {
+        proto::OPEN => {
+            let writing =
+                mode::WRITE | mode::APPEND | mode::CREATE | mode::CREATE_NEW | mode::TRUNCATE;
+            w[1] & writing != 0
+        }
+        proto::WRITE
+        | proto::TRUNCATE
+        | proto::MKDIR
+        | proto::RENAME
+        | proto::UNLINK
+        | proto::RMDIR
+        | proto::CLOSE => true,
+        _ => false,
+    }
 }
 
 fn main(_: u64) -> i32 {
@@ -106,10 +201,12 @@ fn main(_: u64) -> i32 {
         ),
         Err(e) => println!("fat-fs: cannot mount the volume: {e}; every request is refused"),
     }
+    let clock = Clock::open();
     let state = Rc::new(RefCell::new(State {
         volume,
         windows: [false; MAX_SESSIONS],
         bounce: vec![0; proto::MAX_IO],
+        clock,
     }));
     let provider = Provider::<FileSystem, Session>::new(FIRST_SESSION_SLOT, END_SESSION_SLOT);
     let for_new = state.clone();
@@ -249,8 +346,16 @@ impl Session {
     fn request(&mut self, op: u64, w: Words) -> Result<(u64, Words), Error> {
         let state = self.state.clone();
         let mut state = state.borrow_mut();
-        let State { volume, bounce, .. } = &mut *state;
+        let State {
+            volume,
+            bounce,
+            clock,
+            ..
+        } = &mut *state;
         let v = volume.as_mut().map_err(|_| Error::NotMounted)?;
+        if writes(op, &w) {
+            clock.stamp(v);
+        }
         let ok = |words: Words| Ok((proto::OK, words));
         match op {
             proto::OPEN => {
