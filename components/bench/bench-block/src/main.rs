@@ -31,7 +31,8 @@ use rt::interfaces::child;
 use rt::println;
 use rt::session::block::{self, BlockError, BlockInfo, BlockSource};
 use rt::syscall;
-use rt::thread::{self, Placement, Slots};
+use rt::fs::{Fs, Slots};
+use rt::thread::{self, Placement};
 
 rt::entry!(main);
 
@@ -43,6 +44,20 @@ const SOAKER_DONE: u32 = SESSION + 6;
 const SOAKER_THREAD: u32 = SESSION + 7;
 const SOAKER_FRAMES: u32 = SESSION + 8;
 const STREAM_VA: u64 = 0x50_0000_0000;
+/// `arg`: the benchmarks through the file system.
+const FS: u64 = 1;
+/// (After the soaker's frames, which take the slots from
+/// `SOAKER_FRAMES` on.)
+const FS_SLOTS: Slots = Slots {
+    session: SESSION + 32,
+    donor_block: SESSION + 33,
+    donor_table: SESSION + 34,
+    frame: SESSION + 35,
+};
+const FS_VA: u64 = 0x60_0000_0000;
+const HEAP_SLOT: u32 = SESSION + 36;
+/// The benchmarks' file.
+const FILE: &str = "/bench.bin";
 /// The benchmark's CPU (the scenario's machine has one, as the Linux
 /// guest's).
 const CPU: u32 = 0;
@@ -57,32 +72,31 @@ extern "C" fn soaker(done: u64) -> ! {
     syscall::thread_exit(0)
 }
 
-fn main(_: u64) -> i32 {
-    // SAFETY: STREAM_VA.. is used by nothing else of this program.
-    let (mut s, info) =
-        match unsafe { block::connect(SESSION, DONOR_BLOCK, DONOR_TABLE, STREAM, STREAM_VA) } {
-            Ok(c) => c,
-            Err(e) => {
-                println!("bench-block: FAILED: Block session: {e}");
-                return 1;
-            }
-        };
+fn main(arg: u64) -> i32 {
+    let failed = match arg {
+        FS => files(),
+        _ => raw(),
+    };
+    i32::from(failed)
+}
+
+/// Starts the soaker thread (after the sessions are open: their
+/// donations need aligned blocks of the quota, which the soaker's small
+/// objects would cut into).
+fn start_soaker() -> Result<(), String> {
     let done = own(SOAKER_DONE);
-    let made = syscall::retype(
+    syscall::retype(
         own(child::UNTYPED),
         rt::abi::ObjectType::Notification,
         0,
         done,
         1,
-    );
-    if let Err(e) = made {
-        println!("bench-block: FAILED: notification: {e}");
-        return 1;
-    }
-    let spawned = thread::spawn(
+    )
+    .map_err(|e| format!("notification: {e}"))?;
+    thread::spawn(
         soaker,
         done,
-        Slots {
+        thread::Slots {
             thread: own(SOAKER_THREAD),
             frames: own(SOAKER_FRAMES),
         },
@@ -91,10 +105,31 @@ fn main(_: u64) -> i32 {
             cpu: CPU,
             fault_endpoint: NULL_SLOT,
         },
-    );
-    if let Err(e) = spawned {
-        println!("bench-block: FAILED: soaker: {e:?}");
-        return 1;
+    )
+    .map_err(|e| format!("soaker: {e:?}"))?;
+    Ok(())
+}
+
+/// Stops the soaker and waits until it has left its loop.
+fn stop_soaker() {
+    SOAKER.stop();
+    let _ = syscall::wait(own(SOAKER_DONE));
+}
+
+/// The raw benchmarks, through the Block session: whether one failed.
+fn raw() -> bool {
+    // SAFETY: STREAM_VA.. is used by nothing else of this program.
+    let (mut s, info) =
+        match unsafe { block::connect(SESSION, DONOR_BLOCK, DONOR_TABLE, STREAM, STREAM_VA) } {
+            Ok(c) => c,
+            Err(e) => {
+                println!("bench-block: FAILED: Block session: {e}");
+                return true;
+            }
+        };
+    if let Err(e) = start_soaker() {
+        println!("bench-block: FAILED: {e}");
+        return true;
     }
     let mut failed = false;
     for (op, dir) in [(block::OP_READ, "read"), (block::OP_WRITE, "write")] {
@@ -106,9 +141,98 @@ fn main(_: u64) -> i32 {
             }
         }
     }
-    SOAKER.stop();
-    let _ = syscall::wait(done);
-    i32::from(failed)
+    stop_soaker();
+    failed
+}
+
+/// The benchmarks through the file system (`arg` [`FS`]): a file of
+/// [`bench::blockio::run_bytes`] bytes written (created, written in
+/// requests of each size, synced: the sync is timed, as Linux's) and read
+/// back (opened, read in requests of each size), through `rt::fs`.
+fn files() -> bool {
+    // SAFETY: FS_VA.. is used by nothing else of this program.
+    let fs = match unsafe { Fs::connect(FS_SLOTS, FS_VA) } {
+        Ok(fs) => fs,
+        Err(e) => {
+            println!("bench-block: FAILED: File system session: {e}");
+            return true;
+        }
+    };
+    if let Err(e) = rt::heap::grow(HEAP_SLOT, 1) {
+        println!("bench-block: FAILED: heap: {e}");
+        return true;
+    }
+    if let Err(e) = start_soaker() {
+        println!("bench-block: FAILED: {e}");
+        return true;
+    }
+    let mut buf = alloc::vec![0x5au8; 1 << 20];
+    let mut failed = false;
+    for write in [true, false] {
+        for (size, suffix) in SIZES {
+            let dir = if write { "write" } else { "read" };
+            let name = format!("fat-{dir}-{suffix}");
+            let bytes = run_bytes(size);
+            let chunk = &mut buf[..size as usize];
+            let mut pass = || -> Result<(), rt::fs::Error> {
+                match write {
+                    true => {
+                        let mut f = fs.create(FILE)?;
+                        for _ in 0..bytes / u64::from(size) {
+                            f.write_all(chunk)?;
+                        }
+                        f.close()?;
+                        fs.sync()
+                    }
+                    false => {
+                        let mut f = fs.open(FILE)?;
+                        for _ in 0..bytes / u64::from(size) {
+                            f.read_exact(chunk)?;
+                        }
+                        f.close()
+                    }
+                }
+            };
+            if !write {
+                // The file to read: as large as this run reads.
+                let made = fs.write(FILE, &alloc::vec![0x3c; bytes as usize]);
+                if let Err(e) = made.and_then(|()| fs.sync()) {
+                    println!("bench-block: FAILED: {name}: making the file: {e}");
+                    failed = true;
+                    continue;
+                }
+            }
+            match measure(&mut pass) {
+                Ok((elapsed, soaked)) => report(&name, bytes, &elapsed, &soaked),
+                Err(e) => {
+                    println!("bench-block: FAILED: {name}: {e}");
+                    failed = true;
+                }
+            }
+        }
+    }
+    stop_soaker();
+    failed
+}
+
+/// One unrecorded run of `pass`, then [`RUNS`] recorded: each run's
+/// elapsed ticks and soaker turns.
+fn measure<E>(
+    pass: &mut dyn FnMut() -> Result<(), E>,
+) -> Result<([u64; RUNS], [u64; RUNS]), E> {
+    pass()?;
+    let mut elapsed = [0u64; RUNS];
+    let mut soaked = [0u64; RUNS];
+    for k in 0..RUNS {
+        let c0 = SOAKER.count();
+        let t0 = bench::now();
+        pass()?;
+        let t1 = bench::now();
+        let c1 = SOAKER.count();
+        elapsed[k] = t1.wrapping_sub(t0);
+        soaked[k] = c1.wrapping_sub(c0);
+    }
+    Ok((elapsed, soaked))
 }
 
 /// One benchmark: an unrecorded run, then [`RUNS`] recorded; its `BENCH`
@@ -138,18 +262,7 @@ fn benchmark(
         }
         Ok(())
     };
-    pass()?;
-    let mut elapsed = [0u64; RUNS];
-    let mut soaked = [0u64; RUNS];
-    for k in 0..RUNS {
-        let c0 = SOAKER.count();
-        let t0 = bench::now();
-        pass()?;
-        let t1 = bench::now();
-        let c1 = SOAKER.count();
-        elapsed[k] = t1.wrapping_sub(t0);
-        soaked[k] = c1.wrapping_sub(c0);
-    }
+    let (elapsed, soaked) = measure(&mut pass)?;
     report(name, bytes, &elapsed, &soaked);
     Ok(())
 }

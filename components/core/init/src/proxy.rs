@@ -38,7 +38,7 @@ use rt::resources::{ResourceError, Resources};
 use rt::syscall::{self, Words};
 
 /// Most proxy threads init makes; beyond, jobs wait in init's queue.
-pub const MAX_PROXIES: usize = 4;
+pub const MAX_PROXIES: usize = 8;
 /// The badge bit of a proxy's capability to init's endpoint (above the
 /// children's badges and the session bits of `interfaces::session`); the low
 /// bits are the proxy's number.
@@ -236,7 +236,17 @@ impl Proxies {
     ) -> Vec<Job> {
         let mut stale = Vec::new();
         while let Some(k) = self.proxies.iter().position(|p| p.idle) {
-            let Some(mut job) = self.queue.pop_front() else {
+            // One job in flight per provider, the rest in order behind it:
+            // a provider serves one request at a time anyway, and a
+            // provider that has not reached its `Recv` yet (still starting,
+            // maybe waiting for a session of its own) then holds one
+            // proxy, not all of them — which deadlocked a start-up where
+            // two services' clients took every proxy and the session the
+            // services waited for found none.
+            let Some(i) = self.queue.iter().position(|j| !self.busy(j.provider)) else {
+                break;
+            };
+            let Some(mut job) = self.queue.remove(i) else {
                 break;
             };
             let Some(ep) = ep_of(&job) else {
@@ -268,7 +278,11 @@ impl Proxies {
                 }
             }
         }
-        let waiting = self.queue.len();
+        let waiting = self
+            .queue
+            .iter()
+            .filter(|j| !self.busy(j.provider))
+            .count();
         if waiting > self.starting && self.proxies.len() < MAX_PROXIES {
             match self.start(res, own_ep) {
                 Ok(()) => self.starting += 1,
@@ -276,6 +290,13 @@ impl Proxies {
             }
         }
         stale
+    }
+
+    /// Whether a proxy works on a job for `provider` now.
+    fn busy(&self, provider: usize) -> bool {
+        self.proxies
+            .iter()
+            .any(|p| p.job.as_ref().is_some_and(|j| j.provider == provider))
     }
 
     /// Makes and starts proxy number `self.proxies.len()`.
