@@ -173,6 +173,23 @@ fn files() -> bool {
             let dir = if write { "write" } else { "read" };
             let name = format!("fat-{dir}-{suffix}");
             let bytes = run_bytes(size);
+            if !write {
+                // The file to read: as large as this run reads.
+                let made = fs.create(FILE).and_then(|mut f| {
+                    let mut left = bytes as usize;
+                    while left > 0 {
+                        let n = left.min(buf.len());
+                        f.write_all(&buf[..n])?;
+                        left -= n;
+                    }
+                    f.close()
+                });
+                if let Err(e) = made.and_then(|()| fs.sync()) {
+                    println!("bench-block: FAILED: {name}: making the file: {e}");
+                    failed = true;
+                    continue;
+                }
+            }
             let chunk = &mut buf[..size as usize];
             let mut pass = || -> Result<(), rt::fs::Error> {
                 match write {
@@ -193,15 +210,6 @@ fn files() -> bool {
                     }
                 }
             };
-            if !write {
-                // The file to read: as large as this run reads.
-                let made = fs.write(FILE, &alloc::vec![0x3c; bytes as usize]);
-                if let Err(e) = made.and_then(|()| fs.sync()) {
-                    println!("bench-block: FAILED: {name}: making the file: {e}");
-                    failed = true;
-                    continue;
-                }
-            }
             match measure(&mut pass) {
                 Ok((elapsed, soaked)) => report(&name, bytes, &elapsed, &soaked),
                 Err(e) => {
