@@ -27,6 +27,9 @@
 //! - [`packet_stream`]: the bulk-data channel between components (shared
 //!   buffer, submit and acknowledgement rings, notifications only when
 //!   needed), its buffer allocator and its test traffic.
+//! - [`shell`]: the shell component's command language — words,
+//!   quotes, `>`/`>>` redirection, commands and their operands checked
+//!   before any file is touched.
 //! - [`signal`]: signal contexts on a notification word — which bit has
 //!   which handler, and dispatching a word (`rt::signal` adds the
 //!   capabilities).
@@ -54,6 +57,7 @@ pub mod load;
 pub mod packet_stream;
 pub mod plan;
 pub mod rtc;
+pub mod shell;
 pub mod signal;
 pub mod slots;
 pub mod start;
