@@ -27,11 +27,11 @@ use alloc::string::String;
 use bench::blockio::{run_bytes, RUNS, SIZES};
 use bench::soak::{self, Soaker};
 use rt::abi::caddr::{own, NULL_SLOT};
+use rt::fs::{Fs, Slots};
 use rt::interfaces::child;
 use rt::println;
 use rt::session::block::{self, BlockError, BlockInfo, BlockSource};
 use rt::syscall;
-use rt::fs::{Fs, Slots};
 use rt::thread::{self, Placement};
 
 rt::entry!(main);
@@ -225,9 +225,7 @@ fn files() -> bool {
 
 /// One unrecorded run of `pass`, then [`RUNS`] recorded: each run's
 /// elapsed ticks and soaker turns.
-fn measure<E>(
-    pass: &mut dyn FnMut() -> Result<(), E>,
-) -> Result<([u64; RUNS], [u64; RUNS]), E> {
+fn measure<E>(pass: &mut dyn FnMut() -> Result<(), E>) -> Result<([u64; RUNS], [u64; RUNS]), E> {
     pass()?;
     let mut elapsed = [0u64; RUNS];
     let mut soaked = [0u64; RUNS];

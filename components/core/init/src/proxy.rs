@@ -236,16 +236,19 @@ impl Proxies {
     ) -> Vec<Job> {
         let mut stale = Vec::new();
         while let Some(k) = self.proxies.iter().position(|p| p.idle) {
-            // One job in flight per provider, the rest in order behind it:
-            // a provider serves one request at a time anyway, and a
-            // provider that has not reached its `Recv` yet (still starting,
-            // maybe waiting for a session of its own) then holds one
-            // proxy, not all of them — which deadlocked a start-up where
-            // two services' clients took every proxy and the session the
-            // services waited for found none.
-            let Some(i) = self.queue.iter().position(|j| !self.busy(j.provider)) else {
-                break;
-            };
+            // A job for a provider no proxy works for comes first: a
+            // provider that has not reached its `Recv` yet (still
+            // starting, maybe waiting for a session of its own) should not
+            // hold every proxy while jobs for other providers wait — that
+            // deadlocked a start-up where two services' clients took every
+            // proxy and the session the services waited for found none.
+            // Only when every waiting job is for a busy provider does one
+            // go to it as well (a provider may serve several at once).
+            let i = self
+                .queue
+                .iter()
+                .position(|j| !self.busy(j.provider))
+                .unwrap_or(0);
             let Some(mut job) = self.queue.remove(i) else {
                 break;
             };
@@ -278,11 +281,7 @@ impl Proxies {
                 }
             }
         }
-        let waiting = self
-            .queue
-            .iter()
-            .filter(|j| !self.busy(j.provider))
-            .count();
+        let waiting = self.queue.len();
         if waiting > self.starting && self.proxies.len() < MAX_PROXIES {
             match self.start(res, own_ep) {
                 Ok(()) => self.starting += 1,
