@@ -233,3 +233,112 @@ mod tests {
         assert!(sequential_read("/nonexistent/disk", 4096).is_err());
     }
 }
+
+/// The card's third partition (the second disk the lab attaches, xtask's
+/// `card-mbr`): the FAT32 volume Pecan's file benchmarks use too.
+pub const CARD_PARTITION: &str = "/dev/vdb3";
+/// Where it is mounted.
+pub const MOUNT: &str = "/mnt";
+
+/// Mounts [`CARD_PARTITION`] as vfat on [`MOUNT`] (once).
+fn mount_card() -> io::Result<()> {
+    static MOUNTED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    MOUNTED
+        .get_or_init(|| {
+            std::fs::create_dir_all(MOUNT).map_err(|e| format!("mkdir {MOUNT}: {e}"))?;
+            let c = |s: &str| std::ffi::CString::new(s).map_err(|e| e.to_string());
+            let (dev, dir, kind) = (c(CARD_PARTITION)?, c(MOUNT)?, c("vfat")?);
+            // SAFETY: NUL-terminated strings that outlive the call; no data.
+            let r = unsafe {
+                libc::mount(
+                    dev.as_ptr(),
+                    dir.as_ptr(),
+                    kind.as_ptr(),
+                    0,
+                    std::ptr::null(),
+                )
+            };
+            if r != 0 {
+                return Err(format!(
+                    "mount -t vfat {CARD_PARTITION} {MOUNT}: {}",
+                    io::Error::last_os_error()
+                ));
+            }
+            Ok(())
+        })
+        .clone()
+        .map_err(io::Error::other)
+}
+
+/// Writes dirty pages back and drops the page cache (as
+/// `sync; echo 3 > /proc/sys/vm/drop_caches`).
+fn drop_caches() -> io::Result<()> {
+    // SAFETY: sync takes no arguments.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3")
+}
+
+/// The file benchmarks (`bench::blockio`, through the file system): a
+/// file of [`bench::blockio::run_bytes`] bytes on the vfat mount of the
+/// card's third partition, written (created, written in requests of
+/// `size` bytes, `fsync`'d — the fsync timed) or read (in requests of
+/// `size` bytes, the page cache dropped before each run, untimed);
+/// [`bench::blockio::RUNS`] recorded runs after one unrecorded, the
+/// soaker counting.
+pub fn fat(size: usize, write: bool) -> io::Result<IoRuns> {
+    use std::io::{Read, Write};
+    mount_card()?;
+    let path = format!("{MOUNT}/bench.bin");
+    let bytes = bench::blockio::run_bytes(size as u32);
+    let requests = bytes / size as u64;
+    let mut buf = vec![0x5au8; size];
+    if !write {
+        let mut f = std::fs::File::create(&path)?;
+        let chunk = vec![0x3cu8; 1 << 20];
+        let mut left = bytes as usize;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            f.write_all(&chunk[..n])?;
+            left -= n;
+        }
+        f.sync_all()?;
+    }
+    let pass = |buf: &mut [u8]| -> io::Result<()> {
+        if write {
+            let mut f = std::fs::File::create(&path)?;
+            for _ in 0..requests {
+                f.write_all(buf)?;
+            }
+            f.sync_all()
+        } else {
+            let mut f = std::fs::File::open(&path)?;
+            for _ in 0..requests {
+                f.read_exact(buf)?;
+            }
+            Ok(())
+        }
+    };
+    let soaker = SoakerThread::start()?;
+    if !write {
+        drop_caches()?;
+    }
+    pass(&mut buf)?;
+    let mut runs = IoRuns {
+        bytes,
+        ..IoRuns::default()
+    };
+    for _ in 0..bench::blockio::RUNS {
+        if !write {
+            drop_caches()?;
+        }
+        let c0 = soaker.count();
+        let t0 = bench::now();
+        pass(&mut buf)?;
+        let t1 = bench::now();
+        let c1 = soaker.count();
+        runs.elapsed.push(t1.wrapping_sub(t0));
+        runs.soaked.push(c1.wrapping_sub(c0));
+    }
+    drop(soaker);
+    Ok(runs)
+}

@@ -173,6 +173,20 @@ const BENCHMARKS: &[Benchmark] = &[
     raw_cost("blk-raw-write-64k-linux", || disk::raw(65536, true)),
     raw_cost("blk-raw-write-256k-linux", || disk::raw(262144, true)),
     raw_cost("blk-raw-write-1m-linux", || disk::raw(1048576, true)),
+    raw_cost("fat-read-512-linux", || disk::fat(512, false)),
+    raw_cost("fat-read-1k-linux", || disk::fat(1024, false)),
+    raw_cost("fat-read-4k-linux", || disk::fat(4096, false)),
+    raw_cost("fat-read-16k-linux", || disk::fat(16384, false)),
+    raw_cost("fat-read-64k-linux", || disk::fat(65536, false)),
+    raw_cost("fat-read-256k-linux", || disk::fat(262144, false)),
+    raw_cost("fat-read-1m-linux", || disk::fat(1048576, false)),
+    raw_cost("fat-write-512-linux", || disk::fat(512, true)),
+    raw_cost("fat-write-1k-linux", || disk::fat(1024, true)),
+    raw_cost("fat-write-4k-linux", || disk::fat(4096, true)),
+    raw_cost("fat-write-16k-linux", || disk::fat(16384, true)),
+    raw_cost("fat-write-64k-linux", || disk::fat(65536, true)),
+    raw_cost("fat-write-256k-linux", || disk::fat(262144, true)),
+    raw_cost("fat-write-1m-linux", || disk::fat(1048576, true)),
 ];
 
 /// The Linux benchmarks of the catalog, in its order.

@@ -97,6 +97,20 @@ pub const DISK_BENCHMARKS: &[&str] = &[
     "blk-raw-write-64k-linux",
     "blk-raw-write-256k-linux",
     "blk-raw-write-1m-linux",
+    "fat-read-512-linux",
+    "fat-read-1k-linux",
+    "fat-read-4k-linux",
+    "fat-read-16k-linux",
+    "fat-read-64k-linux",
+    "fat-read-256k-linux",
+    "fat-read-1m-linux",
+    "fat-write-512-linux",
+    "fat-write-1k-linux",
+    "fat-write-4k-linux",
+    "fat-write-16k-linux",
+    "fat-write-64k-linux",
+    "fat-write-256k-linux",
+    "fat-write-1m-linux",
 ];
 /// The size of that disk: a sparse file, fresh for each boot.
 pub const DISK_MIB: u64 = 64;
@@ -395,10 +409,19 @@ impl LinuxGuest {
                 .join("linux");
             let _ = std::fs::remove_dir_all(&work);
             let devices = Devices {
-                disks: vec![Disk {
-                    name: "bench".into(),
-                    source: DiskSource::Blank { size_mib: DISK_MIB },
-                }],
+                // vda: the scratch disk; vdb: the card (its third
+                // partition is the file benchmarks' vfat volume, as
+                // Pecan's fat-bench uses it).
+                disks: vec![
+                    Disk {
+                        name: "bench".into(),
+                        source: DiskSource::Blank { size_mib: DISK_MIB },
+                    },
+                    Disk {
+                        name: "card".into(),
+                        source: DiskSource::Built(crate::gendisk::Recipe::CardMbr),
+                    },
+                ],
                 ..Devices::default()
             };
             let mut attached = devices.prepare(&work)?;
