@@ -209,31 +209,6 @@ pub fn blk_read_64k() -> io::Result<IoRuns> {
     sequential_read(DISK, 64 * 1024)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The method runs end to end on a file (no O_DIRECT guarantee there,
-    /// but the same code): every run is recorded.
-    #[test]
-    fn sequential_read_of_a_file() {
-        let path = std::env::temp_dir().join(format!("bench-linux-io-{}", std::process::id()));
-        std::fs::write(&path, vec![7u8; 256 * 1024]).unwrap();
-        let r = sequential_read(path.to_str().unwrap(), 64 * 1024);
-        let _ = std::fs::remove_file(&path);
-        let r = match r {
-            // A file system without O_DIRECT (tmpfs before Linux 6.6).
-            Err(e) if e.kind() == io::ErrorKind::InvalidInput => return,
-            // A host whose transparent huge pages are off.
-            Err(e) if e.to_string().contains("not physically contiguous") => return,
-            r => r.unwrap(),
-        };
-        assert_eq!(r.bytes, 256 * 1024);
-        assert_eq!((r.elapsed.len(), r.soaked.len()), (RUNS, RUNS));
-        assert!(sequential_read("/nonexistent/disk", 4096).is_err());
-    }
-}
-
 /// The card's third partition (the second disk the lab attaches, xtask's
 /// `card-mbr`): the FAT32 volume Pecan's file benchmarks use too.
 pub const CARD_PARTITION: &str = "/dev/vdb3";
@@ -341,4 +316,29 @@ pub fn fat(size: usize, write: bool) -> io::Result<IoRuns> {
     }
     drop(soaker);
     Ok(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The method runs end to end on a file (no O_DIRECT guarantee there,
+    /// but the same code): every run is recorded.
+    #[test]
+    fn sequential_read_of_a_file() {
+        let path = std::env::temp_dir().join(format!("bench-linux-io-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; 256 * 1024]).unwrap();
+        let r = sequential_read(path.to_str().unwrap(), 64 * 1024);
+        let _ = std::fs::remove_file(&path);
+        let r = match r {
+            // A file system without O_DIRECT (tmpfs before Linux 6.6).
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => return,
+            // A host whose transparent huge pages are off.
+            Err(e) if e.to_string().contains("not physically contiguous") => return,
+            r => r.unwrap(),
+        };
+        assert_eq!(r.bytes, 256 * 1024);
+        assert_eq!((r.elapsed.len(), r.soaked.len()), (RUNS, RUNS));
+        assert!(sequential_read("/nonexistent/disk", 4096).is_err());
+    }
 }
