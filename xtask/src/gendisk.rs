@@ -203,8 +203,13 @@ pub fn ensure(recipe: Recipe) -> Result<PathBuf> {
     ensure_in(&disks_dir(), recipe)
 }
 
-/// [`ensure`] in directory `dir`.
+/// [`ensure`] in directory `dir`. One build at a time in this process:
+/// scenario tests run on several threads, and two of them asking for the
+/// same missing image must not both build it (the temporary files are
+/// named by process).
 pub fn ensure_in(dir: &Path, recipe: Recipe) -> Result<PathBuf> {
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
     let name = recipe.name();
     let image = dir.join(format!("{name}.img"));
     let stamp = dir.join(format!("{name}.img.recipe"));
