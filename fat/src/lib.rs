@@ -96,6 +96,8 @@ mod volume;
 #[cfg(test)]
 mod crash_tests;
 #[cfg(test)]
+mod perf_tests;
+#[cfg(test)]
 mod tests;
 
 use alloc::vec;
