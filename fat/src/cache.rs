@@ -1,17 +1,36 @@
 //! A bounded write-back cache of 512-byte blocks whose write-back order
-//! keeps the image consistent after an interruption at any point.
+//! keeps the image consistent after an interruption at any point, and
+//! which talks to the device in few, large requests.
 //!
 //! Every dirty block carries an order [`Class`]: file data and fresh
-//! directory clusters, then FAT sectors, then directory entries. A block of
-//! class `c` reaches the device only after every dirty block of a lower
-//! class has been written and the device flushed — whether it is written
-//! by [`Cache::sync`] or evicted. So a directory entry never lands before
-//! the FAT chain it names, and a chain never lands before the data and
-//! directory contents it links. Freeing runs the other way (entry cleared
-//! first, chain freed after); the volume does it with a full
-//! [`Cache::sync`] between the two steps, so no class order is needed for it.
+//! directory clusters, then FAT sectors whose changes are all entries of
+//! fresh clusters, then the other FAT sectors, then directory entries. A
+//! block of class `c` reaches the device only after every dirty block of
+//! a lower class has been written and the device flushed — whether it is
+//! written by [`Cache::sync`] or evicted. So a directory entry never lands
+//! before the FAT chain it names, a link from a chain on the medium never
+//! lands before the fresh clusters' entries it reaches, and a chain never
+//! lands before the data and directory contents it links. Freeing runs the
+//! other way (entry cleared first, chain freed after); the volume does it
+//! with a full [`Cache::sync`] between the two steps, so no class order is
+//! needed for it. A FAT sector dirty in one FAT class that is changed in
+//! the other is written back first (with every dirty block of its class
+//! and below): its contents so far belong to that class's group.
+//!
+//! Few requests: dirty blocks go out class by class in block order, one
+//! request per run of consecutive blocks; evicting a dirty block writes
+//! back every dirty block of its class and below the same way, so the
+//! next evictions find clean blocks. The first FAT is the only copy
+//! cached: a run of its sectors is written to every copy (a mirror, as
+//! other implementations do). A miss in the first FAT reads up to
+//! [`FAT_AHEAD`] sectors in one request.
+//!
+//! Invariant: a block is in at most one slot, and `index` maps each
+//! slot's block to it.
 
 use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::bpb::SECTOR;
@@ -24,13 +43,23 @@ use crate::BlockDevice;
 pub enum Class {
     /// File contents, and directory clusters before they are linked.
     Data = 0,
+    /// FAT sectors whose changes are all entries of fresh clusters, which
+    /// nothing on the medium reaches yet.
+    FatNew = 1,
     /// FAT sectors (all copies) and FSInfo.
-    Fat = 1,
+    Fat = 2,
     /// Directory entries.
-    Dir = 2,
+    Dir = 3,
 }
 
-const CLASSES: [Class; 3] = [Class::Data, Class::Fat, Class::Dir];
+const CLASSES: [Class; 4] = [Class::Data, Class::FatNew, Class::Fat, Class::Dir];
+
+/// Sectors of the first FAT read in one request on a miss (8 KiB: 2048
+/// FAT32 entries).
+pub const FAT_AHEAD: u64 = 16;
+
+/// The most blocks one write request carries.
+const MAX_RUN: usize = 2048;
 
 /// Classes written since the last device flush, as a bit mask.
 fn bit(c: Class) -> u8 {
@@ -48,41 +77,132 @@ struct Slot {
     used: u64,
 }
 
+/// The first FAT and its copies: `copies` FATs of `len` sectors from
+/// `start`.
+#[derive(Clone, Copy, Debug)]
+pub struct FatLayout {
+    pub start: u64,
+    pub len: u64,
+    pub copies: u32,
+}
+
 /// The cache: at most `capacity` blocks, least recently used evicted
 /// first (clean ones before dirty ones).
 pub struct Cache {
     slots: Vec<Slot>,
+    /// Block number to slot.
+    index: BTreeMap<u64, usize>,
     capacity: usize,
     tick: u64,
     /// Classes written to the device since its last flush.
     unflushed: u8,
     /// The slot of the last block found: most accesses repeat it.
     last: usize,
+    fat: Option<FatLayout>,
+    /// Bumped whenever a block of a class above [`Class::FatNew`] is
+    /// written: from then on the medium may reach clusters that were
+    /// fresh before.
+    epoch: u64,
 }
 
 impl Cache {
-    /// An empty cache of `capacity` (at least 4) blocks.
-    pub fn new(capacity: usize) -> Cache {
+    /// An empty cache of `capacity` (at least 4) blocks; `fat` the FATs
+    /// to mirror (none in unit tests).
+    pub fn new(capacity: usize, fat: Option<FatLayout>) -> Cache {
         Cache {
             slots: Vec::new(),
+            index: BTreeMap::new(),
             capacity: capacity.max(4),
             tick: 0,
             unflushed: 0,
             last: 0,
+            fat,
+            epoch: 0,
         }
+    }
+
+    /// How often blocks above [`Class::FatNew`] have been written.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     fn find(&mut self, block: u64) -> Option<usize> {
         if self.slots.get(self.last).is_some_and(|s| s.block == block) {
             return Some(self.last);
         }
-        let i = self.slots.iter().position(|s| s.block == block)?;
+        let i = *self.index.get(&block)?;
         self.last = i;
         Some(i)
     }
 
+    /// Whether `block` lies in the first FAT: the end of that FAT if so.
+    fn fat0_end(&self, block: u64) -> Option<u64> {
+        let f = self.fat?;
+        (block >= f.start && block - f.start < f.len).then_some(f.start + f.len)
+    }
+
+    /// Writes `buf` to `block` on, and to the same place in every FAT
+    /// copy if it lies in the first FAT (a run never leaves it).
+    fn dev_write<D: BlockDevice>(
+        &mut self,
+        dev: &mut D,
+        block: u64,
+        buf: &[u8],
+    ) -> Result<(), FsError> {
+        dev.write(block, buf)?;
+        if let (Some(f), Some(_)) = (self.fat, self.fat0_end(block)) {
+            for k in 1..u64::from(f.copies) {
+                dev.write(block + k * f.len, buf)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts a new slot for `block` in, evicting one if the cache is full.
+    fn insert<D: BlockDevice>(
+        &mut self,
+        dev: &mut D,
+        block: u64,
+        data: Box<[u8; SECTOR]>,
+    ) -> Result<usize, FsError> {
+        self.tick += 1;
+        let slot = Slot {
+            block,
+            data,
+            dirty: None,
+            used: self.tick,
+        };
+        let i = if self.slots.len() < self.capacity {
+            self.slots.push(slot);
+            self.slots.len() - 1
+        } else {
+            // The least recently used clean block, else the least
+            // recently used.
+            let victim = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.dirty.is_none())
+                .min_by_key(|(_, s)| s.used)
+                .or_else(|| self.slots.iter().enumerate().min_by_key(|(_, s)| s.used))
+                .map(|(i, _)| i)
+                .unwrap_or(0);
+            if let Some(c) = self.slots[victim].dirty {
+                self.write_classes(dev, c)?;
+            }
+            self.index.remove(&self.slots[victim].block);
+            self.slots[victim] = slot;
+            victim
+        };
+        self.index.insert(block, i);
+        self.last = i;
+        Ok(i)
+    }
+
     /// The slot holding `block`, loading it from the device if `load`
-    /// (else zero-filled: the caller overwrites it whole).
+    /// (else zero-filled: the caller overwrites it whole). A miss in the
+    /// first FAT reads on up to [`FAT_AHEAD`] sectors that are not
+    /// cached, in one request.
     fn slot<D: BlockDevice>(
         &mut self,
         dev: &mut D,
@@ -94,53 +214,87 @@ impl Cache {
             self.slots[i].used = self.tick;
             return Ok(i);
         }
-        let mut data = Box::new([0u8; SECTOR]);
-        if load {
-            dev.read(block, &mut data[..])?;
+        if !load {
+            return self.insert(dev, block, Box::new([0u8; SECTOR]));
         }
-        let slot = Slot {
-            block,
-            data,
-            dirty: None,
-            used: self.tick,
-        };
-        if self.slots.len() < self.capacity {
-            self.slots.push(slot);
-            return Ok(self.slots.len() - 1);
+        let mut n = 1;
+        if let Some(end) = self.fat0_end(block) {
+            let limit = end.min(block + FAT_AHEAD);
+            n = match self.index.range(block + 1..limit).next() {
+                Some((&b, _)) => b - block,
+                None => limit - block,
+            } as usize;
         }
-        // The least recently used clean block, else the least recently used.
-        let victim = self
-            .slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.dirty.is_none())
-            .min_by_key(|(_, s)| s.used)
-            .or_else(|| self.slots.iter().enumerate().min_by_key(|(_, s)| s.used))
-            .map(|(i, _)| i)
-            .unwrap_or(0);
-        self.write_back(dev, victim)?;
-        self.slots[victim] = slot;
-        Ok(victim)
+        let mut buf = vec![0u8; n * SECTOR];
+        dev.read(block, &mut buf)?;
+        // The block asked for goes in last, so that the others cannot
+        // evict it.
+        for k in (0..n).rev() {
+            let mut data = Box::new([0u8; SECTOR]);
+            data.copy_from_slice(&buf[k * SECTOR..(k + 1) * SECTOR]);
+            let b = block + k as u64;
+            if k == 0 {
+                return self.insert(dev, b, data);
+            }
+            self.insert(dev, b, data)?;
+        }
+        unreachable!("n is at least 1")
     }
 
-    /// Writes every dirty block of a class below `c`, class by class with a
-    /// flush between, and flushes, so a block of class `c` may follow.
-    fn drain_below<D: BlockDevice>(&mut self, dev: &mut D, c: Class) -> Result<(), FsError> {
-        for k in CLASSES.into_iter().filter(|&k| k < c) {
-            let mut first = true;
-            for i in 0..self.slots.len() {
-                if self.slots[i].dirty != Some(k) {
-                    continue;
-                }
-                if first && self.unflushed & below(k) != 0 {
-                    dev.flush()?;
-                    self.unflushed = 0;
-                }
-                first = false;
-                dev.write(self.slots[i].block, &self.slots[i].data[..])?;
-                self.slots[i].dirty = None;
-                self.unflushed |= bit(k);
+    /// Writes every dirty block of class `c` and below, class by class
+    /// with a flush before each class that follows a lower one, in runs.
+    fn write_classes<D: BlockDevice>(&mut self, dev: &mut D, c: Class) -> Result<(), FsError> {
+        for k in CLASSES.into_iter().filter(|&k| k <= c) {
+            let mut dirty: Vec<(u64, usize)> = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.dirty == Some(k))
+                .map(|(i, s)| (s.block, i))
+                .collect();
+            if dirty.is_empty() {
+                continue;
             }
+            if self.unflushed & below(k) != 0 {
+                dev.flush()?;
+                self.unflushed = 0;
+            }
+            dirty.sort_unstable();
+            let mut at = 0;
+            while at < dirty.len() {
+                let (first, _) = dirty[at];
+                let fat = self.fat0_end(first);
+                let mut end = at + 1;
+                while end < dirty.len()
+                    && end - at < MAX_RUN
+                    && dirty[end].0 == first + (end - at) as u64
+                    && self.fat0_end(dirty[end].0) == fat
+                {
+                    end += 1;
+                }
+                let mut buf = Vec::with_capacity((end - at) * SECTOR);
+                for &(_, i) in &dirty[at..end] {
+                    buf.extend_from_slice(&self.slots[i].data[..]);
+                }
+                self.dev_write(dev, first, &buf)?;
+                for &(_, i) in &dirty[at..end] {
+                    self.slots[i].dirty = None;
+                }
+                at = end;
+            }
+            self.unflushed |= bit(k);
+            if k > Class::FatNew {
+                self.epoch += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes every dirty block of a class below `c` and flushes, so a
+    /// block of class `c` may follow.
+    fn drain_below<D: BlockDevice>(&mut self, dev: &mut D, c: Class) -> Result<(), FsError> {
+        if let Some(k) = CLASSES.into_iter().rfind(|&k| k < c) {
+            self.write_classes(dev, k)?;
         }
         if self.unflushed & below(c) != 0 {
             dev.flush()?;
@@ -149,15 +303,19 @@ impl Cache {
         Ok(())
     }
 
-    /// Writes slot `i` back if dirty, in order.
+    /// Writes slot `i` alone back if dirty, in order.
     fn write_back<D: BlockDevice>(&mut self, dev: &mut D, i: usize) -> Result<(), FsError> {
         let Some(c) = self.slots[i].dirty else {
             return Ok(());
         };
         self.drain_below(dev, c)?;
-        dev.write(self.slots[i].block, &self.slots[i].data[..])?;
+        let (block, data) = (self.slots[i].block, *self.slots[i].data);
+        self.dev_write(dev, block, &data)?;
         self.slots[i].dirty = None;
         self.unflushed |= bit(c);
+        if c > Class::FatNew {
+            self.epoch += 1;
+        }
         Ok(())
     }
 
@@ -180,7 +338,7 @@ impl Cache {
         c: Class,
     ) -> Result<&mut [u8; SECTOR], FsError> {
         let i = self.slot(dev, block, true)?;
-        self.mark(i, c);
+        self.mark(dev, i, c)?;
         Ok(&mut self.slots[i].data)
     }
 
@@ -192,13 +350,22 @@ impl Cache {
         c: Class,
     ) -> Result<&mut [u8; SECTOR], FsError> {
         let i = self.slot(dev, block, false)?;
-        self.mark(i, c);
+        self.mark(dev, i, c)?;
         Ok(&mut self.slots[i].data)
     }
 
-    fn mark(&mut self, i: usize, c: Class) {
-        let s = &mut self.slots[i];
-        s.dirty = Some(s.dirty.map_or(c, |d| d.max(c)));
+    /// Marks slot `i` dirty in class `c`. A slot dirty in another FAT
+    /// class is written back first, with everything of its class and
+    /// below: its contents so far belong to that class's group.
+    fn mark<D: BlockDevice>(&mut self, dev: &mut D, i: usize, c: Class) -> Result<(), FsError> {
+        match self.slots[i].dirty {
+            Some(d) if d != c && (d == Class::FatNew || c == Class::FatNew) => {
+                self.write_classes(dev, d)?;
+                self.slots[i].dirty = Some(c);
+            }
+            d => self.slots[i].dirty = Some(d.map_or(c, |d| d.max(c))),
+        }
+        Ok(())
     }
 
     /// Writes `data` to `block` at once, as class [`Class::Data`] (a fresh
@@ -229,20 +396,21 @@ impl Cache {
         block: u64,
         buf: &mut [u8],
     ) -> Result<(), FsError> {
-        let n = buf.len() / SECTOR;
+        let n = (buf.len() / SECTOR) as u64;
         let mut i = 0;
         while i < n {
-            if let Some(k) = self.find(block + i as u64) {
-                buf[i * SECTOR..(i + 1) * SECTOR].copy_from_slice(&self.slots[k].data[..]);
+            let next = self.index.range(block + i..block + n).next();
+            let j = next.map_or(n, |(&b, _)| b - block);
+            if j > i {
+                let (a, b) = (i as usize * SECTOR, j as usize * SECTOR);
+                dev.read(block + i, &mut buf[a..b])?;
+                i = j;
+            }
+            if let Some((_, &k)) = next {
+                let a = i as usize * SECTOR;
+                buf[a..a + SECTOR].copy_from_slice(&self.slots[k].data[..]);
                 i += 1;
-                continue;
             }
-            let mut j = i + 1;
-            while j < n && self.find(block + j as u64).is_none() {
-                j += 1;
-            }
-            dev.read(block + i as u64, &mut buf[i * SECTOR..j * SECTOR])?;
-            i = j;
         }
         Ok(())
     }
@@ -256,15 +424,15 @@ impl Cache {
         block: u64,
         buf: &[u8],
     ) -> Result<(), FsError> {
-        dev.write(block, buf)?;
+        for (k, chunk) in buf.chunks(MAX_RUN * SECTOR).enumerate() {
+            dev.write(block + (k * MAX_RUN) as u64, chunk)?;
+        }
         self.unflushed |= bit(Class::Data);
         let n = (buf.len() / SECTOR) as u64;
-        for s in self.slots.iter_mut() {
-            if s.block >= block && s.block - block < n {
-                let o = (s.block - block) as usize * SECTOR;
-                s.data.copy_from_slice(&buf[o..o + SECTOR]);
-                s.dirty = None;
-            }
+        for (&b, &i) in self.index.range(block..block + n) {
+            let o = (b - block) as usize * SECTOR;
+            self.slots[i].data.copy_from_slice(&buf[o..o + SECTOR]);
+            self.slots[i].dirty = None;
         }
         Ok(())
     }
@@ -288,21 +456,9 @@ impl Cache {
     /// Writes every dirty block, class by class with a flush between, and
     /// flushes the device.
     pub fn sync<D: BlockDevice>(&mut self, dev: &mut D) -> Result<(), FsError> {
-        self.drain_below(dev, Class::Dir)?;
-        self.write_class(dev, Class::Dir)?;
+        self.write_classes(dev, Class::Dir)?;
         dev.flush()?;
         self.unflushed = 0;
-        Ok(())
-    }
-
-    fn write_class<D: BlockDevice>(&mut self, dev: &mut D, c: Class) -> Result<(), FsError> {
-        for i in 0..self.slots.len() {
-            if self.slots[i].dirty == Some(c) {
-                dev.write(self.slots[i].block, &self.slots[i].data[..])?;
-                self.slots[i].dirty = None;
-                self.unflushed |= bit(c);
-            }
-        }
         Ok(())
     }
 
@@ -336,7 +492,9 @@ mod tests {
             self.disk.read(b, buf)
         }
         fn write(&mut self, b: u64, buf: &[u8]) -> Result<(), DeviceError> {
-            self.ops.push(b as i64);
+            for k in 0..buf.len() as u64 / 512 {
+                self.ops.push((b + k) as i64);
+            }
             self.disk.write(b, buf)
         }
         fn flush(&mut self) -> Result<(), DeviceError> {
@@ -351,7 +509,7 @@ mod tests {
             disk: RamDisk::new(64),
             ops: vec![],
         };
-        let mut c = Cache::new(4);
+        let mut c = Cache::new(4, None);
         c.modify(&mut dev, 10, Class::Dir).unwrap()[0] = 1;
         c.modify(&mut dev, 20, Class::Fat).unwrap()[0] = 2;
         c.modify(&mut dev, 30, Class::Data).unwrap()[0] = 3;

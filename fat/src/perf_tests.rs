@@ -126,7 +126,7 @@ fn sequential_io_requests() {
     let r1m = read_file(&mut v, "/a", &data, MIB);
     let r16k = read_file(&mut v, "/b", &data, 16384);
     let r512 = read_file(&mut v, "/c", &data, 512);
-    std::println!("write 1 MiB: {w1m:?}");
+    std::println!("write 1 MiB: {w1m:?} = {}", w1m.requests());
     std::println!("rewrite 1 MiB: {w1m_again:?}");
     std::println!("write 4 KiB: {w4k:?}");
     std::println!("write 512 B: {w512:?}");
