@@ -61,6 +61,51 @@ pub const FAT_AHEAD: u64 = 16;
 /// The most blocks one write request carries.
 const MAX_RUN: usize = 2048;
 
+/// File data blocks read ahead at most (64 KiB).
+pub const AHEAD_BLOCKS: usize = 128;
+
+/// File data blocks written behind at most (128 KiB).
+const BEHIND_BLOCKS: usize = 256;
+
+/// A run of consecutive blocks in one buffer: `len` blocks from `start`.
+struct Window {
+    start: u64,
+    len: usize,
+    buf: Vec<u8>,
+}
+
+impl Window {
+    fn new() -> Window {
+        Window {
+            start: 0,
+            len: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    fn end(&self) -> u64 {
+        self.start + self.len as u64
+    }
+
+    fn holds(&self, block: u64) -> bool {
+        block >= self.start && block < self.end()
+    }
+
+    fn overlaps(&self, block: u64, n: u64) -> bool {
+        self.len > 0 && block < self.end() && self.start < block + n
+    }
+
+    fn block(&self, block: u64) -> &[u8] {
+        let o = (block - self.start) as usize * SECTOR;
+        &self.buf[o..o + SECTOR]
+    }
+
+    fn block_mut(&mut self, block: u64) -> &mut [u8] {
+        let o = (block - self.start) as usize * SECTOR;
+        &mut self.buf[o..o + SECTOR]
+    }
+}
+
 /// Classes written since the last device flush, as a bit mask.
 fn bit(c: Class) -> u8 {
     1 << (c as u8)
@@ -103,6 +148,12 @@ pub struct Cache {
     /// written: from then on the medium may reach clusters that were
     /// fresh before.
     epoch: u64,
+    /// File data read ahead, clean: as on the device, but a slot or
+    /// `behind` may hold a newer copy of a block (they come first).
+    ahead: Window,
+    /// File data written behind: dirty blocks of class [`Class::Data`],
+    /// none of them in a slot.
+    behind: Window,
 }
 
 impl Cache {
@@ -118,6 +169,8 @@ impl Cache {
             last: 0,
             fat,
             epoch: 0,
+            ahead: Window::new(),
+            behind: Window::new(),
         }
     }
 
@@ -142,13 +195,17 @@ impl Cache {
     }
 
     /// Writes `buf` to `block` on, and to the same place in every FAT
-    /// copy if it lies in the first FAT (a run never leaves it).
+    /// copy if it lies in the first FAT (a run never leaves it); the
+    /// read-ahead window forgets what it held of those blocks.
     fn dev_write<D: BlockDevice>(
         &mut self,
         dev: &mut D,
         block: u64,
         buf: &[u8],
     ) -> Result<(), FsError> {
+        if self.ahead.overlaps(block, (buf.len() / SECTOR) as u64) {
+            self.ahead.len = 0;
+        }
         dev.write(block, buf)?;
         if let (Some(f), Some(_)) = (self.fat, self.fat0_end(block)) {
             for k in 1..u64::from(f.copies) {
@@ -199,23 +256,18 @@ impl Cache {
         Ok(i)
     }
 
-    /// The slot holding `block`, loading it from the device if `load`
-    /// (else zero-filled: the caller overwrites it whole). A miss in the
+    /// The slot holding `block`, loading it from the device. A miss in the
     /// first FAT reads on up to [`FAT_AHEAD`] sectors that are not
     /// cached, in one request.
-    fn slot<D: BlockDevice>(
-        &mut self,
-        dev: &mut D,
-        block: u64,
-        load: bool,
-    ) -> Result<usize, FsError> {
+    fn slot<D: BlockDevice>(&mut self, dev: &mut D, block: u64) -> Result<usize, FsError> {
         self.tick += 1;
         if let Some(i) = self.find(block) {
             self.slots[i].used = self.tick;
             return Ok(i);
         }
-        if !load {
-            return self.insert(dev, block, Box::new([0u8; SECTOR]));
+        if self.behind.holds(block) {
+            // A slot and the write-behind window never share a block.
+            self.write_behind(dev)?;
         }
         let mut n = 1;
         if let Some(end) = self.fat0_end(block) {
@@ -252,6 +304,9 @@ impl Cache {
                 .filter(|(_, s)| s.dirty == Some(k))
                 .map(|(i, s)| (s.block, i))
                 .collect();
+            if k == Class::Data {
+                self.write_behind(dev)?;
+            }
             if dirty.is_empty() {
                 continue;
             }
@@ -290,6 +345,100 @@ impl Cache {
         Ok(())
     }
 
+    /// Writes the write-behind window out, in one request.
+    fn write_behind<D: BlockDevice>(&mut self, dev: &mut D) -> Result<(), FsError> {
+        if self.behind.len == 0 {
+            return Ok(());
+        }
+        let (start, len) = (self.behind.start, self.behind.len);
+        let buf = core::mem::take(&mut self.behind.buf);
+        let r = self.dev_write(dev, start, &buf[..len * SECTOR]);
+        self.behind.buf = buf;
+        r?;
+        self.behind.len = 0;
+        self.unflushed |= bit(Class::Data);
+        Ok(())
+    }
+
+    /// Whether file data block `block` is at hand (in a slot or a window).
+    pub fn has_data(&self, block: u64) -> bool {
+        self.index.contains_key(&block) || self.behind.holds(block) || self.ahead.holds(block)
+    }
+
+    /// File data block `block`: from a slot, the write-behind window or
+    /// the read-ahead window, else read with the `ahead - 1` blocks after
+    /// it (which the caller knows to be worth it: the file's next data) in
+    /// one request into the read-ahead window.
+    pub fn read_data<D: BlockDevice>(
+        &mut self,
+        dev: &mut D,
+        block: u64,
+        ahead: usize,
+    ) -> Result<&[u8], FsError> {
+        if let Some(&i) = self.index.get(&block) {
+            return Ok(&self.slots[i].data[..]);
+        }
+        if self.behind.holds(block) {
+            return Ok(self.behind.block(block));
+        }
+        if !self.ahead.holds(block) {
+            let n = ahead.clamp(1, AHEAD_BLOCKS);
+            self.ahead.len = 0;
+            self.ahead.buf.resize(n * SECTOR, 0);
+            dev.read(block, &mut self.ahead.buf[..n * SECTOR])?;
+            self.ahead.start = block;
+            self.ahead.len = n;
+        }
+        Ok(self.ahead.block(block))
+    }
+
+    /// Writes `src` at byte `off` of file data block `block` (the
+    /// block's other bytes kept, unless `fresh`: then they are no file
+    /// data and may be zeros). The block stays dirty in a slot if it has
+    /// one, else in the write-behind window, which grows while writes
+    /// continue where it ends and is written out in one request when a
+    /// write goes elsewhere, when it is full, and with the other data.
+    pub fn write_data<D: BlockDevice>(
+        &mut self,
+        dev: &mut D,
+        block: u64,
+        off: usize,
+        src: &[u8],
+        fresh: bool,
+    ) -> Result<(), FsError> {
+        if self.index.contains_key(&block) {
+            let b = self.modify(dev, block, Class::Data)?;
+            b[off..off + src.len()].copy_from_slice(src);
+            return Ok(());
+        }
+        if !self.behind.holds(block) {
+            if self.behind.len == BEHIND_BLOCKS
+                || (self.behind.len > 0 && block != self.behind.end())
+            {
+                self.write_behind(dev)?;
+            }
+            if self.behind.len == 0 {
+                self.behind.start = block;
+            }
+            let n = self.behind.len + 1;
+            self.behind.buf.resize(n * SECTOR, 0);
+            self.behind.len = n;
+            let whole = off == 0 && src.len() == SECTOR;
+            let b = self.behind.block_mut(block);
+            if fresh || whole {
+                b.fill(0);
+            } else if self.ahead.holds(block) {
+                let o = (block - self.ahead.start) as usize * SECTOR;
+                b.copy_from_slice(&self.ahead.buf[o..o + SECTOR]);
+            } else if let Err(e) = dev.read(block, b) {
+                self.behind.len -= 1;
+                return Err(e.into());
+            }
+        }
+        self.behind.block_mut(block)[off..off + src.len()].copy_from_slice(src);
+        Ok(())
+    }
+
     /// Writes every dirty block of a class below `c` and flushes, so a
     /// block of class `c` may follow.
     fn drain_below<D: BlockDevice>(&mut self, dev: &mut D, c: Class) -> Result<(), FsError> {
@@ -325,7 +474,7 @@ impl Cache {
         dev: &mut D,
         block: u64,
     ) -> Result<&[u8; SECTOR], FsError> {
-        let i = self.slot(dev, block, true)?;
+        let i = self.slot(dev, block)?;
         Ok(&self.slots[i].data)
     }
 
@@ -337,19 +486,7 @@ impl Cache {
         block: u64,
         c: Class,
     ) -> Result<&mut [u8; SECTOR], FsError> {
-        let i = self.slot(dev, block, true)?;
-        self.mark(dev, i, c)?;
-        Ok(&mut self.slots[i].data)
-    }
-
-    /// `block` to be overwritten whole, without reading it first.
-    pub fn overwrite<D: BlockDevice>(
-        &mut self,
-        dev: &mut D,
-        block: u64,
-        c: Class,
-    ) -> Result<&mut [u8; SECTOR], FsError> {
-        let i = self.slot(dev, block, false)?;
+        let i = self.slot(dev, block)?;
         self.mark(dev, i, c)?;
         Ok(&mut self.slots[i].data)
     }
@@ -377,8 +514,11 @@ impl Cache {
         block: u64,
         data: &[u8; SECTOR],
     ) -> Result<(), FsError> {
-        dev.write(block, data)?;
+        self.dev_write(dev, block, data)?;
         self.unflushed |= bit(Class::Data);
+        if self.behind.holds(block) {
+            self.behind.block_mut(block).copy_from_slice(data);
+        }
         if let Some(i) = self.find(block) {
             self.slots[i].data.copy_from_slice(data);
             self.slots[i].dirty = None;
@@ -397,6 +537,9 @@ impl Cache {
         buf: &mut [u8],
     ) -> Result<(), FsError> {
         let n = (buf.len() / SECTOR) as u64;
+        if self.behind.overlaps(block, n) {
+            self.write_behind(dev)?;
+        }
         let mut i = 0;
         while i < n {
             let next = self.index.range(block + i..block + n).next();
@@ -425,10 +568,22 @@ impl Cache {
         buf: &[u8],
     ) -> Result<(), FsError> {
         for (k, chunk) in buf.chunks(MAX_RUN * SECTOR).enumerate() {
-            dev.write(block + (k * MAX_RUN) as u64, chunk)?;
+            self.dev_write(dev, block + (k * MAX_RUN) as u64, chunk)?;
         }
         self.unflushed |= bit(Class::Data);
         let n = (buf.len() / SECTOR) as u64;
+        // The write-behind window's copies take the new contents (and are
+        // written again later: harmless).
+        if self.behind.overlaps(block, n) {
+            let from = block.max(self.behind.start);
+            let to = (block + n).min(self.behind.end());
+            for b in from..to {
+                let o = (b - block) as usize * SECTOR;
+                self.behind
+                    .block_mut(b)
+                    .copy_from_slice(&buf[o..o + SECTOR]);
+            }
+        }
         for (&b, &i) in self.index.range(block..block + n) {
             let o = (b - block) as usize * SECTOR;
             self.slots[i].data.copy_from_slice(&buf[o..o + SECTOR]);

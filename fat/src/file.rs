@@ -4,7 +4,7 @@
 //! medium after the data and FAT blocks it covers.
 
 use crate::bpb::SECTOR;
-use crate::cache::Class;
+use crate::cache::AHEAD_BLOCKS;
 use crate::dir::{self, Node};
 use crate::error::{Corruption, FsError};
 use crate::volume::{attr, Handle, Metadata, OpenFile, OpenMode, SeekFrom, Volume, MAX_OPEN};
@@ -139,9 +139,10 @@ impl<D: BlockDevice> Volume<D> {
             let Some((s, off, left)) = self.data_at(f, f.pos, false)? else {
                 return Err(Corruption::ChainTooShort { start: f.first }.into());
             };
-            // Whole sectors, on through contiguous clusters, in one request.
+            // Large reads: whole sectors, on through contiguous clusters,
+            // in one request straight into `buf`.
             let want = (n - done) / SECTOR;
-            let whole = if off == 0 {
+            let whole = if off == 0 && want >= AHEAD_BLOCKS {
                 self.run(f, f.pos, s, left.min(want), want, false)?
             } else {
                 0
@@ -152,8 +153,21 @@ impl<D: BlockDevice> Volume<D> {
                 self.fs.cache.read_blocks(&mut self.fs.dev, s, dst)?;
                 len
             } else {
+                // Small ones through the read-ahead window, which a miss
+                // fills with the file's next contiguous sectors.
+                let mut ahead = 1;
+                if !self.fs.cache.has_data(s) {
+                    let at = f.pos - off as u64;
+                    let rest = (u64::from(f.size) - at).div_ceil(SECTOR as u64);
+                    let cap = (rest as usize).clamp(1, AHEAD_BLOCKS);
+                    // The walk ahead must not move the cursor past the
+                    // position (the next lookup would start over).
+                    let cursor = f.cursor;
+                    ahead = self.run(f, at, s, left.min(cap), cap, false)?;
+                    f.cursor = cursor;
+                }
                 let len = (SECTOR - off).min(n - done);
-                let b = self.fs.cache.read(&mut self.fs.dev, s)?;
+                let b = self.fs.cache.read_data(&mut self.fs.dev, s, ahead)?;
                 buf[done..done + len].copy_from_slice(&b[off..off + len]);
                 len
             };
@@ -218,7 +232,10 @@ impl<D: BlockDevice> Volume<D> {
             if src.is_none() {
                 want = want.min(ZEROS.len() / SECTOR);
             }
-            let whole = if off == 0 {
+            // Large writes (and zeros) go straight to the device, whole
+            // sectors through contiguous clusters in one request; small
+            // ones through the write-behind window.
+            let whole = if off == 0 && (src.is_none() || want >= AHEAD_BLOCKS) {
                 self.run(f, pos, s, left.min(want), want, true)?
             } else {
                 0
@@ -248,18 +265,17 @@ impl<D: BlockDevice> Volume<D> {
                 continue;
             }
             let len = (SECTOR - off).min((to - pos) as usize);
-            let b = if off == 0 && len == SECTOR {
-                self.fs.cache.overwrite(&mut self.fs.dev, s, Class::Data)?
-            } else {
-                self.fs.cache.modify(&mut self.fs.dev, s, Class::Data)?
-            };
-            match src {
+            // A sector wholly past the end holds no file data yet.
+            let fresh = pos - off as u64 >= u64::from(f.size);
+            let bytes = match src {
                 Some(src) => {
                     let k = (pos - from) as usize;
-                    b[off..off + len].copy_from_slice(&src[k..k + len]);
+                    &src[k..k + len]
                 }
-                None => b[off..off + len].fill(0),
-            }
+                None => &ZEROS[..len],
+            };
+            let dev = &mut self.fs.dev;
+            self.fs.cache.write_data(dev, s, off, bytes, fresh)?;
             pos += len as u64;
             if src.is_some() {
                 f.pos = pos;
