@@ -30,7 +30,6 @@
 
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
-use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::bpb::SECTOR;
@@ -154,6 +153,8 @@ pub struct Cache {
     /// File data written behind: dirty blocks of class [`Class::Data`],
     /// none of them in a slot.
     behind: Window,
+    /// A buffer for FAT read-ahead, kept between uses.
+    scratch: Vec<u8>,
 }
 
 impl Cache {
@@ -171,6 +172,7 @@ impl Cache {
             epoch: 0,
             ahead: Window::new(),
             behind: Window::new(),
+            scratch: Vec::new(),
         }
     }
 
@@ -216,21 +218,26 @@ impl Cache {
     }
 
     /// Puts a new slot for `block` in, evicting one if the cache is full.
+    /// Puts a new clean slot for `block` with the contents `data[k]`
+    /// (`data` a run of blocks), evicting one if the cache is full.
     fn insert<D: BlockDevice>(
         &mut self,
         dev: &mut D,
         block: u64,
-        data: Box<[u8; SECTOR]>,
+        data: &[u8],
+        k: usize,
     ) -> Result<usize, FsError> {
         self.tick += 1;
-        let slot = Slot {
-            block,
-            data,
-            dirty: None,
-            used: self.tick,
-        };
+        let bytes = &data[k * SECTOR..(k + 1) * SECTOR];
         let i = if self.slots.len() < self.capacity {
-            self.slots.push(slot);
+            let mut data = Box::new([0u8; SECTOR]);
+            data.copy_from_slice(bytes);
+            self.slots.push(Slot {
+                block,
+                data,
+                dirty: None,
+                used: self.tick,
+            });
             self.slots.len() - 1
         } else {
             // The least recently used clean block, else the least
@@ -248,7 +255,11 @@ impl Cache {
                 self.write_classes(dev, c)?;
             }
             self.index.remove(&self.slots[victim].block);
-            self.slots[victim] = slot;
+            let s = &mut self.slots[victim];
+            s.block = block;
+            s.data.copy_from_slice(bytes);
+            s.dirty = None;
+            s.used = self.tick;
             victim
         };
         self.index.insert(block, i);
@@ -277,20 +288,27 @@ impl Cache {
                 None => limit - block,
             } as usize;
         }
-        let mut buf = vec![0u8; n * SECTOR];
-        dev.read(block, &mut buf)?;
-        // The block asked for goes in last, so that the others cannot
-        // evict it.
-        for k in (0..n).rev() {
-            let mut data = Box::new([0u8; SECTOR]);
-            data.copy_from_slice(&buf[k * SECTOR..(k + 1) * SECTOR]);
-            let b = block + k as u64;
-            if k == 0 {
-                return self.insert(dev, b, data);
-            }
-            self.insert(dev, b, data)?;
+        let mut buf = core::mem::take(&mut self.scratch);
+        buf.resize(n * SECTOR, 0);
+        let r = self.load(dev, block, n, &mut buf);
+        self.scratch = buf;
+        r
+    }
+
+    /// Reads `n` blocks from `block` into `buf` and puts them in, the
+    /// first last (so that the others cannot evict it): its slot.
+    fn load<D: BlockDevice>(
+        &mut self,
+        dev: &mut D,
+        block: u64,
+        n: usize,
+        buf: &mut [u8],
+    ) -> Result<usize, FsError> {
+        dev.read(block, &mut buf[..n * SECTOR])?;
+        for k in (1..n).rev() {
+            self.insert(dev, block + k as u64, buf, k)?;
         }
-        unreachable!("n is at least 1")
+        self.insert(dev, block, buf, 0)
     }
 
     /// Writes every dirty block of class `c` and below, class by class
