@@ -53,9 +53,9 @@ pub enum Class {
 
 const CLASSES: [Class; 4] = [Class::Data, Class::FatNew, Class::Fat, Class::Dir];
 
-/// Sectors of the first FAT read in one request on a miss (8 KiB: 2048
-/// FAT32 entries).
-pub const FAT_AHEAD: u64 = 16;
+/// Sectors of the first FAT read in one request on a miss (16 KiB: 4096
+/// FAT32 entries, 2 MiB of a file in 512-byte clusters).
+pub const FAT_AHEAD: u64 = 32;
 
 /// The most blocks one write request carries.
 const MAX_RUN: usize = 2048;

@@ -2,6 +2,11 @@
 //! truncating. A file's directory entry (first cluster, size, time) is
 //! rewritten after every write; the cache's class order puts it on the
 //! medium after the data and FAT blocks it covers.
+//!
+//! Reads and writes of at least [`AHEAD_BLOCKS`] whole sectors go
+//! straight to the device, one request per run of contiguous clusters
+//! (allocated on the way); smaller ones through the cache's read-ahead
+//! and write-behind windows.
 
 use crate::bpb::SECTOR;
 use crate::cache::AHEAD_BLOCKS;
