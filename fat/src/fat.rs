@@ -34,6 +34,9 @@ pub struct Fs<D> {
 /// The most runs [`Fs::fresh`] keeps.
 const FRESH_RUNS: usize = 64;
 
+/// The most clusters [`Fs::extend`] allocates at once.
+const MAX_EXTEND: u32 = 4096;
+
 /// What a FAT entry says about the cluster after.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Next {
@@ -308,6 +311,52 @@ impl<D: BlockDevice> Fs<D> {
         };
         self.claim(c, prev)?;
         Ok(c)
+    }
+
+    /// Allocates up to `n` (at least 1) clusters as a chain after `prev`
+    /// (or a new chain) at once: the first as [`Fs::alloc`] picks it, the
+    /// rest the free clusters after it (next-fit, contiguous while the
+    /// free space allows; fewer than `n` where the FAT ends). Each entry is
+    /// set once, as a fresh cluster's, then `prev`'s link, as in
+    /// [`Fs::claim`]. Returns the first cluster.
+    pub fn extend(&mut self, prev: Option<u32>, n: u32) -> Result<u32, FsError> {
+        let first = match prev {
+            Some(p) => self.find_free_after(p)?,
+            None => self.find_free()?,
+        };
+        let n = n.clamp(1, MAX_EXTEND);
+        let mut chain = Vec::with_capacity(n as usize);
+        chain.push(first);
+        let end = self.geo.clusters + 2;
+        let mut c = first + 1;
+        while chain.len() < n as usize && c < end {
+            if self.entry(c)? == 0 {
+                chain.push(c);
+            }
+            c += 1;
+        }
+        let eoc = self.eoc();
+        for (i, &c) in chain.iter().enumerate() {
+            let next = chain.get(i + 1).copied().unwrap_or(eoc);
+            self.set_entry_as(c, next, Class::FatNew)?;
+        }
+        if let Some(p) = prev {
+            // Asked after the new entries are set, as in `claim`.
+            let class = if self.is_fresh(p) {
+                Class::FatNew
+            } else {
+                Class::Fat
+            };
+            self.set_entry_as(p, first, class)?;
+        }
+        for &c in &chain {
+            self.note_fresh(c);
+        }
+        let k = chain.len() as u32;
+        self.free = self.free.map(|f| f.saturating_sub(k));
+        self.next_free = chain[chain.len() - 1] + 1;
+        self.changed = true;
+        Ok(first)
     }
 
     /// A free cluster to link after `p`. When `p`'s FAT12 entry straddles

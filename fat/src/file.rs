@@ -220,7 +220,8 @@ impl<D: BlockDevice> Volume<D> {
     }
 
     /// Writes bytes `from..to` of the file from `src` (zeros if `None`),
-    /// advancing `f.pos` and the size as it goes.
+    /// advancing `f.pos` and the size as it goes. The clusters it needs
+    /// are allocated first, all at once.
     fn fill(
         &mut self,
         f: &mut OpenFile,
@@ -228,6 +229,15 @@ impl<D: BlockDevice> Volume<D> {
         to: u64,
         src: Option<&[u8]>,
     ) -> Result<(), FsError> {
+        if to > from {
+            let cb = u64::from(self.fs.geo.cluster_bytes());
+            let last = u32::try_from((to - 1) / cb).map_err(|_| FsError::FileTooLarge)?;
+            // A full volume is reported where the bytes run out, below.
+            match self.reserve(f, last) {
+                Err(FsError::NoSpace) => {}
+                r => r?,
+            }
+        }
         let mut pos = from;
         while pos < to {
             let Some((s, off, left)) = self.data_at(f, pos, true)? else {
@@ -348,6 +358,25 @@ impl<D: BlockDevice> Volume<D> {
         let s = self.fs.geo.cluster_sector(c) + k;
         let left = (u64::from(self.fs.geo.sectors_per_cluster) - k) as usize;
         Ok(Some((s, (within % SECTOR as u64) as usize, left)))
+    }
+
+    /// Grows the file's chain to cluster `idx` (or as far as free space
+    /// allows), in batches of clusters allocated at once.
+    fn reserve(&mut self, f: &mut OpenFile, idx: u32) -> Result<(), FsError> {
+        loop {
+            if f.first == 0 {
+                f.first = self.fs.extend(None, idx.saturating_add(1))?;
+                f.cursor = Some((0, f.first));
+            }
+            if self.cluster_at(f, idx, false)?.is_some() {
+                return Ok(());
+            }
+            // The cursor is at the chain's end now.
+            let Some((i, c)) = f.cursor else {
+                return Ok(());
+            };
+            self.fs.extend(Some(c), idx - i)?;
+        }
     }
 
     /// Cluster `idx` of the file's chain, from the file's cursor when it
