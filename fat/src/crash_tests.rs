@@ -1,14 +1,16 @@
 //! Interruption at every point: a device records each write and flush of
 //! a busy session (many files through a full cache of 12 blocks, so
-//! eviction writes too; unlink, rename, truncate, mkdir, rmdir), then every prefix of
-//! that record is replayed onto the starting image — of the writes since
-//! the last flush all in order, only the newest, or all but the oldest,
-//! since a device may reorder them — and the result is checked: every chain a directory entry names
-//! is allocated, loop-free and owned once, long enough for the file's
-//! size; every directory holds only entries the session made (a fresh
-//! directory cluster that never reached the medium would show garbage);
-//! every file's bytes are ones the session wrote. Lost clusters are fine.
-
+//! eviction writes too; unlink, rename, truncate, mkdir, rmdir; two files
+//! growing in turns), then every prefix of that record — a request of
+//! many blocks recorded block by block, as it may land in part — is
+//! replayed onto the starting image — of the writes since the last flush
+//! all in order, only the newest, or all but the oldest, since a device
+//! may reorder them — and the result is checked: every chain a directory
+//! entry names is allocated, loop-free and owned once, long enough for
+//! the file's size; every directory holds only entries the session made
+//! (a fresh directory cluster that never reached the medium would show
+//! garbage); every file's bytes are ones the session wrote. Lost clusters
+//! are fine.
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::format;
 use alloc::string::String;
@@ -40,8 +42,12 @@ impl BlockDevice for Recorder {
     fn read(&mut self, b: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         self.disk.read(b, buf)
     }
+    /// A request of many blocks is recorded block by block: only a
+    /// block's write is atomic, a larger one may land in part.
     fn write(&mut self, b: u64, buf: &[u8]) -> Result<(), DeviceError> {
-        self.ops.push(Op::Write(b, buf.to_vec()));
+        for (i, block) in buf.chunks(512).enumerate() {
+            self.ops.push(Op::Write(b + i as u64, block.to_vec()));
+        }
         self.disk.write(b, buf)
     }
     fn flush(&mut self) -> Result<(), DeviceError> {
