@@ -11,6 +11,7 @@
 //! (a fresh directory cluster that never reached the medium would show
 //! garbage); every file's bytes are ones the session wrote. Lost clusters
 //! are fine.
+
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::format;
 use alloc::string::String;
