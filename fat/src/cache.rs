@@ -25,6 +25,16 @@
 //! other implementations do). A miss in the first FAT reads up to
 //! [`FAT_AHEAD`] sectors in one request.
 //!
+//! File data has two windows beside the slots, so that it neither costs
+//! a request per block nor pushes metadata out: a read-ahead window
+//! (clean, up to [`AHEAD_BLOCKS`], filled in one request with the run the
+//! caller names) and a write-behind window (dirty data, class
+//! [`Class::Data`], consecutive blocks written out in one request when a
+//! write does not continue it, when full, and with the other data). A
+//! block's newest contents are in its slot, else the write-behind window,
+//! else the read-ahead window, else on the device; every device write
+//! drops what the read-ahead window held of its blocks.
+//!
 //! Invariant: a block is in at most one slot, and `index` maps each
 //! slot's block to it.
 
