@@ -89,6 +89,7 @@ impl<D: BlockDevice> Volume<D> {
             pos: 0,
             mode,
             cursor: None,
+            read_end: 0,
         };
         if mode.truncate && size != 0 {
             self.cut(&mut f, 0)?;
@@ -140,6 +141,9 @@ impl<D: BlockDevice> Volume<D> {
         let left = u64::from(f.size).saturating_sub(f.pos);
         let n = (buf.len() as u64).min(left) as usize;
         let mut done = 0;
+        // A read elsewhere reads only what it needs (the window would be
+        // wasted on a reader going backwards or at random).
+        let mut sequential = f.pos == 0 || f.pos == f.read_end;
         while done < n {
             let Some((s, off, left)) = self.data_at(f, f.pos, false)? else {
                 return Err(Corruption::ChainTooShort { start: f.first }.into());
@@ -164,7 +168,12 @@ impl<D: BlockDevice> Volume<D> {
                 if !self.fs.cache.has_data(s) {
                     let at = f.pos - off as u64;
                     let rest = (u64::from(f.size) - at).div_ceil(SECTOR as u64);
-                    let cap = (rest as usize).clamp(1, AHEAD_BLOCKS);
+                    let need = (off + n - done).div_ceil(SECTOR);
+                    let cap = match sequential {
+                        true => rest as usize,
+                        false => need,
+                    }
+                    .clamp(1, AHEAD_BLOCKS);
                     // The walk ahead must not move the cursor past the
                     // position (the next lookup would start over).
                     let cursor = f.cursor;
@@ -178,7 +187,9 @@ impl<D: BlockDevice> Volume<D> {
             };
             done += len;
             f.pos += len as u64;
+            sequential = true;
         }
+        f.read_end = f.pos;
         Ok(done)
     }
 

@@ -210,3 +210,26 @@ fn interleaved_small_writes_and_reads() {
     assert_eq!(v.read(h, &mut got).unwrap(), want.len());
     assert!(got == want);
 }
+
+/// A reader going backwards gets no read-ahead: each 512-byte read of a
+/// 1 MiB file reads its one block (not 64 KiB).
+#[test]
+fn backward_reads_fetch_what_they_need() {
+    let data = &data()[..MIB];
+    let mut v = volume();
+    write_file(&mut v, "/f", data, MIB);
+    let mut v = remount(v);
+    let h = v.open("/f", OpenMode::READ).unwrap();
+    v.fs.dev.n = Counts::default();
+    let mut buf = [0u8; 512];
+    for k in (0..MIB / 512).rev() {
+        v.seek(h, SeekFrom::Start((k * 512) as u64)).unwrap();
+        assert_eq!(v.read(h, &mut buf).unwrap(), 512);
+        assert!(buf[..] == data[k * 512..(k + 1) * 512]);
+    }
+    let n = v.fs.dev.n;
+    // 2048 data blocks (the read at 0 reads ahead: a file's start counts
+    // as sequential), and the FAT sectors of the chain.
+    assert!(n.reads <= 2048 + 2, "{n:?}");
+    assert!(n.read_blocks <= 2048 + 127 + 32, "{n:?}");
+}

@@ -176,6 +176,9 @@ pub(crate) struct OpenFile {
     pub mode: OpenMode,
     /// The last cluster reached: its index in the chain and number.
     pub cursor: Option<(u32, u32)>,
+    /// Where the last read on this handle ended: a read starting there
+    /// (or at 0) is sequential and reads ahead in full.
+    pub read_end: u64,
 }
 
 /// A mounted FAT volume.
