@@ -18,8 +18,8 @@ use crate::BlockDevice;
 /// The largest file FAT can describe.
 const MAX_SIZE: u64 = u32::MAX as u64;
 
-/// Zeros for filling a gap, whole sectors at a time.
-static ZEROS: [u8; 8 * SECTOR] = [0; 8 * SECTOR];
+/// Zeros for filling a gap, a sector at a time.
+static ZEROS: [u8; SECTOR] = [0; SECTOR];
 
 impl<D: BlockDevice> Volume<D> {
     /// The open file behind `h` and its slot, copied out: callers store
@@ -254,39 +254,18 @@ impl<D: BlockDevice> Volume<D> {
             let Some((s, off, left)) = self.data_at(f, pos, true)? else {
                 return Err(Corruption::ChainTooShort { start: f.first }.into());
             };
-            let mut want = ((to - pos) / SECTOR as u64) as usize;
-            if src.is_none() {
-                want = want.min(ZEROS.len() / SECTOR);
-            }
-            // Large writes (and zeros) go straight to the device, whole
-            // sectors through contiguous clusters in one request; small
-            // ones through the write-behind window.
-            let whole = if off == 0 && (src.is_none() || want >= AHEAD_BLOCKS) {
-                self.run(f, pos, s, left.min(want), want, true)?
-            } else {
-                0
-            };
-            if whole > 0 {
-                // Whole sectors straight to the device.
-                let len = match src {
-                    Some(src) => {
-                        let k = (pos - from) as usize;
-                        let len = whole * SECTOR;
-                        let data = &src[k..k + len];
-                        self.fs.cache.write_blocks(&mut self.fs.dev, s, data)?;
-                        len
-                    }
-                    None => {
-                        let len = whole * SECTOR;
-                        let zeros = &ZEROS[..len];
-                        self.fs.cache.write_blocks(&mut self.fs.dev, s, zeros)?;
-                        len
-                    }
-                };
+            let want = ((to - pos) / SECTOR as u64) as usize;
+            // Large writes go straight to the device, whole sectors
+            // through contiguous clusters in one request; small ones and
+            // zeros (a gap, an extension) through the write-behind window.
+            if let Some(src) = src.filter(|_| off == 0 && want >= AHEAD_BLOCKS) {
+                let whole = self.run(f, pos, s, left.min(want), want, true)?;
+                let k = (pos - from) as usize;
+                let len = whole * SECTOR;
+                let data = &src[k..k + len];
+                self.fs.cache.write_blocks(&mut self.fs.dev, s, data)?;
                 pos += len as u64;
-                if src.is_some() {
-                    f.pos = pos;
-                }
+                f.pos = pos;
                 f.size = f.size.max(pos as u32);
                 continue;
             }

@@ -233,3 +233,31 @@ fn backward_reads_fetch_what_they_need() {
     assert!(n.reads <= 2048 + 2, "{n:?}");
     assert!(n.read_blocks <= 2048 + 127 + 32, "{n:?}");
 }
+
+/// Extending a file with zeros (truncate up) writes them through the
+/// write-behind window: 10 MiB in 128 KiB requests (2,560 of 4 KiB
+/// before).
+#[test]
+fn extending_with_zeros_is_batched() {
+    // Garbage where the clusters go: the zeros must be written.
+    let mut disk = RamDisk::from_bytes(vec![0xA5; 96 * 1024 * 512]);
+    format(&mut disk, Some(FatKind::Fat32), "").unwrap();
+    let mut v = Volume::mount(Counting {
+        disk,
+        n: Counts::default(),
+    })
+    .unwrap();
+    v.fs.dev.n = Counts::default();
+    let h = v.open("/z", OpenMode::CREATE).unwrap();
+    v.truncate(h, FILE as u64).unwrap();
+    v.close(h).unwrap();
+    v.sync().unwrap();
+    let n = v.fs.dev.n;
+    assert!(n.requests() <= 120, "{n:?}");
+    let h = v.open("/z", OpenMode::READ).unwrap();
+    let mut buf = vec![1u8; MIB];
+    for _ in 0..10 {
+        assert_eq!(v.read(h, &mut buf).unwrap(), MIB);
+        assert!(buf.iter().all(|&b| b == 0));
+    }
+}
