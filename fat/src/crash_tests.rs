@@ -199,7 +199,7 @@ fn session(v: &mut Volume<Recorder>) -> BTreeSet<String> {
         names.insert(String::from(d));
         v.mkdir(&format!("/{d}")).unwrap();
     }
-    // Enough blocks to overflow the 64-block cache before any sync.
+    // Enough blocks to overflow the cache before any sync.
     for i in 0..40u32 {
         let dir = ["/Directory One", "/Directory Two", ""][i as usize % 3];
         let len = 300 + i as usize * 97;
