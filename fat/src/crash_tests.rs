@@ -1,13 +1,16 @@
 //! Interruption at every point: a device records each write and flush of
-//! a busy session (many files through a full cache, so eviction writes
-//! too; unlink, rename, truncate, mkdir, rmdir), then every prefix of
-//! that record is replayed onto the starting image — of the writes since
-//! the last flush all in order, only the newest, or all but the oldest,
-//! since a device may reorder them — and the result is checked: every chain a directory entry names
-//! is allocated, loop-free and owned once, long enough for the file's
-//! size; every directory holds only entries the session made (a fresh
-//! directory cluster that never reached the medium would show garbage);
-//! every file's bytes are ones the session wrote. Lost clusters are fine.
+//! a busy session (many files through a full cache of 12 blocks, so
+//! eviction writes too; unlink, rename, truncate, mkdir, rmdir; two files
+//! growing in turns), then every prefix of that record — a request of
+//! many blocks recorded block by block, as it may land in part — is
+//! replayed onto the starting image — of the writes since the last flush
+//! all in order, only the newest, or all but the oldest, since a device
+//! may reorder them — and the result is checked: every chain a directory
+//! entry names is allocated, loop-free and owned once, long enough for
+//! the file's size; every directory holds only entries the session made
+//! (a fresh directory cluster that never reached the medium would show
+//! garbage); every file's bytes are ones the session wrote. Lost clusters
+//! are fine.
 
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::format;
@@ -15,6 +18,7 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
+use crate::cache::{Cache, FatLayout};
 use crate::dir::DirRef;
 use crate::*;
 
@@ -39,8 +43,12 @@ impl BlockDevice for Recorder {
     fn read(&mut self, b: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         self.disk.read(b, buf)
     }
+    /// A request of many blocks is recorded block by block: only a
+    /// block's write is atomic, a larger one may land in part.
     fn write(&mut self, b: u64, buf: &[u8]) -> Result<(), DeviceError> {
-        self.ops.push(Op::Write(b, buf.to_vec()));
+        for (i, block) in buf.chunks(512).enumerate() {
+            self.ops.push(Op::Write(b + i as u64, block.to_vec()));
+        }
         self.disk.write(b, buf)
     }
     fn flush(&mut self) -> Result<(), DeviceError> {
@@ -191,7 +199,7 @@ fn session(v: &mut Volume<Recorder>) -> BTreeSet<String> {
         names.insert(String::from(d));
         v.mkdir(&format!("/{d}")).unwrap();
     }
-    // Enough blocks to overflow the 64-block cache before any sync.
+    // Enough blocks to overflow the cache before any sync.
     for i in 0..40u32 {
         let dir = ["/Directory One", "/Directory Two", ""][i as usize % 3];
         let len = 300 + i as usize * 97;
@@ -227,6 +235,20 @@ fn session(v: &mut Volume<Recorder>) -> BTreeSet<String> {
     let full = content(5, 300 + 4 * 97 + 3000);
     v.write(h, &full[300 + 4 * 97..]).unwrap();
     v.close(h).unwrap();
+    // Two files growing in turns: their chains interleave, links from
+    // one cluster to the next cross FAT sectors, and neither write
+    // continues where the last one ended.
+    let (a, b) = (content(300, 60 * 1500), content(301, 60 * 1100));
+    names.insert(String::from("turn a"));
+    names.insert(String::from("turn b"));
+    let ha = v.open("/third/turn a", OpenMode::CREATE).unwrap();
+    let hb = v.open("/turn b", OpenMode::CREATE).unwrap();
+    for (ca, cb) in a.chunks(1500).zip(b.chunks(1100)) {
+        v.write(ha, ca).unwrap();
+        v.write(hb, cb).unwrap();
+    }
+    v.close(ha).unwrap();
+    v.close(hb).unwrap();
     v.rmdir("/Directory Two").unwrap_err();
     names.insert(String::from("empty"));
     v.mkdir("/empty").unwrap();
@@ -269,6 +291,17 @@ fn every_interruption_leaves_a_consistent_volume() {
             ops: Vec::new(),
         })
         .unwrap();
+        // A small cache, so that eviction writes often (and in every
+        // class), as a long session through the real one would.
+        let g = v.fs.geo;
+        v.fs.cache = Cache::new(
+            12,
+            Some(FatLayout {
+                start: g.fat_start,
+                len: g.fat_sectors,
+                copies: g.fats,
+            }),
+        );
         let names = session(&mut v);
         let ops = core::mem::take(&mut v.fs.dev.ops);
         check(v.into_device().disk, &names).unwrap();
@@ -309,6 +342,7 @@ fn every_interruption_leaves_a_consistent_volume() {
                 }
             }
         }
+        std::println!("{kind:?}: {cuts} writes");
         assert!(cuts > 100, "{cuts} writes only");
     }
 }

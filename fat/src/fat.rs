@@ -1,11 +1,13 @@
 //! The file allocation table: entries (12-bit ones packed two per three
 //! bytes, straddling sector boundaries), chains walked with a bound, and
-//! allocation and freeing over every FAT copy.
+//! allocation and freeing in the first FAT (the cache mirrors its
+//! sectors to the copies).
 
 use crate::bpb::{FatKind, Geometry, SECTOR};
 use crate::cache::{Cache, Class};
 use crate::error::{Corruption, FsError};
 use crate::BlockDevice;
+use alloc::vec::Vec;
 
 /// A mounted volume below the handle layer: the device, its cache and
 /// geometry, and the allocator's state.
@@ -20,7 +22,20 @@ pub struct Fs<D> {
     /// Whether a cluster was allocated or freed since mount (FSInfo's
     /// hints are rewritten only then).
     pub changed: bool,
+    /// Runs of fresh clusters (`start..end`): allocated since the cache
+    /// last wrote a block above [`Class::FatNew`] (its epoch
+    /// `fresh_epoch`), so that nothing on the medium reaches them yet and
+    /// links between them may land in any order. A cluster missing here
+    /// is only treated as reachable: the list is bounded.
+    pub fresh: Vec<(u32, u32)>,
+    pub fresh_epoch: u64,
 }
+
+/// The most runs [`Fs::fresh`] keeps.
+const FRESH_RUNS: usize = 64;
+
+/// The most clusters [`Fs::extend`] allocates at once.
+const MAX_EXTEND: u32 = 4096;
 
 /// What a FAT entry says about the cluster after.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,9 +58,14 @@ impl<D: BlockDevice> Fs<D> {
         Ok(self.cache.read(&mut self.dev, s)?[o])
     }
 
-    fn set_fat_byte(&mut self, copy: u32, off: u64, f: impl Fn(u8) -> u8) -> Result<(), FsError> {
-        let (s, o) = self.fat_pos(copy, off);
-        let b = &mut self.cache.modify(&mut self.dev, s, Class::Fat)?[o];
+    fn set_fat_byte(
+        &mut self,
+        off: u64,
+        class: Class,
+        f: impl Fn(u8) -> u8,
+    ) -> Result<(), FsError> {
+        let (s, o) = self.fat_pos(0, off);
+        let b = &mut self.cache.modify(&mut self.dev, s, class)?[o];
         *b = f(*b);
         Ok(())
     }
@@ -76,34 +96,35 @@ impl<D: BlockDevice> Fs<D> {
         })
     }
 
-    /// The sectors of FAT copy `copy` holding entry `n`: the one with its
+    /// The sectors of the first FAT holding entry `n`: the one with its
     /// low bits and the one with its high bits (two only for a FAT12
     /// entry straddling a sector boundary).
-    fn entry_sectors(&self, copy: u32, n: u32) -> (u64, u64) {
+    fn entry_sectors(&self, n: u32) -> (u64, u64) {
         let n64 = u64::from(n);
         let (first, last) = match self.geo.kind {
             FatKind::Fat12 => (n64 + n64 / 2, n64 + n64 / 2 + 1),
             FatKind::Fat16 => (n64 * 2, n64 * 2 + 1),
             FatKind::Fat32 => (n64 * 4, n64 * 4 + 3),
         };
-        (self.fat_pos(copy, first).0, self.fat_pos(copy, last).0)
+        (self.fat_pos(0, first).0, self.fat_pos(0, last).0)
     }
 
     /// Writes entry `n`'s sectors (every copy) to the medium now, after
     /// their predecessors, and flushes: for a FAT update that must land
     /// before the next one.
     pub fn persist_entry(&mut self, n: u32) -> Result<(), FsError> {
-        let mut blocks = alloc::vec::Vec::new();
-        for copy in 0..self.geo.fats {
-            let (a, b) = self.entry_sectors(copy, n);
-            blocks.push(a);
-            blocks.push(b);
-        }
-        blocks.dedup();
-        self.cache.persist(&mut self.dev, &blocks)
+        let (a, b) = self.entry_sectors(n);
+        let blocks = if a == b { &[a][..] } else { &[a, b][..] };
+        self.cache.persist(&mut self.dev, blocks)
     }
 
-    /// Sets entry `n` to `v` in every FAT copy.
+    /// Sets entry `n` to `v` (in the first FAT, which the cache mirrors
+    /// to the copies), its sectors dirty as [`Class::Fat`].
+    pub fn set_entry(&mut self, n: u32, v: u32) -> Result<(), FsError> {
+        self.set_entry_as(n, v, Class::Fat)
+    }
+
+    /// Sets entry `n` to `v`, its sectors dirty in `class`.
     ///
     /// A FAT12 entry straddling two sectors cannot change in one write, so
     /// when it moves between a cluster number and an end mark (a link, or
@@ -112,13 +133,13 @@ impl<D: BlockDevice> Fs<D> {
     /// way the half-written value is 0xF00 or more — past every cluster
     /// number — so an interruption between the halves cannot point the
     /// chain into another chain.
-    pub fn set_entry(&mut self, n: u32, v: u32) -> Result<(), FsError> {
+    fn set_entry_as(&mut self, n: u32, v: u32, class: Class) -> Result<(), FsError> {
         let n64 = u64::from(n);
         let ordered = self.geo.kind == FatKind::Fat12
             && (n64 + n64 / 2) % SECTOR as u64 == SECTOR as u64 - 1
             && v != 0
             && self.entry(n)? != 0;
-        for copy in 0..self.geo.fats {
+        {
             match self.geo.kind {
                 FatKind::Fat12 => {
                     let off = n64 + n64 / 2;
@@ -140,29 +161,29 @@ impl<D: BlockDevice> Fs<D> {
                         }
                     };
                     if !ordered {
-                        self.set_fat_byte(copy, off, low)?;
-                        self.set_fat_byte(copy, off + 1, high)?;
+                        self.set_fat_byte(off, class, low)?;
+                        self.set_fat_byte(off + 1, class, high)?;
                     } else if v >= 0xF00 {
-                        self.set_fat_byte(copy, off + 1, high)?;
-                        let s = self.fat_pos(copy, off + 1).0;
+                        self.set_fat_byte(off + 1, class, high)?;
+                        let s = self.fat_pos(0, off + 1).0;
                         self.cache.persist(&mut self.dev, &[s])?;
-                        self.set_fat_byte(copy, off, low)?;
+                        self.set_fat_byte(off, class, low)?;
                     } else {
-                        self.set_fat_byte(copy, off, low)?;
-                        let s = self.fat_pos(copy, off).0;
+                        self.set_fat_byte(off, class, low)?;
+                        let s = self.fat_pos(0, off).0;
                         self.cache.persist(&mut self.dev, &[s])?;
-                        self.set_fat_byte(copy, off + 1, high)?;
+                        self.set_fat_byte(off + 1, class, high)?;
                     }
                 }
                 FatKind::Fat16 => {
                     let [lo, hi] = (v as u16).to_le_bytes();
-                    self.set_fat_byte(copy, n64 * 2, |_| lo)?;
-                    self.set_fat_byte(copy, n64 * 2 + 1, |_| hi)?;
+                    self.set_fat_byte(n64 * 2, class, |_| lo)?;
+                    self.set_fat_byte(n64 * 2 + 1, class, |_| hi)?;
                 }
                 FatKind::Fat32 => {
                     // The top four bits are reserved: kept as found.
-                    let (s, o) = self.fat_pos(copy, n64 * 4);
-                    let b = self.cache.modify(&mut self.dev, s, Class::Fat)?;
+                    let (s, o) = self.fat_pos(0, n64 * 4);
+                    let b = self.cache.modify(&mut self.dev, s, class)?;
                     let old = u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
                     let new = (old & 0xF000_0000) | (v & 0x0FFF_FFFF);
                     b[o..o + 4].copy_from_slice(&new.to_le_bytes());
@@ -234,21 +255,52 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Marks free cluster `c` as a chain's end and links it after `prev`.
-    /// When the two entries lie in different sectors, `c`'s end mark
-    /// reaches the medium (flushed) before the link to it is made: else an
-    /// interruption could leave the chain running into a free cluster.
+    /// `c`'s end mark is a fresh cluster's entry ([`Class::FatNew`]); so
+    /// is the link when `prev` is fresh too, else the link is
+    /// [`Class::Fat`] and lands after it: either way an interruption
+    /// cannot leave a chain on the medium running into a free cluster.
     pub fn claim(&mut self, c: u32, prev: Option<u32>) -> Result<(), FsError> {
-        self.set_entry(c, self.eoc())?;
+        self.set_entry_as(c, self.eoc(), Class::FatNew)?;
         if let Some(p) = prev {
-            if self.entry_sectors(0, c) != self.entry_sectors(0, p) {
-                self.persist_entry(c)?;
-            }
-            self.set_entry(p, c)?;
+            // Asked after `c`'s entry is set: if the cache writes a link
+            // out meanwhile (a new epoch), `c`'s end mark went first.
+            let class = if self.is_fresh(p) {
+                Class::FatNew
+            } else {
+                Class::Fat
+            };
+            self.set_entry_as(p, c, class)?;
         }
+        self.note_fresh(c);
         self.free = self.free.map(|f| f.saturating_sub(1));
         self.next_free = c + 1;
         self.changed = true;
         Ok(())
+    }
+
+    /// Forgets the fresh clusters once the cache has written a link.
+    fn fresh_now(&mut self) {
+        if self.cache.epoch() != self.fresh_epoch {
+            self.fresh.clear();
+            self.fresh_epoch = self.cache.epoch();
+        }
+    }
+
+    /// Whether nothing on the medium reaches cluster `c` yet.
+    fn is_fresh(&mut self, c: u32) -> bool {
+        self.fresh_now();
+        self.fresh.iter().any(|&(a, b)| (a..b).contains(&c))
+    }
+
+    /// Counts `c` (just claimed) among the fresh clusters.
+    fn note_fresh(&mut self, c: u32) {
+        self.fresh_now();
+        let len = self.fresh.len();
+        match self.fresh.last_mut() {
+            Some((_, end)) if *end == c => *end = c + 1,
+            _ if len < FRESH_RUNS => self.fresh.push((c, c + 1)),
+            _ => {}
+        }
     }
 
     /// Allocates a cluster after `prev` (or a new chain).
@@ -259,6 +311,52 @@ impl<D: BlockDevice> Fs<D> {
         };
         self.claim(c, prev)?;
         Ok(c)
+    }
+
+    /// Allocates up to `n` (at least 1) clusters as a chain after `prev`
+    /// (or a new chain) at once: the first as [`Fs::alloc`] picks it, the
+    /// rest the free clusters after it (next-fit, contiguous while the
+    /// free space allows; fewer than `n` where the FAT ends). Each entry is
+    /// set once, as a fresh cluster's, then `prev`'s link, as in
+    /// [`Fs::claim`]. Returns the first cluster.
+    pub fn extend(&mut self, prev: Option<u32>, n: u32) -> Result<u32, FsError> {
+        let first = match prev {
+            Some(p) => self.find_free_after(p)?,
+            None => self.find_free()?,
+        };
+        let n = n.clamp(1, MAX_EXTEND);
+        let mut chain = Vec::with_capacity(n as usize);
+        chain.push(first);
+        let end = self.geo.clusters + 2;
+        let mut c = first + 1;
+        while chain.len() < n as usize && c < end {
+            if self.entry(c)? == 0 {
+                chain.push(c);
+            }
+            c += 1;
+        }
+        let eoc = self.eoc();
+        for (i, &c) in chain.iter().enumerate() {
+            let next = chain.get(i + 1).copied().unwrap_or(eoc);
+            self.set_entry_as(c, next, Class::FatNew)?;
+        }
+        if let Some(p) = prev {
+            // Asked after the new entries are set, as in `claim`.
+            let class = if self.is_fresh(p) {
+                Class::FatNew
+            } else {
+                Class::Fat
+            };
+            self.set_entry_as(p, first, class)?;
+        }
+        for &c in &chain {
+            self.note_fresh(c);
+        }
+        let k = chain.len() as u32;
+        self.free = self.free.map(|f| f.saturating_sub(k));
+        self.next_free = chain[chain.len() - 1] + 1;
+        self.changed = true;
+        Ok(first)
     }
 
     /// A free cluster to link after `p`. When `p`'s FAT12 entry straddles

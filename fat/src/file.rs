@@ -2,9 +2,14 @@
 //! truncating. A file's directory entry (first cluster, size, time) is
 //! rewritten after every write; the cache's class order puts it on the
 //! medium after the data and FAT blocks it covers.
+//!
+//! Reads and writes of at least [`AHEAD_BLOCKS`] whole sectors go
+//! straight to the device, one request per run of contiguous clusters
+//! (allocated on the way); smaller ones through the cache's read-ahead
+//! and write-behind windows.
 
 use crate::bpb::SECTOR;
-use crate::cache::Class;
+use crate::cache::AHEAD_BLOCKS;
 use crate::dir::{self, Node};
 use crate::error::{Corruption, FsError};
 use crate::volume::{attr, Handle, Metadata, OpenFile, OpenMode, SeekFrom, Volume, MAX_OPEN};
@@ -13,8 +18,8 @@ use crate::BlockDevice;
 /// The largest file FAT can describe.
 const MAX_SIZE: u64 = u32::MAX as u64;
 
-/// Zeros for filling a gap, whole sectors at a time.
-static ZEROS: [u8; 8 * SECTOR] = [0; 8 * SECTOR];
+/// Zeros for filling a gap, a sector at a time.
+static ZEROS: [u8; SECTOR] = [0; SECTOR];
 
 impl<D: BlockDevice> Volume<D> {
     /// The open file behind `h` and its slot, copied out: callers store
@@ -84,6 +89,7 @@ impl<D: BlockDevice> Volume<D> {
             pos: 0,
             mode,
             cursor: None,
+            read_end: 0,
         };
         if mode.truncate && size != 0 {
             self.cut(&mut f, 0)?;
@@ -135,13 +141,17 @@ impl<D: BlockDevice> Volume<D> {
         let left = u64::from(f.size).saturating_sub(f.pos);
         let n = (buf.len() as u64).min(left) as usize;
         let mut done = 0;
+        // A read elsewhere reads only what it needs (the window would be
+        // wasted on a reader going backwards or at random).
+        let mut sequential = f.pos == 0 || f.pos == f.read_end;
         while done < n {
             let Some((s, off, left)) = self.data_at(f, f.pos, false)? else {
                 return Err(Corruption::ChainTooShort { start: f.first }.into());
             };
-            // Whole sectors, on through contiguous clusters, in one request.
+            // Large reads: whole sectors, on through contiguous clusters,
+            // in one request straight into `buf`.
             let want = (n - done) / SECTOR;
-            let whole = if off == 0 {
+            let whole = if off == 0 && want >= AHEAD_BLOCKS {
                 self.run(f, f.pos, s, left.min(want), want, false)?
             } else {
                 0
@@ -152,14 +162,34 @@ impl<D: BlockDevice> Volume<D> {
                 self.fs.cache.read_blocks(&mut self.fs.dev, s, dst)?;
                 len
             } else {
+                // Small ones through the read-ahead window, which a miss
+                // fills with the file's next contiguous sectors.
+                let mut ahead = 1;
+                if !self.fs.cache.has_data(s) {
+                    let at = f.pos - off as u64;
+                    let rest = (u64::from(f.size) - at).div_ceil(SECTOR as u64);
+                    let need = (off + n - done).div_ceil(SECTOR);
+                    let cap = match sequential {
+                        true => rest as usize,
+                        false => need,
+                    }
+                    .clamp(1, AHEAD_BLOCKS);
+                    // The walk ahead must not move the cursor past the
+                    // position (the next lookup would start over).
+                    let cursor = f.cursor;
+                    ahead = self.run(f, at, s, left.min(cap), cap, false)?;
+                    f.cursor = cursor;
+                }
                 let len = (SECTOR - off).min(n - done);
-                let b = self.fs.cache.read(&mut self.fs.dev, s)?;
+                let b = self.fs.cache.read_data(&mut self.fs.dev, s, ahead)?;
                 buf[done..done + len].copy_from_slice(&b[off..off + len]);
                 len
             };
             done += len;
             f.pos += len as u64;
+            sequential = true;
         }
+        f.read_end = f.pos;
         Ok(done)
     }
 
@@ -201,7 +231,8 @@ impl<D: BlockDevice> Volume<D> {
     }
 
     /// Writes bytes `from..to` of the file from `src` (zeros if `None`),
-    /// advancing `f.pos` and the size as it goes.
+    /// advancing `f.pos` and the size as it goes. The clusters it needs
+    /// are allocated first, all at once.
     fn fill(
         &mut self,
         f: &mut OpenFile,
@@ -209,57 +240,47 @@ impl<D: BlockDevice> Volume<D> {
         to: u64,
         src: Option<&[u8]>,
     ) -> Result<(), FsError> {
+        if to > from {
+            let cb = u64::from(self.fs.geo.cluster_bytes());
+            let last = u32::try_from((to - 1) / cb).map_err(|_| FsError::FileTooLarge)?;
+            // A full volume is reported where the bytes run out, below.
+            match self.reserve(f, last) {
+                Err(FsError::NoSpace) => {}
+                r => r?,
+            }
+        }
         let mut pos = from;
         while pos < to {
             let Some((s, off, left)) = self.data_at(f, pos, true)? else {
                 return Err(Corruption::ChainTooShort { start: f.first }.into());
             };
-            let mut want = ((to - pos) / SECTOR as u64) as usize;
-            if src.is_none() {
-                want = want.min(ZEROS.len() / SECTOR);
-            }
-            let whole = if off == 0 {
-                self.run(f, pos, s, left.min(want), want, true)?
-            } else {
-                0
-            };
-            if whole > 0 {
-                // Whole sectors straight to the device.
-                let len = match src {
-                    Some(src) => {
-                        let k = (pos - from) as usize;
-                        let len = whole * SECTOR;
-                        let data = &src[k..k + len];
-                        self.fs.cache.write_blocks(&mut self.fs.dev, s, data)?;
-                        len
-                    }
-                    None => {
-                        let len = whole * SECTOR;
-                        let zeros = &ZEROS[..len];
-                        self.fs.cache.write_blocks(&mut self.fs.dev, s, zeros)?;
-                        len
-                    }
-                };
+            let want = ((to - pos) / SECTOR as u64) as usize;
+            // Large writes go straight to the device, whole sectors
+            // through contiguous clusters in one request; small ones and
+            // zeros (a gap, an extension) through the write-behind window.
+            if let Some(src) = src.filter(|_| off == 0 && want >= AHEAD_BLOCKS) {
+                let whole = self.run(f, pos, s, left.min(want), want, true)?;
+                let k = (pos - from) as usize;
+                let len = whole * SECTOR;
+                let data = &src[k..k + len];
+                self.fs.cache.write_blocks(&mut self.fs.dev, s, data)?;
                 pos += len as u64;
-                if src.is_some() {
-                    f.pos = pos;
-                }
+                f.pos = pos;
                 f.size = f.size.max(pos as u32);
                 continue;
             }
             let len = (SECTOR - off).min((to - pos) as usize);
-            let b = if off == 0 && len == SECTOR {
-                self.fs.cache.overwrite(&mut self.fs.dev, s, Class::Data)?
-            } else {
-                self.fs.cache.modify(&mut self.fs.dev, s, Class::Data)?
-            };
-            match src {
+            // A sector wholly past the end holds no file data yet.
+            let fresh = pos - off as u64 >= u64::from(f.size);
+            let bytes = match src {
                 Some(src) => {
                     let k = (pos - from) as usize;
-                    b[off..off + len].copy_from_slice(&src[k..k + len]);
+                    &src[k..k + len]
                 }
-                None => b[off..off + len].fill(0),
-            }
+                None => &ZEROS[..len],
+            };
+            let dev = &mut self.fs.dev;
+            self.fs.cache.write_data(dev, s, off, bytes, fresh)?;
             pos += len as u64;
             if src.is_some() {
                 f.pos = pos;
@@ -327,6 +348,25 @@ impl<D: BlockDevice> Volume<D> {
         let s = self.fs.geo.cluster_sector(c) + k;
         let left = (u64::from(self.fs.geo.sectors_per_cluster) - k) as usize;
         Ok(Some((s, (within % SECTOR as u64) as usize, left)))
+    }
+
+    /// Grows the file's chain to cluster `idx` (or as far as free space
+    /// allows), in batches of clusters allocated at once.
+    fn reserve(&mut self, f: &mut OpenFile, idx: u32) -> Result<(), FsError> {
+        loop {
+            if f.first == 0 {
+                f.first = self.fs.extend(None, idx.saturating_add(1))?;
+                f.cursor = Some((0, f.first));
+            }
+            if self.cluster_at(f, idx, false)?.is_some() {
+                return Ok(());
+            }
+            // The cursor is at the chain's end now.
+            let Some((i, c)) = f.cursor else {
+                return Ok(());
+            };
+            self.fs.extend(Some(c), idx - i)?;
+        }
     }
 
     /// Cluster `idx` of the file's chain, from the file's cursor when it

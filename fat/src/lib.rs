@@ -32,22 +32,46 @@
 //!   memory.
 //!
 //! Tests: unit tests per module and in `tests.rs`; `crash_tests.rs`
-//! (interruption at every write); `tests/tools.rs` against dosfstools and
-//! mtools (skipped where they are not installed); `tests/fuzz.rs`
-//! (102,000 hostile images).
+//! (interruption at every write); `perf_tests.rs` (device requests of
+//! sequential I/O); `tests/tools.rs` against dosfstools and mtools
+//! (skipped where they are not installed); `tests/fuzz.rs` (102,000
+//! hostile images).
+//!
+//! # Few device requests
+//!
+//! A device request is a round trip through other components (file
+//! system, partition, driver), so the crate makes few and large ones: a
+//! large read or write (64 KiB and up) goes straight between the caller's
+//! buffer and the device, one request per run of contiguous clusters;
+//! smaller reads are served from a 64 KiB read-ahead window that a miss
+//! fills with the file's next contiguous sectors; smaller writes collect
+//! in a 128 KiB write-behind window written out in one request. FAT
+//! sectors stay dirty in the cache until a sync (or eviction) writes them
+//! in block order, one request per run and FAT copy; a FAT miss reads 32
+//! sectors. Allocation is next-fit from the last allocated cluster (or
+//! FAT32's FSInfo hint), so a file's clusters are contiguous while free
+//! space allows. `perf_tests.rs` counts it: a 10 MiB file on FAT32 with
+//! 512-byte clusters takes 26 requests to write in 1 MiB calls and sync
+//! (1,150 before), 93 in 4 KiB calls (3,848), and 165 to read in 512-byte
+//! calls (20,641).
 //!
 //! # Write order
 //!
-//! Blocks go through a bounded write-back cache (64 blocks, least recently
-//! used out first). Every dirty block carries a class — data, then FAT,
-//! then directory — and a block reaches the medium only after every dirty
-//! block of a lower class has been written and the device flushed (see
-//! `cache.rs`), at eviction as at [`Volume::sync`]. A fresh directory
-//! cluster is written at once, before the FAT links it. Within the FAT, a
-//! new cluster's end mark is on the medium before the link to it when the
-//! two lie in different sectors, a cut chain's new end before its tail is
-//! freed, and a FAT12 entry straddling two sectors changes half by half in
-//! an order whose half-written value is no cluster number (`fat.rs`).
+//! Blocks go through a bounded write-back cache (256 blocks, least
+//! recently used out first) and the two file-data windows. Every dirty
+//! block carries a class — data, then FAT sectors changed only in entries
+//! of fresh clusters (allocated since a FAT link or directory block last
+//! reached the medium, so reachable from nothing there), then other FAT
+//! sectors, then directory — and a block reaches the medium only after
+//! every dirty block of a lower class has been written and the device
+//! flushed (see `cache.rs`), at eviction as at [`Volume::sync`]. A fresh
+//! directory cluster is written at once, before the FAT links it. Within
+//! the FAT, a new cluster's end mark is on the medium before a link to it
+//! from a chain the medium holds (fresh sectors go first; links between
+//! fresh clusters may land in any order), a cut chain's new end before its
+//! tail is freed, and a FAT12 entry straddling two sectors changes half by
+//! half in an order whose half-written value is no cluster number
+//! (`fat.rs`).
 //! Likewise a new entry's LFN slots land before its short entry, and a
 //! deleted entry's short entry before its LFN slots, when they lie in
 //! different sectors (`dir.rs`).
@@ -57,8 +81,9 @@
 //! (allocated, named by no entry) — never an entry naming free or
 //! unwritten clusters, never two chains sharing a cluster — in the first
 //! FAT, which every reader uses; the copies may differ until the next
-//! sync. `crash_tests.rs` replays every prefix of a busy session's writes
-//! to hold the code to this.
+//! sync (the cache keeps the first FAT only and writes each of its dirty
+//! sectors to every copy). `crash_tests.rs` replays every prefix of a
+//! busy session's writes to hold the code to this.
 //!
 //! One residue, FAT12 only: cutting a chain (truncate) whose new last
 //! cluster's entry straddles two sectors (2 entries in 1024) can, if
@@ -95,6 +120,8 @@ mod volume;
 
 #[cfg(test)]
 mod crash_tests;
+#[cfg(test)]
+mod perf_tests;
 #[cfg(test)]
 mod tests;
 

@@ -6,15 +6,16 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::bpb::{self, SECTOR};
-use crate::cache::Cache;
+use crate::cache::{Cache, FatLayout};
 use crate::dir::{self, components, DirRef, Entry, Node, ATTR_DIR};
 use crate::error::FsError;
 use crate::fat::Fs;
 use crate::name;
 use crate::{BlockDevice, DateTime};
 
-/// Blocks the cache holds.
-const CACHE_BLOCKS: usize = 64;
+/// Blocks the cache holds (128 KiB: room for the FAT sectors of a
+/// 10 MiB file on a FAT32 volume of 512-byte clusters).
+const CACHE_BLOCKS: usize = 256;
 /// Files open at once.
 pub const MAX_OPEN: usize = 64;
 
@@ -175,6 +176,9 @@ pub(crate) struct OpenFile {
     pub mode: OpenMode,
     /// The last cluster reached: its index in the chain and number.
     pub cursor: Option<(u32, u32)>,
+    /// Where the last read on this handle ended: a read starting there
+    /// (or at 0) is sequential and reads ahead in full.
+    pub read_end: u64,
 }
 
 /// A mounted FAT volume.
@@ -211,11 +215,20 @@ impl<D: BlockDevice> Volume<D> {
         Ok(Volume {
             fs: Fs {
                 dev,
-                cache: Cache::new(CACHE_BLOCKS),
+                cache: Cache::new(
+                    CACHE_BLOCKS,
+                    Some(FatLayout {
+                        start: geo.fat_start,
+                        len: geo.fat_sectors,
+                        copies: geo.fats,
+                    }),
+                ),
                 geo,
                 free: None,
                 next_free,
                 changed: false,
+                fresh: Vec::new(),
+                fresh_epoch: 0,
             },
             files: Vec::new(),
             gens: Vec::new(),

@@ -32,8 +32,9 @@
 //!
 //! Data path (docs/drivers.md, "Copies on the bulk paths"): the client's
 //! buffer → the session's I/O buffer (rt::fs) → a bounce buffer here →
-//! the volume (whole sectors go straight to the device request, partial
-//! ones through the cache) → the Block stream.
+//! the volume (runs of 64 KiB and more go straight to the device request,
+//! smaller ones through the crate's read-ahead or write-behind window) →
+//! the Block stream.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
