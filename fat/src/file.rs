@@ -351,8 +351,23 @@ impl<D: BlockDevice> Volume<D> {
     }
 
     /// Grows the file's chain to cluster `idx` (or as far as free space
-    /// allows), in batches of clusters allocated at once.
+    /// allows), in batches of clusters allocated at once. The file's
+    /// cursor stays where it was (the chain only grew behind it, so it is
+    /// still right): walking to the chain's end must not leave it past the
+    /// position the write starts at, or finding that position would walk
+    /// the chain from its first cluster on every call — quadratic in the
+    /// file's length for writes that span two clusters.
     fn reserve(&mut self, f: &mut OpenFile, idx: u32) -> Result<(), FsError> {
+        let kept = f.cursor;
+        let r = self.reserve_to(f, idx);
+        if kept.is_some() {
+            f.cursor = kept;
+        }
+        r
+    }
+
+    /// [`Self::reserve`]'s work; leaves the cursor at the chain's end.
+    fn reserve_to(&mut self, f: &mut OpenFile, idx: u32) -> Result<(), FsError> {
         loop {
             if f.first == 0 {
                 f.first = self.fs.extend(None, idx.saturating_add(1))?;
