@@ -61,6 +61,8 @@ pub const RECIPE_VERSION: u32 = 1;
 
 /// How to make a generated disk image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Every recipe is a card; the variants say which (as their names do).
+#[allow(clippy::enum_variant_names)]
 pub enum Recipe {
     CardMbr,
     CardGpt,
