@@ -59,6 +59,8 @@ const SECOND: u32 = SESSION + 3;
 const SECOND_BLOCK: u32 = SESSION + 4;
 const SECOND_TABLE: u32 = SESSION + 5;
 const NOTIFICATION: u32 = SESSION + 6;
+/// An empty slot (the MSI vector the translation must not allocate).
+const SCRATCH: u32 = SESSION + 40;
 
 const BAR_VA: usize = 0x20_0000_0000;
 const DMA_VA: usize = 0x30_0000_0000;
@@ -325,6 +327,7 @@ fn full(cpu: u32, aside: StepAside) -> i32 {
     );
     check_msix_withheld(&platform, &mut c);
     check_bad_requests(&platform, &mut c);
+    check_translate(&platform, &mut c);
     round_trip(&platform, cpu, aside, &mut c);
     match platform.close() {
         Ok(_) => println!("test-platform: session closed"),
@@ -384,6 +387,39 @@ fn check_bad_requests(platform: &Session<Platform>, c: &mut Checks) {
             "bad requests refused: {} of {} ({failed:?} not)",
             results.len() - failed.len(),
             results.len()
+        ),
+    );
+}
+
+/// The bus-address translation (`TRANSLATE`): `PhysAddress` with it
+/// answers a DMA frame's bus address as the platform service reported
+/// it; it allocates no MSI vector (read only); a second one is refused.
+fn check_translate(platform: &Session<Platform>, c: &mut Checks) {
+    let t = match platform.translate() {
+        Ok(t) => t,
+        Err(e) => return c.expect(false, format_args!("TRANSLATE: {e}")),
+    };
+    let same = platform.dma(4096).ok().and_then(|d| {
+        let frame = platform.donated_slot(d.first)?;
+        let phys = syscall::phys_address(t, frame).ok()?;
+        Some(phys.phys == d.bus_address)
+    });
+    let msi = syscall::msi_alloc(t, own(SCRATCH), 0);
+    let again = platform.translate();
+    c.expect(
+        same == Some(true) && msi.is_err() && matches!(again, Err(PlatformError::Refused(_))),
+        format_args!(
+            "translation: a DMA frame's bus address {}; MSI vectors {}; a second TRANSLATE {}",
+            if same == Some(true) {
+                "matches"
+            } else {
+                "does not match"
+            },
+            match msi {
+                Err(_) => "refused",
+                Ok(_) => "allocated",
+            },
+            if again.is_err() { "refused" } else { "given" }
         ),
     );
 }
