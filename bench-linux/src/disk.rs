@@ -111,16 +111,31 @@ pub fn sequential_read(path: &str, block: usize) -> io::Result<IoRuns> {
         }
         Ok(())
     };
+    measure(blocks * block as u64, RUNS, || Ok(()), || pass(buf))
+}
+
+/// The lab's I/O method around `pass`, which moves `bytes`: the soaker
+/// started, one unrecorded run, then `recorded` runs, each its elapsed
+/// ticks and the soaker's turns; `prepare` runs before every run,
+/// untimed (dropping the page cache, say).
+fn measure(
+    bytes: u64,
+    recorded: usize,
+    mut prepare: impl FnMut() -> io::Result<()>,
+    mut pass: impl FnMut() -> io::Result<()>,
+) -> io::Result<IoRuns> {
     let soaker = SoakerThread::start()?;
-    pass(buf)?;
+    prepare()?;
+    pass()?;
     let mut runs = IoRuns {
-        bytes: blocks * block as u64,
+        bytes,
         ..IoRuns::default()
     };
-    for _ in 0..RUNS {
+    for _ in 0..recorded {
+        prepare()?;
         let c0 = soaker.count();
         let t0 = bench::now();
-        pass(buf)?;
+        pass()?;
         let t1 = bench::now();
         let c1 = soaker.count();
         runs.elapsed.push(t1.wrapping_sub(t0));
@@ -185,23 +200,7 @@ pub fn raw(size: usize, write: bool) -> io::Result<IoRuns> {
         }
         Ok(())
     };
-    let soaker = SoakerThread::start()?;
-    pass(buf)?;
-    let mut runs = IoRuns {
-        bytes,
-        ..IoRuns::default()
-    };
-    for _ in 0..bench::blockio::RUNS {
-        let c0 = soaker.count();
-        let t0 = bench::now();
-        pass(buf)?;
-        let t1 = bench::now();
-        let c1 = soaker.count();
-        runs.elapsed.push(t1.wrapping_sub(t0));
-        runs.soaked.push(c1.wrapping_sub(c0));
-    }
-    drop(soaker);
-    Ok(runs)
+    measure(bytes, bench::blockio::RUNS, || Ok(()), || pass(buf))
 }
 
 /// `blk-read-64k-linux`.
@@ -293,29 +292,11 @@ pub fn fat(size: usize, write: bool) -> io::Result<IoRuns> {
             Ok(())
         }
     };
-    let soaker = SoakerThread::start()?;
-    if !write {
-        drop_caches()?;
-    }
-    pass(&mut buf)?;
-    let mut runs = IoRuns {
-        bytes,
-        ..IoRuns::default()
+    let prepare = || match write {
+        true => Ok(()),
+        false => drop_caches(),
     };
-    for _ in 0..bench::blockio::RUNS {
-        if !write {
-            drop_caches()?;
-        }
-        let c0 = soaker.count();
-        let t0 = bench::now();
-        pass(&mut buf)?;
-        let t1 = bench::now();
-        let c1 = soaker.count();
-        runs.elapsed.push(t1.wrapping_sub(t0));
-        runs.soaked.push(c1.wrapping_sub(c0));
-    }
-    drop(soaker);
-    Ok(runs)
+    measure(bytes, bench::blockio::RUNS, prepare, || pass(&mut buf))
 }
 
 #[cfg(test)]

@@ -166,6 +166,29 @@ impl Soaker {
         self.count.load(Ordering::Relaxed)
     }
 
+    /// The method's runs around `pass` (which moves the same bytes each
+    /// time), with this soaker counting on the CPU: one unrecorded run,
+    /// then one recorded run per slot of `elapsed` and `soaked` — its
+    /// elapsed ticks and the soaker's turns meanwhile.
+    pub fn measure<E>(
+        &self,
+        elapsed: &mut [u64],
+        soaked: &mut [u64],
+        mut pass: impl FnMut() -> Result<(), E>,
+    ) -> Result<(), E> {
+        pass()?;
+        for (e, s) in elapsed.iter_mut().zip(soaked.iter_mut()) {
+            let c0 = self.count();
+            let t0 = crate::now();
+            pass()?;
+            let t1 = crate::now();
+            let c1 = self.count();
+            *e = t1.wrapping_sub(t0);
+            *s = c1.wrapping_sub(c0);
+        }
+        Ok(())
+    }
+
     /// Tells the loop to end after its current turn.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);

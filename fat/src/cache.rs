@@ -655,42 +655,15 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{DeviceError, RamDisk};
+    use crate::tests::Recorder;
+    use crate::RamDisk;
     use alloc::vec;
-
-    /// Records writes and flushes.
-    struct Log {
-        disk: RamDisk,
-        ops: Vec<i64>,
-    }
-
-    impl BlockDevice for Log {
-        fn block_size(&self) -> u32 {
-            512
-        }
-        fn block_count(&self) -> u64 {
-            self.disk.block_count()
-        }
-        fn read(&mut self, b: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-            self.disk.read(b, buf)
-        }
-        fn write(&mut self, b: u64, buf: &[u8]) -> Result<(), DeviceError> {
-            for k in 0..buf.len() as u64 / 512 {
-                self.ops.push((b + k) as i64);
-            }
-            self.disk.write(b, buf)
-        }
-        fn flush(&mut self) -> Result<(), DeviceError> {
-            self.ops.push(-1);
-            Ok(())
-        }
-    }
 
     #[test]
     fn eviction_keeps_class_order() {
-        let mut dev = Log {
+        let mut dev = Recorder {
             disk: RamDisk::new(64),
-            ops: vec![],
+            log: vec![],
         };
         let mut c = Cache::new(4, None);
         c.modify(&mut dev, 10, Class::Dir).unwrap()[0] = 1;
@@ -700,7 +673,7 @@ mod tests {
         // Evicts block 10 (least recently used, all dirty): data, flush,
         // FAT, flush, then the directory block.
         c.read(&mut dev, 40).unwrap();
-        assert_eq!(dev.ops, vec![30, 31, -1, 20, -1, 10]);
+        assert_eq!(dev.log, vec![30, 31, -1, 20, -1, 10]);
         assert_eq!(c.dirty_count(), 0);
         c.sync(&mut dev).unwrap();
         assert_eq!(dev.disk.bytes()[10 * 512], 1);

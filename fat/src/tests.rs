@@ -304,10 +304,11 @@ fn rename_moves_and_fixes_dotdot() {
     }
 }
 
-/// Records the blocks written (one number per block) and flushes (-1).
-struct Recorder {
-    disk: RamDisk,
-    log: Vec<i64>,
+/// Records the blocks written (one number per block) and flushes (-1)
+/// (the write-order tests here and in `cache`).
+pub(crate) struct Recorder {
+    pub(crate) disk: RamDisk,
+    pub(crate) log: Vec<i64>,
 }
 
 impl BlockDevice for Recorder {

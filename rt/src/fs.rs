@@ -3,6 +3,7 @@
 //! wire protocol).
 //!
 //! ```ignore
+//! // SAFETY: the 2 MiB at 0x60_0000_0000 are used by nothing else.
 //! let fs = unsafe { Fs::connect(slots, 0x60_0000_0000) }?;
 //! fs.create_dir("/logs")?;
 //! fs.set_current_dir("/logs")?;

@@ -155,3 +155,29 @@ impl Session<Rom> {
         Ok(unsafe { core::slice::from_raw_parts(va as *const u8, size as usize) })
     }
 }
+
+/// The component's own `config` ROM, parsed (`ucore::config`): a Rom
+/// session opened through the parent into own slot `slot`, the module
+/// mapped at `va` (its frames in slots `first_slot..end_slot`). What a
+/// component with settings does first (its scenario routes `Rom` to the
+/// parent and grants `own = ["vspace"]`). The error says which step
+/// failed.
+///
+/// # Safety
+///
+/// As for [`Session::map`]: `[va, va + pages * 4096)` is the module's
+/// alone for the rest of the program.
+pub unsafe fn config(
+    slot: u32,
+    first_slot: u32,
+    end_slot: u32,
+    va: u64,
+) -> Result<ucore::config::Table<'static>, alloc::string::String> {
+    use alloc::format;
+    let rom = super::open::<Rom>(slot).map_err(|e| format!("Rom session: {e}"))?;
+    // SAFETY: the caller's promise, passed on.
+    let bytes = unsafe { rom.map("config", first_slot, end_slot, va) }
+        .map_err(|e| format!("config ROM: {e}"))?;
+    ucore::config::parse_tree(bytes)
+        .map_err(|(at, fault)| format!("config ROM at byte {at}: {fault}"))
+}

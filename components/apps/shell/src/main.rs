@@ -36,8 +36,7 @@ use core::fmt;
 use rt::fs::{self, Fs, OpenOptions, Slots};
 use rt::interfaces::child;
 use rt::println;
-use rt::session::{self, rom::Rom};
-use ucore::config::{parse_tree, Table};
+use ucore::config::Table;
 use ucore::shell::{self, Command, Lines, Redirect};
 
 rt::entry!(main);
@@ -125,11 +124,8 @@ fn main(_: u64) -> i32 {
 
 /// The config table from the config ROM, or why there is none.
 fn read_config() -> Result<Table<'static>, alloc::string::String> {
-    let rom = session::open::<Rom>(ROM_SLOT).map_err(|e| alloc::format!("Rom session: {e}"))?;
     // SAFETY: CONFIG_VA.. is used by nothing else of this program.
-    let tree = unsafe { rom.map("config", FIRST_FRAME, END_FRAME, CONFIG_VA) }
-        .map_err(|e| alloc::format!("{e}"))?;
-    parse_tree(tree).map_err(|(at, fault)| alloc::format!("byte {at}: {fault}"))
+    unsafe { rt::session::rom::config(ROM_SLOT, FIRST_FRAME, END_FRAME, CONFIG_VA) }
 }
 
 /// The largest char boundary of `s` at most `max`.

@@ -226,18 +226,8 @@ fn files() -> bool {
 /// One unrecorded run of `pass`, then [`RUNS`] recorded: each run's
 /// elapsed ticks and soaker turns.
 fn measure<E>(pass: &mut dyn FnMut() -> Result<(), E>) -> Result<([u64; RUNS], [u64; RUNS]), E> {
-    pass()?;
-    let mut elapsed = [0u64; RUNS];
-    let mut soaked = [0u64; RUNS];
-    for k in 0..RUNS {
-        let c0 = SOAKER.count();
-        let t0 = bench::now();
-        pass()?;
-        let t1 = bench::now();
-        let c1 = SOAKER.count();
-        elapsed[k] = t1.wrapping_sub(t0);
-        soaked[k] = c1.wrapping_sub(c0);
-    }
+    let (mut elapsed, mut soaked) = ([0u64; RUNS], [0u64; RUNS]);
+    SOAKER.measure(&mut elapsed, &mut soaked, pass)?;
     Ok((elapsed, soaked))
 }
 

@@ -62,10 +62,9 @@ use rt::interfaces::child::platform as slots;
 use rt::mmio::Region;
 use rt::println;
 use rt::session::platform::{self as proto, Platform};
-use rt::session::rom::Rom;
-use rt::session::{self, Donated, Interface, Label, Provider};
+use rt::session::rom;
+use rt::session::{Donated, Interface, Label, Provider};
 use rt::syscall::{self, Words};
-use ucore::config::parse_tree;
 
 rt::entry!(main);
 
@@ -121,11 +120,8 @@ struct Rule {
 
 fn read_policy() -> Result<Vec<Rule>, String> {
     use alloc::format;
-    let rom = session::open::<Rom>(ROM_SLOT).map_err(|e| format!("Rom session: {e}"))?;
     // SAFETY: CONFIG_VA.. is used by nothing else of this program.
-    let bytes = unsafe { rom.map("config", CONFIG_FIRST, CONFIG_END, CONFIG_VA) }
-        .map_err(|e| format!("config ROM: {e}"))?;
-    let tree = parse_tree(bytes).map_err(|(at, f)| format!("config ROM at byte {at}: {f}"))?;
+    let tree = unsafe { rom::config(ROM_SLOT, CONFIG_FIRST, CONFIG_END, CONFIG_VA) }?;
     let mut rules = Vec::new();
     let Some(list) = tree.get("policy") else {
         return Ok(rules);

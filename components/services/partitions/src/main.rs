@@ -49,12 +49,11 @@ use rt::abi::{MsgInfo, ObjectType};
 use rt::interfaces::child;
 use rt::println;
 use rt::session::block::{self, Block, BlockInfo, BlockSource, Served, STREAM_BYTES};
-use rt::session::rom::Rom;
-use rt::session::{self, Donated, Label, Provider, SessionTable};
+use rt::session::rom;
+use rt::session::{Donated, Label, Provider, SessionTable};
 use rt::signal::Signals;
 use rt::stream::{Packet, Taken};
 use rt::syscall::{self, Words};
-use ucore::config::parse_tree;
 
 rt::entry!(main);
 
@@ -152,11 +151,8 @@ fn main(_: u64) -> i32 {
 
 /// The policy from the config ROM.
 fn read_policy() -> Result<Vec<Rule>, String> {
-    let rom = session::open::<Rom>(ROM_SLOT).map_err(|e| format!("Rom session: {e}"))?;
     // SAFETY: CONFIG_VA.. is used by nothing else of this program.
-    let bytes = unsafe { rom.map("config", CONFIG_FIRST, CONFIG_END, CONFIG_VA) }
-        .map_err(|e| format!("config ROM: {e}"))?;
-    let tree = parse_tree(bytes).map_err(|(at, f)| format!("config ROM at byte {at}: {f}"))?;
+    let tree = unsafe { rom::config(ROM_SLOT, CONFIG_FIRST, CONFIG_END, CONFIG_VA) }?;
     let mut rules = Vec::new();
     let Some(list) = tree.get("policy") else {
         return Ok(rules);

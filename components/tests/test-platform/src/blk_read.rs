@@ -160,21 +160,10 @@ pub fn run(platform: &Session<Platform>, recorded: usize) -> Result<(), BenchErr
         },
     )
     .map_err(BenchError::Soaker)?;
-    let measured = (|| -> Result<_, BenchError> {
-        pass()?;
-        let mut elapsed = [0u64; MAX_RUNS];
-        let mut soaked = [0u64; MAX_RUNS];
-        for k in 0..runs {
-            let c0 = SOAKER.count();
-            let t0 = bench::now();
-            pass()?;
-            let t1 = bench::now();
-            let c1 = SOAKER.count();
-            elapsed[k] = t1.wrapping_sub(t0);
-            soaked[k] = c1.wrapping_sub(c0);
-        }
-        Ok((elapsed, soaked))
-    })();
+    let (mut elapsed, mut soaked) = ([0u64; MAX_RUNS], [0u64; MAX_RUNS]);
+    let measured = SOAKER
+        .measure(&mut elapsed[..runs], &mut soaked[..runs], &mut pass)
+        .map(|()| (elapsed, soaked));
     // Stop (the protocol's step 6): the flag, then a wait that lets the
     // soaker run, leave its loop and say so.
     SOAKER.stop();
