@@ -34,16 +34,34 @@
 //!
 //! # Donation
 //!
-//! A table of 2^n slots, n the least with 2^n ≥ `CAPS` + 2, made by the
-//! client from its own memory, with in slot [`DONATED_UNTYPED`] an untyped
-//! of `RAM` bytes (a power of two, at least 4 KiB; none if `RAM` is 0).
-//! Slots [`FIRST_DONATED_SLOT`].. (`CAPS` of them) are empty: the
-//! provider's for the session's capabilities. The provider makes the
+//! A table of 2^n slots, n the least with 2^n ≥ `CAPS` + 3 (slot 0 is the
+//! table's header), made by the client from its own memory, with in slot
+//! [`DONATED_UNTYPED`] an untyped of `RAM` bytes (a power of two, at
+//! least 4 KiB; none if `RAM` is 0). Slot [`DONATED_WAKE`] and slots
+//! [`FIRST_DONATED_SLOT`].. (`CAPS` of them) are empty: the provider's
+//! for the session's capabilities. The provider makes the
 //! session's objects from the untyped into those slots (it addresses them
 //! through its copy of the table, `caddr::in_table`). The client keeps the
 //! untyped memory the table and untyped were made from; revoking it
 //! destroys the table, the untyped, the provider's copy and every object
 //! made from it — the quota comes back whatever the provider does.
+//!
+//! # The provider's death
+//!
+//! A client that waits on a notification of its session — a packet
+//! stream's acknowledgements — would wait forever once the provider is
+//! gone: nothing signals it any more, and the notification, made from the
+//! client's donation, outlives the provider. So a provider puts a copy of
+//! the notification its client waits on into the table's slot
+//! [`DONATED_WAKE`] when it opens the session; the parent keeps a write
+//! copy badged [`PROVIDER_GONE`] (made before it lets go of the table)
+//! and signals it when the provider stops — after the stopped provider's
+//! own sessions are closed at their providers, so a driver's device is
+//! reset before its client takes its memory back. The client sees the
+//! bit in its notification's word (`rt::stream::Notifications::wait`
+//! answers `Aborted`) and reconnects (docs/architecture.md, "Restart and
+//! reconnect"). A session whose client waits on nothing leaves the slot
+//! empty.
 //!
 /// Client → parent: open a session; words: the session type ([`pack`]).
 pub const OPEN: u64 = 0x5e55_0001;
@@ -56,8 +74,16 @@ pub const CLOSE_SESSION: u64 = 0x5e55_0004;
 
 /// The slot of a donation table holding the donated untyped memory.
 pub const DONATED_UNTYPED: u32 = 1;
+/// The slot of a donation table where the provider puts the notification
+/// its client waits on, if any ("The provider's death" above).
+pub const DONATED_WAKE: u32 = 2;
 /// The first of the donation table's slots left for the provider.
-pub const FIRST_DONATED_SLOT: u32 = 2;
+pub const FIRST_DONATED_SLOT: u32 = 3;
+/// The badge of the parent's copy of a session's wake notification: the
+/// bit in the client's notification word that says the provider stopped.
+/// Providers signal their clients with other badges (a stream's
+/// notifications are unbadged: word bit 0).
+pub const PROVIDER_GONE: u64 = 1 << 62;
 
 /// log2 of the slots of the donation table for `caps` slots: the least n
 /// with 2^n ≥ `caps` + [`FIRST_DONATED_SLOT`], at least the kernel's
@@ -93,6 +119,9 @@ pub const PARENT_SESSION: u64 = 1 << 32;
 /// With [`PARENT_SESSION`]: the session is a `Reconfig` session
 /// (`rt::session::reconfig`), not a `Rom` one.
 pub const RECONFIG_SESSION: u64 = 1 << 33;
+/// With [`PARENT_SESSION`]: the session is a `Power` session
+/// (`rt::session::power`).
+pub const POWER_SESSION: u64 = 1 << 34;
 
 /// The reply: opened, the message carries the session capability.
 pub const OK: u64 = 0;
@@ -184,11 +213,12 @@ mod tests {
 
     #[test]
     fn donation_sizes() {
-        assert_eq!(donation_table_bits(0), 1);
-        assert_eq!(donation_table_bits(2), 2);
-        assert_eq!(donation_table_bits(3), 3);
-        assert_eq!(donation_table_bits(6), 3);
-        assert_eq!(donation_table_bits(7), 4);
+        // Slot 0 is the header; 1 the untyped, 2 the wake notification.
+        assert_eq!(donation_table_bits(0), 2);
+        assert_eq!(donation_table_bits(1), 2);
+        assert_eq!(donation_table_bits(2), 3);
+        assert_eq!(donation_table_bits(5), 3);
+        assert_eq!(donation_table_bits(6), 4);
         assert_eq!(donation_ram_bits(1), 12);
         assert_eq!(donation_ram_bits(4096), 12);
         assert_eq!(donation_ram_bits(4097), 13);

@@ -43,6 +43,7 @@ mod donor;
 pub mod fs;
 pub mod log;
 pub mod platform;
+pub mod power;
 mod provider;
 pub mod reconfig;
 pub mod rom;

@@ -32,7 +32,14 @@ impl Notify for Notifications {
         syscall::signal(self.peer)
     }
 
+    /// `Aborted` when the word carries the parent's
+    /// `interfaces::session::PROVIDER_GONE`: the peer is a provider that
+    /// stopped, and nothing will signal this side again.
     fn wait(&mut self) -> Result<(), abi::Error> {
-        syscall::wait(self.own).map(drop)
+        let word = syscall::wait(self.own)?;
+        if word & interfaces::session::PROVIDER_GONE != 0 {
+            return Err(abi::Error::Aborted);
+        }
+        Ok(())
     }
 }

@@ -105,6 +105,12 @@ impl Qmp {
             .map(drop)
     }
 
+    /// Presses the machine's ACPI power button (`system_powerdown`).
+    pub fn power_down(&mut self) -> Result<()> {
+        self.execute(serde_json::json!({ "execute": "system_powerdown" }))
+            .map(drop)
+    }
+
     /// Runs a human monitor command and returns what it printed.
     pub fn human(&mut self, command: &str) -> Result<String> {
         let value = self.execute(serde_json::json!({

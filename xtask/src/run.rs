@@ -5,8 +5,21 @@
 //! Exits 0 when the kernel reports success, or when `--timeout` stopped QEMU
 //! (a demo may run forever; reaching the user's timeout is not an error);
 //! exits 1 otherwise.
+//!
+//! Ctrl-C (and `--timeout`) power the guest off in order when its
+//! scenario has the ACPI power-button component (`power`): xtask presses
+//! the button through QEMU's QMP socket (`system_powerdown`), init stops
+//! every component after its clients — file systems sync — and the
+//! machine powers off; a second Ctrl-C, or [`POWER_OFF_GRACE`] without
+//! the machine ending, stops QEMU at once. Without `power` QEMU is
+//! stopped at once. QEMU runs in its own process group, so the terminal's
+//! SIGINT reaches xtask alone, with its stdin closed (no component reads
+//! the serial console's input yet).
 
-use std::process::Stdio;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -109,7 +122,9 @@ pub fn run(args: &RunArgs) -> Result<bool> {
             }
         }
     }
-    let qmp = scenario.devices.forwards().then(crate::qmp::socket_path);
+    // Always: the ports of forwarded devices are read from it, and
+    // Ctrl-C presses the guest's power button through it.
+    let qmp = Some(crate::qmp::socket_path());
     let machine = qemu::Machine {
         kernel: elf.clone(),
         initrd: Some(boot_image),
@@ -147,32 +162,47 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         );
     }
 
+    let presses = Arc::new(AtomicU32::new(0));
+    let counter = presses.clone();
+    ctrlc::set_handler(move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+    })
+    .context("catching Ctrl-C")?;
     let start = Instant::now();
     let mut child = machine
         .command()
-        .stdin(Stdio::inherit())
+        // Its own process group: the terminal's Ctrl-C is xtask's to
+        // turn into a power-off (see the module doc).
+        .process_group(0)
+        .stdin(Stdio::null())
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit())
         .spawn()
         .context("starting QEMU")?;
+    let mut monitor = None;
     if let Some(socket) = &qmp {
-        let ports = crate::qmp::Qmp::connect(socket, Instant::now() + Duration::from_secs(10))
+        let connected = crate::qmp::Qmp::connect(socket, Instant::now() + Duration::from_secs(10))
             .and_then(|mut q| {
-                let usernet = q.human("info usernet")?;
-                attached.learn_ports(&usernet)?;
+                if scenario.devices.forwards() {
+                    let usernet = q.human("info usernet")?;
+                    attached.learn_ports(&usernet)?;
+                }
                 // Paused until now (qemu::Machine::qmp); with --gdb, gdb
                 // lets it run.
                 if !args.gdb {
                     q.resume()?;
                 }
-                Ok(())
+                Ok(q)
             });
         let _ = std::fs::remove_file(socket);
-        match ports {
-            Ok(()) => attached.port_lines().iter().for_each(|l| println!("{l}")),
+        match connected {
+            Ok(q) => {
+                attached.port_lines().iter().for_each(|l| println!("{l}"));
+                monitor = Some(q);
+            }
             Err(e) => {
                 qemu::terminate(&mut child);
-                return Err(e.context("learning the forwarded ports"));
+                return Err(e.context("QEMU's QMP socket"));
             }
         }
     }
@@ -181,14 +211,23 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         .map(|secs| start + Duration::from_secs(secs))
         // Far enough to mean "no deadline" without overflowing Instant.
         .unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 24 * 3600));
-    let status = qemu::wait_until(&mut child, deadline).context("waiting for QEMU")?;
+    let ending = Ending {
+        deadline,
+        presses: &presses,
+        power_button: has_power_button(&scenario),
+    };
+    let status = ending.wait(&mut child, monitor.as_mut())?;
     let Some(status) = status else {
         qemu::terminate(&mut child);
-        println!(
-            "\n==> stopped after {} s (timeout)",
-            args.timeout.unwrap_or_default()
-        );
-        return Ok(true);
+        if presses.load(Ordering::SeqCst) == 0 {
+            println!(
+                "\n==> stopped after {} s (timeout)",
+                args.timeout.unwrap_or_default()
+            );
+            return Ok(true);
+        }
+        println!("\n==> QEMU stopped (Ctrl-C)");
+        return Ok(false);
     };
     let exit = GuestExit::from_status(status);
     println!(
@@ -197,4 +236,77 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         start.elapsed().as_secs_f64()
     );
     Ok(exit == GuestExit::Success)
+}
+
+/// How long a guest may take to power off in order once its power
+/// button was pressed.
+pub const POWER_OFF_GRACE: Duration = Duration::from_secs(30);
+
+/// Whether `scenario` starts the ACPI power-button component, which
+/// turns QEMU's `system_powerdown` into an orderly power-off.
+fn has_power_button(scenario: &Scenario) -> bool {
+    scenario
+        .config
+        .as_ref()
+        .is_some_and(|spec| spec.components.iter().any(|c| c.binary == "power"))
+}
+
+/// How a run ends: by the guest, at the deadline, or on Ctrl-C.
+struct Ending<'a> {
+    deadline: Instant,
+    /// Ctrl-C presses so far.
+    presses: &'a AtomicU32,
+    power_button: bool,
+}
+
+impl Ending<'_> {
+    /// Waits for QEMU to end; `None` when it is to be stopped now: a
+    /// second Ctrl-C, the deadline or the power-off grace passed, or
+    /// Ctrl-C or the deadline without a power button to press.
+    fn wait(
+        &self,
+        child: &mut Child,
+        mut monitor: Option<&mut crate::qmp::Qmp>,
+    ) -> Result<Option<ExitStatus>> {
+        let mut pressed_at: Option<Instant> = None;
+        loop {
+            if let Some(status) = child.try_wait().context("waiting for QEMU")? {
+                return Ok(Some(status));
+            }
+            let now = Instant::now();
+            let presses = self.presses.load(Ordering::SeqCst);
+            if let Some(at) = pressed_at {
+                if presses >= 2 || now >= at + POWER_OFF_GRACE {
+                    if now >= at + POWER_OFF_GRACE {
+                        println!(
+                            "\n==> the guest did not power off within {} s; stopping QEMU",
+                            POWER_OFF_GRACE.as_secs()
+                        );
+                    }
+                    return Ok(None);
+                }
+            } else if presses > 0 || now >= self.deadline {
+                let why = if presses > 0 { "Ctrl-C" } else { "timeout" };
+                let Some(qmp) = monitor.as_deref_mut().filter(|_| self.power_button) else {
+                    if presses > 0 {
+                        println!(
+                            "\n==> Ctrl-C: this scenario has no power button (the `power` \
+                             component); stopping QEMU"
+                        );
+                    }
+                    return Ok(None);
+                };
+                println!(
+                    "\n==> {why}: pressing the guest's power button for an orderly power-off \
+                     (file systems sync); Ctrl-C again stops QEMU at once"
+                );
+                if let Err(e) = qmp.power_down() {
+                    println!("==> pressing the power button failed: {e:#}; stopping QEMU");
+                    return Ok(None);
+                }
+                pressed_at = Some(now);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }

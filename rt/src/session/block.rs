@@ -142,6 +142,22 @@ pub enum BlockError {
     Status(u32),
 }
 
+impl BlockError {
+    /// Whether the provider stopped: a call on the session failed the way
+    /// a call on a dead provider's endpoint fails, or the stream's wait
+    /// was woken by the parent's `PROVIDER_GONE` (`Aborted`) or found
+    /// the provider's notification gone with it (`EmptySlot`). A
+    /// [`BlockClient`] reconnects then.
+    pub fn provider_gone(&self) -> bool {
+        use abi::Error::{Aborted, EmptySlot};
+        matches!(
+            self,
+            BlockError::Ipc(Aborted | EmptySlot)
+                | BlockError::Packet(crate::stream::Error::Notify(Aborted | EmptySlot))
+        )
+    }
+}
+
 impl core::fmt::Display for BlockError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
@@ -495,6 +511,9 @@ impl<T: 'static> Served<T> {
             .map_err(syscall_failed("the donation holds no notification"))?;
         crate::syscall::cap_mint(notify, donated.slot(SLOT_CLIENT_READ), Rights::READ, 0)
             .map_err(syscall_failed("minting the client's notification failed"))?;
+        donated.set_wake(notify).map_err(syscall_failed(
+            "copying the client's notification to the wake slot failed",
+        ))?;
         let rw = MapAttr {
             writable: true,
             executable: false,
@@ -625,7 +644,8 @@ impl<T: 'static> Drop for Served<T> {
 /// `donor_table`), asks for its description and sets up its stream
 /// (`stream_slots`, the frame mapped at `va`): what most clients do
 /// first. The session itself stays open for as long as the component
-/// runs (its handle owns nothing).
+/// runs (its handle owns nothing); a client that outlives its provider
+/// uses [`BlockClient`].
 ///
 /// # Safety
 ///
@@ -638,16 +658,113 @@ pub unsafe fn connect(
     stream_slots: [u32; 3],
     va: u64,
 ) -> Result<(BlockSource, BlockInfo), alloc::string::String> {
-    use alloc::format;
-    let donor = super::Donor::from_untyped::<Block>(
-        own(interfaces::child::UNTYPED),
-        donor_block,
-        donor_table,
-    )
-    .map_err(|e| format!("donation: {e}"))?;
-    let session = super::open_donating::<Block>(slot, donor).map_err(|(e, _)| format!("{e}"))?;
-    let info = session.info().map_err(|e| format!("INFO: {e}"))?;
     // SAFETY: the caller's promise, passed on.
-    let stream = unsafe { session.stream(stream_slots, va) }.map_err(|e| format!("{e}"))?;
-    Ok((stream, info))
+    let client = unsafe { BlockClient::connect(slot, donor_block, donor_table, stream_slots, va) }?;
+    Ok((client.stream, client.info))
+}
+
+/// A Block session that survives its provider's restart: the session,
+/// its stream (`BlockSource`, through `Deref`) and what it takes to open
+/// both again. When a request fails with
+/// [`BlockError::provider_gone`], [`BlockClient::reconnect`] opens a
+/// fresh session of the restarted provider (waiting out its restart) and
+/// a fresh stream in the same place; the requests that were in flight are
+/// the caller's to submit again — it still holds their data, and a block
+/// request may be repeated.
+pub struct BlockClient {
+    session: Session<Block>,
+    stream: BlockSource,
+    info: BlockInfo,
+    stream_slots: [u32; 3],
+    va: u64,
+}
+
+impl BlockClient {
+    /// Opens the session and its stream as [`connect`] does.
+    ///
+    /// # Safety
+    ///
+    /// As for [`connect`]; the region stays the stream's for as long as
+    /// the `BlockClient` exists (a reconnect maps the new stream there).
+    pub unsafe fn connect(
+        slot: u32,
+        donor_block: u32,
+        donor_table: u32,
+        stream_slots: [u32; 3],
+        va: u64,
+    ) -> Result<BlockClient, alloc::string::String> {
+        use alloc::format;
+        let donor = super::Donor::from_untyped::<Block>(
+            own(interfaces::child::UNTYPED),
+            donor_block,
+            donor_table,
+        )
+        .map_err(|e| format!("donation: {e}"))?;
+        let session =
+            super::open_donating::<Block>(slot, donor).map_err(|(e, _)| format!("{e}"))?;
+        let info = session.info().map_err(|e| format!("INFO: {e}"))?;
+        // SAFETY: the caller's promise, passed on.
+        let stream = unsafe { session.stream(stream_slots, va) }.map_err(|e| format!("{e}"))?;
+        Ok(BlockClient {
+            session,
+            stream,
+            info,
+            stream_slots,
+            va,
+        })
+    }
+
+    /// The device as the provider described it when the session opened.
+    pub fn info(&self) -> BlockInfo {
+        self.info
+    }
+
+    /// Opens the session again after its provider stopped: the old one is
+    /// closed and its donation revoked (the old stream with it), a new one
+    /// opened — `Session::reopen` waits while init restarts the provider
+    /// — and its stream set up where the old one was. Every packet of the
+    /// old stream is gone. A device that comes back with another geometry
+    /// is an error: the caller's view of it would be wrong.
+    pub fn reconnect(&mut self) -> Result<(), alloc::string::String> {
+        use alloc::format;
+        self.session
+            .reopen()
+            .map_err(|e| format!("reopening the session: {e}"))?;
+        let info = self
+            .session
+            .info()
+            .map_err(|e| format!("INFO after reopening: {e}"))?;
+        if (info.block_size, info.block_count) != (self.info.block_size, self.info.block_count) {
+            return Err(format!(
+                "the device came back with {} blocks of {} bytes, not {} of {}",
+                info.block_count, info.block_size, self.info.block_count, self.info.block_size
+            ));
+        }
+        for slot in self.stream_slots {
+            // SAFETY: the old stream's capabilities went with its
+            // donation (the slot is empty already, and this is a no-op);
+            // its frame's mapping went with the frame, and the old
+            // `BlockSource` is replaced below, never used again.
+            let _ = unsafe { crate::syscall::cap_delete(own(slot)) };
+        }
+        // SAFETY: the region is the old stream's (`connect`'s caller gave
+        // it to this client), unmapped with the old frame.
+        self.stream = unsafe { self.session.stream(self.stream_slots, self.va) }
+            .map_err(|e| format!("the new stream: {e}"))?;
+        self.info = info;
+        Ok(())
+    }
+}
+
+impl core::ops::Deref for BlockClient {
+    type Target = BlockSource;
+    fn deref(&self) -> &BlockSource {
+        &self.stream
+    }
+}
+
+impl core::ops::DerefMut for BlockClient {
+    fn deref_mut(&mut self) -> &mut BlockSource {
+        &mut self.stream
+    }
 }

@@ -34,6 +34,15 @@ impl Donated {
     pub fn slot(&self, i: u32) -> CapSlot {
         in_table(self.table, proto::FIRST_DONATED_SLOT + i)
     }
+
+    /// Names `notification` (a capability in the donation, with all its
+    /// rights) as the one the client waits on: a copy goes into the
+    /// table's wake slot, from which the parent keeps the copy it signals
+    /// when this provider stops (`interfaces::session`, "The provider's
+    /// death").
+    pub fn set_wake(&self, notification: CapSlot) -> Result<(), abi::Error> {
+        crate::syscall::cap_copy(notification, in_table(self.table, proto::DONATED_WAKE))
+    }
 }
 
 /// One session a provider serves.

@@ -12,6 +12,7 @@
 //! [component.config]
 //! prompt = "a"                      # optional ("shell"): every output line starts "a> "
 //! script = ["ls /", "cat /x.txt"]   # the command lines it runs
+//! stay = true                       # optional (false): after the script, wait
 //! ```
 //!
 //! Every line it prints starts with `PROMPT> `, so that two shells'
@@ -19,7 +20,10 @@
 //! (`a> ls /`), then its output, or one error line `a> shell: CMD:
 //! message` — and the shell goes on with the next command. At the end:
 //! `a> script done: N commands, M failed` (blank lines and `#` comments
-//! are not commands) and exit 0. It exits 1 only when it cannot run at all
+//! are not commands) and exit 0 — or, with `stay`, wait for input that
+//! does not come yet (the display issue's terminal will bring it), with its
+//! File system session open, until the system is powered off
+//! (`tests/power-off.toml`). It exits 1 only when it cannot run at all
 //! — no config, no File system session — or when the session dies under
 //! it (the rest of the script could only fail the same way).
 //!
@@ -33,9 +37,12 @@ extern crate alloc;
 
 use core::fmt;
 
+use rt::abi::caddr::own;
+use rt::abi::ObjectType;
 use rt::fs::{self, Fs, OpenOptions, Slots};
 use rt::interfaces::child;
 use rt::println;
+use rt::syscall;
 use ucore::config::Table;
 use ucore::shell::{self, Command, Lines, Redirect};
 
@@ -52,6 +59,8 @@ const ROM_SLOT: u32 = child::FIRST_FREE + 4;
 /// most a component's config can be).
 const FIRST_FRAME: u32 = child::FIRST_FREE + 5;
 const END_FRAME: u32 = FIRST_FRAME + 16;
+/// The notification `stay` waits on.
+const STAY_NOTIFICATION: u32 = END_FRAME;
 /// Where the config ROM is mapped (far from the image, heap and stack).
 const CONFIG_VA: u64 = 0x30_0000_0000;
 /// Where the file system's I/O buffer is mapped.
@@ -119,6 +128,22 @@ fn main(_: u64) -> i32 {
         "script done: {} commands, {} failed",
         sh.commands, sh.failed
     ));
+    if config.get("stay").and_then(|v| v.as_bool()) == Some(true) {
+        // A notification nobody signals: what the shell does until a
+        // terminal feeds it lines. (Its few bytes come from the quota left
+        // beside the file system's donation: 16 MiB leave room, 8 do not.)
+        let made = syscall::retype(
+            own(child::UNTYPED),
+            ObjectType::Notification,
+            0,
+            own(STAY_NOTIFICATION),
+            1,
+        );
+        if let Err(e) = made.and_then(|()| syscall::wait(own(STAY_NOTIFICATION)).map(drop)) {
+            sh.say(format_args!("shell: waiting for input: {e}"));
+            return 1;
+        }
+    }
     0
 }
 

@@ -70,6 +70,12 @@ impl<'a> BackOff<'a> {
             .retain(|&(id, _, _)| kids.iter().any(|k| k.id == id && k.caps.is_none()));
     }
 
+    /// Forgets every back-off: nothing restarts any more (init stops
+    /// the system, `crate::power`); the timeouts fire for nobody.
+    pub fn forget_all(&mut self) {
+        self.pending.clear();
+    }
+
     /// Whether `kid` is the Timer provider.
     pub fn is_provider(&self, kid: &Kid<'_>) -> bool {
         self.provider == Some(kid.component.name)

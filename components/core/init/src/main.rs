@@ -40,9 +40,10 @@
 //!    user space does not have and would burn the CPU its siblings need.
 //!    After the last restart: `init: NAME stopped after max restarts`.
 //! 4. When no child that is not a server (one that `provides` sessions or
-//!    has `shared_endpoint = "serve"`, [`serves`]) runs, init prints
-//!    `init: all children finished`, revokes every block (the servers
-//!    stop) and exits 0 — or, when a component could not be started or
+//!    has `shared_endpoint = "serve"`, [`serves`]) runs, init stops the
+//!    servers in order, each once its sessions are closed ([`power`]; a
+//!    `Power` session's `OFF` stops the applications first), prints
+//!    `init: all children finished`, revokes every block and exits 0 — or, when a component could not be started or
 //!    restarted, `init: N start(s) of components failed: exiting with 6`
 //!    and `interfaces::init::EXIT_NOT_STARTED`, which makes root end the
 //!    run with failure.
@@ -98,8 +99,9 @@
 //!
 //! Modules: [`sessions`] (`OPEN`, `CLOSE`, the session records), [`proxy`]
 //! (the proxy threads that call providers), [`rom`] (the ROM service),
-//! [`reconfig`] (config updates), [`backoff`] (restart back-offs on a
-//! Timer session), [`devices`] (device capabilities for a component).
+//! [`reconfig`] (config updates), [`power`] (stopping in order: power-off
+//! and a scenario's end), [`backoff`] (restart back-offs on a Timer
+//! session), [`devices`] (device capabilities for a component).
 //!
 //! Not yet (the component-framework issue): other `parent` routes (init
 //! refuses them), quota and close of `Rom` sessions, a child's own config
@@ -115,6 +117,7 @@ extern crate alloc;
 
 mod backoff;
 mod devices;
+mod power;
 mod proxy;
 mod reconfig;
 mod rom;
@@ -186,6 +189,8 @@ struct Init<'a> {
     backoff: BackOff<'a>,
     /// Starts and restarts that failed (`init: cannot start ...`).
     failed_starts: u32,
+    /// Stopping every component in order ([`power`]): nothing restarts.
+    stopping: bool,
 }
 
 /// What building a child takes besides the child: the boot image (its
@@ -297,6 +302,7 @@ impl<'a> Init<'a> {
             children: Supervisor::new(),
             backoff: BackOff::new(&rom),
             failed_starts: 0,
+            stopping: false,
         })
     }
 
@@ -310,7 +316,18 @@ impl<'a> Init<'a> {
     /// Serves its endpoint while a child init waits for runs or waits
     /// for its restart; then stops the servers. Init's exit code.
     fn run(&mut self) -> i32 {
-        while self.children.waiting() > 0 || self.backoff.waiting() || self.sessions.closing() {
+        loop {
+            if self.children.waiting() == 0 && !self.backoff.waiting() && !self.sessions.closing() {
+                // No application runs: the services stop in order.
+                self.applications_finished();
+            }
+            let busy = self.children.waiting() > 0
+                || self.backoff.waiting()
+                || self.sessions.closing()
+                || self.stop_pending();
+            if !busy {
+                break;
+            }
             // Opens parked for a provider that was restarted (or stopped
             // for good, or was removed) since the last message go on now.
             let backoff = &self.backoff;
@@ -329,8 +346,10 @@ impl<'a> Init<'a> {
             };
             self.on_message(badge, info, &words);
             // Children whose sessions' closes ended: their memory goes
-            // back (before the loop's condition looks at what still runs).
+            // back (before the loop's condition looks at what still runs),
+            // and when stopping, the next services stop.
             self.closed();
+            self.stop_step();
         }
         println!("init: all children finished");
         for kid in &mut self.kids {
@@ -382,6 +401,8 @@ impl<'a> Init<'a> {
         }
         if at_parent && badge & session::RECONFIG_SESSION != 0 {
             self.on_reconfig(badge, label, words);
+        } else if at_parent && badge & session::POWER_SESSION != 0 {
+            self.on_power(badge, label);
         } else if at_parent {
             self.on_rom(badge, label, words);
         } else {
@@ -470,6 +491,10 @@ impl<'a> Init<'a> {
             return;
         };
         release(&mut self.kids[position]);
+        if self.stopping {
+            // Stopping in order (`power`): nothing restarts.
+            return;
+        }
         if self.backoff.is_provider(&self.kids[position]) {
             // Its sessions end with it: restart what waited on it now.
             for id in self.backoff.timer_gone() {

@@ -249,7 +249,7 @@ impl Proxies {
                 .iter()
                 .position(|j| !self.busy(j.provider))
                 .unwrap_or(0);
-            let Some(mut job) = self.queue.remove(i) else {
+            let Some(job) = self.queue.remove(i) else {
                 break;
             };
             let Some(ep) = ep_of(&job) else {
@@ -265,14 +265,10 @@ impl Proxies {
             match syscall::reply_to(own(proxy.wait), info(job.label, caps), job.words) {
                 Ok(()) => {
                     proxy.idle = false;
-                    // The proxy holds its copy now (the provider's will
-                    // be derived from it).
-                    if let Some(d) = job.donation.take() {
-                        // SAFETY: a client's capability table; nothing is
-                        // mapped through it.
-                        let _ = unsafe { syscall::cap_delete(own(d)) };
-                        res.free_slot(d);
-                    }
+                    // The proxy holds a copy now (the provider's will be
+                    // derived from it); init keeps its own until the job
+                    // ends, to take the session's wake notification from
+                    // the table the provider filled (`Sessions::finish_job`).
                     proxy.job = Some(job);
                 }
                 Err(e) => {

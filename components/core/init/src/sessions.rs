@@ -30,6 +30,7 @@ use rt::abi::{Error, MsgInfo, Rights};
 use rt::interfaces::session;
 use rt::println;
 use rt::resources::Resources;
+use rt::session::power::Power;
 use rt::session::reconfig::Reconfig;
 use rt::session::rom::Rom as RomSession;
 use rt::session::Interface;
@@ -51,6 +52,10 @@ struct Record {
     restarts: u32,
     /// The provider's badge for it.
     badge: u64,
+    /// Init's slot with a write copy of the notification the client
+    /// waits on (badge `session::PROVIDER_GONE`), if the provider named
+    /// one (`interfaces::session`, "The provider's death").
+    wake: Option<u32>,
 }
 
 /// The sessions init opened, and its slots for passing capabilities on.
@@ -76,6 +81,10 @@ pub struct Sessions {
     closing: Vec<(usize, u32)>,
     /// Children from `closing` whose closes all ended.
     closed: Vec<usize>,
+    /// Wake notifications of the sessions a stopped provider served:
+    /// (the provider's id, init's slot), signalled once the provider's
+    /// own sessions are closed ([`Sessions::wake_clients`]).
+    wakes: Vec<(usize, u32)>,
 }
 
 /// How many `OPEN`s init keeps waiting for providers that are being
@@ -163,6 +172,7 @@ impl Sessions {
     pub fn new(own_ep: u32, transit: u32, donation: u32) -> Self {
         Sessions {
             records: Vec::new(),
+            wakes: Vec::new(),
             next_id: 1,
             own_ep,
             transit,
@@ -252,6 +262,7 @@ impl Sessions {
                 let extra = match service {
                     RomSession::NAME => Some(0),
                     Reconfig::NAME => Some(session::RECONFIG_SESSION),
+                    Power::NAME => Some(session::POWER_SESSION),
                     _ => None,
                 };
                 if let Some(extra) = extra.filter(|_| offered) {
@@ -458,6 +469,9 @@ impl Sessions {
             return reply(session::UNKNOWN_SESSION, [id, 0, 0, 0], None);
         };
         let record = self.records.swap_remove(position);
+        if let Some(w) = record.wake {
+            delete_and_free(res, w);
+        }
         let Some(saved) = save_reply(res) else {
             return reply(session::OK, [0; 4], None);
         };
@@ -477,10 +491,16 @@ impl Sessions {
         while let Some(record) = self.records.get(i) {
             if record.client == index {
                 let record = self.records.swap_remove(i);
+                if let Some(w) = record.wake {
+                    delete_and_free(res, w);
+                }
                 self.close_at_provider(&record, None);
                 closed += 1;
             } else if record.provider == index {
-                self.records.swap_remove(i);
+                let record = self.records.swap_remove(i);
+                if let Some(w) = record.wake {
+                    self.wakes.push((index, w));
+                }
                 lost += 1;
             } else {
                 i += 1;
@@ -508,6 +528,7 @@ impl Sessions {
             // Every close ended already (stale jobs end at once): the
             // caller releases the child now.
             self.closed.retain(|&c| c != index);
+            self.wake_clients(res, index);
         }
         let Some(name) = name_of_id(kids, index) else {
             return pending;
@@ -524,6 +545,12 @@ impl Sessions {
         pending
     }
 
+    /// Whether provider `id` (its `Kid::id`) serves a session init opened
+    /// at it that is still open.
+    pub fn serves_open(&self, id: usize) -> bool {
+        self.records.iter().any(|r| r.provider == id)
+    }
+
     /// Whether a finished child's sessions are still being closed.
     pub fn closing(&self) -> bool {
         !self.closing.is_empty() || !self.closed.is_empty()
@@ -536,14 +563,32 @@ impl Sessions {
     }
 
     /// One close for finished child `client` ended (however it ended).
-    fn close_ended(&mut self, client: usize) {
+    fn close_ended(&mut self, res: &mut Resources, client: usize) {
         if let Some(i) = self.closing.iter().position(|&(c, _)| c == client) {
             self.closing[i].1 -= 1;
             if self.closing[i].1 == 0 {
                 self.closing.swap_remove(i);
                 self.closed.push(client);
+                self.wake_clients(res, client);
             }
         }
+    }
+
+    /// Stopped provider `provider`'s own sessions are all closed (a
+    /// driver's device is reset): the clients of the sessions it served
+    /// are woken with `session::PROVIDER_GONE` — one waiting on its stream
+    /// reconnects — and init lets go of their wake copies.
+    fn wake_clients(&mut self, res: &mut Resources, provider: usize) {
+        self.wakes.retain(|&(p, slot)| {
+            if p != provider {
+                return true;
+            }
+            // (A client that revoked its donation meanwhile took the
+            // notification and this copy with it: nothing to signal.)
+            let _ = syscall::signal(own(slot));
+            delete_and_free(res, slot);
+            false
+        });
     }
 
     /// A `CLOSE_SESSION` job for `record`'s provider; `reply`: the
@@ -611,6 +656,13 @@ impl Sessions {
         result: Result<(u64, u64, u64), u64>,
         transit: Option<u32>,
     ) {
+        // The wake copy is taken from the donation before init lets go of
+        // it (the provider filled the table's wake slot when it opened).
+        let opened = matches!(result, Ok((session::OK, _, _)));
+        let wake = match (job.purpose, job.donation) {
+            (Purpose::Open { .. }, Some(d)) if opened => keep_wake(res, d),
+            _ => None,
+        };
         if let Some(d) = job.donation {
             delete_and_free(res, d);
         }
@@ -629,6 +681,7 @@ impl Sessions {
                     provider: job.provider,
                     restarts: job.restarts,
                     badge: 0,
+                    wake,
                 };
                 let what = (&job, service, donated, record);
                 self.opened(kids, res, what, result, cap);
@@ -651,7 +704,7 @@ impl Sessions {
                     println!("init: {cname} closed its session at {pname}");
                     let _ = answer_saved(res, job.reply, session::OK, [0; 4], None);
                 } else {
-                    self.close_ended(client);
+                    self.close_ended(res, client);
                 }
             }
         }
@@ -672,6 +725,25 @@ impl Sessions {
         result: Result<(u64, u64, u64), u64>,
         cap: Option<u32>,
     ) {
+        if self.open_ended(kids, res, (job, service, donated, &mut record), result, cap) {
+            self.next_id += 1;
+            self.records.push(record);
+        } else if let Some(w) = record.wake {
+            // Not recorded: nobody waits on the session's notification.
+            delete_and_free(res, w);
+        }
+    }
+
+    /// [`Self::opened`]'s answer: whether the client got the session
+    /// (then it is recorded).
+    fn open_ended(
+        &mut self,
+        kids: &[Kid<'_>],
+        res: &mut Resources,
+        (job, service, donated, record): (&Job, [u64; 4], bool, &mut Record),
+        result: Result<(u64, u64, u64), u64>,
+        cap: Option<u32>,
+    ) -> bool {
         let (bytes, len) = session::unpack(&service);
         let service = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
         let name = name_of_id(kids, record.client).unwrap_or("?");
@@ -690,15 +762,14 @@ impl Sessions {
                     Ok(()) => {
                         let quota = if donated { " (quota donated)" } else { "" };
                         println!("init: {name} -> {service} session at {pname}{quota}");
-                        self.next_id += 1;
-                        self.records.push(record);
+                        return true;
                     }
                     Err(e) => {
                         println!(
                             "init: {name} asked for a {service} session but is gone ({e}); \
                              closing it at {pname}"
                         );
-                        self.close_at_provider(&record, None);
+                        self.close_at_provider(record, None);
                     }
                 }
             }
@@ -723,6 +794,7 @@ impl Sessions {
                 refused(res, [0; 4]);
             }
         }
+        false
     }
 }
 
@@ -757,6 +829,21 @@ fn copy_to_new_slot(res: &mut Resources, src: u32) -> Option<u32> {
         Ok(()) => Some(slot),
         Err(e) => {
             println!("init: cannot keep a donation: {e}; refused");
+            res.free_slot(slot);
+            None
+        }
+    }
+}
+
+/// A write copy, badged `session::PROVIDER_GONE`, of the notification the
+/// provider put into the wake slot of donation table `table` (in init's
+/// slot `table`), in a fresh slot; `None` if it put none.
+fn keep_wake(res: &mut Resources, table: u32) -> Option<u32> {
+    let slot = res.slot().ok()?;
+    let wake = rt::abi::caddr::in_table(table, session::DONATED_WAKE);
+    match syscall::cap_mint(wake, own(slot), Rights::WRITE, session::PROVIDER_GONE) {
+        Ok(()) => Some(slot),
+        Err(_) => {
             res.free_slot(slot);
             None
         }

@@ -31,12 +31,24 @@
 //! read data back and acknowledges the client's packets, then re-arms
 //! the client's stream. Its scenario grants it `own = ["thread",
 //! "vspace"]` (binding its notification, mapping streams and its config).
+//!
+//! When the driver stops (killed, faulted: init restarts it), the wait for
+//! acknowledgements ends with the parent's wake-up (`BlockError::
+//! provider_gone`); the service reconnects (`BlockClient::reconnect`,
+//! which waits out the driver's restart) and submits every request that
+//! was in flight again, in the order they came — a block request may be
+//! repeated — so its clients see nothing but a delay
+//! (`tests/blk-kill.toml`). Invariant: a client's packet is in exactly
+//! one place until it is acknowledged — in flight at the driver
+//! ([`Forwarder::inflight`], submission order) or waiting for the
+//! reconnect ([`Forwarder::waiting`]).
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 extern crate alloc;
 
+use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::rc::Rc;
 use alloc::string::String;
@@ -48,7 +60,9 @@ use rt::abi::caddr::own;
 use rt::abi::{MsgInfo, ObjectType};
 use rt::interfaces::child;
 use rt::println;
-use rt::session::block::{self, Block, BlockInfo, BlockSource, Served, STREAM_BYTES};
+use rt::session::block::{
+    self, Block, BlockClient, BlockError, BlockInfo, BlockSource, Served, STREAM_BYTES,
+};
 use rt::session::rom;
 use rt::session::{Donated, Label, Provider, SessionTable};
 use rt::signal::Signals;
@@ -98,7 +112,8 @@ fn main(_: u64) -> i32 {
             return 1;
         }
     };
-    let (mut stream, info) = upstream;
+    let mut stream = upstream;
+    let info = stream.info();
     let table = read_table(&mut stream, &info);
     let partitions = match &table {
         Ok(t) => {
@@ -132,7 +147,9 @@ fn main(_: u64) -> i32 {
     let forwarder = Rc::new(RefCell::new(Forwarder {
         up: stream,
         info,
-        inflight: Vec::new(),
+        inflight: VecDeque::new(),
+        waiting: Vec::new(),
+        gone: false,
         windows: [false; MAX_SESSIONS],
         held: Vec::new(),
         next_id: 1,
@@ -181,10 +198,10 @@ fn read_policy() -> Result<Vec<Rule>, String> {
 }
 
 /// The Block session of the disk and its stream.
-fn open_upstream() -> Result<(BlockSource, BlockInfo), String> {
+fn open_upstream() -> Result<BlockClient, String> {
     // SAFETY: UPSTREAM_VA.. is used by nothing else of this program.
     unsafe {
-        block::connect(
+        BlockClient::connect(
             UPSTREAM,
             UPSTREAM_BLOCK,
             UPSTREAM_TABLE,
@@ -342,11 +359,15 @@ impl Drop for Client {
 
 /// The disk's stream, and what is in flight on it.
 pub struct Forwarder {
-    up: BlockSource,
+    up: BlockClient,
     info: BlockInfo,
-    /// Forwarded packets: the disk stream's offset, the client's id and
-    /// its packet.
-    inflight: Vec<(u32, u64, Taken)>,
+    /// Forwarded packets, in the order they were submitted: the disk
+    /// stream's offset, the client's id and its packet.
+    inflight: VecDeque<(u32, u64, Taken)>,
+    /// Clients' packets to forward once the disk's session is back.
+    waiting: Vec<(u64, Taken)>,
+    /// The driver stopped: reconnect before anything else.
+    gone: bool,
     windows: [bool; MAX_SESSIONS],
     /// The partitions open sessions hold.
     held: Vec<u32>,
@@ -370,13 +391,18 @@ impl Forwarder {
             for taken in batch {
                 self.forward(table, id, taken);
             }
-            if let Err(e) = self.up.flush() {
-                println!("partitions: the disk's stream: {e}");
-            }
-            while !self.inflight.is_empty() {
+            self.flush();
+            while self.gone || !self.inflight.is_empty() {
+                if self.gone {
+                    if self.reconnect(table) {
+                        continue;
+                    }
+                    break;
+                }
                 match self.up.next_ack(true) {
                     Ok(Some(ack)) => self.complete(table, ack),
                     Ok(None) => {}
+                    Err(e) if e.provider_gone() => self.gone = true,
                     Err(e) => {
                         self.fail_all(table, &e);
                         break;
@@ -393,8 +419,56 @@ impl Forwarder {
         }
     }
 
-    /// Forwards client `id`'s checked packet `taken` to the disk.
+    /// Publishes the forwarded packets to the driver.
+    fn flush(&mut self) {
+        match self.up.flush() {
+            Ok(()) => {}
+            // (The driver's notification went with it.)
+            Err(e) if BlockError::Packet(e).provider_gone() => self.gone = true,
+            Err(e) => println!("partitions: the disk's stream: {e}"),
+        }
+    }
+
+    /// The driver stopped: a fresh session and stream (waiting while init
+    /// restarts the driver), and every packet that was in flight or
+    /// waiting submitted again, in order. If the session cannot be had,
+    /// they fail (`false`), and the next batch tries again.
+    fn reconnect(&mut self, table: &mut SessionTable<Client>) -> bool {
+        self.gone = false;
+        let mut again: Vec<(u64, Taken)> =
+            self.inflight.drain(..).map(|(_, id, t)| (id, t)).collect();
+        again.append(&mut self.waiting);
+        println!(
+            "partitions: the disk's driver stopped with {} requests in flight; reconnecting",
+            again.len()
+        );
+        if let Err(e) = self.up.reconnect() {
+            println!("partitions: reconnecting to the disk failed: {e}; its requests fail");
+            for (id, taken) in again {
+                self.refuse(table, id, taken);
+            }
+            // Nothing of the old stream is touched again: the next batch
+            // tries to reconnect first.
+            self.gone = true;
+            return false;
+        }
+        println!(
+            "partitions: reconnected to the disk; {} requests submitted again",
+            again.len()
+        );
+        for (id, taken) in again {
+            self.forward(table, id, taken);
+        }
+        self.flush();
+        true
+    }
+
+    /// Forwards client `id`'s checked packet `taken` to the disk (or
+    /// keeps it for after the reconnect, when the driver is gone).
     fn forward(&mut self, table: &mut SessionTable<Client>, id: u64, taken: Taken) {
+        if self.gone {
+            return self.waiting.push((id, taken));
+        }
         let p = taken.packet();
         let Some(client) = find(table, id) else {
             return;
@@ -413,9 +487,9 @@ impl Forwarder {
                 Err(rt::stream::Error::BufferFull) => match self.up.next_ack(true) {
                     Ok(Some(ack)) => self.complete(table, ack),
                     Ok(None) => {}
-                    Err(_) => return self.refuse(table, id, taken),
+                    Err(e) => return self.failed(table, id, taken, e),
                 },
-                Err(_) => return self.refuse(table, id, taken),
+                Err(e) => return self.failed(table, id, taken, BlockError::Packet(e)),
             }
         };
         let Some(client) = find(table, id) else {
@@ -441,8 +515,8 @@ impl Forwarder {
         let mut packet = packet;
         packet.op = p.op;
         packet.tag = first;
-        self.inflight.push((packet.offset(), id, taken));
-        loop {
+        self.inflight.push_back((packet.offset(), id, taken));
+        let error = loop {
             match self.up.submit(packet) {
                 Ok(()) => return,
                 // Full: publish, and take acknowledgements (or wait for
@@ -451,25 +525,44 @@ impl Forwarder {
                     let freed = self
                         .up
                         .flush()
-                        .map_err(block::BlockError::Packet)
+                        .map_err(BlockError::Packet)
                         .and_then(|()| self.up.next_ack(false));
                     match freed {
                         Ok(Some(ack)) => self.complete(table, ack),
                         Ok(None) => {
-                            if self.up.wait_for_submit_space().is_err() {
-                                break;
+                            if let Err(e) = self.up.wait_for_submit_space() {
+                                break BlockError::Packet(e);
                             }
                         }
-                        Err(_) => break,
+                        Err(e) => break e,
                     }
                 }
-                Err(_) => break,
+                Err(e) => break BlockError::Packet(e),
+            }
+        };
+        // Not submitted: the client's packet fails (or waits for the
+        // driver's restart).
+        if let Some(i) = self.inflight.iter().position(|e| e.0 == packet.offset()) {
+            if let Some((_, id, taken)) = self.inflight.remove(i) {
+                let _ = self.up.release(packet);
+                self.failed(table, id, taken, error);
             }
         }
-        // Not submitted: the client's packet fails.
-        if let Some(i) = self.inflight.iter().position(|e| e.0 == packet.offset()) {
-            let (_, id, taken) = self.inflight.swap_remove(i);
-            let _ = self.up.release(packet);
+    }
+
+    /// Client `id`'s `taken` could not be forwarded because of `error`:
+    /// kept for after the reconnect if the driver is gone, else failed.
+    fn failed(
+        &mut self,
+        table: &mut SessionTable<Client>,
+        id: u64,
+        taken: Taken,
+        error: BlockError,
+    ) {
+        if error.provider_gone() {
+            self.gone = true;
+            self.waiting.push((id, taken));
+        } else {
             self.refuse(table, id, taken);
         }
     }
@@ -487,7 +580,9 @@ impl Forwarder {
             let _ = self.up.release(ack);
             return;
         };
-        let (_, id, taken) = self.inflight.swap_remove(i);
+        let Some((_, id, taken)) = self.inflight.remove(i) else {
+            return;
+        };
         let mut status = ack.op;
         if let Some(c) = find(table, id) {
             if status == block::STATUS_OK && taken.packet().op == block::OP_READ {
@@ -508,7 +603,7 @@ impl Forwarder {
     }
 
     /// The disk's stream broke: everything in flight fails.
-    fn fail_all(&mut self, table: &mut SessionTable<Client>, e: &block::BlockError) {
+    fn fail_all(&mut self, table: &mut SessionTable<Client>, e: &BlockError) {
         println!("partitions: the disk's stream broke: {e}");
         for (_, id, taken) in core::mem::take(&mut self.inflight) {
             self.refuse(table, id, taken);
