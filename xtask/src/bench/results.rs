@@ -32,13 +32,22 @@ pub struct IoDetail {
     pub soaked: Vec<u64>,
 }
 
+/// The wall-clock mode's throughput scale: bytes per million host ticks.
+/// (`bench::THROUGHPUT_SCALE`, bytes per thousand, rounded a 1 MiB run of
+/// 512-byte requests, paced over a second of a 2.5 GHz host, to 0.)
+pub const WALL_THROUGHPUT_SCALE: u64 = 1_000_000;
+
 impl IoDetail {
     /// Each run's throughput: bytes per elapsed tick ×
-    /// `bench::THROUGHPUT_SCALE`.
+    /// [`WALL_THROUGHPUT_SCALE`].
     pub fn throughputs(&self) -> Vec<u64> {
         self.elapsed
             .iter()
-            .map(|&e| bench::throughput(self.bytes, e))
+            .map(|&e| {
+                let scaled = u128::from(self.bytes) * u128::from(WALL_THROUGHPUT_SCALE)
+                    / u128::from(e.max(1));
+                scaled.min(u128::from(u64::MAX)) as u64
+            })
             .collect()
     }
 }
@@ -415,7 +424,10 @@ mod tests {
         let linux = parse(&io_line("blk-read-64k-linux", &costs), Platform::Linux).unwrap();
         assert!(linux[0].is_io() && !linux[0].higher_is_better());
         assert_eq!(linux[0].display_median(), "396.0 ticks/KiB");
-        assert_eq!(linux[0].io.as_ref().unwrap().throughputs(), vec![500; 5]);
+        assert_eq!(
+            linux[0].io.as_ref().unwrap().throughputs(),
+            vec![500_000; 5]
+        );
         let md = io_markdown_table(&[], &linux).unwrap();
         assert!(
             md.contains("| `blk-read-64k` | — | `blk-read-64k-linux` | 396.0 ticks/KiB (396.0–401.0, spread 1.3 %, 5 runs) | — |"),

@@ -9,8 +9,9 @@
 //! advantage (above 1: Pecan better): its median over the pairs and its
 //! range. The figure of a row is its median in the pair's run — ticks
 //! (lower is better), bytes per tick (higher is better) — and for an I/O
-//! row (`bench::catalog::IO_ROWS`) the throughput, bytes per host tick of
-//! the runs' median (higher is better). Rows one side lacks are listed as
+//! row (`bench::catalog::IO_ROWS`) the throughput, bytes per million host
+//! ticks of the runs' median (higher is better; per thousand, the
+//! figure of the guests' own lines, rounded the slowest rows to 0). Rows one side lacks are listed as
 //! `n/a`, never given a figure.
 //!
 //! What the ratios mean: under TCG a wall-clock figure is the emulator's
@@ -55,7 +56,11 @@ fn figure(r: &BenchResult) -> Option<(u64, Better, &'static str)> {
     if let Some(io) = &r.io {
         let mut t = io.throughputs();
         let st = soak::run_stats(&mut t)?;
-        return Some((st.median, Better::Higher, "throughput, bytes/tick"));
+        return Some((
+            st.median,
+            Better::Higher,
+            "throughput, bytes per 10⁶ host ticks",
+        ));
     }
     Some(if r.higher_is_better() {
         (r.median, Better::Higher, "bytes/tick")
@@ -123,7 +128,7 @@ fn missing_io_rows() -> Vec<String> {
         .filter(|r| r.pecan.is_none() || r.linux.is_none())
         .map(|r| {
             format!(
-                "| {} | {} | {} | throughput, bytes/tick (higher is better) | n/a | n/a |\n",
+                "| {} | {} | {} | throughput, bytes per 10⁶ host ticks (higher is better) | n/a | n/a |\n",
                 r.what,
                 r.pecan.map_or("n/a".to_string(), |n| format!("`{n}`")),
                 r.linux.map_or("n/a".to_string(), |n| format!("`{n}`"))

@@ -191,6 +191,10 @@ struct Init<'a> {
     failed_starts: u32,
     /// Stopping every component in order ([`power`]): nothing restarts.
     stopping: bool,
+    /// Children a config update removed whose sessions are still being
+    /// closed at their providers: their memory goes back (and their id is
+    /// free again) once the closes ended ([`Init::closed`]).
+    departing: Vec<Kid<'a>>,
 }
 
 /// What building a child takes besides the child: the boot image (its
@@ -303,6 +307,7 @@ impl<'a> Init<'a> {
             backoff: BackOff::new(&rom),
             failed_starts: 0,
             stopping: false,
+            departing: Vec::new(),
         })
     }
 
@@ -480,8 +485,25 @@ impl<'a> Init<'a> {
     /// look: their memory goes back now.
     fn closed(&mut self) {
         for id in self.sessions.take_closed() {
+            if let Some(i) = self.departing.iter().position(|k| k.id == id) {
+                let mut kid = self.departing.swap_remove(i);
+                self.forget(&mut kid);
+                continue;
+            }
             self.released(id + 1);
         }
+    }
+
+    /// `kid`, removed by a config update, has no session left open
+    /// anywhere: its memory goes back and its block is kept for a child
+    /// to come.
+    fn forget(&mut self, kid: &mut Kid<'a>) {
+        release(kid);
+        println!(
+            "init: stopped {}: its sessions closed, its memory returned",
+            kid.component.name
+        );
+        self.pool.free.push((kid.block, kid.block_bits));
     }
 
     /// Child `index` (its id + 1), finished, has no session left open

@@ -5,9 +5,12 @@
 //! checks it exactly as it checked its first config ROM and applies the
 //! difference by component name:
 //!
-//! - only in the running config: stopped — its sessions closed at their
-//!   providers (and those it provided gone with its endpoint), its block
-//!   revoked and kept for a child the update adds;
+//! - only in the running config: stopped — its thread suspended, its
+//!   sessions closed at their providers (and those it provided gone with
+//!   its endpoint); its block is revoked only once those closes ended (a
+//!   driver's device is reset before its DMA memory goes back), then kept
+//!   for a child to come (`init: stopped NAME: its sessions closed, its
+//!   memory returned`). Meanwhile its id stays taken;
 //! - in both with the same record (`Component::to_spec`: binary, quotas,
 //!   priority, CPU and CPU set, restart policy, services, routes by name,
 //!   config):
@@ -44,7 +47,7 @@ use rt::syscall;
 use ucore::config::Rom;
 
 use crate::sessions::reply;
-use crate::{release, Init};
+use crate::Init;
 
 impl<'a> Init<'a> {
     /// Answers request `label`, `words` on the Reconfig session with
@@ -160,8 +163,8 @@ impl<'a> Init<'a> {
                         Some(_) => "its record changed",
                         None => "removed from the config",
                     };
-                    self.stop_kid(i);
                     println!("init: stopped {name} ({why})");
+                    self.stop_kid(i);
                     stopped += 1;
                 }
             }
@@ -171,7 +174,10 @@ impl<'a> Init<'a> {
             if self.kids.iter().any(|k| k.component.name == c.name) {
                 continue;
             }
-            let id = (0..).find(|id| self.kids.iter().all(|k| k.id != *id));
+            let taken = |id: usize| {
+                self.kids.iter().any(|k| k.id == id) || self.departing.iter().any(|k| k.id == id)
+            };
+            let id = (0..).find(|&id| !taken(id));
             let Some(id) = id.filter(|&id| id < ucore::config::MAX_COMPONENTS) else {
                 println!("init: cannot start {}: no free child slot range", c.name);
                 continue;
@@ -182,17 +188,23 @@ impl<'a> Init<'a> {
         [started, stopped, kept]
     }
 
-    /// Stops `kids[i]` for good: closes its sessions, returns its memory
-    /// (its block kept for a child to come) and forgets it.
+    /// Stops `kids[i]` for good: suspends it and closes its sessions;
+    /// its memory goes back (its block kept for a child to come) once
+    /// the closes ended — at once if none is outstanding, else when
+    /// [`Init::closed`] finds it among the departing.
     fn stop_kid(&mut self, i: usize) {
         let id = self.kids[i].id;
-        // A config update does not wait for the closes (not yet: the
-        // block is revoked at once; a platform service's client removed by
-        // an update may see its DMA memory freed before its device stops).
-        let _ = self.sessions.finished(&self.kids, &mut self.pool.res, id);
+        if let Some(caps) = self.kids[i].caps {
+            // It must not go on (a driver driving its device) while its
+            // sessions close.
+            let _ = syscall::thread_suspend(rt::abi::caddr::own(caps.thread));
+        }
+        let pending = self.sessions.finished(&self.kids, &mut self.pool.res, id);
         let mut kid = self.kids.remove(i);
-        release(&mut kid);
         self.children.remove(id + 1);
-        self.pool.free.push((kid.block, kid.block_bits));
+        match pending {
+            true => self.departing.push(kid),
+            false => self.forget(&mut kid),
+        }
     }
 }
