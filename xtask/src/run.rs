@@ -41,7 +41,8 @@ pub struct RunArgs {
     /// No display window (`-display none`); implied when $DISPLAY is unset.
     #[arg(long)]
     pub headless: bool,
-    /// Stop QEMU after SECS seconds (and exit 0).
+    /// End the run after SECS seconds (and exit 0): through the guest's
+    /// power button when the scenario has `power`, else by stopping QEMU.
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
     /// Start stopped, with a gdb server on localhost:1234.
