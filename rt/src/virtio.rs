@@ -23,6 +23,10 @@
 //!   only if the device asked for it — one notification per batch at most;
 //!   [`VirtQueue::wait_interrupt`] blocks on the notification (no
 //!   spinning) and acknowledges the interrupt.
+//! - [`VirtioDevice::restart`] resets the device and sets it up again
+//!   over the same queue memory and interrupts: the way to take every
+//!   buffer back from a device at once (a closing client's receive
+//!   buffers), or to recover from a device that broke a queue.
 //! - Device-specific configuration: [`VirtioDevice::config_read32`] and
 //!   friends (64-bit reads retried on a configuration generation change).
 //!
@@ -198,6 +202,8 @@ pub struct VirtioDevice<'s> {
     isr: Block,
     device: Option<Block>,
     features: u64,
+    /// What the driver asked for at [`VirtioDevice::open`] (for a restart).
+    wanted: u64,
 }
 
 /// An interrupt waited for with [`VirtQueue::wait_interrupt_timed`].
@@ -222,6 +228,8 @@ pub struct VirtQueue {
     doorbell: u32,
     max_size: u16,
     irq: Option<(CapSlot, CapSlot)>,
+    /// What `queue_msix_vector` holds: the MSI-X entry, or `NO_VECTOR`.
+    vector: u16,
 }
 
 impl Deref for VirtQueue {
@@ -365,6 +373,7 @@ impl<'s> VirtioDevice<'s> {
             device: device.map(|d| block(cfg_type::DEVICE, d)),
             bars,
             features: 0,
+            wanted,
         };
         dev.negotiate(wanted)?;
         Ok(dev)
@@ -534,33 +543,68 @@ impl<'s> VirtioDevice<'s> {
                     return Err(VirtioError::Vector(irq.entry));
                 }
                 syscall::irq_bind(handler, irq.notification).map_err(VirtioError::Irq)?;
-                self.write16(common::QUEUE_MSIX_VECTOR, irq.entry)?;
-                if self.read16(common::QUEUE_MSIX_VECTOR)? != irq.entry {
-                    return Err(VirtioError::Vector(irq.entry));
-                }
                 Some((handler, irq.notification))
             }
-            None => {
-                self.write16(common::QUEUE_MSIX_VECTOR, NO_VECTOR)?;
-                None
-            }
+            None => None,
         };
-        self.write_address(common::QUEUE_DESC, ring.desc_bus())?;
-        self.write_address(common::QUEUE_DRIVER, ring.driver_bus())?;
-        self.write_address(common::QUEUE_DEVICE, ring.device_bus())?;
+        let mut q = VirtQueue {
+            ring,
+            index: n,
+            doorbell: 0,
+            max_size: max,
+            irq: handler,
+            vector: irq.map_or(NO_VECTOR, |irq| irq.entry),
+        };
+        self.program(&mut q)?;
+        Ok(q)
+    }
+
+    /// Tells the device (queue `q.index` selected, its size written) where
+    /// `q`'s rings are and which MSI-X entry it raises, finds its
+    /// doorbell and enables it.
+    fn program(&self, q: &mut VirtQueue) -> Result<(), VirtioError> {
+        let n = q.index;
+        self.write16(common::QUEUE_MSIX_VECTOR, q.vector)?;
+        if q.vector != NO_VECTOR && self.read16(common::QUEUE_MSIX_VECTOR)? != q.vector {
+            return Err(VirtioError::Vector(q.vector));
+        }
+        self.write_address(common::QUEUE_DESC, q.ring.desc_bus())?;
+        self.write_address(common::QUEUE_DRIVER, q.ring.driver_bus())?;
+        self.write_address(common::QUEUE_DEVICE, q.ring.device_bus())?;
         let notify_off = self.read16(common::QUEUE_NOTIFY_OFF)?;
-        let doorbell = u32::from(notify_off)
+        q.doorbell = u32::from(notify_off)
             .checked_mul(self.notify_off_multiplier)
             .filter(|d| self.reg(self.notify, *d, 2).is_ok())
             .ok_or(VirtioError::Doorbell(n))?;
-        self.write16(common::QUEUE_ENABLE, 1)?;
-        Ok(VirtQueue {
-            ring,
-            index: n,
-            doorbell,
-            max_size: max,
-            irq: handler,
-        })
+        self.write16(common::QUEUE_ENABLE, 1)
+    }
+
+    /// Resets the device and sets it up again as it was: the features
+    /// negotiated anew (the same ones, or an error), each of `queues`
+    /// emptied ([`SplitQueue::reset`]: every chain in flight is dropped,
+    /// its token dead) and programmed again over its memory with its
+    /// interrupt, then `DRIVER_OK`. For a driver that must take every
+    /// buffer back from the device at once — buffers that may never
+    /// complete, like a network device's receive buffers, in memory that
+    /// goes back to a client — or that recovers from a device that broke
+    /// a queue. No DMA memory or interrupt vector is spent.
+    pub fn restart(&mut self, queues: &mut [&mut VirtQueue]) -> Result<(), VirtioError> {
+        let before = self.features;
+        self.negotiate(self.wanted)?;
+        if self.features != before {
+            self.set_status(status::FAILED)?;
+            return Err(VirtioError::FeaturesRefused);
+        }
+        for q in queues.iter_mut() {
+            q.ring.reset()?;
+            self.write16(common::QUEUE_SELECT, q.index)?;
+            self.write16(common::QUEUE_SIZE, q.ring.size())?;
+            if self.read16(common::QUEUE_SIZE)? != q.ring.size() {
+                return Err(VirtioError::NoQueue(q.index));
+            }
+            self.program(q)?;
+        }
+        self.driver_ok()
     }
 
     /// Rings queue `q`'s doorbell.
