@@ -78,6 +78,21 @@ impl QueueMemory for Region {
     }
 }
 
+/// `bytes` of physically contiguous DMA memory from `platform`, mapped
+/// write-back (x86 DMA snoops the caches), and its bus address: for a
+/// driver's own buffers next to its queues (request headers, bounce
+/// pages).
+pub fn dma_region(
+    platform: &Session<Platform>,
+    bytes: usize,
+) -> Result<(Region, u64), VirtioError> {
+    let d = platform.dma(bytes as u64)?;
+    let frames = (d.first..d.first + d.frames).filter_map(|i| platform.donated_slot(i));
+    let mem = Region::map_new(frames, d.frames as usize, 4096, Cache::WriteBack)
+        .map_err(VirtioError::Map)?;
+    Ok((mem, d.bus_address))
+}
+
 /// Transport features this code does not implement: never accepted.
 const UNSUPPORTED: u64 = 1 << feature::RING_INDIRECT_DESC
     | 1 << feature::RING_PACKED

@@ -409,6 +409,12 @@ impl NicClient {
         self.rx.ack(taken).map_err(|e| NicError::Packet(e.error))
     }
 
+    /// The streams' notifications (the provider's to signal, the own to
+    /// wait on).
+    pub fn notifications(&self) -> Notifications {
+        self.notify
+    }
+
     /// Publishes what was sent and given back (one signal per batch at
     /// most).
     pub fn flush(&mut self) -> Result<(), NicError> {

@@ -31,7 +31,6 @@ use alloc::vec::Vec;
 use core::cell::RefCell;
 use core::fmt;
 
-use rt::abi::map::Cache;
 use rt::abi::CapSlot;
 use rt::mmio::Region;
 use rt::println;
@@ -39,7 +38,7 @@ use rt::session::block::{self, BlockInfo, Served, STREAM_BYTES};
 use rt::session::platform::Platform;
 use rt::session::{Donated, Session, SessionTable};
 use rt::stream::{self, Taken};
-use rt::virtio::{Buffer, QueueIrq, VirtQueue, VirtioDevice, VirtioError};
+use rt::virtio::{dma_region as dma, Buffer, QueueIrq, VirtQueue, VirtioDevice, VirtioError};
 
 use crate::SharedSignals;
 
@@ -136,15 +135,6 @@ pub struct Driver {
     /// Chains completed while a closing session was drained, for the
     /// next handler run (which has the sessions).
     deferred: Vec<u16>,
-}
-
-/// The physically contiguous DMA memory of `bytes`, mapped write-back.
-fn dma(platform: &Session<Platform>, bytes: usize) -> Result<(Region, u64), VirtioError> {
-    let d = platform.dma(bytes as u64)?;
-    let frames = (d.first..d.first + d.frames).filter_map(|i| platform.donated_slot(i));
-    let mem = Region::map_new(frames, d.frames as usize, PAGE, Cache::WriteBack)
-        .map_err(VirtioError::Map)?;
-    Ok((mem, d.bus_address))
 }
 
 impl Driver {
