@@ -127,6 +127,12 @@ struct Counts {
     dropped_descriptors: u64,
     bad_acks: u64,
     device_errors: u64,
+    /// Transmit doorbells rung, transmit and receive interrupts taken.
+    tx_doorbells: u64,
+    tx_interrupts: u64,
+    rx_interrupts: u64,
+    /// The most transmit chains the device had at once.
+    most_tx_in_device: u16,
 }
 
 /// The session's stream buffers on the bus.
@@ -277,6 +283,7 @@ impl Driver {
     /// queue's interrupts suppressed meanwhile), handed to the client.
     pub fn rx_interrupt(&mut self, table: &mut SessionTable<Client>) {
         let _ = self.rxq.ack_interrupt();
+        self.counts.rx_interrupts += 1;
         let _ = self.rxq.disable_interrupts();
         loop {
             match self.rxq.pop_used() {
@@ -314,6 +321,7 @@ impl Driver {
     /// The transmit queue's interrupt: every sent frame acknowledged.
     pub fn tx_interrupt(&mut self, table: &mut SessionTable<Client>) {
         let _ = self.txq.ack_interrupt();
+        self.counts.tx_interrupts += 1;
         if let Some(c) = client(table) {
             self.reap_tx(c);
         } else {
@@ -431,8 +439,10 @@ impl Driver {
             }
         }
         if added {
-            if let Err(e) = self.dev.kick(&mut self.txq) {
-                println!("virtio-net: transmit doorbell: {e}");
+            self.counts.most_tx_in_device = self.counts.most_tx_in_device.max(self.txq.in_flight());
+            match self.dev.kick(&mut self.txq) {
+                Ok(rang) => self.counts.tx_doorbells += u64::from(rang),
+                Err(e) => println!("virtio-net: transmit doorbell: {e}"),
             }
             self.reap_tx(c);
         }
@@ -615,6 +625,10 @@ impl Driver {
         println!(
             "virtio-net: session {id} closed: {} frames sent, {} received, {} refused, {} descriptors outside the buffer dropped, {} bad acknowledgements, {} device errors",
             c.sent, c.received, c.refused, c.dropped_descriptors, c.bad_acks, c.device_errors
+        );
+        println!(
+            "virtio-net: session {id}: {} transmit doorbells, up to {} frames in the device at once, {} transmit and {} receive interrupts",
+            c.tx_doorbells, c.most_tx_in_device, c.tx_interrupts, c.rx_interrupts
         );
         if !self.dead {
             if let Err(e) = self.dev.restart(&mut [&mut self.rxq, &mut self.txq]) {

@@ -40,7 +40,7 @@ use rt::println;
 use rt::session::nic::{self, Nic, NicClient, NicError};
 use rt::session::{self, Session};
 use rt::stream::hostile::{Control, Forger};
-use rt::stream::{Region, Ring};
+use rt::stream::{Notifications, Packet, Region, Ring, Sink, Source};
 use rt::syscall;
 
 use frames::{Dotted, Ip, Mac};
@@ -67,6 +67,8 @@ const ME: Ip = [10, 0, 2, 15];
 const GATEWAY: Ip = [10, 0, 2, 2];
 /// Frames in the burst.
 pub const BURST: u32 = 200;
+/// Frames published at once in the burst.
+pub const BATCH: u32 = 32;
 
 /// Failed checks.
 struct Checks(u32);
@@ -222,7 +224,7 @@ fn run(c: &mut Checks) -> Result<(), alloc::string::String> {
     exchanges(&mut net, c).map_err(|e| format!("exchanges: {e}"))?;
     burst(&mut net, c).map_err(|e| format!("burst: {e}"))?;
     refusals(&mut net, c).map_err(|e| format!("refusals: {e}"))?;
-    hostile(net, c)?;
+    hostile(net)?;
     // The driver still serves: INFO, then the session closes and a new
     // one works.
     let info_again = session.info();
@@ -344,8 +346,14 @@ fn burst(net: &mut Net, c: &mut Checks) -> Result<(), NicError> {
     let request = frames::arp_request(net.mac, ME, GATEWAY);
     let mut most = 0;
     let mut replies = 0u32;
-    for _ in 0..BURST {
+    for i in 0..BURST {
         net.send(&request)?;
+        // Published in batches, as a stack would after each burst of
+        // work: the driver takes each batch while the next is written.
+        if i % BATCH == BATCH - 1 {
+            net.nic.flush()?;
+            net.take_acks()?;
+        }
         most = most.max(net.nic.tx.in_flight());
     }
     net.nic.flush()?;
@@ -399,7 +407,7 @@ fn refusals(net: &mut Net, c: &mut Checks) -> Result<(), NicError> {
 }
 
 /// A hostile hand on the streams (module doc, 7): the session breaks.
-fn hostile(net: Net, c: &mut Checks) -> Result<(), alloc::string::String> {
+fn hostile(net: Net) -> Result<(), alloc::string::String> {
     use alloc::format;
     let Net {
         nic: client,
@@ -408,21 +416,15 @@ fn hostile(net: Net, c: &mut Checks) -> Result<(), alloc::string::String> {
         ..
     } = net;
     let notify = client.notifications();
-    let NicClient { mut tx, mut rx, .. } = client;
-    // A good ARP request, written into a packet now, submitted by the hand.
+    let NicClient { tx, rx, .. } = client;
+    // A good ARP request, written into a packet now, submitted by the hand;
+    // the transmit end goes, the hand takes its place.
     let request = frames::arp_request(mac, ME, GATEWAY);
-    let p = tx
-        .alloc(request.len() as u32)
-        .map_err(|e| format!("alloc: {e}"))?;
-    tx.payload_mut(&p)
-        .map_err(|e| format!("payload: {e}"))?
-        .copy_from_slice(&request);
-    let submitted = tx.counters().packets as u32;
-    // The transmit end goes: the hand takes its place.
-    drop(tx);
+    let (p, submitted) = stage(tx, &request)?;
     let config = nic::stream_config();
-    // SAFETY: the transmit part of the frame mapped at STREAM_VA; its
-    // source end was dropped above, so this hand is the only region on it.
+    // SAFETY: a part of the frame mapped at STREAM_VA whose stream end is
+    // gone (`stage` and `answered` consumed them), so the hand is the only
+    // region on it.
     let part = |offset: usize| unsafe {
         Region::new((STREAM_VA as usize + offset) as *mut u8, nic::PART_BYTES)
     };
@@ -437,7 +439,45 @@ fn hostile(net: Net, c: &mut Checks) -> Result<(), alloc::string::String> {
         [p.offset(), p.len(), nic::OP_SEND, 0],
     );
     syscall::signal(notify.peer).map_err(|e| format!("signal: {e}"))?;
-    // The good one after the bad one is sent and answered.
+    // The good one after the bad one is sent and answered; the receive end
+    // goes too.
+    let acked = answered(rx, notify)?;
+    println!("test-nic: a descriptor outside the buffer, then a good frame: the good one answered");
+    // An acknowledgement of a buffer that is not out, then an impossible
+    // transmit index.
+    let rx_hand = part(nic::RX_OFFSET)
+        .and_then(|r| Forger::new(r, config))
+        .map_err(|e| format!("hand: {e}"))?;
+    rx_hand.publish(Ring::Ack, given_back + acked, [outside, 64, 0, 0]);
+    hand.control(Ring::Submit, Control::Tail, submitted + 2 + 1000);
+    syscall::signal(notify.peer).map_err(|e| format!("signal: {e}"))?;
+    println!("test-nic: a forged acknowledgement and an impossible transmit index sent");
+    Ok(())
+}
+
+/// Writes `frame` into a packet of `tx` and ends the transmit end there:
+/// the packet, and the index its ring's next entry has.
+fn stage(
+    mut tx: Source<Notifications, { nic::STREAM_WORDS }>,
+    frame: &[u8],
+) -> Result<(Packet, u32), alloc::string::String> {
+    use alloc::format;
+    let p = tx
+        .alloc(frame.len() as u32)
+        .map_err(|e| format!("alloc: {e}"))?;
+    tx.payload_mut(&p)
+        .map_err(|e| format!("payload: {e}"))?
+        .copy_from_slice(frame);
+    Ok((p, tx.counters().packets as u32))
+}
+
+/// Takes frames from `rx` until an ARP reply from the gateway comes, and
+/// ends the receive end there: how many frames it acknowledged.
+fn answered(
+    mut rx: Sink<Notifications>,
+    notify: Notifications,
+) -> Result<u32, alloc::string::String> {
+    use alloc::format;
     let mut acked = 0;
     let mut answered = false;
     while !answered {
@@ -452,19 +492,5 @@ fn hostile(net: Net, c: &mut Checks) -> Result<(), alloc::string::String> {
         }
     }
     rx.flush().map_err(|e| format!("flush: {e}"))?;
-    c.expect(
-        answered,
-        format_args!("a descriptor outside the buffer, then a good frame: the good one answered"),
-    );
-    // The receive end goes too: an acknowledgement of a buffer that is not
-    // out, then an impossible transmit index.
-    drop(rx);
-    let rx_hand = part(nic::RX_OFFSET)
-        .and_then(|r| Forger::new(r, config))
-        .map_err(|e| format!("hand: {e}"))?;
-    rx_hand.publish(Ring::Ack, given_back + acked, [outside, 64, 0, 0]);
-    hand.control(Ring::Submit, Control::Tail, submitted + 2 + 1000);
-    syscall::signal(notify.peer).map_err(|e| format!("signal: {e}"))?;
-    println!("test-nic: a forged acknowledgement and an impossible transmit index sent");
-    Ok(())
+    Ok(acked)
 }
