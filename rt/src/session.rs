@@ -52,7 +52,7 @@ pub mod rtc;
 pub mod timer;
 
 pub use donor::Donor;
-pub use provider::{Donated, Provider, SessionTable, REFUSED_FULL};
+pub use provider::{open_donated, Donated, Provider, SessionTable, REFUSED_FULL};
 
 /// A session interface (see the module doc).
 pub trait Interface {

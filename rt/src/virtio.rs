@@ -93,6 +93,52 @@ pub fn dma_region(
     Ok((mem, d.bus_address))
 }
 
+/// What a driver that serves its device as sessions sets up first
+/// (virtio-blk, virtio-net): its Platform session, donated from its own
+/// quota and kept for the driver's life; a notification bound to its
+/// thread, so that one `Recv` returns session calls, clients' signals and
+/// interrupts alike (Genode's entrypoint); and a write capability on it
+/// badged with bit `bits[i]` for each interrupt `i`.
+pub struct DriverBase<const N: usize> {
+    /// The Platform session.
+    pub platform: &'static Session<Platform>,
+    /// The thread's notification.
+    pub notify: CapSlot,
+    /// The interrupts' badged capabilities (for [`QueueIrq::notification`]).
+    pub irq_caps: [CapSlot; N],
+}
+
+/// Sets up a [`DriverBase`] in own slots `first..first + 4 + N` (the
+/// session, its donation's block and table, the notification, the
+/// interrupts' capabilities); the error says which step failed.
+pub fn driver_base<const N: usize>(
+    first: u32,
+    bits: [u32; N],
+) -> Result<DriverBase<N>, alloc::string::String> {
+    use abi::caddr::own;
+    use abi::{ObjectType, Rights};
+    use interfaces::child;
+    let platform = crate::session::open_from_quota::<Platform>(first, first + 1, first + 2)
+        .map_err(|e| alloc::format!("Platform session: {e}"))?;
+    // The devices borrow the session for as long as the driver runs.
+    let platform: &'static Session<Platform> =
+        alloc::boxed::Box::leak(alloc::boxed::Box::new(platform));
+    let notify = own(first + 3);
+    let irq_caps: [CapSlot; N] = core::array::from_fn(|i| own(first + 4 + i as u32));
+    syscall::retype(own(child::UNTYPED), ObjectType::Notification, 0, notify, 1)
+        .and_then(|()| syscall::bind_notification(own(child::OWN_THREAD), notify))
+        .map_err(|e| alloc::format!("notification: {e}"))?;
+    for (cap, bit) in irq_caps.iter().zip(bits) {
+        syscall::cap_mint(notify, *cap, Rights::WRITE, 1 << bit)
+            .map_err(|e| alloc::format!("interrupt capability: {e}"))?;
+    }
+    Ok(DriverBase {
+        platform,
+        notify,
+        irq_caps,
+    })
+}
+
 /// Transport features this code does not implement: never accepted.
 const UNSUPPORTED: u64 = 1 << feature::RING_INDIRECT_DESC
     | 1 << feature::RING_PACKED
@@ -142,6 +188,9 @@ pub enum VirtioError {
     ConfigUnstable,
     /// The split queue refused (layout, or a device that broke it).
     Queue(QueueError),
+    /// The device (or the platform) lacks what the driver needs, or its
+    /// configuration is impossible: the driver says what.
+    Device(&'static str),
 }
 
 impl fmt::Display for VirtioError {
@@ -164,6 +213,7 @@ impl fmt::Display for VirtioError {
             }
             VirtioError::ConfigUnstable => f.write_str("the device configuration keeps changing"),
             VirtioError::Queue(e) => write!(f, "queue: {e}"),
+            VirtioError::Device(what) => write!(f, "device: {what}"),
         }
     }
 }

@@ -34,10 +34,10 @@
 use abi::caddr::own;
 use abi::CapSlot;
 
-use super::frame::StreamFrame;
+use super::frame::{AckedSink, StreamFrame};
 use super::{Interface, Session};
 use crate::shared::{self, ReceiveError};
-use crate::stream::{Config, Notifications, Packet, Region, Sink, Source, Taken};
+use crate::stream::{Config, Notifications, Packet, Region, Sink, Source};
 
 /// The Block interface.
 pub struct Block;
@@ -437,18 +437,29 @@ impl BlockSource {
 /// The provider's end of one Block session's stream: the stream frame
 /// (`super::frame::StreamFrame`: made from the session's donation,
 /// mapped, a signal context that runs the provider's handler when the
-/// client signals), the sink on it, and the acknowledgements the client's
-/// full ring could not take yet.
+/// client signals) and the sink on it with its backlog
+/// (`super::frame::AckedSink`, reached through `Deref`: `sink`, `ack`,
+/// `publish`, `arm`, `broken`).
 ///
 /// Dropping it (the session closed) unregisters the context and unmaps
 /// the frame; the objects themselves go when the client revokes its
 /// donation.
 pub struct Served<T: 'static> {
-    /// The stream.
-    pub sink: Sink<Notifications>,
-    backlog: alloc::collections::VecDeque<Taken>,
-    broken: bool,
+    stream: AckedSink,
     frame: StreamFrame<T>,
+}
+
+impl<T: 'static> core::ops::Deref for Served<T> {
+    type Target = AckedSink;
+    fn deref(&self) -> &AckedSink {
+        &self.stream
+    }
+}
+
+impl<T: 'static> core::ops::DerefMut for Served<T> {
+    fn deref_mut(&mut self) -> &mut AckedSink {
+        &mut self.stream
+    }
 }
 
 /// Why [`Served::open`] failed.
@@ -475,14 +486,10 @@ impl<T: 'static> Served<T> {
         // SAFETY: the whole frame is this one stream's, for the frame's life
         // (`frame` is the last field: dropped after the sink).
         let region = unsafe { frame.region(0, STREAM_BYTES) }.ok_or("stream region misaligned")?;
-        let mut sink =
+        let sink =
             Sink::new(region, stream_config(), notifications).map_err(|_| "stream layout")?;
-        // A fresh stream has no packets: armed, the first batch signals.
-        sink.arm(false).map_err(|_| "stream broken at start")?;
         Ok(Served {
-            sink,
-            backlog: alloc::collections::VecDeque::new(),
-            broken: false,
+            stream: AckedSink::new(sink)?,
             frame,
         })
     }
@@ -507,43 +514,6 @@ impl<T: 'static> Served<T> {
     /// The reply to a [`STREAM`] request (the capability in it).
     pub fn stream_reply(&self, which: u64) -> (abi::MsgInfo, crate::syscall::Words) {
         self.frame.stream_reply(which, OK, REFUSED)
-    }
-
-    /// Stages the acknowledgement of `taken` with `status`, or keeps it
-    /// for later when the client's ring is full.
-    pub fn ack(&mut self, mut taken: Taken, status: u32) {
-        taken.set_op(status);
-        super::frame::ack_or_keep(&mut self.sink, &mut self.backlog, taken);
-    }
-
-    /// Publishes the staged acknowledgements, the backlog first as far as
-    /// the ring takes it; `Err` once the stream is broken (logged by the
-    /// caller once: [`Self::broken`]).
-    pub fn publish(&mut self) -> Result<(), crate::stream::Error> {
-        super::frame::publish_backlog(&mut self.sink, &mut self.backlog).inspect_err(|e| {
-            if e.is_fatal() {
-                self.broken = true;
-            }
-        })
-    }
-
-    /// Re-arms the stream before the provider returns to its `Recv`:
-    /// `true` if packets (or, with a backlog, ring space) are there
-    /// already — look again now.
-    pub fn arm(&mut self) -> bool {
-        let space = !self.backlog.is_empty();
-        !self.broken && matches!(self.sink.arm(space), Ok(true))
-    }
-
-    /// Whether the stream broke (the client wrote impossible indices): its
-    /// requests are not looked at any more.
-    pub fn broken(&self) -> bool {
-        self.broken
-    }
-
-    /// Marks the stream broken.
-    pub fn set_broken(&mut self) {
-        self.broken = true;
     }
 }
 

@@ -189,33 +189,76 @@ pub unsafe fn receive(
     })
 }
 
-/// Stages the acknowledgement of `taken` on `sink`, or keeps it in
-/// `backlog` (behind those already kept) when the ring is full.
-pub fn ack_or_keep(
-    sink: &mut Sink<Notifications>,
-    backlog: &mut alloc::collections::VecDeque<Taken>,
-    taken: Taken,
-) {
-    if !backlog.is_empty() {
-        backlog.push_back(taken);
-        return;
-    }
-    if let Err(e) = sink.ack(taken) {
-        backlog.push_back(e.packet);
-    }
+/// A provider's sink end of a stream, with the acknowledgements the
+/// client's full ring could not take yet and whether the client broke
+/// the stream (Block's stream, Nic's transmit stream).
+///
+/// A client that does not take its acknowledgements holds up only its
+/// own: they wait here, retried at every [`AckedSink::publish`].
+pub struct AckedSink {
+    /// The stream.
+    pub sink: Sink<Notifications>,
+    backlog: alloc::collections::VecDeque<Taken>,
+    broken: bool,
 }
 
-/// Stages `backlog`'s acknowledgements as far as `sink`'s ring takes
-/// them and publishes.
-pub fn publish_backlog(
-    sink: &mut Sink<Notifications>,
-    backlog: &mut alloc::collections::VecDeque<Taken>,
-) -> Result<(), crate::stream::Error> {
-    while let Some(taken) = backlog.pop_front() {
-        if let Err(e) = sink.ack(taken) {
-            backlog.push_front(e.packet);
-            break;
+impl AckedSink {
+    /// `sink`, armed: the client's first batch signals.
+    pub fn new(mut sink: Sink<Notifications>) -> Result<AckedSink, ServeError> {
+        sink.arm(false).map_err(|_| "stream broken at start")?;
+        Ok(AckedSink {
+            sink,
+            backlog: alloc::collections::VecDeque::new(),
+            broken: false,
+        })
+    }
+
+    /// Stages the acknowledgement of `taken` with `status` (its op), or
+    /// keeps it for later when the client's ring is full.
+    pub fn ack(&mut self, mut taken: Taken, status: u32) {
+        taken.set_op(status);
+        if !self.backlog.is_empty() {
+            self.backlog.push_back(taken);
+            return;
+        }
+        if let Err(e) = self.sink.ack(taken) {
+            self.backlog.push_back(e.packet);
         }
     }
-    sink.flush()
+
+    /// Publishes the staged acknowledgements, the backlog first as far as
+    /// the ring takes it; `Err` once the stream is broken (logged by the
+    /// caller once: [`Self::broken`]).
+    pub fn publish(&mut self) -> Result<(), crate::stream::Error> {
+        while let Some(taken) = self.backlog.pop_front() {
+            if let Err(e) = self.sink.ack(taken) {
+                self.backlog.push_front(e.packet);
+                break;
+            }
+        }
+        self.sink.flush().inspect_err(|e| {
+            if e.is_fatal() {
+                self.broken = true;
+            }
+        })
+    }
+
+    /// Re-arms the stream before the provider returns to its `Recv`:
+    /// `true` if packets (or, with a backlog, ring space) are there
+    /// already — look again now.
+    pub fn arm(&mut self) -> bool {
+        let space = !self.backlog.is_empty();
+        !self.broken && matches!(self.sink.arm(space), Ok(true))
+    }
+
+    /// Whether the stream broke (the client wrote impossible indices): its
+    /// requests are not looked at any more.
+    pub fn broken(&self) -> bool {
+        self.broken
+    }
+
+    /// Marks the stream broken.
+    pub fn set_broken(&mut self) {
+        self.broken = true;
+    }
 }

@@ -85,7 +85,7 @@
 use abi::caddr::own;
 use abi::CapSlot;
 
-use super::frame::{ServeError, StreamFrame};
+use super::frame::{AckedSink, ServeError, StreamFrame};
 use super::{Interface, Session};
 use crate::shared::ReceiveError;
 use crate::stream::{Config, Notifications, Packet, Region, Sink, Source, Taken};
@@ -437,19 +437,16 @@ impl NicClient {
 }
 
 /// The provider's ends of one Nic session's streams: the stream frame
-/// (`super::frame::StreamFrame`), the transmit sink, the receive source,
-/// and the transmit acknowledgements the client's full ring could not
-/// take yet.
+/// (`super::frame::StreamFrame`), the transmit sink with its backlog of
+/// acknowledgements (`super::frame::AckedSink`) and the receive source.
 ///
 /// Dropping it (the session closed) unregisters the signal context and
 /// unmaps the frame; the objects go when the client revokes its donation.
 pub struct NicServed<T: 'static> {
     /// Transmit: the provider is the sink.
-    pub tx: Sink<Notifications>,
+    pub tx: AckedSink,
     /// Receive: the provider is the source.
     pub rx: Source<Notifications, STREAM_WORDS>,
-    backlog: alloc::collections::VecDeque<Taken>,
-    broken: bool,
     frame: StreamFrame<T>,
 }
 
@@ -483,15 +480,12 @@ impl<T: 'static> NicServed<T> {
             tx.ok_or("stream region misaligned")?,
             rx.ok_or("stream region misaligned")?,
         );
-        let mut tx = Sink::new(tx, stream_config(), notify).map_err(|_| "stream layout")?;
+        let tx = Sink::new(tx, stream_config(), notify).map_err(|_| "stream layout")?;
         let mut rx = Source::new(rx, stream_config(), notify).map_err(|_| "stream layout")?;
-        tx.arm(false).map_err(|_| "stream broken at start")?;
         rx.arm(false).map_err(|_| "stream broken at start")?;
         Ok(NicServed {
-            tx,
+            tx: AckedSink::new(tx)?,
             rx,
-            backlog: alloc::collections::VecDeque::new(),
-            broken: false,
             frame,
         })
     }
@@ -504,7 +498,7 @@ impl<T: 'static> NicServed<T> {
 
     /// Where transmit packets' bytes start in the frame: add the offset.
     pub fn tx_buffer(&self) -> usize {
-        TX_OFFSET + self.tx.layout().buffer_offset()
+        TX_OFFSET + self.tx.sink.layout().buffer_offset()
     }
 
     /// Where receive packets' bytes start in the frame: add the offset.
@@ -517,41 +511,31 @@ impl<T: 'static> NicServed<T> {
         self.frame.stream_reply(which, OK, REFUSED)
     }
 
-    /// Stages the acknowledgement of transmit packet `taken` with
-    /// `status`, or keeps it for later when the client's ring is full.
-    pub fn ack(&mut self, mut taken: Taken, status: u32) {
-        taken.set_op(status);
-        super::frame::ack_or_keep(&mut self.tx, &mut self.backlog, taken);
-    }
-
     /// Publishes both streams: the transmit acknowledgements (the backlog
     /// first, as far as the ring takes it) and the received frames
     /// submitted; `Err` once a stream is broken ([`Self::broken`]).
     pub fn publish(&mut self) -> Result<(), crate::stream::Error> {
-        let result = super::frame::publish_backlog(&mut self.tx, &mut self.backlog)
-            .and_then(|()| self.rx.flush());
-        result.inspect_err(|e| {
+        self.tx.publish()?;
+        self.rx.flush().inspect_err(|e| {
             if e.is_fatal() {
-                self.broken = true;
+                self.tx.set_broken();
             }
         })
     }
 
     /// Re-arms both streams before the provider returns to its `Recv`:
-    /// `true` if packets, acknowledgements or (with a backlog or frames
-    /// waiting, `rx_waiting`) ring space are there already — look again
-    /// now.
+    /// `true` if packets, acknowledgements or ring space (for the
+    /// transmit backlog, or, with `rx_waiting`, for received frames) are
+    /// there already — look again now.
     pub fn arm(&mut self, rx_waiting: bool) -> bool {
-        if self.broken {
+        if self.broken() {
             return false;
         }
-        let space = !self.backlog.is_empty();
-        let tx = self.tx.arm(space);
-        let rx = self.rx.arm(rx_waiting);
-        match (tx, rx) {
-            (Ok(a), Ok(b)) => a || b,
-            _ => {
-                self.broken = true;
+        let tx = self.tx.arm();
+        match self.rx.arm(rx_waiting) {
+            Ok(rx) => tx || rx,
+            Err(_) => {
+                self.tx.set_broken();
                 false
             }
         }
@@ -560,11 +544,11 @@ impl<T: 'static> NicServed<T> {
     /// Whether a stream broke (the client wrote impossible indices): the
     /// session is not looked at any more.
     pub fn broken(&self) -> bool {
-        self.broken
+        self.tx.broken()
     }
 
     /// Marks the session broken.
     pub fn set_broken(&mut self) {
-        self.broken = true;
+        self.tx.set_broken();
     }
 }

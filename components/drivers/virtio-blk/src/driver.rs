@@ -73,29 +73,6 @@ const DRAIN_SPINS: u32 = 1_000_000;
 /// Where session `i`'s stream frame is mapped.
 const STREAM_VA: u64 = 0x40_0000_0000;
 
-/// Why the driver could not start.
-#[derive(Debug)]
-pub enum StartError {
-    Virtio(VirtioError),
-    /// The device's configuration is impossible.
-    Config(&'static str),
-}
-
-impl From<VirtioError> for StartError {
-    fn from(e: VirtioError) -> Self {
-        StartError::Virtio(e)
-    }
-}
-
-impl fmt::Display for StartError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StartError::Virtio(e) => write!(f, "{e}"),
-            StartError::Config(what) => write!(f, "device configuration: {what}"),
-        }
-    }
-}
-
 /// A request in the virtqueue.
 struct Request {
     client: u64,
@@ -145,8 +122,8 @@ impl Driver {
         platform: &'static Session<Platform>,
         irq_cap: CapSlot,
         cpu: u32,
-    ) -> Result<Driver, StartError> {
-        let info = platform.device(0).map_err(VirtioError::from)?;
+    ) -> Result<Driver, VirtioError> {
+        let info = platform.device(0)?;
         let wanted = 1 << F_RO | 1 << F_BLK_SIZE | 1 << F_FLUSH;
         let mut dev = VirtioDevice::open(platform, 0, wanted)?;
         let capacity = dev.config_read64(0)?;
@@ -155,7 +132,7 @@ impl Driver {
             false => SECTOR as u32,
         };
         if !(512..=65536).contains(&block_size) || !block_size.is_power_of_two() {
-            return Err(StartError::Config(
+            return Err(VirtioError::Device(
                 "block size not a power of two of 512 to 64 KiB",
             ));
         }

@@ -95,29 +95,6 @@ pub const MAX_RESTARTS: u32 = 3;
 /// Where the session's stream frame is mapped.
 const STREAM_VA: u64 = 0x40_0000_0000;
 
-/// Why the driver could not start.
-#[derive(Debug)]
-pub enum StartError {
-    Virtio(VirtioError),
-    /// The device or the platform lacks something the driver needs.
-    Missing(&'static str),
-}
-
-impl From<VirtioError> for StartError {
-    fn from(e: VirtioError) -> Self {
-        StartError::Virtio(e)
-    }
-}
-
-impl fmt::Display for StartError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StartError::Virtio(e) => write!(f, "{e}"),
-            StartError::Missing(what) => f.write_str(what),
-        }
-    }
-}
-
 /// What one session saw, logged when it closes.
 #[derive(Clone, Copy, Debug, Default)]
 struct Counts {
@@ -180,11 +157,11 @@ impl Driver {
         rx_irq: CapSlot,
         tx_irq: CapSlot,
         cpu: u32,
-    ) -> Result<Driver, StartError> {
-        let device = platform.device(0).map_err(VirtioError::from)?;
+    ) -> Result<Driver, VirtioError> {
+        let device = platform.device(0)?;
         let mut dev = VirtioDevice::open(platform, 0, 1 << F_MAC | 1 << F_STATUS)?;
         if !dev.has_feature(F_MAC) {
-            return Err(StartError::Missing("the device has no MAC address"));
+            return Err(VirtioError::Device("the device has no MAC address"));
         }
         let mut mac = [0u8; 6];
         for (i, b) in mac.iter_mut().enumerate() {
@@ -198,12 +175,12 @@ impl Driver {
         let rxq = dev.queue(RX_QUEUE, QUEUE, Some(irq(0, rx_irq)))?;
         let txq = dev.queue(TX_QUEUE, QUEUE, Some(irq(1, tx_irq)))?;
         let translate = platform.translate().map_err(|_| {
-            StartError::Missing("no bus-address translation from the platform: no zero copy")
+            VirtioError::Device("no bus-address translation from the platform: no zero copy")
         })?;
         let (meta, meta_bus) = dma_region(platform, META_BYTES)?;
         // The transmit header: no offloads, so all zeroes.
         meta.copy_from(TX_HEADER_AT, &[0; NET_HDR as usize])
-            .ok_or(StartError::Missing("DMA memory too small for the headers"))?;
+            .ok_or(VirtioError::Device("DMA memory too small for the headers"))?;
         dev.driver_ok()?;
         let driver = Driver {
             info: NicInfo {
@@ -354,13 +331,13 @@ impl Driver {
     /// acknowledged with their status at once, good ones wait to be sent.
     fn take_tx(&mut self, c: &mut Client) {
         loop {
-            match c.served.tx.get() {
+            match c.served.tx.sink.get() {
                 Ok(Some(taken)) => match nic::check(&taken.packet(), self.info.mtu) {
-                    Ok(()) if self.dead => c.served.ack(taken, nic::STATUS_IO),
+                    Ok(()) if self.dead => c.served.tx.ack(taken, nic::STATUS_IO),
                     Ok(()) => self.tx_pending.push_back(taken),
                     Err(status) => {
                         self.counts.refused += 1;
-                        c.served.ack(taken, status);
+                        c.served.tx.ack(taken, status);
                     }
                 },
                 Ok(None) => return,
@@ -432,7 +409,7 @@ impl Driver {
                     added = true;
                 }
                 Err(e) => {
-                    c.served.ack(taken, nic::STATUS_IO);
+                    c.served.tx.ack(taken, nic::STATUS_IO);
                     self.device_broke(Some(c), &e);
                     return;
                 }
@@ -460,7 +437,7 @@ impl Driver {
                         .and_then(Option::take);
                     if let Some(taken) = taken {
                         self.counts.sent += 1;
-                        c.served.ack(taken, nic::STATUS_OK);
+                        c.served.tx.ack(taken, nic::STATUS_OK);
                     }
                 }
                 Ok(None) => {
@@ -552,7 +529,7 @@ impl Driver {
         self.counts.device_errors += 1;
         for taken in self.tx_posted.iter_mut().filter_map(Option::take) {
             if let Some(c) = c.as_deref_mut() {
-                c.served.ack(taken, nic::STATUS_IO);
+                c.served.tx.ack(taken, nic::STATUS_IO);
             }
         }
         let back = self.rx_posted.iter_mut().filter_map(Option::take);
@@ -577,7 +554,7 @@ impl Driver {
         self.dev.reset();
         if let Some(c) = c {
             for taken in self.tx_pending.drain(..) {
-                c.served.ack(taken, nic::STATUS_IO);
+                c.served.tx.ack(taken, nic::STATUS_IO);
             }
         }
     }

@@ -35,6 +35,7 @@ mod frames;
 
 use alloc::vec::Vec;
 
+use rt::check::Findings;
 use rt::interfaces::child;
 use rt::println;
 use rt::session::nic::{self, Nic, NicClient, NicError};
@@ -70,20 +71,6 @@ pub const BURST: u32 = 200;
 /// Frames published at once in the burst.
 pub const BATCH: u32 = 32;
 
-/// Failed checks.
-struct Checks(u32);
-
-impl Checks {
-    fn expect(&mut self, ok: bool, what: core::fmt::Arguments<'_>) {
-        if ok {
-            println!("test-nic: {what}");
-        } else {
-            println!("test-nic: FAILED: {what}");
-            self.0 += 1;
-        }
-    }
-}
-
 /// The client's ends and what it counted.
 struct Net {
     nic: NicClient,
@@ -96,6 +83,17 @@ struct Net {
 }
 
 impl Net {
+    /// The client `nic` of interface `mac`, nothing counted yet.
+    fn new(nic: NicClient, mac: Mac) -> Net {
+        Net {
+            nic,
+            mac,
+            sent_ok: 0,
+            refused: Vec::new(),
+            given_back: 0,
+        }
+    }
+
     /// Takes the transmit acknowledgements there are.
     fn take_acks(&mut self) -> Result<(), NicError> {
         while let Some((status, _)) = self.nic.sent()? {
@@ -177,16 +175,15 @@ impl Net {
 }
 
 fn main(_: u64) -> i32 {
-    let mut c = Checks(0);
+    let mut c = Findings::new();
     match run(&mut c) {
         Ok(()) => {}
         Err(e) => c.expect(false, format_args!("{e}")),
     }
-    println!("test-nic: {} checks failed", c.0);
-    i32::from(c.0 != 0)
+    c.finish()
 }
 
-fn run(c: &mut Checks) -> Result<(), alloc::string::String> {
+fn run(c: &mut Findings) -> Result<(), alloc::string::String> {
     use alloc::format;
     let session = session::open_from_quota::<Nic>(SESSION, DONOR_BLOCK, DONOR_TABLE)
         .map_err(|e| format!("Nic session: {e}"))?;
@@ -214,13 +211,7 @@ fn run(c: &mut Checks) -> Result<(), alloc::string::String> {
     // SAFETY: STREAM_VA.. is used by nothing else of this program.
     let nic =
         unsafe { session.streams(STREAM_SLOTS, STREAM_VA) }.map_err(|e| format!("streams: {e}"))?;
-    let mut net = Net {
-        nic,
-        mac: info.mac.0,
-        sent_ok: 0,
-        refused: Vec::new(),
-        given_back: 0,
-    };
+    let mut net = Net::new(nic, info.mac.0);
     exchanges(&mut net, c).map_err(|e| format!("exchanges: {e}"))?;
     burst(&mut net, c).map_err(|e| format!("burst: {e}"))?;
     refusals(&mut net, c).map_err(|e| format!("refusals: {e}"))?;
@@ -244,13 +235,7 @@ fn run(c: &mut Checks) -> Result<(), alloc::string::String> {
     // SAFETY: STREAM_VA_2.. is used by nothing else of this program.
     let nic = unsafe { session.streams(STREAM_SLOTS_2, STREAM_VA_2) }
         .map_err(|e| format!("new streams: {e}"))?;
-    let mut net = Net {
-        nic,
-        mac: info.mac.0,
-        sent_ok: 0,
-        refused: Vec::new(),
-        given_back: 0,
-    };
+    let mut net = Net::new(nic, info.mac.0);
     let gateway = net.arp().map_err(|e| format!("ARP: {e}"))?;
     c.expect(
         gateway != [0; 6],
@@ -269,7 +254,7 @@ fn close_and_reopen(session: &mut Session<Nic>) -> Result<(), alloc::string::Str
 }
 
 /// ARP, ICMP echo and DHCP with the user network.
-fn exchanges(net: &mut Net, c: &mut Checks) -> Result<(), NicError> {
+fn exchanges(net: &mut Net, c: &mut Findings) -> Result<(), NicError> {
     let gateway = net.arp()?;
     c.expect(
         gateway != [0; 6],
@@ -341,7 +326,7 @@ fn exchanges(net: &mut Net, c: &mut Checks) -> Result<(), NicError> {
 }
 
 /// [`BURST`] ARP requests, as many in flight as fit.
-fn burst(net: &mut Net, c: &mut Checks) -> Result<(), NicError> {
+fn burst(net: &mut Net, c: &mut Findings) -> Result<(), NicError> {
     let before = net.sent_ok;
     let request = frames::arp_request(net.mac, ME, GATEWAY);
     let mut most = 0;
@@ -378,7 +363,7 @@ fn burst(net: &mut Net, c: &mut Checks) -> Result<(), NicError> {
 }
 
 /// Bad transmit packets: each refused with its status.
-fn refusals(net: &mut Net, c: &mut Checks) -> Result<(), NicError> {
+fn refusals(net: &mut Net, c: &mut Findings) -> Result<(), NicError> {
     let tx = &mut net.nic.tx;
     let mut bad = |len: u32, op: u32| -> Result<(), NicError> {
         let mut p = tx.alloc(len).map_err(NicError::Packet)?;
