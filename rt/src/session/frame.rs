@@ -248,7 +248,17 @@ impl AckedSink {
     /// already — look again now.
     pub fn arm(&mut self) -> bool {
         let space = !self.backlog.is_empty();
-        !self.broken && matches!(self.sink.arm(space), Ok(true))
+        if self.broken {
+            return false;
+        }
+        match self.sink.arm(space) {
+            Ok(ready) => ready,
+            // Only a broken stream fails to arm.
+            Err(_) => {
+                self.broken = true;
+                false
+            }
+        }
     }
 
     /// Whether the stream broke (the client wrote impossible indices): its

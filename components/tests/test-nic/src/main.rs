@@ -1,6 +1,6 @@
 //! test-nic: a Nic session client checking its provider (the virtio-net
 //! driver on QEMU's user network with `restrict=on`) — `tests/nic.toml`.
-//! The frames are made by hand (`frames`); the guest is 10.0.2.15, the
+//! The frames are made by hand (`ucore::netcheck`); the guest is 10.0.2.15, the
 //! user network's gateway 10.0.2.2.
 //!
 //! 1. The interface (`INFO`): MAC address, link, MTU; a second session
@@ -31,8 +31,6 @@
 
 extern crate alloc;
 
-mod frames;
-
 use alloc::vec::Vec;
 
 use rt::check::Findings;
@@ -44,7 +42,7 @@ use rt::stream::hostile::{Control, Forger};
 use rt::stream::{Notifications, Packet, Region, Ring, Sink, Source};
 use rt::syscall;
 
-use frames::{Dotted, Ip, Mac};
+use ucore::netcheck::{self as frames, Dotted, Ip, Mac};
 
 rt::entry!(main);
 

@@ -1,9 +1,10 @@
-//! Hand-made Ethernet frames for the test, and their parsers: ARP (RFC
-//! 826), IPv4 (RFC 791) with ICMP echo (RFC 792), UDP (RFC 768) carrying
-//! DHCP (RFC 2131). Built byte by byte — the network stack (smoltcp)
-//! comes later and is not what is tested here. Every parser reads through
-//! bounds-checked `get`, so a short or odd frame is `None`, never a
-//! panic.
+//! Hand-made Ethernet frames for the network driver's test client
+//! (`test-nic`), and their parsers: ARP (RFC 826), IPv4 (RFC 791) with
+//! ICMP echo (RFC 792), UDP (RFC 768) carrying DHCP (RFC 2131). Built
+//! byte by byte — the network stack (smoltcp) comes later and is not what
+//! tests the driver. Every parser reads through bounds-checked `get`, so
+//! a short or odd frame is `None`, never a panic (host tests: every
+//! prefix of each frame, and random bytes).
 
 use alloc::vec::Vec;
 
@@ -35,7 +36,7 @@ fn array<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
 }
 
 /// The Internet checksum of `data` (RFC 1071).
-fn checksum(data: &[u8]) -> u16 {
+pub fn checksum(data: &[u8]) -> u16 {
     let mut sum: u32 = data
         .chunks(2)
         .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
@@ -226,5 +227,161 @@ impl core::fmt::Display for Dotted {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let [a, b, c, d] = self.0;
         write!(f, "{a}.{b}.{c}.{d}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAC: Mac = [0x52, 0x54, 0, 0x12, 0x34, 0x56];
+    const GW_MAC: Mac = [0x52, 0x55, 10, 0, 2, 2];
+    const ME: Ip = [10, 0, 2, 15];
+    const GW: Ip = [10, 0, 2, 2];
+
+    #[test]
+    fn checksum_is_rfc_1071s() {
+        // RFC 1071, 3: 0001 f203 f4f5 f6f7 sums to ddf2.
+        assert_eq!(checksum(&[0, 1, 0xf2, 3, 0xf4, 0xf5, 0xf6, 0xf7]), !0xddf2);
+        // An odd length pads with a zero byte.
+        assert_eq!(checksum(&[0xff]), !0xff00);
+        assert_eq!(checksum(&[]), 0xffff);
+    }
+
+    /// What slirp answers to `request`: the same ARP packet, turned round.
+    fn reply_to(request: &[u8]) -> Vec<u8> {
+        let mut r = request.to_vec();
+        r[0..6].copy_from_slice(&MAC);
+        r[6..12].copy_from_slice(&GW_MAC);
+        r[21] = 2;
+        r[22..28].copy_from_slice(&GW_MAC);
+        r[28..32].copy_from_slice(&GW);
+        r[32..38].copy_from_slice(&MAC);
+        r[38..42].copy_from_slice(&ME);
+        r
+    }
+
+    #[test]
+    fn an_arp_request_is_answered_by_its_reply_only() {
+        let req = arp_request(MAC, ME, GW);
+        assert_eq!(req.len(), 42);
+        assert_eq!(&req[..6], &BROADCAST);
+        assert_eq!(&req[12..14], &[8, 6]);
+        assert_eq!(&req[38..42], &GW);
+        assert_eq!(arp_reply(&req, GW, ME), None, "a request is no reply");
+        let reply = reply_to(&req);
+        assert_eq!(arp_reply(&reply, GW, ME), Some(GW_MAC));
+        assert_eq!(arp_reply(&reply, [10, 0, 2, 3], ME), None, "another sender");
+        for n in 0..reply.len() {
+            assert_eq!(arp_reply(&reply[..n], GW, ME), None);
+        }
+    }
+
+    #[test]
+    fn an_echo_reply_carries_the_requests_data() {
+        let data: Vec<u8> = (0..56).collect();
+        let req = echo_request(MAC, ME, GW_MAC, GW, 7, 9, &data);
+        assert_eq!(req.len(), 14 + 20 + 8 + 56);
+        let ip = &req[14..34];
+        assert_eq!(checksum(ip), 0, "the IPv4 header checksum holds");
+        assert_eq!(checksum(&req[34..]), 0, "the ICMP checksum holds");
+        // The gateway's reply: addresses swapped, type 0, checksum fixed.
+        let mut reply = req.clone();
+        reply[26..30].copy_from_slice(&GW);
+        reply[30..34].copy_from_slice(&ME);
+        reply[34] = 0;
+        reply[36..38].copy_from_slice(&[0, 0]);
+        let sum = checksum(&reply[34..]);
+        reply[36..38].copy_from_slice(&sum.to_be_bytes());
+        assert_eq!(echo_reply(&reply, GW, 7, 9), Some(&data[..]));
+        assert_eq!(echo_reply(&reply, GW, 7, 10), None, "another sequence");
+        assert_eq!(echo_reply(&req, ME, 7, 9), None, "a request is no reply");
+        let mut bad = reply.clone();
+        bad[40] ^= 1;
+        assert_eq!(echo_reply(&bad, GW, 7, 9), None, "a wrong checksum");
+        for n in 0..reply.len() {
+            assert_eq!(echo_reply(&reply[..n], GW, 7, 9), None);
+        }
+    }
+
+    #[test]
+    fn a_discover_fills_slirps_bootp_struct_and_an_offer_is_read() {
+        let d = dhcp_discover(MAC, 0x1234_5678);
+        assert_eq!(d.len(), 14 + 576, "slirp takes its struct bootp_t whole");
+        assert_eq!(&d[..6], &BROADCAST);
+        assert_eq!(checksum(&d[14..34]), 0);
+        assert_eq!((be16(&d, 34), be16(&d, 36)), (Some(68), Some(67)));
+        // The offer: the discover turned into a server's answer.
+        let mut o = d.clone();
+        o[26..30].copy_from_slice(&GW);
+        o[34..36].copy_from_slice(&67u16.to_be_bytes());
+        o[36..38].copy_from_slice(&68u16.to_be_bytes());
+        let bootp = 42;
+        o[bootp] = 2;
+        o[bootp + 16..bootp + 20].copy_from_slice(&ME);
+        let opts: &[u8] = &[53, 1, 2, 0, 54, 4, 10, 0, 2, 2, 3, 4, 10, 0, 2, 2, 255];
+        o[bootp + 240..bootp + 240 + opts.len()].copy_from_slice(opts);
+        let sum = checksum(
+            &o[14..34]
+                .iter()
+                .enumerate()
+                .map(|(i, b)| if (10..12).contains(&i) { 0 } else { *b })
+                .collect::<Vec<u8>>(),
+        );
+        o[24..26].copy_from_slice(&sum.to_be_bytes());
+        let offer = dhcp_offer(&o, 0x1234_5678).unwrap();
+        assert_eq!(
+            offer,
+            Offer {
+                address: ME,
+                server: Some(GW),
+                router: Some(GW),
+                broadcast: true
+            }
+        );
+        assert_eq!(dhcp_offer(&o, 0x1234_5679), None, "another transaction");
+        assert_eq!(dhcp_offer(&d, 0x1234_5678), None, "a discover is no offer");
+        // Another message type (an ACK), or a type of the wrong length.
+        let mut ack = o.clone();
+        ack[bootp + 242] = 5;
+        assert_eq!(dhcp_offer(&ack, 0x1234_5678), None);
+        let mut odd = o.clone();
+        odd[bootp + 241] = 2;
+        assert_eq!(dhcp_offer(&odd, 0x1234_5678), None);
+        // Every prefix: an option running past the end is no offer, and
+        // nothing is read beyond the frame.
+        for n in 0..o.len() {
+            assert_eq!(dhcp_offer(&o[..n], 0x1234_5678), None);
+        }
+    }
+
+    #[test]
+    fn random_frames_never_panic_the_parsers() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // Random bytes under real headers, so the parsers go deep.
+        let seeds = [
+            arp_request(MAC, ME, GW),
+            echo_request(MAC, ME, GW_MAC, GW, 1, 1, &[0; 8]),
+            dhcp_discover(MAC, 1),
+        ];
+        for i in 0..20_000 {
+            let mut f = seeds[i % 3].clone();
+            let flips = 1 + next() % 8;
+            for _ in 0..flips {
+                let at = (next() % f.len() as u64) as usize;
+                f[at] = next() as u8;
+            }
+            let len = (next() % (f.len() as u64 + 1)) as usize;
+            let f = &f[..len];
+            let _ = arp_reply(f, GW, ME);
+            let _ = echo_reply(f, GW, 1, 1);
+            let _ = dhcp_offer(f, 1);
+        }
     }
 }
