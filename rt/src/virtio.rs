@@ -30,9 +30,16 @@
 //! - Device-specific configuration: [`VirtioDevice::config_read32`] and
 //!   friends (64-bit reads retried on a configuration generation change).
 //!
+//! - [`driver_base`]: what a driver serving sessions sets up first (its
+//!   Platform session, a notification bound to its thread, badged
+//!   capabilities for its interrupts); [`dma_region`]: DMA memory of its
+//!   own, mapped, with its bus address.
+//!
 //! The buffers a driver chains into a queue are its own DMA memory
-//! (`Session::<Platform>::dma`): their bus addresses are the session's,
-//! and the device reads and writes them in place — no bounce copy.
+//! (`Session::<Platform>::dma`: their bus addresses are the session's) or
+//! a client's stream frame (its bus address from the platform's
+//! `TRANSLATE`), and the device reads and writes them in place — no
+//! bounce copy.
 //!
 //! Not yet: legacy (0.9) devices, INTx and the ISR-driven interrupt path
 //! for devices without MSI-X, queue reset, blocks in a page that also
