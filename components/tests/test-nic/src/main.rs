@@ -16,7 +16,11 @@
 //! 6. Bad transmit packets — too long, too short, an unknown op — each
 //!    refused with its status while the driver goes on (an ARP after
 //!    them is answered).
-//! 7. A hostile hand on the streams (`rt::stream::hostile`): a transmit
+//! 7. [`AT_CLOSE`] frames submitted and the session closed (and opened
+//!    again) without waiting for one acknowledgement: the driver takes
+//!    its buffers back from the device before the close is answered, and
+//!    in the next session an ARP is answered.
+//! 8. A hostile hand on the streams (`rt::stream::hostile`): a transmit
 //!    descriptor outside the buffer (dropped; the good one after it is
 //!    sent), an acknowledgement of a receive buffer that is not out
 //!    (dropped), then an impossible ring index, which breaks the session;
@@ -49,17 +53,19 @@ rt::entry!(main);
 const SESSION: u32 = child::FIRST_FREE;
 const DONOR_BLOCK: u32 = SESSION + 1;
 const DONOR_TABLE: u32 = SESSION + 2;
-/// The first session's stream capabilities, and the second's.
-const STREAM_SLOTS: [u32; 3] = [SESSION + 3, SESSION + 4, SESSION + 5];
-const STREAM_SLOTS_2: [u32; 3] = [SESSION + 6, SESSION + 7, SESSION + 8];
+/// The streams' capabilities of the first, second and third session
+/// (one open at a time, on the same donation).
+const STREAM_SLOTS: [[u32; 3]; 3] = [
+    [SESSION + 3, SESSION + 4, SESSION + 5],
+    [SESSION + 6, SESSION + 7, SESSION + 8],
+    [SESSION + 9, SESSION + 10, SESSION + 11],
+];
 /// The refused second session.
-const SECOND: u32 = SESSION + 9;
-const SECOND_BLOCK: u32 = SESSION + 10;
-const SECOND_TABLE: u32 = SESSION + 11;
-/// Where the streams' frame is mapped (2 MiB aligned), and the new
-/// session's.
-const STREAM_VA: u64 = 0x50_0000_0000;
-const STREAM_VA_2: u64 = 0x50_0020_0000;
+const SECOND: u32 = SESSION + 12;
+const SECOND_BLOCK: u32 = SESSION + 13;
+const SECOND_TABLE: u32 = SESSION + 14;
+/// Where each session's streams are mapped (2 MiB aligned).
+const STREAM_VA: [u64; 3] = [0x50_0000_0000, 0x50_0020_0000, 0x50_0040_0000];
 
 /// The guest's address and the user network's gateway.
 const ME: Ip = [10, 0, 2, 15];
@@ -68,6 +74,8 @@ const GATEWAY: Ip = [10, 0, 2, 2];
 pub const BURST: u32 = 200;
 /// Frames published at once in the burst.
 pub const BATCH: u32 = 32;
+/// Frames in flight when the first session closes.
+pub const AT_CLOSE: u32 = 100;
 
 /// The client's ends and what it counted.
 struct Net {
@@ -206,14 +214,23 @@ fn run(c: &mut Findings) -> Result<(), alloc::string::String> {
             }
         ),
     );
-    // SAFETY: STREAM_VA.. is used by nothing else of this program.
-    let nic =
-        unsafe { session.streams(STREAM_SLOTS, STREAM_VA) }.map_err(|e| format!("streams: {e}"))?;
-    let mut net = Net::new(nic, info.mac.0);
+    let mut session = session;
+    let mut net = streams(&session, 0)?;
     exchanges(&mut net, c).map_err(|e| format!("exchanges: {e}"))?;
     burst(&mut net, c).map_err(|e| format!("burst: {e}"))?;
     refusals(&mut net, c).map_err(|e| format!("refusals: {e}"))?;
-    hostile(net)?;
+    // A session closed with frames in flight: the next one works.
+    let pending = close_in_flight(net, &mut session)?;
+    let mut net = streams(&session, 1)?;
+    let gateway = net.arp().map_err(|e| format!("ARP: {e}"))?;
+    c.expect(
+        gateway != [0; 6],
+        format_args!(
+            "a session closed with {pending} frames submitted and none acknowledged; in the next, ARP answered"
+        ),
+    );
+    net.drain().map_err(|e| format!("drain: {e}"))?;
+    hostile(net, STREAM_VA[1])?;
     // The driver still serves: INFO, then the session closes and a new
     // one works.
     let info_again = session.info();
@@ -224,16 +241,12 @@ fn run(c: &mut Findings) -> Result<(), alloc::string::String> {
             info_again.is_ok()
         ),
     );
-    let mut session = session;
-    let closed = close_and_reopen(&mut session);
+    let closed = session.reopen();
     c.expect(
         closed.is_ok(),
         format_args!("closed and opened again: {closed:?}"),
     );
-    // SAFETY: STREAM_VA_2.. is used by nothing else of this program.
-    let nic = unsafe { session.streams(STREAM_SLOTS_2, STREAM_VA_2) }
-        .map_err(|e| format!("new streams: {e}"))?;
-    let mut net = Net::new(nic, info.mac.0);
+    let mut net = streams(&session, 2)?;
     let gateway = net.arp().map_err(|e| format!("ARP: {e}"))?;
     c.expect(
         gateway != [0; 6],
@@ -246,9 +259,33 @@ fn run(c: &mut Findings) -> Result<(), alloc::string::String> {
     Ok(())
 }
 
-/// Closes `session` and opens it again on the same donation.
-fn close_and_reopen(session: &mut Session<Nic>) -> Result<(), alloc::string::String> {
-    session.reopen().map_err(|e| alloc::format!("{e}"))
+/// The streams of `session`'s `n`-th opening (its own slots and
+/// address), counted from nothing.
+fn streams(session: &Session<Nic>, n: usize) -> Result<Net, alloc::string::String> {
+    let mac = session.info().map_err(|e| alloc::format!("INFO: {e}"))?.mac;
+    // SAFETY: STREAM_VA[n].. is this opening's alone: nothing else of the
+    // program uses it, and each opening has its own.
+    let nic = unsafe { session.streams(STREAM_SLOTS[n], STREAM_VA[n]) }
+        .map_err(|e| alloc::format!("streams: {e}"))?;
+    Ok(Net::new(nic, mac.0))
+}
+
+/// Submits [`AT_CLOSE`] frames and closes the session (opening it again)
+/// without waiting for one acknowledgement: the driver must take its
+/// buffers back from the device first. How many were in flight.
+fn close_in_flight(
+    mut net: Net,
+    session: &mut Session<Nic>,
+) -> Result<usize, alloc::string::String> {
+    use alloc::format;
+    let request = frames::arp_request(net.mac, ME, GATEWAY);
+    for _ in 0..AT_CLOSE {
+        net.send(&request).map_err(|e| format!("send: {e}"))?;
+    }
+    net.nic.flush().map_err(|e| format!("flush: {e}"))?;
+    let pending = net.nic.tx.in_flight();
+    session.reopen().map_err(|e| format!("reopen: {e}"))?;
+    Ok(pending)
 }
 
 /// ARP, ICMP echo and DHCP with the user network.
@@ -390,7 +427,7 @@ fn refusals(net: &mut Net, c: &mut Findings) -> Result<(), NicError> {
 }
 
 /// A hostile hand on the streams (module doc, 7): the session breaks.
-fn hostile(net: Net) -> Result<(), alloc::string::String> {
+fn hostile(net: Net, va: u64) -> Result<(), alloc::string::String> {
     use alloc::format;
     let Net {
         nic: client,
@@ -405,12 +442,11 @@ fn hostile(net: Net) -> Result<(), alloc::string::String> {
     let request = frames::arp_request(mac, ME, GATEWAY);
     let (p, submitted) = stage(tx, &request)?;
     let config = nic::stream_config();
-    // SAFETY: a part of the frame mapped at STREAM_VA whose stream end is
-    // gone (`stage` and `answered` consumed them), so the hand is the only
+    // SAFETY: a part of the frame mapped at `va` whose stream end is gone
+    // (`stage` and `answered` consumed them), so the hand is the only
     // region on it.
-    let part = |offset: usize| unsafe {
-        Region::new((STREAM_VA as usize + offset) as *mut u8, nic::PART_BYTES)
-    };
+    let part =
+        |offset: usize| unsafe { Region::new((va as usize + offset) as *mut u8, nic::PART_BYTES) };
     let hand = part(nic::TX_OFFSET)
         .and_then(|r| Forger::new(r, config))
         .map_err(|e| format!("hand: {e}"))?;
