@@ -26,6 +26,8 @@
 //!    (dropped), then an impossible ring index, which breaks the session;
 //!    the driver still answers `INFO`, the session closes (the driver logs
 //!    what it dropped) and a new one works: ARP answered again.
+//! 9. The link taken down and up again by the host (QEMU's `set_link`):
+//!    `INFO` says so; an ARP after it is answered.
 //!
 //! Prints `test-nic: N checks failed` and exits 0 when N is 0; every
 //! failed check prints `FAILED`.
@@ -256,7 +258,28 @@ fn run(c: &mut Findings) -> Result<(), alloc::string::String> {
         ),
     );
     net.drain().map_err(|e| format!("drain: {e}"))?;
-    Ok(())
+    link(&session, &mut net, c).map_err(|e| format!("link: {e}"))
+}
+
+/// The link state as `INFO` reads it, while the host's monitor takes the
+/// link down and up again (`set_link`, tests/nic.toml): each change is
+/// waited for, with no clock — the test's time limit catches one that
+/// never comes. An ARP after the link is back is answered.
+fn link(session: &Session<Nic>, net: &mut Net, c: &mut Findings) -> Result<(), NicError> {
+    for up in [false, true] {
+        let state = if up { "up" } else { "down" };
+        println!("test-nic: link: waiting for it to go {state}");
+        while session.info()?.link_up != up {
+            let _ = syscall::yield_now();
+        }
+        println!("test-nic: link: {state}, as INFO says");
+    }
+    let gateway = net.arp()?;
+    c.expect(
+        gateway != [0; 6],
+        format_args!("link: up again, ARP answered"),
+    );
+    net.drain()
 }
 
 /// The streams of `session`'s `n`-th opening (its own slots and
