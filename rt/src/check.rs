@@ -17,6 +17,44 @@ use core::fmt;
 
 use crate::println;
 
+/// The failed checks of a component whose lines carry what it found
+/// (`test-block`, `test-platform`, `test-nic`): `NAME: <what>` when a
+/// check holds, `NAME: FAILED: <what>` when it does not, and at the end
+/// `NAME: N checks failed` ([`Findings::finish`]).
+#[derive(Default)]
+pub struct Findings {
+    failed: u32,
+}
+
+impl Findings {
+    /// No failures yet.
+    pub fn new() -> Findings {
+        Findings::default()
+    }
+
+    /// Reports `what`, found to hold (`ok`) or not.
+    pub fn expect(&mut self, ok: bool, what: fmt::Arguments<'_>) {
+        let name = crate::component().name;
+        if ok {
+            println!("{name}: {what}");
+        } else {
+            println!("{name}: FAILED: {what}");
+            self.failed += 1;
+        }
+    }
+
+    /// Failed checks so far.
+    pub fn failed(&self) -> u32 {
+        self.failed
+    }
+
+    /// Prints `NAME: N checks failed`; the exit code: 0 when none did.
+    pub fn finish(&self) -> i32 {
+        println!("{}: {} checks failed", crate::component().name, self.failed);
+        i32::from(self.failed != 0)
+    }
+}
+
 /// A running count of checks.
 pub struct Checks {
     instance: Option<u64>,

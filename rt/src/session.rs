@@ -40,8 +40,10 @@ use crate::transfer;
 pub mod block;
 pub mod counter;
 mod donor;
+pub mod frame;
 pub mod fs;
 pub mod log;
+pub mod nic;
 pub mod platform;
 pub mod power;
 mod provider;
@@ -51,7 +53,7 @@ pub mod rtc;
 pub mod timer;
 
 pub use donor::Donor;
-pub use provider::{Donated, Provider, SessionTable, REFUSED_FULL};
+pub use provider::{open_donated, Donated, Provider, SessionTable, REFUSED_FULL};
 
 /// A session interface (see the module doc).
 pub trait Interface {
@@ -271,6 +273,21 @@ pub fn open_donating<I: Interface>(
 ) -> Result<Session<I>, (OpenError, Donor)> {
     let Donor { block, bits, table } = donor;
     open_at::<I>(slot, Some(donor)).map_err(|(e, d)| (e, d.unwrap_or(Donor { block, bits, table })))
+}
+
+/// [`open_donating`] from the component's own quota: a donor block made
+/// from `child::UNTYPED` in own slots `donor_block` and `donor_table`
+/// (what most clients of an interface with a quota do). The error says
+/// which step failed.
+pub fn open_from_quota<I: Interface>(
+    slot: u32,
+    donor_block: u32,
+    donor_table: u32,
+) -> Result<Session<I>, alloc::string::String> {
+    use alloc::format;
+    let donor = Donor::from_untyped::<I>(own(child::UNTYPED), donor_block, donor_table)
+        .map_err(|e| format!("donation: {e}"))?;
+    open_donating::<I>(slot, donor).map_err(|(e, _)| format!("{e}"))
 }
 
 /// [`open`] with an optional donor, which comes back with an error.

@@ -23,12 +23,23 @@
 //!   only if the device asked for it — one notification per batch at most;
 //!   [`VirtQueue::wait_interrupt`] blocks on the notification (no
 //!   spinning) and acknowledges the interrupt.
+//! - [`VirtioDevice::restart`] resets the device and sets it up again
+//!   over the same queue memory and interrupts: the way to take every
+//!   buffer back from a device at once (a closing client's receive
+//!   buffers), or to recover from a device that broke a queue.
 //! - Device-specific configuration: [`VirtioDevice::config_read32`] and
 //!   friends (64-bit reads retried on a configuration generation change).
 //!
+//! - [`driver_base`]: what a driver serving sessions sets up first (its
+//!   Platform session, a notification bound to its thread, badged
+//!   capabilities for its interrupts); [`dma_region`]: DMA memory of its
+//!   own, mapped, with its bus address.
+//!
 //! The buffers a driver chains into a queue are its own DMA memory
-//! (`Session::<Platform>::dma`): their bus addresses are the session's,
-//! and the device reads and writes them in place — no bounce copy.
+//! (`Session::<Platform>::dma`: their bus addresses are the session's) or
+//! a client's stream frame (its bus address from the platform's
+//! `TRANSLATE`), and the device reads and writes them in place — no
+//! bounce copy.
 //!
 //! Not yet: legacy (0.9) devices, INTx and the ISR-driven interrupt path
 //! for devices without MSI-X, queue reset, blocks in a page that also
@@ -72,6 +83,67 @@ impl QueueMemory for Region {
     fn len(&self) -> usize {
         Region::len(self)
     }
+}
+
+/// `bytes` of physically contiguous DMA memory from `platform`, mapped
+/// write-back (x86 DMA snoops the caches), and its bus address: for a
+/// driver's own buffers next to its queues (request headers, bounce
+/// pages).
+pub fn dma_region(
+    platform: &Session<Platform>,
+    bytes: usize,
+) -> Result<(Region, u64), VirtioError> {
+    let d = platform.dma(bytes as u64)?;
+    let frames = (d.first..d.first + d.frames).filter_map(|i| platform.donated_slot(i));
+    let mem = Region::map_new(frames, d.frames as usize, 4096, Cache::WriteBack)
+        .map_err(VirtioError::Map)?;
+    Ok((mem, d.bus_address))
+}
+
+/// What a driver that serves its device as sessions sets up first
+/// (virtio-blk, virtio-net): its Platform session, donated from its own
+/// quota and kept for the driver's life; a notification bound to its
+/// thread, so that one `Recv` returns session calls, clients' signals and
+/// interrupts alike (Genode's entrypoint); and a write capability on it
+/// badged with bit `bits[i]` for each interrupt `i`.
+pub struct DriverBase<const N: usize> {
+    /// The Platform session.
+    pub platform: &'static Session<Platform>,
+    /// The thread's notification.
+    pub notify: CapSlot,
+    /// The interrupts' badged capabilities (for [`QueueIrq::notification`]).
+    pub irq_caps: [CapSlot; N],
+}
+
+/// Sets up a [`DriverBase`] in own slots `first..first + 4 + N` (the
+/// session, its donation's block and table, the notification, the
+/// interrupts' capabilities); the error says which step failed.
+pub fn driver_base<const N: usize>(
+    first: u32,
+    bits: [u32; N],
+) -> Result<DriverBase<N>, alloc::string::String> {
+    use abi::caddr::own;
+    use abi::{ObjectType, Rights};
+    use interfaces::child;
+    let platform = crate::session::open_from_quota::<Platform>(first, first + 1, first + 2)
+        .map_err(|e| alloc::format!("Platform session: {e}"))?;
+    // The devices borrow the session for as long as the driver runs.
+    let platform: &'static Session<Platform> =
+        alloc::boxed::Box::leak(alloc::boxed::Box::new(platform));
+    let notify = own(first + 3);
+    let irq_caps: [CapSlot; N] = core::array::from_fn(|i| own(first + 4 + i as u32));
+    syscall::retype(own(child::UNTYPED), ObjectType::Notification, 0, notify, 1)
+        .and_then(|()| syscall::bind_notification(own(child::OWN_THREAD), notify))
+        .map_err(|e| alloc::format!("notification: {e}"))?;
+    for (cap, bit) in irq_caps.iter().zip(bits) {
+        syscall::cap_mint(notify, *cap, Rights::WRITE, 1 << bit)
+            .map_err(|e| alloc::format!("interrupt capability: {e}"))?;
+    }
+    Ok(DriverBase {
+        platform,
+        notify,
+        irq_caps,
+    })
 }
 
 /// Transport features this code does not implement: never accepted.
@@ -123,6 +195,9 @@ pub enum VirtioError {
     ConfigUnstable,
     /// The split queue refused (layout, or a device that broke it).
     Queue(QueueError),
+    /// The device (or the platform) lacks what the driver needs, or its
+    /// configuration is impossible: the driver says what.
+    Device(&'static str),
 }
 
 impl fmt::Display for VirtioError {
@@ -145,6 +220,7 @@ impl fmt::Display for VirtioError {
             }
             VirtioError::ConfigUnstable => f.write_str("the device configuration keeps changing"),
             VirtioError::Queue(e) => write!(f, "queue: {e}"),
+            VirtioError::Device(what) => write!(f, "device: {what}"),
         }
     }
 }
@@ -198,6 +274,8 @@ pub struct VirtioDevice<'s> {
     isr: Block,
     device: Option<Block>,
     features: u64,
+    /// What the driver asked for at [`VirtioDevice::open`] (for a restart).
+    wanted: u64,
 }
 
 /// An interrupt waited for with [`VirtQueue::wait_interrupt_timed`].
@@ -222,6 +300,8 @@ pub struct VirtQueue {
     doorbell: u32,
     max_size: u16,
     irq: Option<(CapSlot, CapSlot)>,
+    /// What `queue_msix_vector` holds: the MSI-X entry, or `NO_VECTOR`.
+    vector: u16,
 }
 
 impl Deref for VirtQueue {
@@ -365,6 +445,7 @@ impl<'s> VirtioDevice<'s> {
             device: device.map(|d| block(cfg_type::DEVICE, d)),
             bars,
             features: 0,
+            wanted,
         };
         dev.negotiate(wanted)?;
         Ok(dev)
@@ -534,33 +615,68 @@ impl<'s> VirtioDevice<'s> {
                     return Err(VirtioError::Vector(irq.entry));
                 }
                 syscall::irq_bind(handler, irq.notification).map_err(VirtioError::Irq)?;
-                self.write16(common::QUEUE_MSIX_VECTOR, irq.entry)?;
-                if self.read16(common::QUEUE_MSIX_VECTOR)? != irq.entry {
-                    return Err(VirtioError::Vector(irq.entry));
-                }
                 Some((handler, irq.notification))
             }
-            None => {
-                self.write16(common::QUEUE_MSIX_VECTOR, NO_VECTOR)?;
-                None
-            }
+            None => None,
         };
-        self.write_address(common::QUEUE_DESC, ring.desc_bus())?;
-        self.write_address(common::QUEUE_DRIVER, ring.driver_bus())?;
-        self.write_address(common::QUEUE_DEVICE, ring.device_bus())?;
+        let mut q = VirtQueue {
+            ring,
+            index: n,
+            doorbell: 0,
+            max_size: max,
+            irq: handler,
+            vector: irq.map_or(NO_VECTOR, |irq| irq.entry),
+        };
+        self.program(&mut q)?;
+        Ok(q)
+    }
+
+    /// Tells the device (queue `q.index` selected, its size written) where
+    /// `q`'s rings are and which MSI-X entry it raises, finds its
+    /// doorbell and enables it.
+    fn program(&self, q: &mut VirtQueue) -> Result<(), VirtioError> {
+        let n = q.index;
+        self.write16(common::QUEUE_MSIX_VECTOR, q.vector)?;
+        if q.vector != NO_VECTOR && self.read16(common::QUEUE_MSIX_VECTOR)? != q.vector {
+            return Err(VirtioError::Vector(q.vector));
+        }
+        self.write_address(common::QUEUE_DESC, q.ring.desc_bus())?;
+        self.write_address(common::QUEUE_DRIVER, q.ring.driver_bus())?;
+        self.write_address(common::QUEUE_DEVICE, q.ring.device_bus())?;
         let notify_off = self.read16(common::QUEUE_NOTIFY_OFF)?;
-        let doorbell = u32::from(notify_off)
+        q.doorbell = u32::from(notify_off)
             .checked_mul(self.notify_off_multiplier)
             .filter(|d| self.reg(self.notify, *d, 2).is_ok())
             .ok_or(VirtioError::Doorbell(n))?;
-        self.write16(common::QUEUE_ENABLE, 1)?;
-        Ok(VirtQueue {
-            ring,
-            index: n,
-            doorbell,
-            max_size: max,
-            irq: handler,
-        })
+        self.write16(common::QUEUE_ENABLE, 1)
+    }
+
+    /// Resets the device and sets it up again as it was: the features
+    /// negotiated anew (the same ones, or an error), each of `queues`
+    /// emptied ([`SplitQueue::reset`]: every chain in flight is dropped,
+    /// its token dead) and programmed again over its memory with its
+    /// interrupt, then `DRIVER_OK`. For a driver that must take every
+    /// buffer back from the device at once — buffers that may never
+    /// complete, like a network device's receive buffers, in memory that
+    /// goes back to a client — or that recovers from a device that broke
+    /// a queue. No DMA memory or interrupt vector is spent.
+    pub fn restart(&mut self, queues: &mut [&mut VirtQueue]) -> Result<(), VirtioError> {
+        let before = self.features;
+        self.negotiate(self.wanted)?;
+        if self.features != before {
+            self.set_status(status::FAILED)?;
+            return Err(VirtioError::FeaturesRefused);
+        }
+        for q in queues.iter_mut() {
+            q.ring.reset()?;
+            self.write16(common::QUEUE_SELECT, q.index)?;
+            self.write16(common::QUEUE_SIZE, q.ring.size())?;
+            if self.read16(common::QUEUE_SIZE)? != q.ring.size() {
+                return Err(VirtioError::NoQueue(q.index));
+            }
+            self.program(q)?;
+        }
+        self.driver_ok()
     }
 
     /// Rings queue `q`'s doorbell.

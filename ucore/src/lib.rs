@@ -27,6 +27,8 @@
 //! - [`packet_stream`]: the bulk-data channel between components (shared
 //!   buffer, submit and acknowledgement rings, notifications only when
 //!   needed), its buffer allocator and its test traffic.
+//! - [`netcheck`]: hand-made Ethernet frames (ARP, ICMP echo, DHCP) and
+//!   their parsers, for the network driver's test client.
 //! - [`shell`]: the shell component's command language — words,
 //!   quotes, `>`/`>>` redirection, commands and their operands checked
 //!   before any file is touched.
@@ -54,6 +56,7 @@ pub mod config;
 pub mod fattest;
 pub mod init;
 pub mod load;
+pub mod netcheck;
 pub mod packet_stream;
 pub mod plan;
 pub mod rtc;

@@ -278,22 +278,17 @@ impl<M: QueueMemory> SplitQueue<M> {
         if !bus.is_multiple_of(16) || bus.checked_add(layout.bytes as u64).is_none() {
             return Err(QueueError::Misaligned(bus));
         }
-        // Descriptors need no zeroing: the device reads only those the
-        // driver ring names. The rings start at 0 (flags, idx, events).
-        for offset in (layout.driver..layout.bytes).step_by(2) {
-            mem.write16(offset, 0).ok_or(QueueError::Memory)?;
-        }
         let n = usize::from(size);
-        Ok(SplitQueue {
+        let mut queue = SplitQueue {
             mem,
             bus,
             layout,
             event_idx,
-            next: (1..=n).map(|i| (i % n) as u16).collect(),
+            next: vec![0; n],
             chain_len: vec![0; n],
             writable: vec![0; n],
             free_head: 0,
-            num_free: size,
+            num_free: 0,
             in_flight: 0,
             avail_idx: 0,
             published: 0,
@@ -301,7 +296,40 @@ impl<M: QueueMemory> SplitQueue<M> {
             last_used: 0,
             avail_flags: 0,
             broken: None,
-        })
+        };
+        queue.reset()?;
+        Ok(queue)
+    }
+
+    /// Empties the queue as if it were new: the rings zeroed, every
+    /// descriptor free, the indices at 0, a broken queue whole again —
+    /// after the device was reset (it forgot the queue and every chain in
+    /// flight; their tokens are dead), before the transport programs the
+    /// queue into it again. With the device still running, a chain it
+    /// completes later would be taken for a new one.
+    pub fn reset(&mut self) -> Result<(), QueueError> {
+        // Descriptors need no zeroing: the device reads only those the
+        // driver ring names. The rings start at 0 (flags, idx, events).
+        for offset in (self.layout.driver..self.layout.bytes).step_by(2) {
+            self.mem.write16(offset, 0).ok_or(QueueError::Memory)?;
+        }
+        let size = self.layout.size;
+        let n = usize::from(size);
+        for (i, next) in self.next.iter_mut().enumerate() {
+            *next = ((i + 1) % n) as u16;
+        }
+        self.chain_len.fill(0);
+        self.writable.fill(0);
+        self.free_head = 0;
+        self.num_free = size;
+        self.in_flight = 0;
+        self.avail_idx = 0;
+        self.published = 0;
+        self.notified = 0;
+        self.last_used = 0;
+        self.avail_flags = 0;
+        self.broken = None;
+        Ok(())
     }
 
     /// Entries.

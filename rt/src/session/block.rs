@@ -34,9 +34,10 @@
 use abi::caddr::own;
 use abi::CapSlot;
 
+use super::frame::{AckedSink, StreamFrame};
 use super::{Interface, Session};
 use crate::shared::{self, ReceiveError};
-use crate::stream::{Config, Notifications, Packet, Region, Sink, Source, Taken};
+use crate::stream::{Config, Notifications, Packet, Region, Sink, Source};
 
 /// The Block interface.
 pub struct Block;
@@ -260,22 +261,17 @@ impl Session<Block> {
     /// `[va, va + STREAM_BYTES)` is a region of the address space nothing
     /// else of the program uses, 2 MiB aligned.
     pub unsafe fn stream(&self, slots: [u32; 3], va: u64) -> Result<BlockSource, BlockError> {
-        let slots = slots.map(own);
         // SAFETY: the caller's promise, passed on.
-        let got = unsafe { shared::receive(self.cap(), STREAM, OK, slots, va) }
+        let notify = unsafe { super::frame::receive(self.cap(), STREAM, OK, slots, va) }
             .map_err(BlockError::Stream)?;
         // SAFETY: the frame is mapped there now, for the stream alone.
         let region =
             unsafe { Region::new(va as *mut u8, STREAM_BYTES) }.map_err(|_| BlockError::Layout)?;
-        let notify = Notifications {
-            peer: got.server_notify,
-            own: got.client_notify,
-        };
         let source =
             Source::new(region, stream_config(), notify).map_err(|_| BlockError::Layout)?;
         Ok(BlockSource {
             source,
-            frame: slots[0],
+            frame: own(slots[0]),
         })
     }
 }
@@ -454,35 +450,36 @@ impl BlockSource {
     }
 }
 
-/// Donated slots of a Block session: the frame, the client's
-/// notification, its read-only copy (the client's), the provider's
-/// notification's badged write copy (the client's).
-const SLOT_FRAME: u32 = 0;
-const SLOT_CLIENT_NOTIFY: u32 = 1;
-const SLOT_CLIENT_READ: u32 = 2;
-const SLOT_SERVER_WRITE: u32 = 3;
-
-/// The provider's end of one Block session's stream: the frame and the
-/// client's notification made from the session's donation, the frame
-/// mapped, a signal context (on the provider's thread-bound notification)
-/// that runs the provider's handler when the client signals, and the
-/// acknowledgements the client's full ring could not take yet.
+/// The provider's end of one Block session's stream: the stream frame
+/// (`super::frame::StreamFrame`: made from the session's donation,
+/// mapped, a signal context that runs the provider's handler when the
+/// client signals) and the sink on it with its backlog
+/// (`super::frame::AckedSink`, reached through `Deref`: `sink`, `ack`,
+/// `publish`, `arm`, `broken`).
 ///
 /// Dropping it (the session closed) unregisters the context and unmaps
 /// the frame; the objects themselves go when the client revokes its
 /// donation.
 pub struct Served<T: 'static> {
-    /// The stream.
-    pub sink: Sink<Notifications>,
-    backlog: alloc::collections::VecDeque<Taken>,
-    donated: crate::session::Donated,
-    context: crate::signal::SignalContext,
-    signals: alloc::rc::Rc<core::cell::RefCell<crate::signal::Signals<T>>>,
-    broken: bool,
+    stream: AckedSink,
+    frame: StreamFrame<T>,
+}
+
+impl<T: 'static> core::ops::Deref for Served<T> {
+    type Target = AckedSink;
+    fn deref(&self) -> &AckedSink {
+        &self.stream
+    }
+}
+
+impl<T: 'static> core::ops::DerefMut for Served<T> {
+    fn deref_mut(&mut self) -> &mut AckedSink {
+        &mut self.stream
+    }
 }
 
 /// Why [`Served::open`] failed.
-pub type ServeError = &'static str;
+pub type ServeError = super::frame::ServeError;
 
 impl<T: 'static> Served<T> {
     /// Makes the session's stream from `donated`, maps the frame at `va`
@@ -500,57 +497,23 @@ impl<T: 'static> Served<T> {
         va: u64,
         on_signal: impl FnMut(&mut T) + 'static,
     ) -> Result<Served<T>, ServeError> {
-        use abi::map::{Cache, MapAttr};
-        use abi::{ObjectType, Rights};
-        let frame = donated.slot(SLOT_FRAME);
-        let notify = donated.slot(SLOT_CLIENT_NOTIFY);
-        let syscall_failed = |what| move |_| what;
-        crate::syscall::retype(donated.untyped(), ObjectType::Frame2M, 0, frame, 1)
-            .map_err(syscall_failed("the donation holds no 2 MiB frame"))?;
-        crate::syscall::retype(donated.untyped(), ObjectType::Notification, 0, notify, 1)
-            .map_err(syscall_failed("the donation holds no notification"))?;
-        crate::syscall::cap_mint(notify, donated.slot(SLOT_CLIENT_READ), Rights::READ, 0)
-            .map_err(syscall_failed("minting the client's notification failed"))?;
-        donated.set_wake(notify).map_err(syscall_failed(
-            "copying the client's notification to the wake slot failed",
-        ))?;
-        let rw = MapAttr {
-            writable: true,
-            executable: false,
-            cache: Cache::WriteBack,
-        };
-        // SAFETY: the caller gives the region to this stream alone.
-        unsafe { crate::syscall::map(own(interfaces::child::OWN_VSPACE), frame, va, rw) }
-            .map_err(syscall_failed("mapping the stream frame failed"))?;
-        // SAFETY: just mapped, 2 MiB, used by nothing else.
-        let region = unsafe { Region::new(va as *mut u8, STREAM_BYTES) }
-            .map_err(|_| "stream region misaligned")?;
-        let notifications = Notifications {
-            peer: notify,
-            own: signals.borrow().notification(),
-        };
-        let mut sink =
+        // SAFETY: the caller's promise, passed on.
+        let (frame, notifications) = unsafe { StreamFrame::open(donated, signals, va, on_signal) }?;
+        // SAFETY: the whole frame is this one stream's, for the frame's life
+        // (`frame` is the last field: dropped after the sink).
+        let region = unsafe { frame.region(0, STREAM_BYTES) }.ok_or("stream region misaligned")?;
+        let sink =
             Sink::new(region, stream_config(), notifications).map_err(|_| "stream layout")?;
-        // A fresh stream has no packets: armed, the first batch signals.
-        sink.arm(false).map_err(|_| "stream broken at start")?;
-        let context = signals
-            .borrow_mut()
-            .register(donated.slot(SLOT_SERVER_WRITE), on_signal)
-            .map_err(|_| "no signal context left")?;
         Ok(Served {
-            sink,
-            backlog: alloc::collections::VecDeque::new(),
-            donated,
-            context,
-            signals: signals.clone(),
-            broken: false,
+            stream: AckedSink::new(sink)?,
+            frame,
         })
     }
 
     /// The stream's frame (the provider's capability: to learn its bus
     /// address, say).
     pub fn frame(&self) -> CapSlot {
-        self.donated.slot(SLOT_FRAME)
+        self.frame.frame()
     }
 
     /// Where the packets' buffer starts in the frame: a packet's bytes are
@@ -561,81 +524,12 @@ impl<T: 'static> Served<T> {
 
     /// The capability [`STREAM`] request `which` hands out.
     pub fn stream_cap(&self, which: u64) -> Option<CapSlot> {
-        let i = match which {
-            shared::CAP_FRAME => SLOT_FRAME,
-            shared::CAP_SERVER_NOTIFY => SLOT_SERVER_WRITE,
-            shared::CAP_CLIENT_NOTIFY => SLOT_CLIENT_READ,
-            _ => return None,
-        };
-        Some(self.donated.slot(i))
+        self.frame.stream_cap(which)
     }
 
     /// The reply to a [`STREAM`] request (the capability in it).
     pub fn stream_reply(&self, which: u64) -> (abi::MsgInfo, crate::syscall::Words) {
-        match self.stream_cap(which) {
-            Some(cap) => {
-                crate::transfer::set_send_cap(cap);
-                (abi::MsgInfo::new(OK, 0, 1).unwrap_or_default(), [0; 4])
-            }
-            None => crate::server::answer(REFUSED, [0; 4]),
-        }
-    }
-
-    /// Stages the acknowledgement of `taken` with `status`, or keeps it
-    /// for later when the client's ring is full.
-    pub fn ack(&mut self, mut taken: Taken, status: u32) {
-        taken.set_op(status);
-        if !self.backlog.is_empty() {
-            self.backlog.push_back(taken);
-            return;
-        }
-        if let Err(e) = self.sink.ack(taken) {
-            self.backlog.push_back(e.packet);
-        }
-    }
-
-    /// Publishes the staged acknowledgements, the backlog first as far as
-    /// the ring takes it; `Err` once the stream is broken (logged by the
-    /// caller once: [`Self::broken`]).
-    pub fn publish(&mut self) -> Result<(), crate::stream::Error> {
-        while let Some(taken) = self.backlog.pop_front() {
-            if let Err(e) = self.sink.ack(taken) {
-                self.backlog.push_front(e.packet);
-                break;
-            }
-        }
-        self.sink.flush().inspect_err(|e| {
-            if e.is_fatal() {
-                self.broken = true;
-            }
-        })
-    }
-
-    /// Re-arms the stream before the provider returns to its `Recv`:
-    /// `true` if packets (or, with a backlog, ring space) are there
-    /// already — look again now.
-    pub fn arm(&mut self) -> bool {
-        let space = !self.backlog.is_empty();
-        !self.broken && matches!(self.sink.arm(space), Ok(true))
-    }
-
-    /// Whether the stream broke (the client wrote impossible indices): its
-    /// requests are not looked at any more.
-    pub fn broken(&self) -> bool {
-        self.broken
-    }
-
-    /// Marks the stream broken.
-    pub fn set_broken(&mut self) {
-        self.broken = true;
-    }
-}
-
-impl<T: 'static> Drop for Served<T> {
-    fn drop(&mut self) {
-        let _ = self.signals.borrow_mut().unregister(self.context);
-        // SAFETY: the stream is not used again: the session ends here.
-        let _ = unsafe { crate::syscall::unmap(self.donated.slot(SLOT_FRAME)) };
+        self.frame.stream_reply(which, OK, REFUSED)
     }
 }
 
@@ -694,14 +588,7 @@ impl BlockClient {
         va: u64,
     ) -> Result<BlockClient, alloc::string::String> {
         use alloc::format;
-        let donor = super::Donor::from_untyped::<Block>(
-            own(interfaces::child::UNTYPED),
-            donor_block,
-            donor_table,
-        )
-        .map_err(|e| format!("donation: {e}"))?;
-        let session =
-            super::open_donating::<Block>(slot, donor).map_err(|(e, _)| format!("{e}"))?;
+        let session = super::open_from_quota::<Block>(slot, donor_block, donor_table)?;
         let info = session.info().map_err(|e| format!("INFO: {e}"))?;
         // SAFETY: the caller's promise, passed on.
         let stream = unsafe { session.stream(stream_slots, va) }.map_err(|e| format!("{e}"))?;

@@ -45,6 +45,28 @@ impl Donated {
     }
 }
 
+/// A session's state made from its donation by `make`, for a provider
+/// of an interface with a quota (a driver's streams): refused with
+/// `interfaces::session::REFUSED_QUOTA` when the client donated nothing
+/// or `make` fails (then `WHO: session for LABEL: why` is printed);
+/// `WHO: session ID for LABEL` is printed when it opens (`id` says the
+/// state's id).
+pub fn open_donated<S, E: core::fmt::Display>(
+    who: &str,
+    label: &super::Label,
+    donated: Option<Donated>,
+    make: impl FnOnce(Donated) -> Result<S, E>,
+    id: impl FnOnce(&S) -> u64,
+) -> Result<S, u64> {
+    let donated = donated.ok_or(proto::REFUSED_QUOTA)?;
+    let state = make(donated).map_err(|e| {
+        crate::println!("{who}: session for {}: {e}", label.as_str());
+        proto::REFUSED_QUOTA
+    })?;
+    crate::println!("{who}: session {} for {}", id(&state), label.as_str());
+    Ok(state)
+}
+
 /// One session a provider serves.
 struct Open<S> {
     label: Label,

@@ -361,6 +361,13 @@ impl Packet {
         self.len == 0
     }
 
+    /// The same packet with `len` bytes of payload, if that is no more
+    /// than it has (a source that filled fewer bytes than it allocated —
+    /// a received frame — submits it so). `None` if `len` is longer.
+    pub fn truncated(self, len: u32) -> Option<Packet> {
+        (len <= self.len).then_some(Packet { len, ..self })
+    }
+
     fn to_words(self) -> [u32; 4] {
         [self.offset, self.len, self.op, self.tag]
     }

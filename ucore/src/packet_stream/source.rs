@@ -178,6 +178,15 @@ impl<N: Notify, const WORDS: usize> Source<N, WORDS> {
             .map_err(|_| Error::NotOwned(packet))
     }
 
+    /// Flushes and asks the sink to signal when an acknowledgement
+    /// arrives (and, with `space`, when the submit ring gets a free
+    /// slot), for a source that waits in an event loop instead of
+    /// [`Self::wait_for_acks`]: `true` if that is so already (nothing
+    /// asked: look now), `false` if the sink will signal.
+    pub fn arm(&mut self, space: bool) -> Result<bool, Error> {
+        self.end.arm(true, space)
+    }
+
     /// Flushes, then sleeps until an acknowledgement arrives (returns at
     /// once if one is there). May return without one: check again.
     pub fn wait_for_acks(&mut self) -> Result<(), Error> {

@@ -316,6 +316,42 @@ fn an_armed_sink_is_signalled_once_by_the_next_batch_and_not_before() {
 }
 
 #[test]
+fn an_armed_source_is_signalled_by_the_next_acknowledgements_and_a_shortened_packet_comes_back() {
+    let [a, b] = test_regions::<2>(SMALL_REGION);
+    let sink_signals = Rc::new(Cell::new(0));
+    let mut source = TestSource::new(a, SMALL, Scripted::default()).unwrap();
+    let mut sink = Sink::new(
+        b,
+        SMALL,
+        Scripted {
+            signals: sink_signals.clone(),
+            on_wait: None,
+        },
+    )
+    .unwrap();
+    // A receive buffer of 2 blocks, filled with 70 bytes: submitted so.
+    let p = source.alloc(128).unwrap();
+    assert_eq!(p.truncated(129), None, "a packet never grows");
+    let short = p.truncated(70).unwrap();
+    assert_eq!((short.offset(), short.len()), (p.offset(), 70));
+    source.submit(short).unwrap();
+    // Armed with nothing acknowledged: the sink signals its batch once.
+    assert!(!source.arm(false).unwrap());
+    let t = sink.get().unwrap().unwrap();
+    assert_eq!(t.packet().len(), 70);
+    sink.ack(t).unwrap();
+    sink.flush().unwrap();
+    assert_eq!(sink_signals.get(), 1);
+    // Armed with an acknowledgement there: look now.
+    assert!(source.arm(false).unwrap());
+    let back = source.get_ack().unwrap().unwrap();
+    assert_eq!(back.len(), 70);
+    // The whole allocation is the source's again: resubmitted whole.
+    source.submit(p).unwrap();
+    assert_eq!(source.counters().waits, 0, "arming never waits");
+}
+
+#[test]
 fn a_hostile_source_gets_its_bad_descriptors_rejected() {
     let (_, mut sink, hand) = small_stream();
     let len = sink.layout().buffer_len() as u32;

@@ -652,3 +652,27 @@ fn random_device_behaviour_never_reuses_a_descriptor() {
         }
     }
 }
+
+#[test]
+fn a_reset_queue_is_new_again_after_the_device_broke_it() {
+    let (mut q, mut dev, _, _) = two_in_flight();
+    dev.complete(q.memory(), &[(8, 0)]);
+    assert!(q.pop_used().is_err());
+    // The device was reset (its own state gone with it); so is the queue.
+    q.reset().unwrap();
+    let mut dev = Device::new(q.layout(), true);
+    assert_eq!(q.broken(), None);
+    assert_eq!((q.free(), q.in_flight()), (8, 0));
+    let l = q.layout();
+    assert_eq!(q.memory().read16(l.driver + 2), Some(0), "driver idx");
+    assert_eq!(q.memory().read16(l.device + 2), Some(0), "device idx");
+    // Chains go through as on a fresh queue, from descriptor 0 on.
+    let a = q.add(&request(0, true)).unwrap();
+    assert_eq!(a, Token(0));
+    q.publish().unwrap();
+    let taken = dev.take(q.memory(), 99);
+    assert_eq!(taken.len(), 1);
+    dev.complete(q.memory(), &[(u32::from(a.0), 1)]);
+    assert_eq!(q.pop_used().unwrap().unwrap().token, a);
+    assert_eq!(q.free(), 8);
+}

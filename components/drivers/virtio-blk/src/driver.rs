@@ -31,7 +31,6 @@ use alloc::vec::Vec;
 use core::cell::RefCell;
 use core::fmt;
 
-use rt::abi::map::Cache;
 use rt::abi::CapSlot;
 use rt::mmio::Region;
 use rt::println;
@@ -39,7 +38,7 @@ use rt::session::block::{self, BlockInfo, Served, STREAM_BYTES};
 use rt::session::platform::Platform;
 use rt::session::{Donated, Session, SessionTable};
 use rt::stream::{self, Taken};
-use rt::virtio::{Buffer, QueueIrq, VirtQueue, VirtioDevice, VirtioError};
+use rt::virtio::{dma_region as dma, Buffer, QueueIrq, VirtQueue, VirtioDevice, VirtioError};
 
 use crate::SharedSignals;
 
@@ -73,29 +72,6 @@ const DRAIN_SPINS: u32 = 1_000_000;
 
 /// Where session `i`'s stream frame is mapped.
 const STREAM_VA: u64 = 0x40_0000_0000;
-
-/// Why the driver could not start.
-#[derive(Debug)]
-pub enum StartError {
-    Virtio(VirtioError),
-    /// The device's configuration is impossible.
-    Config(&'static str),
-}
-
-impl From<VirtioError> for StartError {
-    fn from(e: VirtioError) -> Self {
-        StartError::Virtio(e)
-    }
-}
-
-impl fmt::Display for StartError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StartError::Virtio(e) => write!(f, "{e}"),
-            StartError::Config(what) => write!(f, "device configuration: {what}"),
-        }
-    }
-}
 
 /// A request in the virtqueue.
 struct Request {
@@ -138,15 +114,6 @@ pub struct Driver {
     deferred: Vec<u16>,
 }
 
-/// The physically contiguous DMA memory of `bytes`, mapped write-back.
-fn dma(platform: &Session<Platform>, bytes: usize) -> Result<(Region, u64), VirtioError> {
-    let d = platform.dma(bytes as u64)?;
-    let frames = (d.first..d.first + d.frames).filter_map(|i| platform.donated_slot(i));
-    let mem = Region::map_new(frames, d.frames as usize, PAGE, Cache::WriteBack)
-        .map_err(VirtioError::Map)?;
-    Ok((mem, d.bus_address))
-}
-
 impl Driver {
     /// Resets and sets up device 0 of `platform`: features, queue 0 with
     /// its MSI-X interrupt on `cpu` signalling `irq_cap`, DMA memory;
@@ -155,8 +122,8 @@ impl Driver {
         platform: &'static Session<Platform>,
         irq_cap: CapSlot,
         cpu: u32,
-    ) -> Result<Driver, StartError> {
-        let info = platform.device(0).map_err(VirtioError::from)?;
+    ) -> Result<Driver, VirtioError> {
+        let info = platform.device(0)?;
         let wanted = 1 << F_RO | 1 << F_BLK_SIZE | 1 << F_FLUSH;
         let mut dev = VirtioDevice::open(platform, 0, wanted)?;
         let capacity = dev.config_read64(0)?;
@@ -165,7 +132,7 @@ impl Driver {
             false => SECTOR as u32,
         };
         if !(512..=65536).contains(&block_size) || !block_size.is_power_of_two() {
-            return Err(StartError::Config(
+            return Err(VirtioError::Device(
                 "block size not a power of two of 512 to 64 KiB",
             ));
         }

@@ -34,34 +34,26 @@ extern crate alloc;
 
 mod driver;
 
-use alloc::boxed::Box;
 use alloc::rc::Rc;
 use core::cell::RefCell;
 
-use rt::abi::caddr::own;
-use rt::abi::{MsgInfo, ObjectType, Rights};
+use rt::abi::MsgInfo;
 use rt::interfaces::child;
 use rt::println;
 use rt::session::block::{self, Block};
-use rt::session::platform::Platform;
-use rt::session::{self, Donated, Donor, Label, Provider, Session, SessionTable};
+use rt::session::{self, Provider, SessionTable};
 use rt::signal::Signals;
-use rt::syscall::{self, Words};
+use rt::syscall::Words;
 
 use driver::{Client, Driver};
 
 rt::entry!(main);
 
-/// The Platform session and its donation.
-const PLATFORM: u32 = child::FIRST_FREE;
-const PLATFORM_BLOCK: u32 = PLATFORM + 1;
-const PLATFORM_TABLE: u32 = PLATFORM + 2;
-/// The thread's notification: signal contexts and the interrupt.
-const NOTIFY: u32 = PLATFORM + 3;
-/// The interrupt's badged capability (bit [`IRQ_BIT`]).
-const IRQ_CAP: u32 = PLATFORM + 4;
+/// The Platform session, its donation, the notification and the
+/// interrupt's badged capability (`rt::virtio::driver_base`).
+const BASE: u32 = child::FIRST_FREE;
 /// The provider's slots: two per session.
-const FIRST_SESSION_SLOT: u32 = PLATFORM + 8;
+const FIRST_SESSION_SLOT: u32 = BASE + 8;
 /// At most this many sessions at once.
 pub const MAX_SESSIONS: u32 = 8;
 const END_SESSION_SLOT: u32 = FIRST_SESSION_SLOT + 2 * MAX_SESSIONS;
@@ -78,31 +70,22 @@ const CPU: u32 = 0;
 pub type SharedSignals = Rc<RefCell<Signals<SessionTable<Client>>>>;
 
 fn main(_: u64) -> i32 {
-    let platform = match open_platform() {
-        Ok(p) => p,
+    let base = match rt::virtio::driver_base(BASE, [IRQ_BIT]) {
+        Ok(b) => b,
         Err(e) => {
-            println!("virtio-blk: Platform session: {e}");
+            println!("virtio-blk: {e}");
             return 1;
         }
     };
-    // The device borrows the session for as long as the driver runs.
-    let platform: &'static Session<Platform> = Box::leak(Box::new(platform));
-    let notify = own(NOTIFY);
-    let made = syscall::retype(own(child::UNTYPED), ObjectType::Notification, 0, notify, 1)
-        .and_then(|()| syscall::bind_notification(own(child::OWN_THREAD), notify))
-        .and_then(|()| syscall::cap_mint(notify, own(IRQ_CAP), Rights::WRITE, 1 << IRQ_BIT));
-    if let Err(e) = made {
-        println!("virtio-blk: notification: {e}");
-        return 1;
-    }
-    let driver = match Driver::start(platform, own(IRQ_CAP), CPU) {
+    let [irq_cap] = base.irq_caps;
+    let driver = match Driver::start(base.platform, irq_cap, CPU) {
         Ok(d) => Rc::new(RefCell::new(d)),
         Err(e) => {
             println!("virtio-blk: FAILED: {e}");
             return 1;
         }
     };
-    let signals: SharedSignals = Rc::new(RefCell::new(Signals::new(notify)));
+    let signals: SharedSignals = Rc::new(RefCell::new(Signals::new(base.notify)));
     let on_irq = driver.clone();
     if let Err(e) = signals
         .borrow_mut()
@@ -115,35 +98,12 @@ fn main(_: u64) -> i32 {
     let for_new = (driver.clone(), signals.clone());
     provider.serve_with_signals(
         &signals,
-        move |label, donated| open_session(&for_new.0, &for_new.1, label, donated),
+        move |label, donated| {
+            let make = |d| Client::open(&for_new.0, &for_new.1, d);
+            session::open_donated("virtio-blk", label, donated, make, Client::id)
+        },
         move |_, client, op, words| request(&driver, client, op, words),
     )
-}
-
-/// Opens the Platform session, donating from the driver's own quota.
-fn open_platform() -> Result<Session<Platform>, session::OpenError> {
-    let donor =
-        Donor::from_untyped::<Platform>(own(child::UNTYPED), PLATFORM_BLOCK, PLATFORM_TABLE)
-            .map_err(session::OpenError::Donation)?;
-    session::open_donating::<Platform>(PLATFORM, donor).map_err(|(e, _)| e)
-}
-
-/// A new session for `label`: its stream made from `donated`, its signal
-/// context registered; refused with `interfaces::session::REFUSED_QUOTA`
-/// when the donation cannot hold the stream.
-fn open_session(
-    driver: &Rc<RefCell<Driver>>,
-    signals: &SharedSignals,
-    label: &Label,
-    donated: Option<Donated>,
-) -> Result<Client, u64> {
-    let donated = donated.ok_or(rt::interfaces::session::REFUSED_QUOTA)?;
-    let client = Client::open(driver, signals, donated).map_err(|e| {
-        println!("virtio-blk: session for {}: {e}", label.as_str());
-        rt::interfaces::session::REFUSED_QUOTA
-    })?;
-    println!("virtio-blk: session {} for {}", client.id(), label.as_str());
-    Ok(client)
 }
 
 /// A request on `client`'s session.

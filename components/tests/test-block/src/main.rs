@@ -26,6 +26,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use rt::abi::caddr::own;
+use rt::check::Findings;
 use rt::interfaces::child;
 use rt::println;
 use rt::session::block::{self, Block, BlockError, BlockInfo, BlockSource};
@@ -48,23 +49,9 @@ pub const REQUESTS: u32 = 64;
 /// The most blocks one write of the plan moves.
 pub const MAX_BLOCKS: u32 = 256;
 
-/// Failed checks.
-struct Checks(u32);
-
-impl Checks {
-    fn expect(&mut self, ok: bool, what: core::fmt::Arguments<'_>) {
-        if ok {
-            println!("test-block: {what}");
-        } else {
-            println!("test-block: FAILED: {what}");
-            self.0 += 1;
-        }
-    }
-}
-
 fn main(arg: u64) -> i32 {
     let seed = arg.max(1);
-    let mut c = Checks(0);
+    let mut c = Findings::new();
     let session = match open() {
         Ok(s) => s,
         Err(e) => {
@@ -120,8 +107,7 @@ fn main(arg: u64) -> i32 {
         c.expect(false, format_args!("reads: {e}"));
     }
     refusals(&mut stream, &info, seed, &writes, &mut c);
-    println!("test-block: {} checks failed", c.0);
-    i32::from(c.0 != 0)
+    c.finish()
 }
 
 /// What block 0 holds, before anything is written: on a partition, its
@@ -167,7 +153,7 @@ fn write_plan(
     info: &BlockInfo,
     seed: u64,
     writes: &[Write],
-    c: &mut Checks,
+    c: &mut Findings,
 ) -> Result<(), BlockError> {
     let mut phase = Phase::default();
     let bs = info.block_size;
@@ -211,7 +197,7 @@ fn read_plan(
     info: &BlockInfo,
     seed: u64,
     writes: &[Write],
-    c: &mut Checks,
+    c: &mut Findings,
 ) -> Result<(), BlockError> {
     let bs = info.block_size;
     let mut phase = Phase::default();
@@ -252,7 +238,7 @@ fn read_plan(
 }
 
 /// Bad requests refused with their status; the provider goes on.
-fn refusals(s: &mut BlockSource, info: &BlockInfo, seed: u64, writes: &[Write], c: &mut Checks) {
+fn refusals(s: &mut BlockSource, info: &BlockInfo, seed: u64, writes: &[Write], c: &mut Findings) {
     let bs = info.block_size;
     let last = u32::try_from(info.block_count.saturating_sub(1)).unwrap_or(u32::MAX);
     let cases: [(&str, u32, u32, u32, u32); 6] = [

@@ -40,6 +40,7 @@ use pci::virtio::{cfg_type, feature};
 use rt::abi::caddr::own;
 use rt::abi::map::Cache;
 use rt::abi::ObjectType;
+use rt::check::Findings;
 use rt::interfaces::child;
 use rt::mmio::Region;
 use rt::println;
@@ -249,20 +250,6 @@ fn outside() -> i32 {
     1
 }
 
-/// Counts failed checks.
-struct Checks(u32);
-
-impl Checks {
-    fn expect(&mut self, ok: bool, what: core::fmt::Arguments<'_>) {
-        if ok {
-            println!("test-platform: {what}");
-        } else {
-            println!("test-platform: FAILED: {what}");
-            self.0 += 1;
-        }
-    }
-}
-
 /// Whether the full check steps aside with its first request in flight.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum StepAside {
@@ -278,14 +265,14 @@ const ASIDE_PRIORITY: u8 = 40;
 /// of its set: whatever waits above that runs now. The rest of the check
 /// runs at that priority; its partners are above it and it waits for
 /// nothing else.
-fn step_aside(c: &mut Checks) {
+fn step_aside(c: &mut Findings) {
     if let Err(e) = rt::cpu::place(own(child::OWN_THREAD), ASIDE_PRIORITY, 0) {
         c.expect(false, format_args!("stepping aside: {e}"));
     }
 }
 
 fn full(cpu: u32, aside: StepAside) -> i32 {
-    let mut c = Checks(0);
+    let mut c = Findings::new();
     let platform = match open(DONOR_BLOCK, DONOR_TABLE, SESSION) {
         Ok(p) => p,
         Err(e) => {
@@ -333,8 +320,7 @@ fn full(cpu: u32, aside: StepAside) -> i32 {
         Ok(_) => println!("test-platform: session closed"),
         Err(e) => c.expect(false, format_args!("close: {e}")),
     }
-    println!("test-platform: {} checks failed", c.0);
-    i32::from(c.0 != 0)
+    c.finish()
 }
 
 fn alloc_free_refusal(e: &session::OpenError) -> &'static str {
@@ -349,7 +335,7 @@ fn alloc_free_refusal(e: &session::OpenError) -> &'static str {
 /// vector): a BAR the device lacks, DMA of no power of two or beyond the
 /// session's quota, an MSI-X entry beyond the table, configuration
 /// registers out of range or misaligned, an unknown opcode.
-fn check_bad_requests(platform: &Session<Platform>, c: &mut Checks) {
+fn check_bad_requests(platform: &Session<Platform>, c: &mut Findings) {
     use rt::session::platform::{NO_MEMORY, REFUSED, UNKNOWN};
     let refused =
         |r: Result<(), PlatformError>, label: u64| r == Err(PlatformError::Refused(label));
@@ -394,7 +380,7 @@ fn check_bad_requests(platform: &Session<Platform>, c: &mut Checks) {
 /// The bus-address translation (`TRANSLATE`): `PhysAddress` with it
 /// answers a DMA frame's bus address as the platform service reported
 /// it; it allocates no MSI vector (read only); a second one is refused.
-fn check_translate(platform: &Session<Platform>, c: &mut Checks) {
+fn check_translate(platform: &Session<Platform>, c: &mut Findings) {
     let t = match platform.translate() {
         Ok(t) => t,
         Err(e) => return c.expect(false, format_args!("TRANSLATE: {e}")),
@@ -426,7 +412,7 @@ fn check_translate(platform: &Session<Platform>, c: &mut Checks) {
 
 /// The MSI-X table's BAR comes with the table's page left out: mapping
 /// that slot finds nothing.
-fn check_msix_withheld(platform: &Session<Platform>, c: &mut Checks) {
+fn check_msix_withheld(platform: &Session<Platform>, c: &mut Findings) {
     let Ok(dev) = platform.device(0) else { return };
     // The MSI-X capability: walk the list in configuration space.
     let mut at = (platform.config(0, 0x34).unwrap_or(0) & 0xfc) as u16;
@@ -602,7 +588,7 @@ fn dma(platform: &Session<Platform>, bytes: u64) -> Result<(Region, u64), Virtio
 /// Sector 1 written from a DMA buffer and read back into it, one request
 /// at a time; then [`BATCH`] sectors written at once and read back at
 /// once, each batch with one notification and completion by interrupt.
-fn round_trip(platform: &Session<Platform>, cpu: u32, aside: StepAside, c: &mut Checks) {
+fn round_trip(platform: &Session<Platform>, cpu: u32, aside: StepAside, c: &mut Findings) {
     let mut dev = match VirtioDevice::open(platform, 0, 0) {
         Ok(d) => d,
         Err(e) => return c.expect(false, format_args!("virtio device: {e}")),
@@ -708,7 +694,7 @@ fn batch(
     dev: &VirtioDevice<'_>,
     q: &mut VirtQueue,
     cpu: u32,
-    c: &mut Checks,
+    c: &mut Findings,
 ) {
     let (mem, bus) = match dma(platform, 32 * 1024) {
         Ok(m) => m,
