@@ -127,6 +127,9 @@ pub const STATUS_OK: u32 = 0;
 pub const STATUS_SIZE: u32 = 0x12;
 /// Refused: an op the provider does not know.
 pub const STATUS_OP: u32 = 0x14;
+/// Refused: the frame's source address is not the session's own MAC
+/// (a provider that gives each client its own, like the switch).
+pub const STATUS_SOURCE: u32 = 0x15;
 /// Failed: the device broke.
 pub const STATUS_IO: u32 = 0x20;
 
@@ -260,6 +263,7 @@ pub fn status_text(s: u32) -> &'static str {
         STATUS_OK => "sent",
         STATUS_SIZE => "bad frame size",
         STATUS_OP => "unknown operation",
+        STATUS_SOURCE => "not the session's own source address",
         STATUS_IO => "device error",
         _ => "unknown status",
     }
@@ -430,7 +434,10 @@ impl NicClient {
         let acks = self.tx.arm(space).map_err(NicError::Packet)?;
         let frames = self.rx.arm(false).map_err(NicError::Packet)?;
         if !acks && !frames {
-            crate::syscall::wait(self.notify.own).map_err(NicError::Ipc)?;
+            // Through the stream's `Notify`: `Aborted` when the parent
+            // says the provider stopped (`interfaces::session::PROVIDER_GONE`).
+            use crate::stream::Notify;
+            self.notify.wait().map_err(NicError::Ipc)?;
         }
         Ok(())
     }
