@@ -243,6 +243,21 @@ pub enum NicError {
     FrameSize(usize),
 }
 
+impl NicError {
+    /// Whether the provider stopped: a call failed the way a call on a
+    /// dead provider's endpoint fails, or a wait was woken by the
+    /// parent's `PROVIDER_GONE` (`Aborted`), or the provider's
+    /// notification went with it (`EmptySlot`). A [`NicLink`] reconnects.
+    pub fn provider_gone(&self) -> bool {
+        use abi::Error::{Aborted, EmptySlot};
+        matches!(
+            self,
+            NicError::Ipc(Aborted | EmptySlot)
+                | NicError::Packet(crate::stream::Error::Notify(Aborted | EmptySlot))
+        )
+    }
+}
+
 impl core::fmt::Display for NicError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
@@ -557,5 +572,93 @@ impl<T: 'static> NicServed<T> {
     /// Marks the session broken.
     pub fn set_broken(&mut self) {
         self.tx.set_broken();
+    }
+}
+
+/// A Nic session that survives its provider's restart (a driver killed
+/// and restarted by init): the session, its streams (`NicClient`, through
+/// `Deref`) and what it takes to open both again. When an operation fails
+/// with [`NicError::provider_gone`], [`NicLink::reconnect`] opens a fresh
+/// session (waiting while init restarts the provider) and fresh streams
+/// in the same place. Frames in flight are lost, as on a link that went
+/// down: the protocols above retransmit.
+pub struct NicLink {
+    session: Session<Nic>,
+    nic: NicClient,
+    info: NicInfo,
+    stream_slots: [u32; 3],
+    va: u64,
+}
+
+impl NicLink {
+    /// Opens the session from the component's quota (own slots `slot`,
+    /// `donor_block`, `donor_table`) and its streams (`stream_slots`,
+    /// mapped at `va`).
+    ///
+    /// # Safety
+    ///
+    /// `[va, va + STREAM_BYTES)` is a 2 MiB aligned region nothing else of
+    /// the program uses for as long as the `NicLink` exists (a reconnect
+    /// maps the new streams there).
+    pub unsafe fn connect(
+        slot: u32,
+        donor_block: u32,
+        donor_table: u32,
+        stream_slots: [u32; 3],
+        va: u64,
+    ) -> Result<NicLink, alloc::string::String> {
+        use alloc::format;
+        let session = super::open_from_quota::<Nic>(slot, donor_block, donor_table)?;
+        let info = session.info().map_err(|e| format!("INFO: {e}"))?;
+        // SAFETY: the caller's promise, passed on.
+        let nic = unsafe { session.streams(stream_slots, va) }.map_err(|e| format!("{e}"))?;
+        Ok(NicLink {
+            session,
+            nic,
+            info,
+            stream_slots,
+            va,
+        })
+    }
+
+    /// The interface as the provider described it (at the last connect).
+    pub fn info(&self) -> NicInfo {
+        self.info
+    }
+
+    /// Opens the session again after its provider stopped: the old one
+    /// closed and its donation revoked (the old streams with it), a new
+    /// one opened — `Session::reopen` waits while init restarts the
+    /// provider — and its streams set up where the old ones were.
+    pub fn reconnect(&mut self) -> Result<(), alloc::string::String> {
+        use alloc::format;
+        self.session
+            .reopen()
+            .map_err(|e| format!("reopening the session: {e}"))?;
+        let info = self
+            .session
+            .info()
+            .map_err(|e| format!("INFO after reopening: {e}"))?;
+        // SAFETY: the old `NicClient` is replaced below, never used again.
+        unsafe { super::frame::forget_received(self.stream_slots) };
+        // SAFETY: the region is the old streams' (`connect`'s caller gave
+        // it to this link), unmapped with the old frame.
+        self.nic = unsafe { self.session.streams(self.stream_slots, self.va) }
+            .map_err(|e| format!("the new streams: {e}"))?;
+        self.info = info;
+        Ok(())
+    }
+}
+
+impl core::ops::Deref for NicLink {
+    type Target = NicClient;
+    fn deref(&self) -> &NicClient {
+        &self.nic
+    }
+}
+
+impl core::ops::DerefMut for NicLink {
+    fn deref_mut(&mut self) -> &mut NicClient {
+        &mut self.nic
     }
 }

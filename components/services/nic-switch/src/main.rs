@@ -32,9 +32,16 @@
 //! "cspace", "vspace"]` (binding its notification, the relay thread,
 //! mapping streams).
 //!
-//! Not yet: reconnecting to a restarted driver (the uplink's wait ends
-//! with `PROVIDER_GONE`; the clients would keep their sessions), a MAC
-//! per client from the config, VLANs, per-client rate limits.
+//! When the driver stops (killed, faulted: init restarts it), the relay's
+//! wait ends with the parent's `PROVIDER_GONE`; it tells the main thread
+//! ([`UPLINK_GONE`]) and waits for it to reconnect (`NicLink::reconnect`,
+//! which waits out the driver's restart). The clients keep their sessions
+//! meanwhile; frames that were in the old uplink's streams are lost, as
+//! on a link that went down, and the clients' protocols retransmit
+//! (`tests/nic-switch-kill.toml`).
+//!
+//! Not yet: a MAC per client from the config, VLANs, per-client rate
+//! limits.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
@@ -44,13 +51,13 @@ extern crate alloc;
 use alloc::collections::VecDeque;
 use alloc::rc::Rc;
 use core::cell::RefCell;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rt::abi::caddr::own;
 use rt::abi::{MsgInfo, ObjectType};
 use rt::interfaces::child;
 use rt::println;
-use rt::session::nic::{self, Mac, Nic, NicClient, NicInfo, NicServed, STREAM_BYTES};
+use rt::session::nic::{self, Mac, Nic, NicInfo, NicLink, NicServed, STREAM_BYTES};
 use rt::session::{self, Donated, Label, Provider, SessionTable};
 use rt::signal::Signals;
 use rt::stream::Taken;
@@ -65,7 +72,9 @@ const UPLINK_STREAM: [u32; 3] = [UPLINK + 3, UPLINK + 4, UPLINK + 5];
 const NOTIFY: u32 = UPLINK + 6;
 /// The uplink's signal context (the relay thread signals it).
 const UPLINK_CONTEXT: u32 = UPLINK + 7;
-const RELAY_THREAD: u32 = UPLINK + 8;
+/// The relay waits on it while the main thread reconnects.
+const RESUME: u32 = UPLINK + 8;
+const RELAY_THREAD: u32 = UPLINK + 9;
 const RELAY_FRAMES: u32 = RELAY_THREAD + 1;
 const FIRST_SESSION_SLOT: u32 = RELAY_FRAMES + rt::thread::PAGES as u32;
 /// At most this many clients at once.
@@ -87,6 +96,9 @@ type SharedSignals = Rc<RefCell<Signals<SessionTable<Client>>>>;
 /// main thread's context (signalled). Set before it starts.
 static RELAY_WAIT: AtomicU64 = AtomicU64::new(0);
 static RELAY_SIGNAL: AtomicU64 = AtomicU64::new(0);
+/// The relay saw the driver stop: the main thread reconnects, then clears
+/// it and signals [`RESUME`].
+static UPLINK_GONE: AtomicBool = AtomicBool::new(false);
 
 fn main(_: u64) -> i32 {
     let uplink = match open_uplink() {
@@ -96,9 +108,18 @@ fn main(_: u64) -> i32 {
             return 1;
         }
     };
-    let (uplink, info) = uplink;
+    let info = uplink.info();
     let notify = own(NOTIFY);
     let made = syscall::retype(own(child::UNTYPED), ObjectType::Notification, 0, notify, 1)
+        .and_then(|()| {
+            syscall::retype(
+                own(child::UNTYPED),
+                ObjectType::Notification,
+                0,
+                own(RESUME),
+                1,
+            )
+        })
         .and_then(|()| syscall::bind_notification(own(child::OWN_THREAD), notify));
     if let Err(e) = made {
         println!("nic-switch: notification: {e}");
@@ -167,31 +188,32 @@ fn main(_: u64) -> i32 {
 /// Waits on the uplink's notification and passes each wake-up on to the
 /// main thread's context: the main thread arms the uplink's streams, so a
 /// wake-up that comes while it works is not lost (the word keeps it).
+/// When the driver stops, it says so ([`UPLINK_GONE`]) and waits until
+/// the main thread has reconnected: the new uplink's notification is in
+/// the same slot.
 extern "C" fn relay(_: u64) -> ! {
     let wait_on = RELAY_WAIT.load(Ordering::SeqCst);
     let signal = RELAY_SIGNAL.load(Ordering::SeqCst);
     loop {
-        match syscall::wait(wait_on) {
-            Ok(_) => {
-                let _ = syscall::signal(signal);
-            }
-            // The uplink's notification is gone (its driver stopped and
-            // the session with it): nothing will come any more.
-            Err(_) => syscall::thread_exit(1),
+        let gone = match syscall::wait(wait_on) {
+            Ok(word) => word & rt::interfaces::session::PROVIDER_GONE != 0,
+            // The notification itself is gone (a reconnect is under way).
+            Err(_) => true,
+        };
+        if gone {
+            UPLINK_GONE.store(true, Ordering::SeqCst);
+        }
+        let _ = syscall::signal(signal);
+        if gone && syscall::wait(own(RESUME)).is_err() {
+            syscall::thread_exit(1);
         }
     }
 }
 
 /// The uplink's session and streams.
-fn open_uplink() -> Result<(NicClient, NicInfo), alloc::string::String> {
-    use alloc::format;
-    let session = session::open_from_quota::<Nic>(UPLINK, UPLINK_BLOCK, UPLINK_TABLE)?;
-    let info = session.info().map_err(|e| format!("INFO: {e}"))?;
+fn open_uplink() -> Result<NicLink, alloc::string::String> {
     // SAFETY: UPLINK_VA.. is used by nothing else of this program.
-    let nic = unsafe { session.streams(UPLINK_STREAM, UPLINK_VA) }.map_err(|e| format!("{e}"))?;
-    // The session stays open for as long as the switch runs: its handle
-    // owns nothing, and going out of scope closes nothing.
-    Ok((nic, info))
+    unsafe { NicLink::connect(UPLINK, UPLINK_BLOCK, UPLINK_TABLE, UPLINK_STREAM, UPLINK_VA) }
 }
 
 /// Session window `window`'s MAC address.
@@ -281,7 +303,7 @@ impl Drop for Client {
 
 /// The uplink and the clients' addresses.
 pub struct Switch {
-    up: NicClient,
+    up: NicLink,
     info: NicInfo,
     /// Each session window's MAC, while a session holds it.
     windows: [Option<Mac>; MAX_SESSIONS],
@@ -404,6 +426,9 @@ impl Switch {
     /// waiting frames sent, received frames delivered; until its streams
     /// are armed.
     fn uplink_ready(&mut self, table: &mut SessionTable<Client>) {
+        if UPLINK_GONE.load(Ordering::SeqCst) {
+            self.reconnect();
+        }
         loop {
             while let Ok(Some(_)) = self.up.sent() {}
             while let Some((id, taken)) = self.pending.pop_front() {
@@ -460,6 +485,25 @@ impl Switch {
                     return;
                 }
             }
+        }
+    }
+
+    /// The driver stopped: a fresh uplink (waiting out its restart); the
+    /// relay goes on waiting on it. What was in the old uplink's streams is
+    /// lost; the clients' frames still waiting go out of the new one.
+    fn reconnect(&mut self) {
+        println!("nic-switch: the uplink's driver stopped; reconnecting");
+        match self.up.reconnect() {
+            Ok(()) => {
+                println!(
+                    "nic-switch: uplink back ({}); {} client frames waiting",
+                    self.up.info().mac,
+                    self.pending.len()
+                );
+                UPLINK_GONE.store(false, Ordering::SeqCst);
+                let _ = syscall::signal(own(RESUME));
+            }
+            Err(e) => println!("nic-switch: reconnecting the uplink failed: {e}"),
         }
     }
 

@@ -31,7 +31,9 @@
 //!
 //! With `arg` 1 it is one of two clients behind the switch
 //! (`nic-switch`, `tests/nic-switch.toml`) and checks that instead
-//! ([`behind_switch`]).
+//! ([`behind_switch`]); with `arg` 2 a client behind the switch that
+//! keeps asking the gateway while the driver is killed and restarted
+//! (`tests/nic-switch-kill.toml`, [`across_restart`]).
 //!
 //! Prints `test-nic: N checks failed` and exits 0 when N is 0; every
 //! failed check prints `FAILED`.
@@ -68,6 +70,9 @@ const STREAM_SLOTS: [[u32; 3]; 3] = [
 ];
 /// The refused second session.
 const SECOND: u32 = SESSION + 12;
+/// `arg` 2's Timer session and its notification.
+const TIMER: u32 = SESSION + 15;
+const TIMER_NOTIFY: u32 = SESSION + 16;
 const SECOND_BLOCK: u32 = SESSION + 13;
 const SECOND_TABLE: u32 = SESSION + 14;
 /// Where each session's streams are mapped (2 MiB aligned).
@@ -210,6 +215,7 @@ fn main(arg: u64) -> i32 {
     let mut c = Findings::new();
     let ran = match arg {
         1 => behind_switch(&mut c),
+        2 => across_restart(&mut c),
         _ => run(&mut c),
     };
     match ran {
@@ -676,4 +682,63 @@ fn is_hello(f: &[u8], mine: Mac) -> bool {
         && f[6..11] == [2, 0, 0, 0, 0]
         && f[12..14] == LOCAL_TYPE
         && &f[14..24] == b"hello peer"
+}
+
+/// Rounds `arg` 2 asks the gateway, [`ROUND_GAP_US`] apart.
+const ROUNDS: u32 = 60;
+const ROUND_GAP_US: u64 = 5_000;
+/// How long it waits for an answer before asking again.
+const ANSWER_WAIT_US: u64 = 50_000;
+/// Times it asks again in all before it gives up.
+const MAX_RETRIES: u32 = 200;
+
+/// `arg` 2: [`ROUNDS`] ARP requests for the gateway, one at a time, each
+/// asked again when no answer comes within [`ANSWER_WAIT_US`] (frames in
+/// the old uplink's streams are lost when the driver is killed); every
+/// round must be answered in the end. The Nic session (the switch's)
+/// stays open throughout. Polls with a Timer: a Nic client waits on its
+/// stream's notification, and a thread waits on one notification at once.
+fn across_restart(c: &mut Findings) -> Result<(), alloc::string::String> {
+    use alloc::format;
+    let timer = rt::session::timer::Timer::open(TIMER, TIMER_NOTIFY)
+        .map_err(|e| format!("Timer session: {e:?}"))?;
+    let session = session::open_from_quota::<Nic>(SESSION, DONOR_BLOCK, DONOR_TABLE)
+        .map_err(|e| format!("Nic session: {e}"))?;
+    let mut net = streams(&session, 0)?;
+    let mine = net.mac;
+    let me: Ip = [10, 0, 2, 20 + mine[5]];
+    let (mut answered, mut retries) = (0u32, 0u32);
+    while answered < ROUNDS && retries <= MAX_RETRIES {
+        net.send(&frames::arp_request(mine, me, GATEWAY))
+            .map_err(|e| format!("send: {e}"))?;
+        net.nic.flush().map_err(|e| format!("flush: {e}"))?;
+        let mut waited = 0;
+        let mut got = false;
+        while !got && waited < ANSWER_WAIT_US {
+            net.take_acks().map_err(|e| format!("acks: {e}"))?;
+            while let Some(t) = net.nic.receive().map_err(|e| format!("receive: {e}"))? {
+                got |=
+                    frames::arp_reply(net.nic.frame(&t).map_err(|e| format!("{e}"))?, GATEWAY, me)
+                        .is_some();
+                net.nic.done(t).map_err(|e| format!("done: {e}"))?;
+            }
+            net.nic.flush().map_err(|e| format!("flush: {e}"))?;
+            if !got {
+                timer.sleep(1_000).map_err(|e| format!("sleep: {e:?}"))?;
+                waited += 1_000;
+            }
+        }
+        match got {
+            true => answered += 1,
+            false => retries += 1,
+        }
+        timer
+            .sleep(ROUND_GAP_US)
+            .map_err(|e| format!("sleep: {e:?}"))?;
+    }
+    c.expect(
+        answered == ROUNDS,
+        format_args!("across the driver's restart: {answered} of {ROUNDS} ARP rounds answered ({retries} asked again)"),
+    );
+    Ok(())
 }
