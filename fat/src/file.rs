@@ -6,10 +6,13 @@
 //! Reads and writes of at least [`AHEAD_BLOCKS`] whole sectors go
 //! straight to the device, one request per run of contiguous clusters
 //! (allocated on the way); smaller ones through the cache's read-ahead
-//! and write-behind windows.
+//! and write-behind windows. A reader that goes on where it left off
+//! has the window after the one it is in read in the background (twice
+//! as large, up to [`MAX_AHEAD_BLOCKS`]), so it rarely waits for the
+//! device.
 
 use crate::bpb::SECTOR;
-use crate::cache::AHEAD_BLOCKS;
+use crate::cache::{AHEAD_BLOCKS, MAX_AHEAD_BLOCKS};
 use crate::dir::{self, Node};
 use crate::error::{Corruption, FsError};
 use crate::volume::{attr, Handle, Metadata, OpenFile, OpenMode, SeekFrom, Volume, MAX_OPEN};
@@ -89,6 +92,7 @@ impl<D: BlockDevice> Volume<D> {
             pos: 0,
             mode,
             cursor: None,
+            ahead: None,
             read_end: 0,
         };
         if mode.truncate && size != 0 {
@@ -144,6 +148,9 @@ impl<D: BlockDevice> Volume<D> {
         // A read elsewhere reads only what it needs (the window would be
         // wasted on a reader going backwards or at random).
         let mut sequential = f.pos == 0 || f.pos == f.read_end;
+        // A reader going on where it left off (not merely at the start:
+        // that may be all it reads) gets the next window read ahead.
+        let mut streaming = f.pos != 0 && f.pos == f.read_end;
         while done < n {
             let Some((s, off, left)) = self.data_at(f, f.pos, false)? else {
                 return Err(Corruption::ChainTooShort { start: f.first }.into());
@@ -174,23 +181,75 @@ impl<D: BlockDevice> Volume<D> {
                         false => need,
                     }
                     .clamp(1, AHEAD_BLOCKS);
-                    // The walk ahead must not move the cursor past the
-                    // position (the next lookup would start over).
-                    let cursor = f.cursor;
-                    ahead = self.run(f, at, s, left.min(cap), cap, false)?;
-                    f.cursor = cursor;
+                    ahead =
+                        self.look_ahead(f, at, |v, f| v.run(f, at, s, left.min(cap), cap, false))?;
                 }
                 let len = (SECTOR - off).min(n - done);
                 let b = self.fs.cache.read_data(&mut self.fs.dev, s, ahead)?;
                 buf[done..done + len].copy_from_slice(&b[off..off + len]);
+                if streaming {
+                    if let Some((end, have)) = self.fs.cache.wants_next(s) {
+                        let at = f.pos - off as u64 + (end - s) * SECTOR as u64;
+                        self.read_ahead(f, at, have);
+                    }
+                }
                 len
             };
             done += len;
             f.pos += len as u64;
             sequential = true;
+            streaming = true;
         }
         f.read_end = f.pos;
         Ok(done)
+    }
+
+    /// Starts reading, in the background, the window after the read-ahead
+    /// window the reader is in: the file's sectors from byte `at` (where
+    /// that window of `have` blocks ends), twice as many up to
+    /// [`MAX_AHEAD_BLOCKS`], as far as the file goes and its clusters are
+    /// contiguous; none at the file's end. The file's cursor stays. A
+    /// failure (a chain too short, a FAT sector unreadable) starts
+    /// nothing: the read that gets there reports it.
+    fn read_ahead(&mut self, f: &mut OpenFile, at: u64, have: usize) {
+        let rest = u64::from(f.size).saturating_sub(at).div_ceil(SECTOR as u64);
+        let cap = (2 * have).min(MAX_AHEAD_BLOCKS).min(rest as usize);
+        let (mut block, mut n) = (0, 0);
+        if cap > 0 {
+            self.look_ahead(f, at, |v, f| {
+                if let Ok(Some((s, _, left))) = v.data_at(f, at, false) {
+                    if let Ok(run) = v.run(f, at, s, left.min(cap), cap, false) {
+                        (block, n) = (s, run);
+                    }
+                }
+            });
+        }
+        self.fs.cache.read_ahead(&mut self.fs.dev, block, n);
+    }
+
+    /// Runs `walk`, a look along the chain from file byte `at` on (for a
+    /// read-ahead window), from the furthest chain position known up to
+    /// there — the file's cursor, or where the last look ahead ended — and
+    /// keeps where it ends for the next one. The file's cursor stays: the
+    /// reads to come must not find it past their position (a lookup
+    /// behind the cursor walks from the chain's start).
+    fn look_ahead<T>(
+        &mut self,
+        f: &mut OpenFile,
+        at: u64,
+        walk: impl FnOnce(&mut Self, &mut OpenFile) -> T,
+    ) -> T {
+        let kept = f.cursor;
+        let idx = at / u64::from(self.fs.geo.cluster_bytes());
+        if let Some(a) = f.ahead {
+            if u64::from(a.0) <= idx && kept.is_none_or(|c| c.0 < a.0) {
+                f.cursor = Some(a);
+            }
+        }
+        let r = walk(self, f);
+        f.ahead = f.cursor;
+        f.cursor = kept;
+        r
     }
 
     /// Writes at the position (at the end in append mode), growing the
@@ -432,6 +491,7 @@ impl<D: BlockDevice> Volume<D> {
             if g.entry == f.entry {
                 if g.first != f.first {
                     g.cursor = None;
+                    g.ahead = None;
                 }
                 g.first = f.first;
                 g.size = f.size;
@@ -475,10 +535,12 @@ impl<D: BlockDevice> Volume<D> {
             f.first = 0;
         }
         f.cursor = None;
+        f.ahead = None;
         self.update_entry(f)?;
         for g in self.files.iter_mut().flatten() {
             if g.entry == f.entry {
                 g.cursor = None;
+                g.ahead = None;
             }
         }
         self.sync()?;

@@ -176,6 +176,10 @@ pub(crate) struct OpenFile {
     pub mode: OpenMode,
     /// The last cluster reached: its index in the chain and number.
     pub cursor: Option<(u32, u32)>,
+    /// Where the last look ahead along the chain ended (a read-ahead
+    /// window's last cluster), in the same form: the next one starts
+    /// there. Forgotten with the cursor when the chain changes.
+    pub ahead: Option<(u32, u32)>,
     /// Where the last read on this handle ended: a read starting there
     /// (or at 0) is sequential and reads ahead in full.
     pub read_end: u64,
