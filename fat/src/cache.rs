@@ -118,9 +118,10 @@ impl Window {
         overlap(self.start, self.len, block, n)
     }
 
-    fn block(&self, block: u64) -> &[u8] {
-        let o = (block - self.start) as usize * SECTOR;
-        &self.buf[o..o + SECTOR]
+    /// Blocks `from..to` (which it holds), in one slice.
+    fn blocks(&self, from: u64, to: u64) -> &[u8] {
+        let o = |b: u64| (b - self.start) as usize * SECTOR;
+        &self.buf[o(from)..o(to)]
     }
 
     fn block_mut(&mut self, block: u64) -> &mut [u8] {
@@ -445,23 +446,28 @@ impl Cache {
             || self.next.is_some_and(|s| s.holds(block))
     }
 
-    /// File data block `block`: from a slot, the write-behind window or
-    /// the read-ahead window, else from the read-ahead window in flight if
-    /// it holds the block (waited for, it becomes the read-ahead window),
-    /// else read with the `ahead - 1` blocks after it (which the caller
-    /// knows to be worth it: the file's next data) in one request into
-    /// the read-ahead window.
+    /// File data from block `block` on, whole blocks, at least one and
+    /// at most `most` (which the caller knows to be the file's next
+    /// data): from a slot (that block alone), the write-behind window or
+    /// the read-ahead window (on to its end, or to a block with a newer
+    /// copy elsewhere); else from the read-ahead window in flight if it
+    /// holds the block (waited for, it becomes the read-ahead window),
+    /// else read with the `ahead - 1` blocks after it (the file's next
+    /// data too) in one request into the read-ahead window.
     pub fn read_data<D: BlockDevice>(
         &mut self,
         dev: &mut D,
         block: u64,
         ahead: usize,
+        most: usize,
     ) -> Result<&[u8], FsError> {
+        let most = block + most.max(1) as u64;
         if let Some(&i) = self.index.get(&block) {
             return Ok(&self.slots[i].data[..]);
         }
         if self.behind.holds(block) {
-            return Ok(self.behind.block(block));
+            // No block of the window is in a slot.
+            return Ok(self.behind.blocks(block, self.behind.end().min(most)));
         }
         if !self.ahead.holds(block) {
             self.ahead.len = 0;
@@ -487,7 +493,19 @@ impl Cache {
             self.ahead.start = start;
             self.ahead.len = n;
         }
-        Ok(self.ahead.block(block))
+        // Up to the first block whose newest copy is elsewhere (for one
+        // block there is nothing to look for: a range query on the index
+        // costs a small read more than the rest of its way here).
+        let mut end = self.ahead.end().min(most);
+        if end > block + 1 {
+            if let Some((&b, _)) = self.index.range(block + 1..end).next() {
+                end = b;
+            }
+            if self.behind.overlaps(block + 1, end - block - 1) {
+                end = end.min(self.behind.start);
+            }
+        }
+        Ok(self.ahead.blocks(block, end))
     }
 
     /// Where the read-ahead window ends and how many blocks it holds, if

@@ -9,13 +9,16 @@
 //! and write-behind windows. A reader that goes on where it left off
 //! has the window after the one it is in read in the background (twice
 //! as large, up to [`MAX_AHEAD_BLOCKS`]), so it rarely waits for the
-//! device.
+//! device. Where the walks for these windows found the file in
+//! consecutive sectors (the handle's span), a small read finds its
+//! sectors without a step along the chain and copies them at once, not
+//! sector by sector.
 
 use crate::bpb::SECTOR;
 use crate::cache::{AHEAD_BLOCKS, MAX_AHEAD_BLOCKS};
 use crate::dir::{self, Node};
 use crate::error::{Corruption, FsError};
-use crate::volume::{attr, Handle, Metadata, OpenFile, OpenMode, SeekFrom, Volume, MAX_OPEN};
+use crate::volume::{attr, Handle, Metadata, OpenFile, OpenMode, SeekFrom, Span, Volume, MAX_OPEN};
 use crate::BlockDevice;
 
 /// The largest file FAT can describe.
@@ -93,6 +96,7 @@ impl<D: BlockDevice> Volume<D> {
             mode,
             cursor: None,
             ahead: None,
+            span: None,
             read_end: 0,
         };
         if mode.truncate && size != 0 {
@@ -152,9 +156,8 @@ impl<D: BlockDevice> Volume<D> {
         // that may be all it reads) gets the next window read ahead.
         let mut streaming = f.pos != 0 && f.pos == f.read_end;
         while done < n {
-            let Some((s, off, left)) = self.data_at(f, f.pos, false)? else {
-                return Err(Corruption::ChainTooShort { start: f.first }.into());
-            };
+            // `left`: sectors from `s` on known to be the file's next.
+            let (s, off, left) = self.read_at(f, f.pos)?;
             // Large reads: whole sectors, on through contiguous clusters,
             // in one request straight into `buf`.
             let want = (n - done) / SECTOR;
@@ -183,9 +186,12 @@ impl<D: BlockDevice> Volume<D> {
                     .clamp(1, AHEAD_BLOCKS);
                     ahead =
                         self.look_ahead(f, at, |v, f| v.run(f, at, s, left.min(cap), cap, false))?;
+                    note_span(f, at, s, ahead);
                 }
-                let len = (SECTOR - off).min(n - done);
-                let b = self.fs.cache.read_data(&mut self.fs.dev, s, ahead)?;
+                // As many sectors at once as are known to follow.
+                let most = (off + n - done).div_ceil(SECTOR).min(left);
+                let b = self.fs.cache.read_data(&mut self.fs.dev, s, ahead, most)?;
+                let len = (b.len() - off).min(n - done);
                 buf[done..done + len].copy_from_slice(&b[off..off + len]);
                 if streaming {
                     if let Some((end, have)) = self.fs.cache.wants_next(s) {
@@ -202,6 +208,26 @@ impl<D: BlockDevice> Volume<D> {
         }
         f.read_end = f.pos;
         Ok(done)
+    }
+
+    /// [`Self::data_at`] for a read, and the sectors known to follow on the
+    /// disk from there (to the cluster's end, or on through the span):
+    /// in the span without a step along the chain — its sectors are its
+    /// clusters in chain order, and the cursor moves as a step would.
+    fn read_at(&mut self, f: &mut OpenFile, pos: u64) -> Result<(u64, usize, usize), FsError> {
+        let geo = &self.fs.geo;
+        let cb = u64::from(geo.cluster_bytes());
+        let spc = u64::from(geo.sectors_per_cluster);
+        if let Some((s, known)) = f.span.and_then(|sp| sp.at(pos)) {
+            let idx = u32::try_from(pos / cb).map_err(|_| FsError::FileTooLarge)?;
+            f.cursor = Some((idx, 2 + ((s - geo.data_start) / spc) as u32));
+            let off = (pos % SECTOR as u64) as usize;
+            return Ok((s, off, usize::try_from(known).unwrap_or(usize::MAX)));
+        }
+        match self.data_at(f, pos, false)? {
+            Some(found) => Ok(found),
+            None => Err(Corruption::ChainTooShort { start: f.first }.into()),
+        }
     }
 
     /// Starts reading, in the background, the window after the read-ahead
@@ -223,6 +249,7 @@ impl<D: BlockDevice> Volume<D> {
                     }
                 }
             });
+            note_span(f, at, block, n);
         }
         self.fs.cache.read_ahead(&mut self.fs.dev, block, n);
     }
@@ -492,6 +519,7 @@ impl<D: BlockDevice> Volume<D> {
                 if g.first != f.first {
                     g.cursor = None;
                     g.ahead = None;
+                    g.span = None;
                 }
                 g.first = f.first;
                 g.size = f.size;
@@ -536,11 +564,13 @@ impl<D: BlockDevice> Volume<D> {
         }
         f.cursor = None;
         f.ahead = None;
+        f.span = None;
         self.update_entry(f)?;
         for g in self.files.iter_mut().flatten() {
             if g.entry == f.entry {
                 g.cursor = None;
                 g.ahead = None;
+                g.span = None;
             }
         }
         self.sync()?;
@@ -556,5 +586,32 @@ impl<D: BlockDevice> Volume<D> {
             return Err(Corruption::ChainTooShort { start: f.first }.into());
         };
         self.fs.cut_after(f.first, last)
+    }
+}
+
+/// Notes that the file's bytes from `pos` (a sector's start) on lie in
+/// the `blocks` consecutive sectors from `sector` (a walk along the chain
+/// found them): the span grows when they agree with it and reach past
+/// its end, else they replace it.
+fn note_span(f: &mut OpenFile, pos: u64, sector: u64, blocks: usize) {
+    let blocks = blocks as u64;
+    if blocks == 0 {
+        return;
+    }
+    match &mut f.span {
+        Some(sp)
+            if pos >= sp.pos
+                && pos <= sp.pos + sp.blocks * SECTOR as u64
+                && sp.sector + (pos - sp.pos) / SECTOR as u64 == sector =>
+        {
+            sp.blocks = sp.blocks.max((pos - sp.pos) / SECTOR as u64 + blocks);
+        }
+        span => {
+            *span = Some(Span {
+                pos,
+                sector,
+                blocks,
+            })
+        }
     }
 }

@@ -455,3 +455,46 @@ fn readers_elsewhere_start_no_read_ahead() {
     assert_eq!(v.fs.dev.n.cancelled, 1, "{:?}", v.fs.dev.n);
     v.close(h).unwrap();
 }
+
+/// A reader takes many sectors at once where its read-ahead found the
+/// file contiguous (a span): when another handle cuts the file short and
+/// writes the rest anew in other, scattered clusters, the reader follows
+/// the new chain, never the sectors its span named.
+#[test]
+fn a_changed_chain_is_not_read_through_an_old_span() {
+    const KEPT: usize = 8192;
+    let all = data();
+    let old = &all[..300 * 1024];
+    let mut new = all[MIB..MIB + old.len()].to_vec();
+    new[..KEPT].copy_from_slice(&old[..KEPT]);
+    let mut v = volume();
+    write_file(&mut v, "/f", old, MIB);
+    let mut v = remount_as(v, true);
+    let r = v.open("/f", OpenMode::READ).unwrap();
+    let mut got = vec![0u8; old.len()];
+    for k in 0..4 {
+        let at = k * 4096;
+        assert_eq!(v.read(r, &mut got[at..at + 4096]).unwrap(), 4096);
+    }
+    assert!(got[..16384] == old[..16384]);
+    // Cut to 8 KiB (the first cluster stays), then the rest in 1000-byte
+    // writes, each followed by one to another file: scattered clusters.
+    let w = v.open("/f", OpenMode::READ_WRITE).unwrap();
+    v.truncate(w, KEPT as u64).unwrap();
+    v.seek(w, SeekFrom::Start(KEPT as u64)).unwrap();
+    let g = v.open("/g", OpenMode::CREATE).unwrap();
+    for c in new[KEPT..].chunks(1000) {
+        assert_eq!(v.write(w, c).unwrap(), c.len());
+        assert_eq!(v.write(g, &[7; 1000]).unwrap(), 1000);
+    }
+    v.close(w).unwrap();
+    v.close(g).unwrap();
+    let mut at = 16384;
+    while at < new.len() {
+        let n = v.read(r, &mut got[at..(at + 4096).min(new.len())]).unwrap();
+        assert!(n > 0);
+        at += n;
+    }
+    assert!(got[16384..] == new[16384..], "read through the old chain");
+    v.close(r).unwrap();
+}
