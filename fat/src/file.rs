@@ -136,18 +136,49 @@ impl<D: BlockDevice> Volume<D> {
 
     /// Reads from the position; 0 at the end.
     pub fn read(&mut self, h: Handle, buf: &mut [u8]) -> Result<usize, FsError> {
+        self.read_to(h, buf.len(), buf)
+    }
+
+    /// [`Self::read`] of up to `n` bytes (and at most `scratch.len()`)
+    /// for a destination no Rust slice may name — memory another
+    /// component can write meanwhile: `put(at, bytes)` gets the bytes
+    /// piece by piece, `at` their offset in the read, each copied once
+    /// from where the volume holds them; pieces that come straight from
+    /// the device (64 KiB and more) come through `scratch`.
+    pub fn read_with(
+        &mut self,
+        h: Handle,
+        n: usize,
+        scratch: &mut [u8],
+        put: impl FnMut(usize, &[u8]),
+    ) -> Result<usize, FsError> {
+        let n = n.min(scratch.len());
+        self.read_to(h, n, &mut Sink { scratch, put })
+    }
+
+    fn read_to<O: Out + ?Sized>(
+        &mut self,
+        h: Handle,
+        n: usize,
+        out: &mut O,
+    ) -> Result<usize, FsError> {
         let (i, mut f) = self.get(h)?;
         if !f.mode.read {
             return Err(FsError::BadHandle);
         }
-        let r = self.read_in(&mut f, buf);
+        let r = self.read_in(&mut f, n, out);
         self.files[i] = Some(f);
         r
     }
 
-    fn read_in(&mut self, f: &mut OpenFile, buf: &mut [u8]) -> Result<usize, FsError> {
+    fn read_in<O: Out + ?Sized>(
+        &mut self,
+        f: &mut OpenFile,
+        want: usize,
+        out: &mut O,
+    ) -> Result<usize, FsError> {
         let left = u64::from(f.size).saturating_sub(f.pos);
-        let n = (buf.len() as u64).min(left) as usize;
+        let n = (want as u64).min(left) as usize;
         let mut done = 0;
         // A read elsewhere reads only what it needs (the window would be
         // wasted on a reader going backwards or at random).
@@ -168,8 +199,9 @@ impl<D: BlockDevice> Volume<D> {
             };
             let len = if whole > 0 {
                 let len = whole * SECTOR;
-                let dst = &mut buf[done..done + len];
+                let dst = out.direct(done, len);
                 self.fs.cache.read_blocks(&mut self.fs.dev, s, dst)?;
+                out.filled(done, len);
                 len
             } else {
                 // Small ones through the read-ahead window, which a miss
@@ -192,7 +224,7 @@ impl<D: BlockDevice> Volume<D> {
                 let most = (off + n - done).div_ceil(SECTOR).min(left);
                 let b = self.fs.cache.read_data(&mut self.fs.dev, s, ahead, most)?;
                 let len = (b.len() - off).min(n - done);
-                buf[done..done + len].copy_from_slice(&b[off..off + len]);
+                out.put(done, &b[off..off + len]);
                 if streaming {
                     if let Some((end, have)) = self.fs.cache.wants_next(s) {
                         let at = f.pos - off as u64 + (end - s) * SECTOR as u64;
@@ -613,5 +645,46 @@ fn note_span(f: &mut OpenFile, pos: u64, sector: u64, blocks: usize) {
                 blocks,
             })
         }
+    }
+}
+
+/// Where a read's bytes go.
+trait Out {
+    /// Puts `bytes` at offset `at` of the read.
+    fn put(&mut self, at: usize, bytes: &[u8]);
+    /// A place for the `len` bytes at offset `at` of the read, for the
+    /// device to fill; [`Out::filled`] when it did.
+    fn direct(&mut self, at: usize, len: usize) -> &mut [u8];
+    /// The place [`Out::direct`] gave is filled.
+    fn filled(&mut self, at: usize, len: usize);
+}
+
+/// The caller's buffer.
+impl Out for [u8] {
+    fn put(&mut self, at: usize, bytes: &[u8]) {
+        self[at..at + bytes.len()].copy_from_slice(bytes);
+    }
+    fn direct(&mut self, at: usize, len: usize) -> &mut [u8] {
+        &mut self[at..at + len]
+    }
+    fn filled(&mut self, _: usize, _: usize) {}
+}
+
+/// A function that takes the pieces, and a buffer for those read
+/// straight from the device.
+struct Sink<'s, F: FnMut(usize, &[u8])> {
+    scratch: &'s mut [u8],
+    put: F,
+}
+
+impl<F: FnMut(usize, &[u8])> Out for Sink<'_, F> {
+    fn put(&mut self, at: usize, bytes: &[u8]) {
+        (self.put)(at, bytes);
+    }
+    fn direct(&mut self, _: usize, len: usize) -> &mut [u8] {
+        &mut self.scratch[..len]
+    }
+    fn filled(&mut self, at: usize, len: usize) {
+        (self.put)(at, &self.scratch[..len]);
     }
 }
