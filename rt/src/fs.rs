@@ -21,6 +21,19 @@
 //! [`session::fs::Error`] values (`Display` says what went wrong).
 //! Data crosses once between the caller's buffer and the session's I/O
 //! buffer, which the service reads and writes in place.
+//!
+//! **Read-ahead.** A read smaller than [`DIRECT`] asks the service for
+//! [`READ_AHEAD`] bytes and keeps the rest in the `File`; the next small
+//! reads are served from there without a call (each call is a switch of
+//! address spaces, which under TCG flushes the emulator's whole TLB). The
+//! kept bytes are used only while the volume's write generation
+//! (`session::fs`, "The write generation": a word the service updates in
+//! every session's buffer before it answers a request that may change
+//! anything) is the one read before they were fetched, so a write through
+//! any session or handle is seen by the next read, as without the
+//! read-ahead. The service's position of the file runs ahead of the
+//! reader's by the kept bytes; a write, seek or truncate through the same
+//! `File` first moves it back (one `SEEK`) and drops them.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -166,6 +179,9 @@ impl OpenOptions {
             fs,
             handle: w[0],
             open: true,
+            ahead: Vec::new(),
+            ahead_at: 0,
+            ahead_generation: 0,
         })
     }
 }
@@ -187,12 +203,72 @@ pub struct File<'f> {
     fs: &'f Fs,
     handle: u64,
     open: bool,
+    /// Bytes read ahead (module doc): `ahead[ahead_at..]` follow the
+    /// reader's position, valid while the write generation is
+    /// `ahead_generation`.
+    ahead: Vec<u8>,
+    ahead_at: usize,
+    ahead_generation: u64,
 }
+
+/// Bytes a small read asks the service for (module doc, "Read-ahead").
+pub const READ_AHEAD: usize = 64 * 1024;
+/// Reads of this many bytes and more go to the service as they are: the
+/// call is paid by enough bytes, and keeping bytes costs a copy.
+pub const DIRECT: usize = 16 * 1024;
 
 impl File<'_> {
     /// Reads up to `buf.len()` bytes; 0 at the end of the file.
     pub fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
-        let want = buf.len().min(proto::MAX_IO);
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let kept = self.ahead.len() - self.ahead_at;
+        if kept > 0 && self.fs.generation() == self.ahead_generation {
+            let n = kept.min(buf.len());
+            buf[..n].copy_from_slice(&self.ahead[self.ahead_at..self.ahead_at + n]);
+            self.ahead_at += n;
+            return Ok(n);
+        }
+        self.give_back()?;
+        if buf.len() >= DIRECT {
+            return self.read_call(buf.len(), |bytes, fs| {
+                fs.buffer.copy_to(0, &mut buf[..bytes])
+            });
+        }
+        // The generation before the call: a change during it shows next
+        // time, and the kept bytes go.
+        let generation = self.fs.generation();
+        let mut ahead = core::mem::take(&mut self.ahead);
+        ahead.resize(READ_AHEAD, 0);
+        let got = self.read_call(READ_AHEAD, |bytes, fs| {
+            fs.buffer.copy_to(0, &mut ahead[..bytes])
+        });
+        let got = match got {
+            Ok(got) => got,
+            Err(e) => {
+                ahead.clear();
+                self.ahead = ahead;
+                return Err(e);
+            }
+        };
+        ahead.truncate(got);
+        let n = got.min(buf.len());
+        buf[..n].copy_from_slice(&ahead[..n]);
+        self.ahead = ahead;
+        self.ahead_at = n;
+        self.ahead_generation = generation;
+        Ok(n)
+    }
+
+    /// One `READ` of up to `want` bytes (at most [`proto::MAX_IO`]); `copy`
+    /// takes the bytes read out of the buffer. The bytes read.
+    fn read_call(
+        &mut self,
+        want: usize,
+        copy: impl FnOnce(usize, &Fs) -> Option<()>,
+    ) -> Result<usize> {
+        let want = want.min(proto::MAX_IO);
         let w = self
             .fs
             .call(proto::READ, [self.handle, want as u64, 0, 0])?;
@@ -200,11 +276,22 @@ impl File<'_> {
             .ok()
             .filter(|&n| n <= want)
             .ok_or(Error::Other)?;
-        self.fs
-            .buffer
-            .copy_to(0, &mut buf[..n])
-            .ok_or(Error::Other)?;
+        copy(n, self.fs).ok_or(Error::Other)?;
         Ok(n)
+    }
+
+    /// Drops the bytes read ahead and moves the service's position back to
+    /// the reader's (before anything else that uses the position).
+    fn give_back(&mut self) -> Result<()> {
+        let kept = self.ahead.len() - self.ahead_at;
+        self.ahead.clear();
+        self.ahead_at = 0;
+        if kept > 0 {
+            let back = (kept as u64).wrapping_neg();
+            self.fs
+                .call(proto::SEEK, [self.handle, proto::SEEK_CURRENT, back, 0])?;
+        }
+        Ok(())
     }
 
     /// Reads until `buf` is full; [`Error::Other`] if the file ends first.
@@ -232,6 +319,7 @@ impl File<'_> {
 
     /// Writes up to `data.len()` bytes (at most [`proto::MAX_IO`]).
     pub fn write(&mut self, data: &[u8]) -> Result<usize> {
+        self.give_back()?;
         let n = data.len().min(proto::MAX_IO);
         self.fs
             .buffer
@@ -257,6 +345,7 @@ impl File<'_> {
 
     /// Moves the position; the new one.
     pub fn seek(&mut self, to: SeekFrom) -> Result<u64> {
+        self.give_back()?;
         let (whence, offset) = match to {
             SeekFrom::Start(o) => (proto::SEEK_START, o),
             SeekFrom::End(o) => (proto::SEEK_END, o as u64),
@@ -269,6 +358,7 @@ impl File<'_> {
 
     /// Cuts (or extends with zeros) the file to `len` bytes.
     pub fn set_len(&mut self, len: u64) -> Result<()> {
+        self.give_back()?;
         self.fs
             .call(proto::TRUNCATE, [self.handle, len, 0, 0])
             .map(drop)
@@ -391,6 +481,18 @@ impl Fs {
         // SAFETY: the region is the buffer's, as `connect`'s caller gave.
         self.buffer = unsafe { map_buffer(&self.session, self.slots, self.va) }?;
         Ok(())
+    }
+
+    /// The volume's write generation as the service last stored it in
+    /// this session's buffer (`session::fs`, "The write generation").
+    fn generation(&self) -> u64 {
+        let mut word = [0u8; 8];
+        match self.buffer.copy_to(proto::GENERATION_OFFSET, &mut word) {
+            Some(()) => u64::from_le_bytes(word),
+            // Cannot happen (the offset is inside the buffer); a value no
+            // kept bytes carry makes the next read ask the service.
+            None => u64::MAX,
+        }
     }
 
     /// Calls `op` with `words`: the reply's words, or its error.

@@ -25,6 +25,18 @@
 //! | [`SYNC`] | — | — (everything written is on the device) |
 //! | [`INFO`] | — | 0: FAT type (12, 16, 32), 1: cluster bytes, 2: clusters, 3: free clusters |
 //!
+//! **The write generation.** The buffer's last 8 bytes
+//! ([`GENERATION_OFFSET`], little-endian) hold the volume's write
+//! generation: the provider increments it after every request that may
+//! change a file or a directory (`OPEN` with a writing mode, `WRITE`,
+//! `TRUNCATE`, `MKDIR`, `RMDIR`, `UNLINK`, `RENAME`) and stores it into
+//! every session's buffer before it answers. A client may keep bytes it
+//! read for as long as the generation it read before the read stays the
+//! same — no other session (and no other handle) changed anything since —
+//! and checks that with a load, no call (`rt::fs`'s read-ahead). Data
+//! paths never reach the buffer's last page ([`MAX_IO`] and two paths are
+//! far below it).
+//!
 //! Errors are the reply's label ([`Error`]): a bad request is refused with
 //! an error value and the service goes on serving. A handle belongs to the
 //! session that opened it; another session's handle is [`Error::BadHandle`].
@@ -87,6 +99,8 @@ pub const BUFFER_BYTES: usize = 2 << 20;
 pub const MAX_IO: usize = 1 << 20;
 /// The longest path.
 pub const MAX_PATH: usize = 4096;
+/// Where the write generation lies in the buffer (module doc).
+pub const GENERATION_OFFSET: usize = BUFFER_BYTES - 8;
 
 /// [`OPEN`] word 1 bits.
 pub mod mode {

@@ -14,6 +14,13 @@
 //! it), a call fails; the test reconnects (`Fs::reconnect`) and does the
 //! round again — at most four times a run.
 //!
+//! After the rounds it checks that `rt::fs`'s read-ahead never serves
+//! stale bytes ([`coherence`]): a reader that has 64 KiB of a file read
+//! ahead sees a write through another handle, and — when its quota has
+//! room for a second File system session (16 MiB more:
+//! `scenarios/fs-coherence.toml`) — one through a second session, at its
+//! next small read.
+//!
 //! Between rounds it pauses `arg` milliseconds (a Timer session; 2000 in
 //! the demo, short in the tests; 0: no pause, no Timer). At the end:
 //! `fat-test: 10 rounds passed` and exit 0, or `fat-test: FAILED ...` and
@@ -48,6 +55,14 @@ const HEAP_SLOT: u32 = child::FIRST_FREE + 6;
 const MAX_RECONNECTS: u32 = 4;
 /// Where the file system's I/O buffer is mapped.
 const FS_VA: u64 = 0x60_0000_0000;
+/// The second session of the coherence check, and its buffer.
+const OTHER: Slots = Slots {
+    session: child::FIRST_FREE + 8,
+    donor_block: child::FIRST_FREE + 9,
+    donor_table: child::FIRST_FREE + 10,
+    frame: child::FIRST_FREE + 11,
+};
+const OTHER_VA: u64 = 0x62_0000_0000;
 
 fn main(pause_ms: u64) -> i32 {
     if let Err(e) = rt::heap::grow(HEAP_SLOT, 1) {
@@ -120,8 +135,74 @@ fn main(pause_ms: u64) -> i32 {
         }
         r += 1;
     }
+    if let Err(e) = coherence(&fs) {
+        println!("fat-test: FAILED: read-ahead coherence: {e}");
+        return 1;
+    }
     println!("fat-test: {} rounds passed", fattest::ROUNDS);
     0
+}
+
+/// `rt::fs` reads 64 KiB ahead of a small read; what it keeps must not
+/// outlive a write: through another handle of this session, then through
+/// a second session (the service's write generation, `rt::session::fs`).
+/// The file goes again at the end.
+fn coherence(fs: &Fs) -> Result<(), Failure> {
+    let path = "/read-ahead.bin";
+    fs.write(path, &[0xaa; 16 * 1024]).map_err(step("write"))?;
+    let mut reader = fs.open(path).map_err(step("open"))?;
+    let mut small = [0u8; 512];
+    reader.read_exact(&mut small).map_err(step("read"))?;
+    overwrite(fs, path, 512, 0x55)?;
+    reader.read_exact(&mut small).map_err(step("read"))?;
+    expect(&small, 0x55, 512)?;
+    // SAFETY: OTHER_VA.. is used by nothing else of this program.
+    let other = match unsafe { Fs::connect(OTHER, OTHER_VA) } {
+        Ok(other) => other,
+        Err(rt::fs::Error::NoSpace) => {
+            reader.close().map_err(step("close"))?;
+            fs.remove_file(path).map_err(step("remove"))?;
+            println!(
+                "fat-test: read-ahead sees a write through another handle (another session: \
+                 no quota for a second session here)"
+            );
+            return Ok(());
+        }
+        Err(e) => return Err(Failure::Fs("second session", e)),
+    };
+    overwrite(&other, path, 1024, 0x66)?;
+    reader.read_exact(&mut small).map_err(step("read"))?;
+    expect(&small, 0x66, 1024)?;
+    reader.close().map_err(step("close"))?;
+    fs.remove_file(path).map_err(step("remove"))?;
+    println!("fat-test: read-ahead sees writes through another handle and another session");
+    Ok(())
+}
+
+/// Writes 512 bytes `byte` at `at` into `path` through a handle of its
+/// own on `fs`.
+fn overwrite(fs: &Fs, path: &str, at: u64, byte: u8) -> Result<(), Failure> {
+    let mut writer = rt::fs::OpenOptions::new()
+        .write(true)
+        .open(fs, path)
+        .map_err(step("open for writing"))?;
+    writer
+        .seek(rt::fs::SeekFrom::Start(at))
+        .map_err(step("seek"))?;
+    writer.write_all(&[byte; 512]).map_err(step("write"))?;
+    writer.close().map_err(step("close"))
+}
+
+/// Every byte of `got` (read at `at`) is `want`.
+fn expect(got: &[u8], want: u8, at: usize) -> Result<(), Failure> {
+    match got.iter().position(|&b| b != want) {
+        None => Ok(()),
+        Some(i) => Err(Failure::Differs {
+            at: at + i,
+            got: got[i],
+            want,
+        }),
+    }
 }
 
 /// Why a round failed.

@@ -101,6 +101,11 @@ struct Session {
 struct State {
     volume: Mounted,
     windows: [bool; MAX_SESSIONS],
+    /// The volume's write generation (`rt::session::fs`, "The write
+    /// generation") and where each open session's buffer holds it: the
+    /// buffer's last page, mapped a second time as a region of its own.
+    generation: u64,
+    generation_pages: [Option<Region>; MAX_SESSIONS],
     /// A bounce buffer between the I/O buffer and the volume.
     bounce: Vec<u8>,
     clock: Clock,
@@ -184,6 +189,29 @@ fn writes(op: u64, w: &Words) -> bool {
     }
 }
 
+/// Whether request `op` may change a file or a directory: the write
+/// generation moves after it (whether it succeeded or not).
+fn changes(op: u64, w: &Words) -> bool {
+    op != proto::CLOSE && writes(op, w)
+}
+
+impl State {
+    /// A request may have changed the volume: the generation moves on, in
+    /// every session's buffer, before the answer goes out.
+    fn next_generation(&mut self) {
+        self.generation += 1;
+        let bytes = self.generation.to_le_bytes();
+        for page in self.generation_pages.iter().flatten() {
+            let _ = page.copy_from(GENERATION_IN_PAGE, &bytes);
+        }
+    }
+}
+
+/// Where the generation lies in the buffer's last page.
+const GENERATION_IN_PAGE: usize = proto::GENERATION_OFFSET % 4096;
+/// Where the buffer's last page starts.
+const LAST_PAGE: usize = proto::GENERATION_OFFSET - GENERATION_IN_PAGE;
+
 fn main(_: u64) -> i32 {
     if let Err(e) = rt::heap::grow(HEAP_SLOT, HEAP_FRAMES) {
         println!("fat-fs: growing the heap: {e}");
@@ -209,6 +237,8 @@ fn main(_: u64) -> i32 {
     let state = Rc::new(RefCell::new(State {
         volume,
         windows: [false; MAX_SESSIONS],
+        generation: 0,
+        generation_pages: Default::default(),
         bounce: vec![0; proto::MAX_IO],
         clock,
     }));
@@ -221,6 +251,9 @@ fn main(_: u64) -> i32 {
                 return reply_buffer(session.frame);
             }
             let answer = session.request(op, words);
+            if changes(op, &words) {
+                session.state.borrow_mut().next_generation();
+            }
             match answer {
                 Ok((label, w)) => rt::server::answer(label, w),
                 Err(e) => rt::server::answer(e as u64, [0; 4]),
@@ -263,8 +296,16 @@ fn open_session(
         state.borrow_mut().windows[window] = false;
         return Err(rt::interfaces::session::REFUSED_QUOTA);
     }
-    // SAFETY: just mapped, 2 MiB, used by this session alone.
-    let buffer = unsafe { Region::from_mapped(va as usize, proto::BUFFER_BYTES) };
+    // SAFETY: just mapped, 2 MiB, used by this session alone: its data
+    // part here, its last page (the write generation) below.
+    let buffer = unsafe { Region::from_mapped(va as usize, LAST_PAGE) };
+    // SAFETY: the mapping's last page, which `buffer` leaves out.
+    let page = unsafe { Region::from_mapped(va as usize + LAST_PAGE, 4096) };
+    {
+        let mut s = state.borrow_mut();
+        let _ = page.copy_from(GENERATION_IN_PAGE, &s.generation.to_le_bytes());
+        s.generation_pages[window] = Some(page);
+    }
     println!("fat-fs: session for {}", label.as_str());
     Ok(Session {
         window,
@@ -502,6 +543,7 @@ impl Drop for Session {
             }
         }
         state.windows[self.window] = false;
+        state.generation_pages[self.window] = None;
         // SAFETY: the buffer is not used again: the session ends here.
         let _ = unsafe { syscall::unmap(self.frame) };
     }
