@@ -6,7 +6,8 @@
 //! see `Machine::icount` — one vCPU, the same memory), parses their `BENCH`
 //! lines ([`results`]), prints the side-by-side table and writes under
 //! `target/bench/`: `report.md`, `results.json` (every sample of every
-//! run) and the charts `ipc.svg` and `memory.svg`. `--update-docs` copies
+//! run) and the charts `ipc.svg`, `memory.svg`, `storage-read.svg` and
+//! `storage-write.svg` ([`CHARTS`]). `--update-docs` copies
 //! the report to `docs/benchmarks.md` (charts to `docs/bench/`) and the
 //! table into the README's Performance section.
 //!
@@ -570,7 +571,11 @@ fn report_markdown(
         md.push_str("\n\n");
         md.push_str(io);
     }
-    md.push_str("\n![IPC one-way by message size](bench/ipc.svg)\n\n![Memory bandwidth by method](bench/memory.svg)\n\n## Every benchmark\n\n| platform | name | what | unit | min | median | max | samples |\n|---|---|---|---|---:|---:|---:|---:|\n");
+    md.push('\n');
+    for (file, alt) in CHARTS {
+        md.push_str(&format!("![{alt}](bench/{file})\n\n"));
+    }
+    md.push_str("## Every benchmark\n\n| platform | name | what | unit | min | median | max | samples |\n|---|---|---|---|---:|---:|---:|---:|\n");
     for (name, side) in [("Pecan", pecan), ("Linux", linux)] {
         for r in side.results() {
             md.push_str(&format!(
@@ -592,13 +597,70 @@ fn median_of(list: &[BenchResult], name: &str) -> Option<f64> {
     list.iter().find(|r| r.name == name).map(|r| {
         if r.higher_is_better() {
             r.median as f64 / bench::THROUGHPUT_SCALE as f64
+        } else if r.is_io() {
+            r.median as f64 / bench::soak::COST_SCALE as f64
         } else {
             r.median as f64
         }
     })
 }
 
-fn charts(pecan: &[BenchResult], linux: &[BenchResult]) -> (svg::Chart, svg::Chart) {
+/// The charts a run writes (file, its alt text in docs/benchmarks.md), in
+/// the order [`charts`] makes them.
+const CHARTS: [(&str, &str); 4] = [
+    ("ipc.svg", "IPC one-way by message size"),
+    ("memory.svg", "Memory bandwidth by method"),
+    (
+        "storage-read.svg",
+        "Block and file reads: CPU cost per KiB by request size",
+    ),
+    (
+        "storage-write.svg",
+        "Block and file writes: CPU cost per KiB by request size",
+    ),
+];
+
+/// The storage rows' CPU cost by request size (`op`: `read` or `write`):
+/// raw through a Block session against `O_DIRECT`, and through the file
+/// system against vfat.
+fn storage_chart(pecan: &[BenchResult], linux: &[BenchResult], op: &str) -> svg::Chart {
+    let sizes = [
+        ("512 B", "512"),
+        ("1 KiB", "1k"),
+        ("4 KiB", "4k"),
+        ("16 KiB", "16k"),
+        ("64 KiB", "64k"),
+        ("256 KiB", "256k"),
+        ("1 MiB", "1m"),
+    ];
+    svg::Chart {
+        title: format!(
+            "Block and file {op}s: CPU cost (icount busy ticks per KiB, lower is better, log scale)"
+        ),
+        y_label: "ticks/KiB".into(),
+        series: vec![
+            "Pecan raw (Block session)".into(),
+            "Linux raw (O_DIRECT)".into(),
+            "Pecan file (rt::fs, FAT service)".into(),
+            "Linux file (vfat)".into(),
+        ],
+        groups: sizes
+            .iter()
+            .map(|(label, size)| svg::Group {
+                label: (*label).into(),
+                values: vec![
+                    median_of(pecan, &format!("blk-raw-{op}-{size}")),
+                    median_of(linux, &format!("blk-raw-{op}-{size}-linux")),
+                    median_of(pecan, &format!("fat-{op}-{size}")),
+                    median_of(linux, &format!("fat-{op}-{size}-linux")),
+                ],
+            })
+            .collect(),
+        log: true,
+    }
+}
+
+fn charts(pecan: &[BenchResult], linux: &[BenchResult]) -> [svg::Chart; 4] {
     let words = [0, 4, 8, 16];
     let ipc = svg::Chart {
         title: "IPC one-way by message size (ticks = instructions, log scale)".into(),
@@ -644,7 +706,12 @@ fn charts(pecan: &[BenchResult], linux: &[BenchResult]) -> (svg::Chart, svg::Cha
         .collect(),
         log: false,
     };
-    (ipc, memory)
+    [
+        ipc,
+        memory,
+        storage_chart(pecan, linux, "read"),
+        storage_chart(pecan, linux, "write"),
+    ]
 }
 
 fn write_outputs(
@@ -664,9 +731,10 @@ fn write_outputs(
         out_dir.join("results.json"),
         serde_json::to_string_pretty(&json)?,
     )?;
-    let (ipc, memory) = charts(pecan.results(), linux.results());
-    std::fs::write(out_dir.join("ipc.svg"), ipc.to_svg())?;
-    std::fs::write(out_dir.join("memory.svg"), memory.to_svg())?;
+    let charts = charts(pecan.results(), linux.results());
+    for ((file, _), chart) in CHARTS.iter().zip(charts) {
+        std::fs::write(out_dir.join(file), chart.to_svg())?;
+    }
     Ok(())
 }
 
@@ -677,7 +745,7 @@ fn update_docs(root: &Path, out_dir: &Path, report: &str, table: &str) -> Result
     let docs = root.join("docs");
     std::fs::create_dir_all(docs.join("bench"))?;
     std::fs::write(docs.join("benchmarks.md"), report)?;
-    for chart in ["ipc.svg", "memory.svg"] {
+    for (chart, _) in CHARTS {
         std::fs::copy(out_dir.join(chart), docs.join("bench").join(chart))?;
     }
     let readme_path = root.join("README.md");
