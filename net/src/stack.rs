@@ -35,7 +35,7 @@ use alloc::vec::Vec;
 use core::cell::{RefCell, RefMut};
 use core::fmt;
 
-use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
 use smoltcp::phy::Device;
 use smoltcp::socket::{dhcpv4, icmp, tcp, udp};
 use smoltcp::time::{Duration, Instant};
@@ -225,7 +225,7 @@ impl<D: Driver> Net<D> {
 
     /// Runs the stack once: frames in and out, timers, DHCP.
     pub fn poll(&self) {
-        self.stack().poll();
+        let _ = self.stack().poll();
     }
 
     /// Polls, then sleeps until the device has work, smoltcp's next
@@ -233,7 +233,10 @@ impl<D: Driver> Net<D> {
     /// sockets calls this, then looks at its sockets (its `poll(2)`).
     pub fn wait(&self, until: Option<Instant>) {
         let mut s = self.stack();
-        s.poll();
+        if s.poll() {
+            // Sockets changed: the caller looks at them before sleeping.
+            return;
+        }
         let now = s.driver.now();
         let Stack { iface, sockets, .. } = &mut *s;
         let next = iface.poll_at(now, sockets);
@@ -321,7 +324,8 @@ impl<D: Driver> Net<D> {
 }
 
 impl<D: Driver> Stack<D> {
-    fn poll(&mut self) {
+    /// Polls the interface: whether a socket's state may have changed.
+    fn poll(&mut self) -> bool {
         let now = self.driver.now();
         self.counters.polls += 1;
         let Stack {
@@ -330,7 +334,7 @@ impl<D: Driver> Stack<D> {
             driver,
             ..
         } = self;
-        iface.poll(now, driver.device(), sockets);
+        let changed = iface.poll(now, driver.device(), sockets) == PollResult::SocketStateChanged;
         driver.flush();
         if let Some(h) = self.dhcp {
             // The event borrows the socket: take what is needed first.
@@ -351,11 +355,13 @@ impl<D: Driver> Stack<D> {
                     self.lease = Some(lease);
                     self.events.push_back(Event::Leased(lease));
                 }
-                Some(None) => {
+                // The client starts deconfigured: only a lease held is lost.
+                Some(None) if self.lease.is_some() => {
                     self.configure(None);
                     self.lease = None;
                     self.events.push_back(Event::LeaseLost);
                 }
+                Some(None) => {}
                 None => {}
             }
         }
@@ -376,6 +382,7 @@ impl<D: Driver> Stack<D> {
             }
             true
         });
+        changed
     }
 
     fn configure(&mut self, config: Option<(Ipv4Cidr, Option<Ipv4Address>)>) {

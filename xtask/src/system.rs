@@ -204,6 +204,15 @@ pub fn image_entries(
     if let Some(rom) = scenario.update_rom()? {
         entries.push((UPDATE_ENTRY.to_string(), rom));
     }
+    for archive in &scenario.archives {
+        let bytes = archive.pack().with_context(|| {
+            format!(
+                "packing archive {} of scenario {}",
+                archive.name, scenario.name
+            )
+        })?;
+        entries.push((archive.name.clone(), bytes));
+    }
     Ok(entries)
 }
 
