@@ -1,6 +1,6 @@
 //! One HTTP/1.1 server connection's request side as pure logic: the bytes
 //! received go in ([`Conn::feed`]), whole requests and refusals come out
-//! ([`Conn::next`]), and the clock decides when a slow client has had
+//! ([`Conn::next_request`]), and the clock decides when a slow client has had
 //! enough time ([`Conn::expired`]). The transport (a TCP socket), the
 //! responses and the clock are the caller's; times are milliseconds of
 //! any monotonic clock.
@@ -39,7 +39,7 @@ impl Default for Timeouts {
     }
 }
 
-/// What [`Conn::next`] found.
+/// What [`Conn::next_request`] found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Next<'a> {
     /// Nothing whole yet: read more (or wait for the deadline).
@@ -70,7 +70,7 @@ pub struct Conn {
     /// When the connection last became idle.
     idle_since: u64,
     timeouts: Timeouts,
-    /// The head length of the request [`Conn::next`] returned last.
+    /// The head length of the request [`Conn::next_request`] returned last.
     pending: Option<(usize, u64)>,
 }
 
@@ -89,7 +89,7 @@ impl Conn {
 
     /// Takes bytes received at `now`; returns how many it took (fewer than
     /// `data` once the buffer holds [`MAX_HEAD`] bytes: then
-    /// [`Conn::next`] has an answer).
+    /// [`Conn::next_request`] has an answer).
     pub fn feed(&mut self, data: &[u8], now: u64) -> usize {
         let skipped = (self.skip.min(data.len() as u64)) as usize;
         self.skip -= skipped as u64;
@@ -108,7 +108,7 @@ impl Conn {
     }
 
     /// The next request, if one is whole.
-    pub fn next(&mut self) -> Next<'_> {
+    pub fn next_request(&mut self) -> Next<'_> {
         if self.skip > 0 {
             return Next::More;
         }
@@ -128,7 +128,7 @@ impl Conn {
         }
     }
 
-    /// The request [`Conn::next`] returned was answered at `now`: its head
+    /// The request [`Conn::next_request`] returned was answered at `now`: its head
     /// and body go, the next request's time starts.
     pub fn done(&mut self, now: u64) {
         let Some((head, body)) = self.pending.take() else {
@@ -179,17 +179,17 @@ mod tests {
         let mut c = Conn::new(0, T);
         let two = b"POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhelloGET /b HTTP/1.1\r\nHost: h\r\n\r\n";
         assert_eq!(c.feed(two, 1), two.len());
-        match c.next() {
+        match c.next_request() {
             Next::Request(r) => assert_eq!((r.method, r.path()), (Method::Other, "/a")),
             n => panic!("{n:?}"),
         }
         c.done(2);
-        match c.next() {
+        match c.next_request() {
             Next::Request(r) => assert_eq!((r.method, r.path()), (Method::Get, "/b")),
             n => panic!("{n:?}"),
         }
         c.done(3);
-        assert_eq!(c.next(), Next::More);
+        assert_eq!(c.next_request(), Next::More);
         assert_eq!(c.deadline(), 1003);
     }
 
@@ -200,11 +200,11 @@ mod tests {
             b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nab",
             0,
         );
-        assert!(matches!(c.next(), Next::Request(_)));
+        assert!(matches!(c.next_request(), Next::Request(_)));
         c.done(0);
-        assert_eq!(c.next(), Next::More);
+        assert_eq!(c.next_request(), Next::More);
         assert_eq!(c.feed(b"cdefghijGET / HTTP/1.1\r\nHost: h\r\n\r\n", 1), 35);
-        assert!(matches!(c.next(), Next::Request(r) if r.method == Method::Get));
+        assert!(matches!(c.next_request(), Next::Request(r) if r.method == Method::Get));
     }
 
     #[test]
@@ -218,11 +218,11 @@ mod tests {
             c.feed(&[*b], now);
             assert_eq!(c.expired(now), None);
         }
-        assert_eq!(c.next(), Next::More);
+        assert_eq!(c.next_request(), Next::More);
         assert_eq!(c.expired(110), Some(Expiry::Head));
         let mut idle = Conn::new(0, T);
         assert_eq!(idle.expired(1000), Some(Expiry::Idle));
-        assert_eq!(idle.next(), Next::More);
+        assert_eq!(idle.next_request(), Next::More);
     }
 
     #[test]
@@ -232,7 +232,7 @@ mod tests {
         assert_eq!(c.feed(&big, 0), MAX_HEAD);
         assert!(!c.wants_input());
         assert!(matches!(
-            c.next(),
+            c.next_request(),
             Next::Refuse(Status::HeaderFieldsTooLarge, _)
         ));
         let mut c = Conn::new(0, T);
@@ -240,6 +240,9 @@ mod tests {
             b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 9999999\r\n\r\n",
             0,
         );
-        assert!(matches!(c.next(), Next::Refuse(Status::ContentTooLarge, _)));
+        assert!(matches!(
+            c.next_request(),
+            Next::Refuse(Status::ContentTooLarge, _)
+        ));
     }
 }

@@ -122,7 +122,7 @@ fn mutated_requests_never_panic() {
             let took = conn.feed(&rest[..n], now);
             rest = &rest[took..];
             now += 1;
-            match conn.next() {
+            match conn.next_request() {
                 Next::Request(_) => conn.done(now),
                 Next::Refuse(..) => break,
                 Next::More if took == 0 => break,

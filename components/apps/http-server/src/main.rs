@@ -337,7 +337,7 @@ impl Server {
             }
         }
         loop {
-            match c.conn.next() {
+            match c.conn.next_request() {
                 Next::More => break,
                 Next::Request(r) => {
                     let keep = r.keep_alive;
