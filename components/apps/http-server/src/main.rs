@@ -437,11 +437,16 @@ impl Server {
                 ),
                 path => match self.file(path) {
                     Some(bytes) => (Status::Ok, content_type(path), bytes),
-                    None => (
-                        Status::NotFound,
-                        "text/plain; charset=utf-8",
-                        b"404 Not Found\n".to_vec(),
-                    ),
+                    None => {
+                        // The target is graphic ASCII (the parser's rule):
+                        // safe to log, cut to a line's length.
+                        println!("http-server: 404 {}", &path[..path.len().min(80)]);
+                        (
+                            Status::NotFound,
+                            "text/plain; charset=utf-8",
+                            b"404 Not Found\n".to_vec(),
+                        )
+                    }
                 },
             },
         };
