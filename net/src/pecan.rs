@@ -178,6 +178,10 @@ impl NicDevice {
         if self.broken {
             return false;
         }
+        // Acknowledgements already there would make the arm say "look
+        // now" for ever when nothing is sent (the stack only takes them
+        // when it transmits): take them first.
+        self.reclaim();
         let acks = self.nic.tx.arm(self.want_space);
         let frames = self.nic.rx.arm(false);
         match (acks, frames) {
