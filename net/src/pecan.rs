@@ -105,11 +105,15 @@ pub struct NicDevice {
 }
 
 impl NicDevice {
-    /// The device over `nic`, an interface of MTU `mtu`.
-    pub fn new(nic: NicClient, mtu: u32) -> NicDevice {
+    /// The device over `client`, an interface of MTU `mtu` (at most
+    /// `nic::MTU`: every frame fits [`nic::MAX_FRAME`] and the scratch
+    /// buffer).
+    pub fn new(client: NicClient, mtu: u32) -> NicDevice {
         NicDevice {
-            nic,
-            mtu: mtu as usize,
+            nic: client,
+            // A frame takes one stream block: no larger MTU than the
+            // session's (a provider reporting more is not believed).
+            mtu: mtu.min(nic::MTU) as usize,
             want_space: false,
             broken: false,
             rx_counters: DeviceCounters::default(),
