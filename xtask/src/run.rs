@@ -357,3 +357,41 @@ impl Ending<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    /// A server on a free port of 127.0.0.1 that answers each connection
+    /// with `answer` (after reading the request) and closes it.
+    fn server(answer: &'static [u8]) -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for mut c in listener.incoming().flatten() {
+                let mut buf = [0u8; 256];
+                let _ = c.read(&mut buf);
+                let _ = c.write_all(answer);
+            }
+        });
+        port
+    }
+
+    #[test]
+    fn http_answers_only_with_a_status_line() {
+        assert!(http_answers(server(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+        )));
+        // QEMU's forward before the guest listens: accepted, then closed.
+        assert!(!http_answers(server(b"")));
+        assert!(!http_answers(server(b"SSH-2.0-x\r\n")));
+        // Nobody there at all.
+        let free = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        assert!(!http_answers(free));
+    }
+}
