@@ -141,6 +141,12 @@ syscalls! {
     /// bytes, little-endian, NUL-padded, UTF-8). The capability is checked
     /// in every kernel; only a `trace` kernel keeps the name.
     TraceName = 37,
+    /// The CPU time of thread arg 0 (a capability with `READ`): result 0
+    /// the timer ticks it was found running at — each tick of a CPU's
+    /// timer is charged to the user thread it interrupts, so the figure is
+    /// sampled, at the tick's resolution, as Linux's tick-based `utime` —
+    /// and result 1 the ticks per second.
+    ThreadCpuTime = 38,
 }
 
 #[cfg(test)]

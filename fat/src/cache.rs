@@ -27,13 +27,21 @@
 //!
 //! File data has two windows beside the slots, so that it neither costs
 //! a request per block nor pushes metadata out: a read-ahead window
-//! (clean, up to [`AHEAD_BLOCKS`], filled in one request with the run the
-//! caller names) and a write-behind window (dirty data, class
+//! (clean, up to [`MAX_AHEAD_BLOCKS`], filled in one request with the run
+//! the caller names) and a write-behind window (dirty data, class
 //! [`Class::Data`], consecutive blocks written out in one request when a
 //! write does not continue it, when full, and with the other data). A
 //! block's newest contents are in its slot, else the write-behind window,
 //! else the read-ahead window, else on the device; every device write
 //! drops what the read-ahead window held of its blocks.
+//!
+//! The read-ahead is asynchronous: while a reader goes through one
+//! window, the next one can be in flight ([`Cache::read_ahead`], a
+//! device read started with [`BlockDevice::start_read`]); a miss on its
+//! blocks waits for it ([`BlockDevice::finish_read`]) and makes it the
+//! window. A device write to any of its blocks cancels it
+//! ([`BlockDevice::cancel_read`]: its data may predate the write), as a
+//! miss elsewhere does (the reader went elsewhere).
 //!
 //! Invariant: a block is in at most one slot, and `index` maps each
 //! slot's block to it.
@@ -44,7 +52,7 @@ use alloc::vec::Vec;
 
 use crate::bpb::SECTOR;
 use crate::error::FsError;
-use crate::BlockDevice;
+use crate::{BlockDevice, ReadId};
 
 /// The write-back order of a dirty block: lower classes reach the medium
 /// first.
@@ -70,8 +78,14 @@ pub const FAT_AHEAD: u64 = 32;
 /// The most blocks one write request carries.
 const MAX_RUN: usize = 2048;
 
-/// File data blocks read ahead at most (64 KiB).
+/// File data blocks of a sequential reader's first read-ahead window
+/// (64 KiB); reads and writes of this many whole blocks and more go
+/// straight to the device.
 pub const AHEAD_BLOCKS: usize = 128;
+
+/// File data blocks read ahead at most (256 KiB): a window started in
+/// the background is twice the one before it, up to this.
+pub const MAX_AHEAD_BLOCKS: usize = 512;
 
 /// File data blocks written behind at most (128 KiB).
 const BEHIND_BLOCKS: usize = 256;
@@ -101,17 +115,38 @@ impl Window {
     }
 
     fn overlaps(&self, block: u64, n: u64) -> bool {
-        self.len > 0 && block < self.end() && self.start < block + n
+        overlap(self.start, self.len, block, n)
     }
 
-    fn block(&self, block: u64) -> &[u8] {
-        let o = (block - self.start) as usize * SECTOR;
-        &self.buf[o..o + SECTOR]
+    /// Blocks `from..to` (which it holds), in one slice.
+    fn blocks(&self, from: u64, to: u64) -> &[u8] {
+        let o = |b: u64| (b - self.start) as usize * SECTOR;
+        &self.buf[o(from)..o(to)]
     }
 
     fn block_mut(&mut self, block: u64) -> &mut [u8] {
         let o = (block - self.start) as usize * SECTOR;
         &mut self.buf[o..o + SECTOR]
+    }
+}
+
+/// Whether `len` blocks from `start` and `n` from `block` share one.
+fn overlap(start: u64, len: usize, block: u64, n: u64) -> bool {
+    len > 0 && n > 0 && block < start + len as u64 && start < block + n
+}
+
+/// The next read-ahead window, in flight: `len` blocks from `start`,
+/// device read `id`.
+#[derive(Clone, Copy, Debug)]
+struct Started {
+    start: u64,
+    len: usize,
+    id: ReadId,
+}
+
+impl Started {
+    fn holds(&self, block: u64) -> bool {
+        block >= self.start && block < self.start + self.len as u64
     }
 }
 
@@ -160,6 +195,11 @@ pub struct Cache {
     /// File data read ahead, clean: as on the device, but a slot or
     /// `behind` may hold a newer copy of a block (they come first).
     ahead: Window,
+    /// The read-ahead window in flight, if one was started: as on the
+    /// device (a device write to one of its blocks cancels it).
+    next: Option<Started>,
+    /// Whether the window after `ahead` was asked for (or there is none).
+    followed: bool,
     /// File data written behind: dirty blocks of class [`Class::Data`],
     /// none of them in a slot.
     behind: Window,
@@ -181,6 +221,8 @@ impl Cache {
             fat,
             epoch: 0,
             ahead: Window::new(),
+            next: None,
+            followed: false,
             behind: Window::new(),
             scratch: Vec::new(),
         }
@@ -208,15 +250,22 @@ impl Cache {
 
     /// Writes `buf` to `block` on, and to the same place in every FAT
     /// copy if it lies in the first FAT (a run never leaves it); the
-    /// read-ahead window forgets what it held of those blocks.
+    /// read-ahead window forgets what it held of those blocks, and a
+    /// read-ahead in flight that covers one of them is cancelled (its data
+    /// may be from before the write).
     fn dev_write<D: BlockDevice>(
         &mut self,
         dev: &mut D,
         block: u64,
         buf: &[u8],
     ) -> Result<(), FsError> {
-        if self.ahead.overlaps(block, (buf.len() / SECTOR) as u64) {
+        let n = (buf.len() / SECTOR) as u64;
+        if self.ahead.overlaps(block, n) {
             self.ahead.len = 0;
+        }
+        if let Some(s) = self.next.filter(|s| overlap(s.start, s.len, block, n)) {
+            self.next = None;
+            dev.cancel_read(s.id);
         }
         dev.write(block, buf)?;
         if let (Some(f), Some(_)) = (self.fat, self.fat0_end(block)) {
@@ -388,36 +437,106 @@ impl Cache {
         Ok(())
     }
 
-    /// Whether file data block `block` is at hand (in a slot or a window).
+    /// Whether file data block `block` is at hand (in a slot or a window)
+    /// or on its way (in the read-ahead window in flight).
     pub fn has_data(&self, block: u64) -> bool {
-        self.index.contains_key(&block) || self.behind.holds(block) || self.ahead.holds(block)
+        self.index.contains_key(&block)
+            || self.behind.holds(block)
+            || self.ahead.holds(block)
+            || self.next.is_some_and(|s| s.holds(block))
     }
 
-    /// File data block `block`: from a slot, the write-behind window or
-    /// the read-ahead window, else read with the `ahead - 1` blocks after
-    /// it (which the caller knows to be worth it: the file's next data) in
-    /// one request into the read-ahead window.
+    /// File data from block `block` on, whole blocks, at least one and
+    /// at most `most` (which the caller knows to be the file's next
+    /// data): from a slot (that block alone), the write-behind window or
+    /// the read-ahead window (on to its end, or to a block with a newer
+    /// copy elsewhere); else from the read-ahead window in flight if it
+    /// holds the block (waited for, it becomes the read-ahead window),
+    /// else read with the `ahead - 1` blocks after it (the file's next
+    /// data too) in one request into the read-ahead window.
     pub fn read_data<D: BlockDevice>(
         &mut self,
         dev: &mut D,
         block: u64,
         ahead: usize,
+        most: usize,
     ) -> Result<&[u8], FsError> {
+        let most = block + most.max(1) as u64;
         if let Some(&i) = self.index.get(&block) {
             return Ok(&self.slots[i].data[..]);
         }
         if self.behind.holds(block) {
-            return Ok(self.behind.block(block));
+            // No block of the window is in a slot.
+            return Ok(self.behind.blocks(block, self.behind.end().min(most)));
         }
         if !self.ahead.holds(block) {
-            let n = ahead.clamp(1, AHEAD_BLOCKS);
             self.ahead.len = 0;
-            self.ahead.buf.resize(n * SECTOR, 0);
-            dev.read(block, &mut self.ahead.buf[..n * SECTOR])?;
-            self.ahead.start = block;
+            self.followed = false;
+            let (start, n, started) = match self.next.take() {
+                Some(s) if s.holds(block) => (s.start, s.len, Some(s.id)),
+                other => {
+                    if let Some(s) = other {
+                        dev.cancel_read(s.id);
+                    }
+                    (block, ahead.clamp(1, MAX_AHEAD_BLOCKS), None)
+                }
+            };
+            // The buffer only grows: no zeroing of a whole window per miss.
+            if self.ahead.buf.len() < n * SECTOR {
+                self.ahead.buf.resize(n * SECTOR, 0);
+            }
+            let buf = &mut self.ahead.buf[..n * SECTOR];
+            match started {
+                Some(id) => dev.finish_read(id, start, buf)?,
+                None => dev.read(start, buf)?,
+            }
+            self.ahead.start = start;
             self.ahead.len = n;
         }
-        Ok(self.ahead.block(block))
+        // Up to the first block whose newest copy is elsewhere (for one
+        // block there is nothing to look for: a range query on the index
+        // costs a small read more than the rest of its way here).
+        let mut end = self.ahead.end().min(most);
+        if end > block + 1 {
+            if let Some((&b, _)) = self.index.range(block + 1..end).next() {
+                end = b;
+            }
+            if self.behind.overlaps(block + 1, end - block - 1) {
+                end = end.min(self.behind.start);
+            }
+        }
+        Ok(self.ahead.blocks(block, end))
+    }
+
+    /// Where the read-ahead window ends and how many blocks it holds, if
+    /// it holds `block` and the window after it was not asked for yet:
+    /// the caller's cue to [`Self::read_ahead`].
+    pub fn wants_next(&self, block: u64) -> Option<(u64, usize)> {
+        (!self.followed && self.ahead.holds(block)).then_some((self.ahead.end(), self.ahead.len))
+    }
+
+    /// Starts reading the `n` blocks from `block` (the file's data after
+    /// the read-ahead window) in the background, as the next read-ahead
+    /// window; `n` 0: there is none. Either way the current window counts
+    /// as followed from now on. A window in flight elsewhere is cancelled.
+    /// A device that cannot start the read leaves nothing in flight: the
+    /// miss reads then, and reports the error if there is one.
+    pub fn read_ahead<D: BlockDevice>(&mut self, dev: &mut D, block: u64, n: usize) {
+        self.followed = true;
+        let n = n.min(MAX_AHEAD_BLOCKS);
+        if n == 0 || self.next.is_some_and(|s| s.start == block && s.len == n) {
+            return;
+        }
+        if let Some(s) = self.next.take() {
+            dev.cancel_read(s.id);
+        }
+        if let Ok(id) = dev.start_read(block, n) {
+            self.next = Some(Started {
+                start: block,
+                len: n,
+                id,
+            });
+        }
     }
 
     /// Writes `src` at byte `off` of file data block `block` (the

@@ -6,13 +6,19 @@
 //! Reads and writes of at least [`AHEAD_BLOCKS`] whole sectors go
 //! straight to the device, one request per run of contiguous clusters
 //! (allocated on the way); smaller ones through the cache's read-ahead
-//! and write-behind windows.
+//! and write-behind windows. A reader that goes on where it left off
+//! has the window after the one it is in read in the background (twice
+//! as large, up to [`MAX_AHEAD_BLOCKS`]), so it rarely waits for the
+//! device. Where the walks for these windows found the file in
+//! consecutive sectors (the handle's span), a small read finds its
+//! sectors without a step along the chain and copies them at once, not
+//! sector by sector.
 
 use crate::bpb::SECTOR;
-use crate::cache::AHEAD_BLOCKS;
+use crate::cache::{AHEAD_BLOCKS, MAX_AHEAD_BLOCKS};
 use crate::dir::{self, Node};
 use crate::error::{Corruption, FsError};
-use crate::volume::{attr, Handle, Metadata, OpenFile, OpenMode, SeekFrom, Volume, MAX_OPEN};
+use crate::volume::{attr, Handle, Metadata, OpenFile, OpenMode, SeekFrom, Span, Volume, MAX_OPEN};
 use crate::BlockDevice;
 
 /// The largest file FAT can describe.
@@ -89,6 +95,8 @@ impl<D: BlockDevice> Volume<D> {
             pos: 0,
             mode,
             cursor: None,
+            ahead: None,
+            span: None,
             read_end: 0,
         };
         if mode.truncate && size != 0 {
@@ -128,26 +136,59 @@ impl<D: BlockDevice> Volume<D> {
 
     /// Reads from the position; 0 at the end.
     pub fn read(&mut self, h: Handle, buf: &mut [u8]) -> Result<usize, FsError> {
+        self.read_to(h, buf.len(), buf)
+    }
+
+    /// [`Self::read`] of up to `n` bytes (and at most `scratch.len()`)
+    /// for a destination no Rust slice may name — memory another
+    /// component can write meanwhile: `put(at, bytes)` gets the bytes
+    /// piece by piece, `at` their offset in the read, each copied once
+    /// from where the volume holds them; pieces that come straight from
+    /// the device (64 KiB and more) come through `scratch`.
+    pub fn read_with(
+        &mut self,
+        h: Handle,
+        n: usize,
+        scratch: &mut [u8],
+        put: impl FnMut(usize, &[u8]),
+    ) -> Result<usize, FsError> {
+        let n = n.min(scratch.len());
+        self.read_to(h, n, &mut Sink { scratch, put })
+    }
+
+    fn read_to<O: Out + ?Sized>(
+        &mut self,
+        h: Handle,
+        n: usize,
+        out: &mut O,
+    ) -> Result<usize, FsError> {
         let (i, mut f) = self.get(h)?;
         if !f.mode.read {
             return Err(FsError::BadHandle);
         }
-        let r = self.read_in(&mut f, buf);
+        let r = self.read_in(&mut f, n, out);
         self.files[i] = Some(f);
         r
     }
 
-    fn read_in(&mut self, f: &mut OpenFile, buf: &mut [u8]) -> Result<usize, FsError> {
+    fn read_in<O: Out + ?Sized>(
+        &mut self,
+        f: &mut OpenFile,
+        want: usize,
+        out: &mut O,
+    ) -> Result<usize, FsError> {
         let left = u64::from(f.size).saturating_sub(f.pos);
-        let n = (buf.len() as u64).min(left) as usize;
+        let n = (want as u64).min(left) as usize;
         let mut done = 0;
         // A read elsewhere reads only what it needs (the window would be
         // wasted on a reader going backwards or at random).
         let mut sequential = f.pos == 0 || f.pos == f.read_end;
+        // A reader going on where it left off (not merely at the start:
+        // that may be all it reads) gets the next window read ahead.
+        let mut streaming = f.pos != 0 && f.pos == f.read_end;
         while done < n {
-            let Some((s, off, left)) = self.data_at(f, f.pos, false)? else {
-                return Err(Corruption::ChainTooShort { start: f.first }.into());
-            };
+            // `left`: sectors from `s` on known to be the file's next.
+            let (s, off, left) = self.read_at(f, f.pos)?;
             // Large reads: whole sectors, on through contiguous clusters,
             // in one request straight into `buf`.
             let want = (n - done) / SECTOR;
@@ -158,8 +199,9 @@ impl<D: BlockDevice> Volume<D> {
             };
             let len = if whole > 0 {
                 let len = whole * SECTOR;
-                let dst = &mut buf[done..done + len];
+                let dst = out.direct(done, len);
                 self.fs.cache.read_blocks(&mut self.fs.dev, s, dst)?;
+                out.filled(done, len);
                 len
             } else {
                 // Small ones through the read-ahead window, which a miss
@@ -174,23 +216,99 @@ impl<D: BlockDevice> Volume<D> {
                         false => need,
                     }
                     .clamp(1, AHEAD_BLOCKS);
-                    // The walk ahead must not move the cursor past the
-                    // position (the next lookup would start over).
-                    let cursor = f.cursor;
-                    ahead = self.run(f, at, s, left.min(cap), cap, false)?;
-                    f.cursor = cursor;
+                    ahead =
+                        self.look_ahead(f, at, |v, f| v.run(f, at, s, left.min(cap), cap, false))?;
+                    note_span(f, at, s, ahead);
                 }
-                let len = (SECTOR - off).min(n - done);
-                let b = self.fs.cache.read_data(&mut self.fs.dev, s, ahead)?;
-                buf[done..done + len].copy_from_slice(&b[off..off + len]);
+                // As many sectors at once as are known to follow.
+                let most = (off + n - done).div_ceil(SECTOR).min(left);
+                let b = self.fs.cache.read_data(&mut self.fs.dev, s, ahead, most)?;
+                let len = (b.len() - off).min(n - done);
+                out.put(done, &b[off..off + len]);
+                if streaming {
+                    if let Some((end, have)) = self.fs.cache.wants_next(s) {
+                        let at = f.pos - off as u64 + (end - s) * SECTOR as u64;
+                        self.read_ahead(f, at, have);
+                    }
+                }
                 len
             };
             done += len;
             f.pos += len as u64;
             sequential = true;
+            streaming = true;
         }
         f.read_end = f.pos;
         Ok(done)
+    }
+
+    /// [`Self::data_at`] for a read, and the sectors known to follow on the
+    /// disk from there (to the cluster's end, or on through the span):
+    /// in the span without a step along the chain — its sectors are its
+    /// clusters in chain order, and the cursor moves as a step would.
+    fn read_at(&mut self, f: &mut OpenFile, pos: u64) -> Result<(u64, usize, usize), FsError> {
+        let geo = &self.fs.geo;
+        let cb = u64::from(geo.cluster_bytes());
+        let spc = u64::from(geo.sectors_per_cluster);
+        if let Some((s, known)) = f.span.and_then(|sp| sp.at(pos)) {
+            let idx = u32::try_from(pos / cb).map_err(|_| FsError::FileTooLarge)?;
+            f.cursor = Some((idx, 2 + ((s - geo.data_start) / spc) as u32));
+            let off = (pos % SECTOR as u64) as usize;
+            return Ok((s, off, usize::try_from(known).unwrap_or(usize::MAX)));
+        }
+        match self.data_at(f, pos, false)? {
+            Some(found) => Ok(found),
+            None => Err(Corruption::ChainTooShort { start: f.first }.into()),
+        }
+    }
+
+    /// Starts reading, in the background, the window after the read-ahead
+    /// window the reader is in: the file's sectors from byte `at` (where
+    /// that window of `have` blocks ends), twice as many up to
+    /// [`MAX_AHEAD_BLOCKS`], as far as the file goes and its clusters are
+    /// contiguous; none at the file's end. The file's cursor stays. A
+    /// failure (a chain too short, a FAT sector unreadable) starts
+    /// nothing: the read that gets there reports it.
+    fn read_ahead(&mut self, f: &mut OpenFile, at: u64, have: usize) {
+        let rest = u64::from(f.size).saturating_sub(at).div_ceil(SECTOR as u64);
+        let cap = (2 * have).min(MAX_AHEAD_BLOCKS).min(rest as usize);
+        let (mut block, mut n) = (0, 0);
+        if cap > 0 {
+            self.look_ahead(f, at, |v, f| {
+                if let Ok(Some((s, _, left))) = v.data_at(f, at, false) {
+                    if let Ok(run) = v.run(f, at, s, left.min(cap), cap, false) {
+                        (block, n) = (s, run);
+                    }
+                }
+            });
+            note_span(f, at, block, n);
+        }
+        self.fs.cache.read_ahead(&mut self.fs.dev, block, n);
+    }
+
+    /// Runs `walk`, a look along the chain from file byte `at` on (for a
+    /// read-ahead window), from the furthest chain position known up to
+    /// there — the file's cursor, or where the last look ahead ended — and
+    /// keeps where it ends for the next one. The file's cursor stays: the
+    /// reads to come must not find it past their position (a lookup
+    /// behind the cursor walks from the chain's start).
+    fn look_ahead<T>(
+        &mut self,
+        f: &mut OpenFile,
+        at: u64,
+        walk: impl FnOnce(&mut Self, &mut OpenFile) -> T,
+    ) -> T {
+        let kept = f.cursor;
+        let idx = at / u64::from(self.fs.geo.cluster_bytes());
+        if let Some(a) = f.ahead {
+            if u64::from(a.0) <= idx && kept.is_none_or(|c| c.0 < a.0) {
+                f.cursor = Some(a);
+            }
+        }
+        let r = walk(self, f);
+        f.ahead = f.cursor;
+        f.cursor = kept;
+        r
     }
 
     /// Writes at the position (at the end in append mode), growing the
@@ -432,6 +550,8 @@ impl<D: BlockDevice> Volume<D> {
             if g.entry == f.entry {
                 if g.first != f.first {
                     g.cursor = None;
+                    g.ahead = None;
+                    g.span = None;
                 }
                 g.first = f.first;
                 g.size = f.size;
@@ -475,10 +595,14 @@ impl<D: BlockDevice> Volume<D> {
             f.first = 0;
         }
         f.cursor = None;
+        f.ahead = None;
+        f.span = None;
         self.update_entry(f)?;
         for g in self.files.iter_mut().flatten() {
             if g.entry == f.entry {
                 g.cursor = None;
+                g.ahead = None;
+                g.span = None;
             }
         }
         self.sync()?;
@@ -494,5 +618,73 @@ impl<D: BlockDevice> Volume<D> {
             return Err(Corruption::ChainTooShort { start: f.first }.into());
         };
         self.fs.cut_after(f.first, last)
+    }
+}
+
+/// Notes that the file's bytes from `pos` (a sector's start) on lie in
+/// the `blocks` consecutive sectors from `sector` (a walk along the chain
+/// found them): the span grows when they agree with it and reach past
+/// its end, else they replace it.
+fn note_span(f: &mut OpenFile, pos: u64, sector: u64, blocks: usize) {
+    let blocks = blocks as u64;
+    if blocks == 0 {
+        return;
+    }
+    match &mut f.span {
+        Some(sp)
+            if pos >= sp.pos
+                && pos <= sp.pos + sp.blocks * SECTOR as u64
+                && sp.sector + (pos - sp.pos) / SECTOR as u64 == sector =>
+        {
+            sp.blocks = sp.blocks.max((pos - sp.pos) / SECTOR as u64 + blocks);
+        }
+        span => {
+            *span = Some(Span {
+                pos,
+                sector,
+                blocks,
+            })
+        }
+    }
+}
+
+/// Where a read's bytes go.
+trait Out {
+    /// Puts `bytes` at offset `at` of the read.
+    fn put(&mut self, at: usize, bytes: &[u8]);
+    /// A place for the `len` bytes at offset `at` of the read, for the
+    /// device to fill; [`Out::filled`] when it did.
+    fn direct(&mut self, at: usize, len: usize) -> &mut [u8];
+    /// The place [`Out::direct`] gave is filled.
+    fn filled(&mut self, at: usize, len: usize);
+}
+
+/// The caller's buffer.
+impl Out for [u8] {
+    fn put(&mut self, at: usize, bytes: &[u8]) {
+        self[at..at + bytes.len()].copy_from_slice(bytes);
+    }
+    fn direct(&mut self, at: usize, len: usize) -> &mut [u8] {
+        &mut self[at..at + len]
+    }
+    fn filled(&mut self, _: usize, _: usize) {}
+}
+
+/// A function that takes the pieces, and a buffer for those read
+/// straight from the device.
+struct Sink<'s, F: FnMut(usize, &[u8])> {
+    scratch: &'s mut [u8],
+    put: F,
+}
+
+impl<F: FnMut(usize, &[u8])> Out for Sink<'_, F> {
+    fn put(&mut self, at: usize, bytes: &[u8]) {
+        (self.put)(at, bytes);
+    }
+    fn direct(&mut self, _: usize, len: usize) -> &mut [u8] {
+        &mut self.scratch[..len]
+    }
+    fn filled(&mut self, at: usize, len: usize) {
+        (self.put)(at, &self.scratch[..len]);
     }
 }

@@ -43,17 +43,23 @@
 //! system, partition, driver), so the crate makes few and large ones: a
 //! large read or write (64 KiB and up) goes straight between the caller's
 //! buffer and the device, one request per run of contiguous clusters;
-//! smaller reads are served from a 64 KiB read-ahead window that a miss
-//! fills with the file's next contiguous sectors; smaller writes collect
-//! in a 128 KiB write-behind window written out in one request. FAT
-//! sectors stay dirty in the cache until a sync (or eviction) writes them
-//! in block order, one request per run and FAT copy; a FAT miss reads 32
-//! sectors. Allocation is next-fit from the last allocated cluster (or
-//! FAT32's FSInfo hint), so a file's clusters are contiguous while free
-//! space allows. `perf_tests.rs` counts it: a 10 MiB file on FAT32 with
+//! smaller reads are served from a read-ahead window that a miss fills
+//! with the file's next contiguous sectors (64 KiB), and while a reader
+//! goes on through it the next window — twice as large, up to 256 KiB —
+//! is read in the background ([`BlockDevice::start_read`]: a device with
+//! many requests in flight serves it while the reader is served from the
+//! current one, so that the reader rarely waits; a device write to its
+//! blocks cancels it); smaller writes collect in a 128 KiB write-behind
+//! window written out in one request. FAT sectors stay dirty in the
+//! cache until a sync (or eviction) writes them in block order, one
+//! request per run and FAT copy; a FAT miss reads 32 sectors.
+//! Allocation is next-fit from the last allocated cluster (or FAT32's
+//! FSInfo hint), so a file's clusters are contiguous while free space
+//! allows. `perf_tests.rs` counts it: a 10 MiB file on FAT32 with
 //! 512-byte clusters takes 26 requests to write in 1 MiB calls and sync
-//! (1,150 before), 93 in 4 KiB calls (3,848), and 165 to read in 512-byte
-//! calls (20,641).
+//! (1,150 before), 93 in 4 KiB calls (3,848), and 47 to read in 512-byte
+//! calls (20,641; 165 with 64 KiB windows only) — with reads in flight,
+//! 8 of them waited for.
 //!
 //! # Write order
 //!
@@ -148,7 +154,39 @@ pub trait BlockDevice {
     fn write(&mut self, block: u64, buf: &[u8]) -> Result<(), DeviceError>;
     /// Returns only when every write before it is on the medium.
     fn flush(&mut self) -> Result<(), DeviceError>;
+
+    /// Starts reading `count` blocks from `block` without waiting for
+    /// them (the crate's asynchronous read-ahead) and names the read; the
+    /// crate later either takes its data with [`Self::finish_read`] or
+    /// drops it with [`Self::cancel_read`] — it cancels every read whose
+    /// blocks it writes meanwhile, so the data a finished read gives may
+    /// be the blocks' contents at any instant between start and finish.
+    /// A device that cannot have requests in flight keeps the default:
+    /// nothing starts, and `finish_read` reads then.
+    fn start_read(&mut self, block: u64, count: usize) -> Result<ReadId, DeviceError> {
+        let _ = (block, count);
+        Ok(ReadId(0))
+    }
+
+    /// Waits for read `id`, started at `block` for `buf.len() / block_size`
+    /// blocks, and puts its data in `buf`. A read the device no longer
+    /// knows (it dropped it, or never started it) is done now, as
+    /// [`Self::read`].
+    fn finish_read(&mut self, id: ReadId, block: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        let _ = id;
+        self.read(block, buf)
+    }
+
+    /// Forgets read `id`: its data will not be asked for.
+    fn cancel_read(&mut self, id: ReadId) {
+        let _ = id;
+    }
 }
+
+/// A read started by [`BlockDevice::start_read`]: the device's name for
+/// it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadId(pub u64);
 
 impl<D: BlockDevice + ?Sized> BlockDevice for &mut D {
     fn block_size(&self) -> u32 {
@@ -165,6 +203,15 @@ impl<D: BlockDevice + ?Sized> BlockDevice for &mut D {
     }
     fn flush(&mut self) -> Result<(), DeviceError> {
         (**self).flush()
+    }
+    fn start_read(&mut self, block: u64, count: usize) -> Result<ReadId, DeviceError> {
+        (**self).start_read(block, count)
+    }
+    fn finish_read(&mut self, id: ReadId, block: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        (**self).finish_read(id, block, buf)
+    }
+    fn cancel_read(&mut self, id: ReadId) {
+        (**self).cancel_read(id)
     }
 }
 

@@ -623,3 +623,35 @@ fn contiguous_clusters_go_in_one_request() {
     assert_eq!(back, data);
     assert!(v.fs.dev.reads.contains(&128), "{:?}", v.fs.dev.reads);
 }
+
+/// `read_with` hands out the same bytes as `read`, piece by piece at
+/// their offsets, small pieces from the cache and large ones through the
+/// scratch buffer; it reads no more than the scratch buffer holds.
+#[test]
+fn read_with_gives_what_read_gives() {
+    let mut v = fresh(FatKind::Fat32);
+    let data = pattern(700_000, 5);
+    put(&mut v, "/f", &data);
+    for chunk in [1, 512, 1000, 4096, 70_000, 300_000] {
+        let h = v.open("/f", OpenMode::READ).unwrap();
+        let mut scratch = vec![0u8; chunk];
+        let mut got = Vec::new();
+        loop {
+            let mut piece = vec![0u8; chunk];
+            let mut seen = 0;
+            let n = v
+                .read_with(h, chunk + 5, &mut scratch, |at, bytes| {
+                    piece[at..at + bytes.len()].copy_from_slice(bytes);
+                    seen += bytes.len();
+                })
+                .unwrap();
+            assert!(n <= chunk && seen == n, "{chunk}: {n} read, {seen} put");
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&piece[..n]);
+        }
+        v.close(h).unwrap();
+        assert!(got == data, "{chunk}-byte reads");
+    }
+}

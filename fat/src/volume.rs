@@ -176,9 +176,35 @@ pub(crate) struct OpenFile {
     pub mode: OpenMode,
     /// The last cluster reached: its index in the chain and number.
     pub cursor: Option<(u32, u32)>,
+    /// Where the last look ahead along the chain ended (a read-ahead
+    /// window's last cluster), in the same form: the next one starts
+    /// there. Forgotten with the cursor when the chain changes.
+    pub ahead: Option<(u32, u32)>,
+    /// A stretch of the file the looks ahead found in consecutive
+    /// sectors: reads in it find their sectors without a step along the
+    /// chain, and take many at once. Forgotten with the cursor.
+    pub span: Option<Span>,
     /// Where the last read on this handle ended: a read starting there
     /// (or at 0) is sequential and reads ahead in full.
     pub read_end: u64,
+}
+
+/// File bytes from `pos` (a sector's start) on, `blocks` sectors of
+/// them, lie in the consecutive sectors from `sector`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Span {
+    pub pos: u64,
+    pub sector: u64,
+    pub blocks: u64,
+}
+
+impl Span {
+    /// The sector of file byte `pos` and the sectors from there to the
+    /// span's end, if the span holds it.
+    pub fn at(&self, pos: u64) -> Option<(u64, u64)> {
+        let k = pos.checked_sub(self.pos)? / SECTOR as u64;
+        (k < self.blocks).then(|| (self.sector + k, self.blocks - k))
+    }
 }
 
 /// A mounted FAT volume.

@@ -122,6 +122,9 @@ pub const RECONFIG_SESSION: u64 = 1 << 33;
 /// With [`PARENT_SESSION`]: the session is a `Power` session
 /// (`rt::session::power`).
 pub const POWER_SESSION: u64 = 1 << 34;
+/// With [`PARENT_SESSION`]: the session is a `Status` session
+/// (`rt::session::status`).
+pub const STATUS_SESSION: u64 = 1 << 35;
 
 /// The reply: opened, the message carries the session capability.
 pub const OK: u64 = 0;

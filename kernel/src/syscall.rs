@@ -192,6 +192,7 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
         | Sys::ThreadSuspend
         | Sys::ThreadResume
         | Sys::ThreadRegisters
+        | Sys::ThreadCpuTime
         | Sys::BindNotification => Invocation::Thread(thread::decode(k, c, sys, regs)?),
         Sys::IrqBind | Sys::IrqAck | Sys::IoPort | Sys::MsiAlloc | Sys::PhysAddress => {
             Invocation::Irq(crate::irq::decode(k, c, sys, regs)?)

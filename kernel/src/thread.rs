@@ -189,6 +189,10 @@ pub struct Thread {
     /// Link in the kernel's list of destroyed objects whose slots are
     /// still to be emptied (`object::PENDING`).
     pub pending_next: u64,
+    /// Timer ticks that found this thread running in user mode
+    /// (`ThreadCpuTime`): sampled CPU time, charged on the timer's path,
+    /// never on the IPC paths.
+    pub cpu_ticks: u64,
     /// The x87/SSE/AVX state while the thread is not live (64-byte
     /// aligned, as `xsave` requires; last, so the fields above share cache
     /// lines).
@@ -374,6 +378,7 @@ pub unsafe fn init_at(ptr: *mut Thread) -> ThreadRef {
         name: [0; 16],
         name_len: 0,
         pending_next: 0,
+        cpu_ticks: 0,
         fpu: fpu::FpuState::CLEAN,
     };
     // SAFETY: the caller provides exclusive, writable, suitably sized memory
@@ -844,6 +849,7 @@ pub enum Call {
         write: bool,
         buffer: *mut u64,
     },
+    ThreadCpuTime(ThreadRef),
     BindNotification {
         target: ThreadRef,
         n: Option<u64>,
@@ -961,6 +967,12 @@ pub fn decode(k: &Kernel, c: &Thread, sys: Sys, regs: [u64; 6]) -> Result<Call, 
                 buffer,
             }
         }
+        Sys::ThreadCpuTime => Call::ThreadCpuTime(thread_cap(
+            k,
+            c,
+            args::Slot::from_regs(regs).slot,
+            Rights::READ,
+        )?),
         Sys::BindNotification => {
             let a = args::BindNotification::from_regs(regs);
             let target = thread_cap(k, c, a.thread, Rights::WRITE)?;
@@ -1039,6 +1051,13 @@ pub fn perform(k: &mut Kernel, call: Call, caller: ThreadRef) -> Result<Outcome,
         Call::CpuSet => {
             let c = k.threads.get_mut(caller);
             c.frame().rdi = c.cpus;
+            Ok(Outcome::Resume)
+        }
+        Call::ThreadCpuTime(target) => {
+            let ticks = k.threads.get(target).cpu_ticks;
+            let f = k.threads.get_mut(caller).frame();
+            f.rdi = ticks;
+            f.rsi = crate::time::HZ;
             Ok(Outcome::Resume)
         }
         Call::ThreadStart {

@@ -50,6 +50,7 @@ mod provider;
 pub mod reconfig;
 pub mod rom;
 pub mod rtc;
+pub mod status;
 pub mod timer;
 
 pub use donor::Donor;

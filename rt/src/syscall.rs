@@ -723,6 +723,34 @@ pub fn irq_ack_info(irq: CapSlot) -> Result<IrqArrival, Error> {
     })
 }
 
+/// A thread's sampled CPU time (`ThreadCpuTime`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuTime {
+    /// Timer ticks that found the thread running in user mode.
+    pub ticks: u64,
+    /// Timer ticks per second.
+    pub hz: u64,
+}
+
+impl CpuTime {
+    /// The time in milliseconds (at the tick's resolution).
+    pub fn millis(&self) -> u64 {
+        self.ticks.saturating_mul(1000) / self.hz.max(1)
+    }
+}
+
+/// `ThreadCpuTime`: the sampled CPU time of `thread` (a capability with
+/// `READ`).
+pub fn thread_cpu_time(thread: CapSlot) -> Result<CpuTime, Error> {
+    // SAFETY: changes no memory.
+    let (err, r) = unsafe { invoke(Sys::ThreadCpuTime, args::Slot { slot: thread }) };
+    result_from_raw(err)?;
+    Ok(CpuTime {
+        ticks: r[0],
+        hz: r[1],
+    })
+}
+
 /// An MSI the kernel allocated: what the device must write, and where.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MsiMessage {

@@ -627,13 +627,8 @@ impl BlockClient {
                 info.block_count, info.block_size, self.info.block_count, self.info.block_size
             ));
         }
-        for slot in self.stream_slots {
-            // SAFETY: the old stream's capabilities went with its
-            // donation (the slot is empty already, and this is a no-op);
-            // its frame's mapping went with the frame, and the old
-            // `BlockSource` is replaced below, never used again.
-            let _ = unsafe { crate::syscall::cap_delete(own(slot)) };
-        }
+        // SAFETY: the old `BlockSource` is replaced below, never used again.
+        unsafe { super::frame::forget_received(self.stream_slots) };
         // SAFETY: the region is the old stream's (`connect`'s caller gave
         // it to this client), unmapped with the old frame.
         self.stream = unsafe { self.session.stream(self.stream_slots, self.va) }

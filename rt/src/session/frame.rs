@@ -277,3 +277,20 @@ impl AckedSink {
         self.broken = true;
     }
 }
+
+/// Empties the own slots `slots` a client received a stream's
+/// capabilities into ([`receive`]), before a reopened session's streams
+/// are received there. The old session's donation was revoked, which took
+/// those capabilities (so this is a no-op) and the frame's mapping with
+/// it; deleting makes sure the slots are empty either way.
+///
+/// # Safety
+///
+/// Nothing uses the old streams again.
+pub unsafe fn forget_received(slots: [u32; 3]) {
+    for slot in slots {
+        // SAFETY: the caller's promise: the frame is not used through
+        // this capability (or its mapping) any more.
+        let _ = unsafe { crate::syscall::cap_delete(own(slot)) };
+    }
+}

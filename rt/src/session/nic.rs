@@ -127,6 +127,9 @@ pub const STATUS_OK: u32 = 0;
 pub const STATUS_SIZE: u32 = 0x12;
 /// Refused: an op the provider does not know.
 pub const STATUS_OP: u32 = 0x14;
+/// Refused: the frame's source address is not the session's own MAC
+/// (a provider that gives each client its own, like the switch).
+pub const STATUS_SOURCE: u32 = 0x15;
 /// Failed: the device broke.
 pub const STATUS_IO: u32 = 0x20;
 
@@ -240,6 +243,21 @@ pub enum NicError {
     FrameSize(usize),
 }
 
+impl NicError {
+    /// Whether the provider stopped: a call failed the way a call on a
+    /// dead provider's endpoint fails, or a wait was woken by the
+    /// parent's `PROVIDER_GONE` (`Aborted`), or the provider's
+    /// notification went with it (`EmptySlot`). A [`NicLink`] reconnects.
+    pub fn provider_gone(&self) -> bool {
+        use abi::Error::{Aborted, EmptySlot};
+        matches!(
+            self,
+            NicError::Ipc(Aborted | EmptySlot)
+                | NicError::Packet(crate::stream::Error::Notify(Aborted | EmptySlot))
+        )
+    }
+}
+
 impl core::fmt::Display for NicError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
@@ -260,6 +278,7 @@ pub fn status_text(s: u32) -> &'static str {
         STATUS_OK => "sent",
         STATUS_SIZE => "bad frame size",
         STATUS_OP => "unknown operation",
+        STATUS_SOURCE => "not the session's own source address",
         STATUS_IO => "device error",
         _ => "unknown status",
     }
@@ -430,7 +449,10 @@ impl NicClient {
         let acks = self.tx.arm(space).map_err(NicError::Packet)?;
         let frames = self.rx.arm(false).map_err(NicError::Packet)?;
         if !acks && !frames {
-            crate::syscall::wait(self.notify.own).map_err(NicError::Ipc)?;
+            // Through the stream's `Notify`: `Aborted` when the parent
+            // says the provider stopped (`interfaces::session::PROVIDER_GONE`).
+            use crate::stream::Notify;
+            self.notify.wait().map_err(NicError::Ipc)?;
         }
         Ok(())
     }
@@ -550,5 +572,93 @@ impl<T: 'static> NicServed<T> {
     /// Marks the session broken.
     pub fn set_broken(&mut self) {
         self.tx.set_broken();
+    }
+}
+
+/// A Nic session that survives its provider's restart (a driver killed
+/// and restarted by init): the session, its streams (`NicClient`, through
+/// `Deref`) and what it takes to open both again. When an operation fails
+/// with [`NicError::provider_gone`], [`NicLink::reconnect`] opens a fresh
+/// session (waiting while init restarts the provider) and fresh streams
+/// in the same place. Frames in flight are lost, as on a link that went
+/// down: the protocols above retransmit.
+pub struct NicLink {
+    session: Session<Nic>,
+    nic: NicClient,
+    info: NicInfo,
+    stream_slots: [u32; 3],
+    va: u64,
+}
+
+impl NicLink {
+    /// Opens the session from the component's quota (own slots `slot`,
+    /// `donor_block`, `donor_table`) and its streams (`stream_slots`,
+    /// mapped at `va`).
+    ///
+    /// # Safety
+    ///
+    /// `[va, va + STREAM_BYTES)` is a 2 MiB aligned region nothing else of
+    /// the program uses for as long as the `NicLink` exists (a reconnect
+    /// maps the new streams there).
+    pub unsafe fn connect(
+        slot: u32,
+        donor_block: u32,
+        donor_table: u32,
+        stream_slots: [u32; 3],
+        va: u64,
+    ) -> Result<NicLink, alloc::string::String> {
+        use alloc::format;
+        let session = super::open_from_quota::<Nic>(slot, donor_block, donor_table)?;
+        let info = session.info().map_err(|e| format!("INFO: {e}"))?;
+        // SAFETY: the caller's promise, passed on.
+        let nic = unsafe { session.streams(stream_slots, va) }.map_err(|e| format!("{e}"))?;
+        Ok(NicLink {
+            session,
+            nic,
+            info,
+            stream_slots,
+            va,
+        })
+    }
+
+    /// The interface as the provider described it (at the last connect).
+    pub fn info(&self) -> NicInfo {
+        self.info
+    }
+
+    /// Opens the session again after its provider stopped: the old one
+    /// closed and its donation revoked (the old streams with it), a new
+    /// one opened — `Session::reopen` waits while init restarts the
+    /// provider — and its streams set up where the old ones were.
+    pub fn reconnect(&mut self) -> Result<(), alloc::string::String> {
+        use alloc::format;
+        self.session
+            .reopen()
+            .map_err(|e| format!("reopening the session: {e}"))?;
+        let info = self
+            .session
+            .info()
+            .map_err(|e| format!("INFO after reopening: {e}"))?;
+        // SAFETY: the old `NicClient` is replaced below, never used again.
+        unsafe { super::frame::forget_received(self.stream_slots) };
+        // SAFETY: the region is the old streams' (`connect`'s caller gave
+        // it to this link), unmapped with the old frame.
+        self.nic = unsafe { self.session.streams(self.stream_slots, self.va) }
+            .map_err(|e| format!("the new streams: {e}"))?;
+        self.info = info;
+        Ok(())
+    }
+}
+
+impl core::ops::Deref for NicLink {
+    type Target = NicClient;
+    fn deref(&self) -> &NicClient {
+        &self.nic
+    }
+}
+
+impl core::ops::DerefMut for NicLink {
+    fn deref_mut(&mut self) -> &mut NicClient {
+        &mut self.nic
     }
 }

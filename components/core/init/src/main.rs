@@ -122,6 +122,7 @@ mod proxy;
 mod reconfig;
 mod rom;
 mod sessions;
+mod status;
 
 use alloc::vec::Vec;
 use core::fmt;
@@ -171,6 +172,9 @@ struct Kid<'a> {
     caps: Option<ChildCaps>,
     /// A session provider's endpoint (init's capability, badge 0).
     service: Option<u32>,
+    /// The sampled CPU time of its runs before the current one, ms
+    /// (`status`).
+    cpu_ms_past: u64,
 }
 
 /// Init's state: the boot image and the running config, its memory, its
@@ -408,6 +412,8 @@ impl<'a> Init<'a> {
             self.on_reconfig(badge, label, words);
         } else if at_parent && badge & session::POWER_SESSION != 0 {
             self.on_power(badge, label);
+        } else if at_parent && badge & session::STATUS_SESSION != 0 {
+            self.on_status(label, words);
         } else if at_parent {
             self.on_rom(badge, label, words);
         } else {
@@ -585,6 +591,7 @@ impl<'a> Init<'a> {
             restarts: 0,
             caps: None,
             service: None,
+            cpu_ms_past: 0,
         };
         match self.builder.start(&mut kid) {
             Ok((caps, at)) => {
@@ -789,6 +796,8 @@ fn revoke_block(kid: &Kid<'_>) {
 /// block. A partly built child (a failed start) is cleaned up the same
 /// way, so its block is whole again either way.
 fn release(kid: &mut Kid<'_>) {
+    // Its CPU time so far, read while its thread still exists.
+    kid.cpu_ms_past += status::current_cpu_ms(kid);
     revoke_block(kid);
     devices::revoke_platform(&kid.component);
     // A provider's endpoint was made from the block: gone with it.

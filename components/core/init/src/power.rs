@@ -65,7 +65,7 @@ impl<'a> Init<'a> {
     }
 
     /// Whether child `id` runs (started, not finished).
-    fn running(&self, id: usize) -> bool {
+    pub(crate) fn running(&self, id: usize) -> bool {
         let started = self.kids.iter().any(|k| k.id == id && k.caps.is_some());
         started
             && self

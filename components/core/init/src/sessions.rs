@@ -33,6 +33,7 @@ use rt::resources::Resources;
 use rt::session::power::Power;
 use rt::session::reconfig::Reconfig;
 use rt::session::rom::Rom as RomSession;
+use rt::session::status::Status;
 use rt::session::Interface;
 use rt::syscall;
 use rt::transfer;
@@ -263,6 +264,7 @@ impl Sessions {
                     RomSession::NAME => Some(0),
                     Reconfig::NAME => Some(session::RECONFIG_SESSION),
                     Power::NAME => Some(session::POWER_SESSION),
+                    Status::NAME => Some(session::STATUS_SESSION),
                     _ => None,
                 };
                 if let Some(extra) = extra.filter(|_| offered) {
@@ -275,7 +277,7 @@ impl Sessions {
                     "init: {name} asks for a {service} session: routed to the parent, which {}; \
                      refused",
                     if offered {
-                        "does not serve it itself (only Rom and Reconfig)"
+                        "does not serve it itself (only Rom, Reconfig, Power and Status)"
                     } else {
                         "does not provide it"
                     }

@@ -34,7 +34,10 @@
 //! buffer → the session's I/O buffer (rt::fs) → a bounce buffer here →
 //! the volume (runs of 64 KiB and more go straight to the device request,
 //! smaller ones through the crate's read-ahead or write-behind window) →
-//! the Block stream.
+//! the Block stream. A read of less than 64 KiB skips the bounce buffer:
+//! `Volume::read_with` copies from the read-ahead window into the I/O
+//! buffer (`Region::copy_from`, no Rust reference into memory the client
+//! can write).
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
@@ -386,10 +389,19 @@ impl Session {
                     .ok()
                     .filter(|&n| n <= proto::MAX_IO)
                     .ok_or(Error::InvalidArgument)?;
-                let got = v.read(h, &mut bounce[..n]).map_err(wire)?;
-                self.buffer
-                    .copy_from(0, &bounce[..got])
-                    .ok_or(Error::Other)?;
+                // Straight from the volume's read-ahead window into the
+                // I/O buffer, one copy, no reference into it; what comes
+                // straight from the device, through the bounce buffer.
+                let mut fits = true;
+                let buffer = &self.buffer;
+                let got = v
+                    .read_with(h, n, bounce, |at, bytes| {
+                        fits &= buffer.copy_from(at, bytes).is_some();
+                    })
+                    .map_err(wire)?;
+                if !fits {
+                    return Err(Error::Other);
+                }
                 ok([got as u64, 0, 0, 0])
             }
             proto::WRITE => {

@@ -279,6 +279,7 @@ fn shape(sys: Sys) -> [Kind; 6] {
         Sys::PhysAddress => [any, any, None, None, None, None],
         Sys::TraceMark => [Word, Word, Word, Word, None, None],
         Sys::TraceName => [thread, Word, Word, Word, Word, None],
+        Sys::ThreadCpuTime => [thread, None, None, None, None, None],
     }
 }
 

@@ -29,6 +29,12 @@
 //! 9. The link taken down and up again by the host (QEMU's `set_link`):
 //!    `INFO` says so; an ARP after it is answered.
 //!
+//! With `arg` 1 it is one of two clients behind the switch
+//! (`nic-switch`, `tests/nic-switch.toml`) and checks that instead
+//! ([`behind_switch`]); with `arg` 2 a client behind the switch that
+//! keeps asking the gateway while the driver is killed and restarted
+//! (`tests/nic-switch-kill.toml`, [`across_restart`]).
+//!
 //! Prints `test-nic: N checks failed` and exits 0 when N is 0; every
 //! failed check prints `FAILED`.
 #![no_std]
@@ -64,6 +70,9 @@ const STREAM_SLOTS: [[u32; 3]; 3] = [
 ];
 /// The refused second session.
 const SECOND: u32 = SESSION + 12;
+/// `arg` 2's Timer session and its notification.
+const TIMER: u32 = SESSION + 15;
+const TIMER_NOTIFY: u32 = SESSION + 16;
 const SECOND_BLOCK: u32 = SESSION + 13;
 const SECOND_TABLE: u32 = SESSION + 14;
 /// Where each session's streams are mapped (2 MiB aligned).
@@ -88,6 +97,11 @@ struct Net {
     refused: Vec<u32>,
     /// Receive buffers given back.
     given_back: u32,
+    /// Unicast frames received for another MAC than this interface's:
+    /// none may come (the switch keeps clients' traffic apart).
+    foreign: u32,
+    /// Behind the switch: the other client's frame ([`is_hello`]) came.
+    hello: bool,
 }
 
 impl Net {
@@ -99,6 +113,8 @@ impl Net {
             sent_ok: 0,
             refused: Vec::new(),
             given_back: 0,
+            foreign: 0,
+            hello: false,
         }
     }
 
@@ -133,6 +149,7 @@ impl Net {
     /// Gives back every received frame there is, unread.
     fn drop_frames(&mut self) -> Result<(), NicError> {
         while let Some(t) = self.nic.receive()? {
+            self.count_foreign(&t)?;
             self.nic.done(t)?;
             self.given_back += 1;
         }
@@ -146,6 +163,7 @@ impl Net {
         loop {
             self.take_acks()?;
             while let Some(t) = self.nic.receive()? {
+                self.count_foreign(&t)?;
                 let done = f(self.nic.frame(&t)?);
                 self.nic.done(t)?;
                 self.given_back += 1;
@@ -155,6 +173,17 @@ impl Net {
             }
             self.nic.wait(false)?;
         }
+    }
+
+    /// Counts received frame `t` if it is unicast for another MAC.
+    fn count_foreign(&mut self, t: &rt::stream::Taken) -> Result<(), NicError> {
+        let f = self.nic.frame(t)?;
+        let dst = &f[..6.min(f.len())];
+        if dst != self.mac && dst.first().is_some_and(|b| b & 1 == 0) {
+            self.foreign += 1;
+        }
+        self.hello |= is_hello(f, self.mac);
+        Ok(())
     }
 
     /// Every frame sent is acknowledged.
@@ -182,9 +211,14 @@ impl Net {
     }
 }
 
-fn main(_: u64) -> i32 {
+fn main(arg: u64) -> i32 {
     let mut c = Findings::new();
-    match run(&mut c) {
+    let ran = match arg {
+        1 => behind_switch(&mut c),
+        2 => across_restart(&mut c),
+        _ => run(&mut c),
+    };
+    match ran {
         Ok(()) => {}
         Err(e) => c.expect(false, format_args!("{e}")),
     }
@@ -535,4 +569,176 @@ fn answered(
     }
     rx.flush().map_err(|e| format!("flush: {e}"))?;
     Ok(acked)
+}
+
+/// Echo requests each client behind the switch sends.
+const ECHOES: u16 = 10;
+/// The EtherType of the frame each client sends the other (IEEE's local
+/// experimental one).
+const LOCAL_TYPE: [u8; 2] = [0x88, 0xb5];
+
+/// One of two clients behind the switch (`arg` 1): its own MAC
+/// (`02:00:00:00:00:0N`), ARP and DHCP through the switch (each client
+/// offered its own address), a frame with the other client's source
+/// address refused, echo requests answered, a frame to the other client
+/// delivered and the other's received — and no unicast frame for another
+/// MAC seen all along.
+fn behind_switch(c: &mut Findings) -> Result<(), alloc::string::String> {
+    use alloc::format;
+    let session = session::open_from_quota::<Nic>(SESSION, DONOR_BLOCK, DONOR_TABLE)
+        .map_err(|e| format!("Nic session: {e}"))?;
+    let info = session.info().map_err(|e| format!("INFO: {e}"))?;
+    let mine = info.mac.0;
+    c.expect(
+        mine[..5] == [2, 0, 0, 0, 0] && info.link_up,
+        format_args!("behind the switch: MAC {}", info.mac),
+    );
+    let peer: Mac = [2, 0, 0, 0, 0, if mine[5] == 1 { 2 } else { 1 }];
+    let mut net = streams(&session, 0)?;
+    let gateway = net.arp().map_err(|e| format!("ARP: {e}"))?;
+    c.expect(
+        gateway != [0; 6],
+        format_args!(
+            "ARP through the switch: {} is at {}",
+            Dotted(GATEWAY),
+            nic::Mac(gateway)
+        ),
+    );
+    let xid = 0x5377_0000 | u32::from(mine[5]);
+    net.send(&frames::dhcp_discover(net.mac, xid))
+        .map_err(|e| format!("DHCP: {e}"))?;
+    let mut offer = None;
+    net.until(|f| {
+        offer = frames::dhcp_offer(f, xid);
+        offer.is_some()
+    })
+    .map_err(|e| format!("DHCP: {e}"))?;
+    let me = offer.map_or(ME, |o| o.address);
+    c.expect(
+        offer.is_some(),
+        format_args!("DHCP through the switch: offered {}", Dotted(me)),
+    );
+    // The other client's source address: refused.
+    let forged = frames::arp_request(peer, me, GATEWAY);
+    net.send(&forged).map_err(|e| format!("send: {e}"))?;
+    net.drain().map_err(|e| format!("drain: {e}"))?;
+    c.expect(
+        net.refused == [nic::STATUS_SOURCE],
+        format_args!(
+            "a frame with the other client's source address: refused ({:?})",
+            net.refused
+        ),
+    );
+    // Echo requests, then an ARP request as the fence.
+    let data: Vec<u8> = (0..56u8).collect();
+    for seq in 0..ECHOES {
+        net.send(&frames::echo_request(
+            net.mac, me, gateway, GATEWAY, 0x7377, seq, &data,
+        ))
+        .map_err(|e| format!("echo: {e}"))?;
+    }
+    net.send(&frames::arp_request(net.mac, me, GATEWAY))
+        .map_err(|e| format!("fence: {e}"))?;
+    let mut echoes = 0;
+    net.until(|f| {
+        echoes +=
+            u16::from((0..ECHOES).any(|s| frames::echo_reply(f, GATEWAY, 0x7377, s).is_some()));
+        frames::arp_reply(f, GATEWAY, me).is_some()
+    })
+    .map_err(|e| format!("echo replies: {e}"))?;
+    c.expect(
+        echoes == ECHOES,
+        format_args!("{echoes} of {ECHOES} echo requests answered through the switch"),
+    );
+    // A frame to the other client; the other's to this one.
+    let mut hello = [0u8; 60];
+    hello[..6].copy_from_slice(&peer);
+    hello[6..12].copy_from_slice(&mine);
+    hello[12..14].copy_from_slice(&LOCAL_TYPE);
+    hello[14..24].copy_from_slice(b"hello peer");
+    net.send(&hello)
+        .map_err(|e| format!("to the other client: {e}"))?;
+    // (It may have come already, while this client waited for others.)
+    if !net.hello {
+        net.until(|f| is_hello(f, mine))
+            .map_err(|e| format!("from the other client: {e}"))?;
+    }
+    c.expect(
+        true,
+        format_args!("a frame from the other client ({}) arrived", nic::Mac(peer)),
+    );
+    net.drain().map_err(|e| format!("drain: {e}"))?;
+    c.expect(
+        net.foreign == 0,
+        format_args!("unicast frames for another MAC seen: {}", net.foreign),
+    );
+    Ok(())
+}
+
+/// Whether `f` is the other client's frame to `mine` (behind the switch).
+fn is_hello(f: &[u8], mine: Mac) -> bool {
+    f.len() >= 24
+        && f[..6] == mine
+        && f[6..11] == [2, 0, 0, 0, 0]
+        && f[12..14] == LOCAL_TYPE
+        && &f[14..24] == b"hello peer"
+}
+
+/// Rounds `arg` 2 asks the gateway, [`ROUND_GAP_US`] apart.
+const ROUNDS: u32 = 60;
+const ROUND_GAP_US: u64 = 5_000;
+/// How long it waits for an answer before asking again.
+const ANSWER_WAIT_US: u64 = 50_000;
+/// Times it asks again in all before it gives up.
+const MAX_RETRIES: u32 = 200;
+
+/// `arg` 2: [`ROUNDS`] ARP requests for the gateway, one at a time, each
+/// asked again when no answer comes within [`ANSWER_WAIT_US`] (frames in
+/// the old uplink's streams are lost when the driver is killed); every
+/// round must be answered in the end. The Nic session (the switch's)
+/// stays open throughout. Polls with a Timer: a Nic client waits on its
+/// stream's notification, and a thread waits on one notification at once.
+fn across_restart(c: &mut Findings) -> Result<(), alloc::string::String> {
+    use alloc::format;
+    let timer = rt::session::timer::Timer::open(TIMER, TIMER_NOTIFY)
+        .map_err(|e| format!("Timer session: {e:?}"))?;
+    let session = session::open_from_quota::<Nic>(SESSION, DONOR_BLOCK, DONOR_TABLE)
+        .map_err(|e| format!("Nic session: {e}"))?;
+    let mut net = streams(&session, 0)?;
+    let mine = net.mac;
+    let me: Ip = [10, 0, 2, 20 + mine[5]];
+    let (mut answered, mut retries) = (0u32, 0u32);
+    while answered < ROUNDS && retries <= MAX_RETRIES {
+        net.send(&frames::arp_request(mine, me, GATEWAY))
+            .map_err(|e| format!("send: {e}"))?;
+        net.nic.flush().map_err(|e| format!("flush: {e}"))?;
+        let mut waited = 0;
+        let mut got = false;
+        while !got && waited < ANSWER_WAIT_US {
+            net.take_acks().map_err(|e| format!("acks: {e}"))?;
+            while let Some(t) = net.nic.receive().map_err(|e| format!("receive: {e}"))? {
+                got |=
+                    frames::arp_reply(net.nic.frame(&t).map_err(|e| format!("{e}"))?, GATEWAY, me)
+                        .is_some();
+                net.nic.done(t).map_err(|e| format!("done: {e}"))?;
+            }
+            net.nic.flush().map_err(|e| format!("flush: {e}"))?;
+            if !got {
+                timer.sleep(1_000).map_err(|e| format!("sleep: {e:?}"))?;
+                waited += 1_000;
+            }
+        }
+        match got {
+            true => answered += 1,
+            false => retries += 1,
+        }
+        timer
+            .sleep(ROUND_GAP_US)
+            .map_err(|e| format!("sleep: {e:?}"))?;
+    }
+    c.expect(
+        answered == ROUNDS,
+        format_args!("across the driver's restart: {answered} of {ROUNDS} ARP rounds answered ({retries} asked again)"),
+    );
+    Ok(())
 }

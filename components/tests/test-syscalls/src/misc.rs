@@ -1,6 +1,6 @@
 //! `Null`, `Yield`, `DebugWrite`, unknown numbers, `TraceMark` and
 //! `TraceName` (in a kernel without the `trace` feature: checked, then
-//! nothing done), and the error paths of the interrupt and I/O-port calls
+//! nothing done), `ThreadCpuTime`, and the error paths of the interrupt and I/O-port calls
 //! (a child holds no IRQ or port capability, so their success paths belong
 //! to root's tests).
 
@@ -15,7 +15,53 @@ pub fn run(t: &mut Test) {
     debug_write(t);
     unknown(t);
     trace(t);
+    cpu_time(t);
     irq_and_ports(t);
+}
+
+/// `ThreadCpuTime`: the caller's own ticks at 100 per second, growing
+/// while it computes (a tick that interrupts it is charged to it); a
+/// capability that is not a thread's, or none, is refused.
+fn cpu_time(t: &mut Test) {
+    let first = sys(Sys::ThreadCpuTime, [THREAD, 0, 0, 0, 0, 0]);
+    t.ok(Sys::ThreadCpuTime, "ok", &first);
+    let [ticks, hz, ..] = first.unwrap_or_default();
+    t.eq(Sys::ThreadCpuTime, "hz", hz, 100);
+    // Compute until a tick lands (bounded: 10 ms of the machine's time is
+    // far below this many rounds, even under icount).
+    let mut later = ticks;
+    let mut x = 1u64;
+    for _ in 0..20_000_000u64 {
+        x = core::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        if let Ok([now, ..]) = sys(Sys::ThreadCpuTime, [THREAD, 0, 0, 0, 0, 0]) {
+            later = now;
+        }
+        if later > ticks {
+            break;
+        }
+    }
+    t.holds(
+        Sys::ThreadCpuTime,
+        "grows-while-computing",
+        later > ticks,
+        "more ticks after computing",
+        later,
+    );
+    let ntfn = t.make(ObjectType::Notification, 0);
+    let empty = t.slot();
+    let cases = [
+        ("wrong-type", ntfn, Error::WrongObjectType),
+        ("empty-slot", empty, Error::EmptySlot),
+        ("bad-slot", BAD_SLOT, Error::InvalidSlot),
+    ];
+    for (case, slot, want) in cases {
+        t.err(
+            Sys::ThreadCpuTime,
+            case,
+            &sys(Sys::ThreadCpuTime, [slot, 0, 0, 0, 0, 0]),
+            want,
+        );
+    }
 }
 
 /// `TraceMark` takes any words; `TraceName` a thread capability with

@@ -174,6 +174,10 @@ extern "C" fn trap_from_user(frame: *mut TrapFrame) -> ! {
         VECTOR_TIMER => {
             crate::time::on_timer_tick();
             lapic::end_of_interrupt();
+            // The tick found `current` running in user mode: its sampled
+            // CPU time (`ThreadCpuTime`).
+            let t = k.threads.get_mut(current);
+            t.cpu_ticks = t.cpu_ticks.wrapping_add(1);
             crate::thread::preempt(k, current)
         }
         VECTOR_SPURIOUS => crate::thread::resume(k, current),
