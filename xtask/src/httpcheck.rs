@@ -8,7 +8,7 @@
 //!
 //! 1. `GET /`: 200, HTML; `HEAD /`: 200, the same `Content-Length`, no
 //!    body; `/status.json`: JSON (serde_json parses it) with the server's
-//!    figures; `/hello.txt`: the bytes of `scenarios/www/hello.txt`;
+//!    figures and init's row for each component of `scenarios/http.toml`; `/hello.txt`: the bytes of `scenarios/www/hello.txt`;
 //!    `/nope`: 404; `POST`: 501.
 //! 2. [`KEEP_ALIVE`] requests in a row on one connection, every body right.
 //! 3. [`CONCURRENT`] connections at once, each with several requests.
@@ -170,6 +170,25 @@ pub fn run(args: &CheckHttpArgs) -> Result<()> {
         "network.address {}",
         v["network"]["address"]
     );
+    // init's figures: every component of the scenario, the server running
+    // with its quota.
+    let rows = v["components"]["rows"]
+        .as_array()
+        .context("components.rows (init's Status session)")?;
+    let http = rows
+        .iter()
+        .find(|r| r["name"] == "http")
+        .context("no row for the server in components.rows")?;
+    ensure!(
+        http["state"] == "running" && http["ram_quota_bytes"] == 32u64 << 20,
+        "the server's row: {http}"
+    );
+    for name in ["timer", "platform", "net", "power"] {
+        ensure!(
+            rows.iter().any(|r| r["name"] == name),
+            "no row for {name} in components.rows"
+        );
+    }
     let file = exchange(&mut c, &get("/hello.txt"))?;
     ensure!(
         file.status == 200 && file.body == hello,

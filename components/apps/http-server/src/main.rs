@@ -13,7 +13,9 @@
 //!    (slowloris, a missing empty line) 408 — then the connection closes
 //!    and the server goes on.
 //! 3. Pages: `/` the status page (HTML), `/status.json` the same report
-//!    as JSON (`net::report`: only figures the server has — its uptime,
+//!    as JSON (`net::report`: only figures measured or configured — with a
+//!    `Status` route, init's for every component (state, restarts, RAM and
+//!    capability quotas, sampled CPU time); the server's own uptime,
 //!    requests, connections, the lease, the stack's and the device's
 //!    counters); any other path a static file — from the File system
 //!    session when the scenario routes one (a FAT partition), else from
@@ -41,6 +43,7 @@ use net::stack::{Error, Event, Lease, Net, Pinger, TcpConfig, TcpListener, TcpSt
 use rt::interfaces::child;
 use rt::println;
 use rt::session::rom::Rom;
+use rt::session::status::Status as InitStatus;
 use rt::session::{self, Session};
 
 rt::entry!(main);
@@ -52,7 +55,9 @@ const HEAP_SLOT: u32 = NET_FIRST + net::pecan::SLOTS;
 const HEAP_FRAMES: u32 = 3;
 const FS_FIRST: u32 = HEAP_SLOT + HEAP_FRAMES;
 const ROM_SLOT: u32 = FS_FIRST + 4;
-const ROM_FIRST: u32 = ROM_SLOT + 1;
+/// Init's Status session, when the scenario routes one.
+const STATUS_SLOT: u32 = ROM_SLOT + 1;
+const ROM_FIRST: u32 = STATUS_SLOT + 1;
 /// Pages of the `www` module the server maps at most (1 MiB).
 const ROM_PAGES: u32 = 256;
 
@@ -113,6 +118,8 @@ struct Server {
     lease: Option<Lease>,
     mac: String,
     files: Files,
+    /// Init's Status session: the components' figures, if routed.
+    init: Option<Session<InitStatus>>,
     stats: Stats,
 }
 
@@ -131,6 +138,18 @@ fn run(arg: u64) -> Result<(), String> {
     // 8 MiB donation block, aligned to its size. Without a route the
     // block stays carved out of the quota (documented in the scenario).
     let files = static_files();
+    let init = match session::open::<InitStatus>(STATUS_SLOT) {
+        Ok(s) => {
+            println!("http-server: component figures from init's Status session");
+            Some(s)
+        }
+        Err(e) => {
+            println!(
+                "http-server: no Status session ({e}): the page has the server's figures only"
+            );
+            None
+        }
+    };
     rt::heap::grow(HEAP_SLOT, HEAP_FRAMES).map_err(|e| format!("growing the heap: {e}"))?;
     // SAFETY: STREAM_VA's 2 MiB are used by nothing else of this program.
     let driver = unsafe { net::pecan::open(NET_FIRST, STREAM_VA) }?;
@@ -175,6 +194,7 @@ fn run(arg: u64) -> Result<(), String> {
         lease: Some(lease),
         mac: format!("{}", info.mac),
         files,
+        init,
         stats: Stats::default(),
     };
     let mut clients: Vec<Client> = Vec::new();
@@ -523,11 +543,48 @@ impl Server {
             .field("sleeps", waits.sleeps)
             .field("nic_wakeups", waits.nic)
             .field("timer_wakeups", waits.timer);
+        let mut sections = alloc::vec![server, network];
+        if let Some(init) = &self.init {
+            sections.insert(0, components(init));
+        }
         Report {
             title: "Pecan status".into(),
-            sections: alloc::vec![server, network],
+            sections,
         }
     }
+}
+
+/// The components as init's Status session reports them: one row each.
+fn components(init: &Session<InitStatus>) -> Section {
+    let list = match init.components() {
+        Ok(l) => l,
+        Err(e) => return Section::new("components").field("error", format!("{e:?}")),
+    };
+    let mut s = Section::new("components").field("count", list.len() as u64);
+    s.columns = [
+        "name",
+        "state",
+        "restarts",
+        "ram_quota_bytes",
+        "caps_quota",
+        "cpu_ms",
+    ]
+    .map(String::from)
+    .to_vec();
+    s.rows = list
+        .into_iter()
+        .map(|c| {
+            alloc::vec![
+                c.name.into(),
+                c.state.as_str().into(),
+                u64::from(c.restarts).into(),
+                c.ram_quota.into(),
+                c.caps_quota.into(),
+                c.cpu_ms.into(),
+            ]
+        })
+        .collect();
+    s
 }
 
 /// Appends a response head.
