@@ -69,6 +69,7 @@ pub use memops;
 pub mod check;
 pub mod cpu;
 pub mod dataspace;
+pub mod entropy;
 pub mod fs;
 pub mod heap;
 pub mod mmio;

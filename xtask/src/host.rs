@@ -193,6 +193,21 @@ fn lint_commands(bare_metal: &[String]) -> Vec<(&'static str, Vec<String>)> {
                 "warnings",
             ]),
         ),
+        // The network library builds for both; its Pecan driver
+        // (`net::pecan`) only for the bare-metal target.
+        (
+            "clippy-net-bare-metal",
+            words(&[
+                "clippy",
+                "--target",
+                TARGET,
+                "-p",
+                "pecan-net",
+                "--",
+                "-D",
+                "warnings",
+            ]),
+        ),
     ]
 }
 
@@ -317,6 +332,10 @@ error: 1 target failed:
         assert_eq!(
             line("clippy-trace-kernel"),
             "clippy --target x86_64-unknown-none -p pecan-kernel --features trace -- -D warnings"
+        );
+        assert_eq!(
+            line("clippy-net-bare-metal"),
+            "clippy --target x86_64-unknown-none -p pecan-net -- -D warnings"
         );
     }
 

@@ -28,6 +28,7 @@ mod fatcheck;
 mod fixtures;
 mod gendisk;
 mod host;
+mod httpcheck;
 mod kernel;
 mod kmod;
 mod linux;
@@ -91,6 +92,10 @@ enum Command {
     /// Check a card image for what the FAT test wrote (fsck.fat, and every
     /// file through mtools; a scenario test's host check, tests/fat-test.toml).
     CheckFat(fatcheck::CheckFatArgs),
+    /// Check the HTTP server behind a forwarded host port: pages,
+    /// keep-alive, concurrent connections, malformed and slow requests (a
+    /// scenario test's host check, tests/http.toml).
+    CheckHttp(httpcheck::CheckHttpArgs),
     /// Boot a scenario on the kernel built with the `trace` feature and
     /// write its kernel trace as Chrome-trace/Perfetto JSON
     /// (target/trace/SCENARIO.json).
@@ -114,6 +119,7 @@ fn main() -> ExitCode {
         Command::CheckPci { serial, monitor } => pcicheck::run(serial, monitor).map(|()| true),
         Command::CheckBlocks(args) => blockcheck::run(args).map(|()| true),
         Command::CheckFat(args) => fatcheck::run(args).map(|()| true),
+        Command::CheckHttp(args) => httpcheck::run(args).map(|()| true),
         Command::Trace(args) => trace::run(args),
     };
     match result {

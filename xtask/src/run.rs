@@ -199,6 +199,13 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         match connected {
             Ok(q) => {
                 attached.port_lines().iter().for_each(|l| println!("{l}"));
+                for (_, _, host) in attached
+                    .ports
+                    .iter()
+                    .filter(|(_, guest, _)| *guest == HTTP_PORT)
+                {
+                    announce_http(*host, deadline_of(args.timeout, start));
+                }
                 monitor = Some(q);
             }
             Err(e) => {
@@ -237,6 +244,45 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         start.elapsed().as_secs_f64()
     );
     Ok(exit == GuestExit::Success)
+}
+
+/// The guest port whose forward `cargo xtask run` announces as a URL.
+pub const HTTP_PORT: u16 = 80;
+
+/// The end of a run of `--timeout` `timeout` started at `start`, if any.
+fn deadline_of(timeout: Option<u64>, start: Instant) -> Option<Instant> {
+    timeout.map(|secs| start + Duration::from_secs(secs))
+}
+
+/// Prints `http: http://127.0.0.1:PORT/` once an HTTP `GET /` on the
+/// forwarded host port `port` is answered (QEMU accepts the connection
+/// before the guest listens, so only a status line counts), polling
+/// from a thread of its own until then or until `until`.
+fn announce_http(port: u16, until: Option<Instant>) {
+    std::thread::spawn(move || {
+        while until.is_none_or(|u| Instant::now() < u) {
+            if http_answers(port) {
+                println!("http: http://127.0.0.1:{port}/");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    });
+}
+
+/// Whether an HTTP server answers `GET /` on 127.0.0.1:`port`.
+fn http_answers(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    let mut status = [0u8; 9];
+    s.write_all(request).is_ok()
+        && s.read_exact(&mut status).is_ok()
+        && status.starts_with(b"HTTP/1.")
 }
 
 /// How long a guest may take to power off in order once its power
@@ -309,5 +355,43 @@ impl Ending<'_> {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    /// A server on a free port of 127.0.0.1 that answers each connection
+    /// with `answer` (after reading the request) and closes it.
+    fn server(answer: &'static [u8]) -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for mut c in listener.incoming().flatten() {
+                let mut buf = [0u8; 256];
+                let _ = c.read(&mut buf);
+                let _ = c.write_all(answer);
+            }
+        });
+        port
+    }
+
+    #[test]
+    fn http_answers_only_with_a_status_line() {
+        assert!(http_answers(server(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+        )));
+        // QEMU's forward before the guest listens: accepted, then closed.
+        assert!(!http_answers(server(b"")));
+        assert!(!http_answers(server(b"SSH-2.0-x\r\n")));
+        // Nobody there at all.
+        let free = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        assert!(!http_answers(free));
     }
 }

@@ -66,6 +66,10 @@ struct Raw {
     /// boot modules a component reads as ROMs (`Rom` sessions).
     #[serde(default)]
     boot_modules: Vec<Spanned<String>>,
+    /// Directories packed as ROM modules (`newc` cpio archives of their
+    /// regular files).
+    #[serde(default)]
+    archives: Vec<Spanned<RawArchive>>,
     #[serde(default, rename = "component")]
     components: Vec<Spanned<RawComponent>>,
     /// The machine's devices (`crate::devices`).
@@ -74,6 +78,54 @@ struct Raw {
     #[serde(default, rename = "nic")]
     nics: Vec<Spanned<devices::RawNic>>,
     display: Option<Spanned<String>>,
+}
+
+/// One entry of `archives`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawArchive {
+    name: Spanned<String>,
+    dir: Spanned<String>,
+}
+
+/// A directory packed as a ROM module: boot-image entry `name`, a `newc`
+/// cpio archive of the regular files under `dir` (names relative to it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Archive {
+    /// The module's name.
+    pub name: String,
+    /// The directory (absolute: resolved against the scenario's).
+    pub dir: PathBuf,
+}
+
+impl Archive {
+    /// The archive's bytes: the directory's regular files in name order
+    /// (directories as their own entries), owned by root, mtime 0, so the
+    /// same files give the same bytes.
+    pub fn pack(&self) -> Result<Vec<u8>> {
+        fn walk(dir: &Path, prefix: &str, out: &mut crate::cpio::Archive) -> Result<()> {
+            let mut entries: Vec<_> = std::fs::read_dir(dir)
+                .with_context(|| format!("reading {}", display_path(dir)))?
+                .collect::<std::io::Result<_>>()?;
+            entries.sort_by_key(|e| e.file_name());
+            for e in entries {
+                let name = format!("{prefix}{}", e.file_name().to_string_lossy());
+                let kind = e.file_type()?;
+                if kind.is_dir() {
+                    out.dir(&name, 0o755)?;
+                    walk(&e.path(), &format!("{name}/"), out)?;
+                } else if kind.is_file() {
+                    let data = std::fs::read(e.path())
+                        .with_context(|| format!("reading {}", display_path(&e.path())))?;
+                    out.file(&name, 0o644, &data)?;
+                }
+            }
+            Ok(())
+        }
+        let mut archive = crate::cpio::Archive::new();
+        walk(&self.dir, "", &mut archive)?;
+        Ok(archive.finish())
+    }
 }
 
 /// One parsed and checked scenario file.
@@ -96,6 +148,8 @@ pub struct Scenario {
     /// Components packed as boot modules without being started
     /// (`boot_modules`), checked to exist.
     pub boot_modules: Vec<String>,
+    /// Directories packed as ROM modules (`archives`), checked to exist.
+    pub archives: Vec<Archive>,
     /// The machine's disks, NICs and display (`[[disk]]`, `[[nic]]`,
     /// `display`; an update's are not used: the machine is the booted
     /// scenario's).
@@ -209,6 +263,45 @@ fn parse_following(
         }
         boot_modules.push(name.clone());
     }
+    let mut archives: Vec<Archive> = Vec::new();
+    for a in &raw.archives {
+        let a = a.get_ref();
+        let name = a.name.get_ref();
+        let good = !name.is_empty()
+            && name.len() <= 48
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+        if !good {
+            return Err(error(
+                a.name.span(),
+                &format!("archives: name \"{name}\" is not 1..=48 of [A-Za-z0-9._-]"),
+            ));
+        }
+        if archives.iter().any(|x| &x.name == name)
+            || boot_modules.contains(name)
+            || binaries.contains(name)
+        {
+            return Err(error(
+                a.name.span(),
+                &format!("archives: \"{name}\" is already the name of a module or component"),
+            ));
+        }
+        let dir = path
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(a.dir.get_ref());
+        if !dir.is_dir() {
+            return Err(error(
+                a.dir.span(),
+                &format!("archives: {} is not a directory", display_path(&dir)),
+            ));
+        }
+        archives.push(Archive {
+            name: name.clone(),
+            dir,
+        });
+    }
     let devices = devices::check(
         &raw.disks,
         &raw.nics,
@@ -248,6 +341,7 @@ fn parse_following(
         config,
         names_an_update: raw.update.is_some(),
         boot_modules,
+        archives,
         devices,
         update,
         text: text.to_string(),

@@ -204,6 +204,15 @@ pub fn image_entries(
     if let Some(rom) = scenario.update_rom()? {
         entries.push((UPDATE_ENTRY.to_string(), rom));
     }
+    for archive in &scenario.archives {
+        let bytes = archive.pack().with_context(|| {
+            format!(
+                "packing archive {} of scenario {}",
+                archive.name, scenario.name
+            )
+        })?;
+        entries.push((archive.name.clone(), bytes));
+    }
     Ok(entries)
 }
 
@@ -344,6 +353,55 @@ mod tests {
             e,
             "scenarios/x.toml:2:17: boot_modules: no component \"nope\" in components/"
         );
+
+        // Archives: a directory packed as a cpio module, after the rest.
+        let dir = std::env::temp_dir().join(format!("pecan-archive-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("a.txt"), b"alpha").unwrap();
+        std::fs::write(dir.join("sub/b.txt"), b"beta").unwrap();
+        let scenario = dir.join("x.toml");
+        let with_archive = crate::scenario::parse(
+            &scenario,
+            "description = 'x'\narchives = [{ name = 'www', dir = '.' }]\n",
+            &binaries,
+        )
+        .unwrap();
+        let entries = image_entries(&components, &with_archive, "").unwrap();
+        assert_eq!(names(&entries), ["root", "www"]);
+        let cpio = String::from_utf8_lossy(&entries[1].1).into_owned();
+        for part in [
+            "a.txt\0",
+            "alpha",
+            "sub\0",
+            "sub/b.txt\0",
+            "beta",
+            "TRAILER!!!",
+        ] {
+            assert!(cpio.contains(part), "{part:?} not in the archive");
+        }
+        for (text, message) in [
+            (
+                "archives = [{ name = 'hello', dir = '.' }]",
+                "already the name of a module or component",
+            ),
+            (
+                "archives = [{ name = 'a b', dir = '.' }]",
+                "is not 1..=48 of",
+            ),
+            (
+                "archives = [{ name = 'w', dir = 'nothere' }]",
+                "is not a directory",
+            ),
+        ] {
+            let e = crate::scenario::parse(
+                &scenario,
+                &format!("description = 'x'\n{text}\n"),
+                &binaries,
+            )
+            .unwrap_err();
+            assert!(format!("{e:#}").contains(message), "{e:#}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
 
         let text = "description = 'x'\n[[component]]\nname = 'hello'\nram_mib = 1\ncaps = 16\n";
         let with = crate::scenario::parse(path, text, &binaries).unwrap();

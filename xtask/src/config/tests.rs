@@ -275,7 +275,7 @@ fn unknown_keys() {
         2,
         "cpus = 2",
         "scenarios/t.toml:2:1: unknown field `cpus`, expected one of `description`, `cmdline`, \
-         `smp`, `memory_mib`, `parent_provides`, `update`, `boot_modules`, `component`, \
+         `smp`, `memory_mib`, `parent_provides`, `update`, `boot_modules`, `archives`, `component`, \
          `disk`, `nic`, `display`",
     );
     refused(

@@ -1,0 +1,31 @@
+//! Pecan's network stack, a library linked into each network application
+//! (docs/network.md says why a library and not a component):
+//!
+//! - [`stack`]: smoltcp 0.14 — DHCP, ARP, IPv4, ICMP echo, UDP, TCP —
+//!   over a [`stack::Driver`] (a device, a clock, a way to sleep, a seed),
+//!   and the socket API: [`stack::TcpListener`], [`stack::TcpStream`],
+//!   [`stack::UdpSocket`], [`stack::Pinger`];
+//! - [`http`]: the HTTP/1.1 request parser and response heads;
+//!   [`conn`]: one server connection's request side, timeouts included;
+//! - [`report`]: a status report rendered as HTML and JSON;
+//! - [`archive`]: the static files of a ROM module (a `newc` cpio archive);
+//! - `pecan` (on Pecan only): the driver over a Nic session, the Timer
+//!   session and RDRAND.
+//!
+//! Everything but `pecan` is pure logic and tested on the host
+//! (`cargo test -p pecan-net`), the stack over smoltcp's loopback device.
+#![no_std]
+#![forbid(unsafe_op_in_unsafe_fn)]
+#![cfg_attr(not(target_os = "none"), forbid(unsafe_code))]
+
+extern crate alloc;
+
+pub mod archive;
+pub mod conn;
+pub mod http;
+#[cfg(target_os = "none")]
+pub mod pecan;
+pub mod report;
+pub mod stack;
+
+pub use smoltcp;
