@@ -33,7 +33,10 @@
 //! (`nic-switch`, `tests/nic-switch.toml`) and checks that instead
 //! ([`behind_switch`]); with `arg` 2 a client behind the switch that
 //! keeps asking the gateway while the driver is killed and restarted
-//! (`tests/nic-switch-kill.toml`, [`across_restart`]).
+//! (`tests/nic-switch-kill.toml`, [`across_restart`]); with `arg` 3 a
+//! fuzzer behind the switch that sends [`FUZZ_FRAMES`] random and mutated
+//! frames to the other client's MAC — the HTTP server's stack
+//! (`tests/http-fuzz.toml`, [`fuzz`]).
 //!
 //! Prints `test-nic: N checks failed` and exits 0 when N is 0; every
 //! failed check prints `FAILED`.
@@ -216,6 +219,7 @@ fn main(arg: u64) -> i32 {
     let ran = match arg {
         1 => behind_switch(&mut c),
         2 => across_restart(&mut c),
+        3 => fuzz(&mut c),
         _ => run(&mut c),
     };
     match ran {
@@ -739,6 +743,82 @@ fn across_restart(c: &mut Findings) -> Result<(), alloc::string::String> {
     c.expect(
         answered == ROUNDS,
         format_args!("across the driver's restart: {answered} of {ROUNDS} ARP rounds answered ({retries} asked again)"),
+    );
+    Ok(())
+}
+
+/// Frames `arg` 3 sends.
+pub const FUZZ_FRAMES: u32 = 100_000;
+
+/// `arg` 3: [`FUZZ_FRAMES`] frames to the other client behind the switch
+/// (its MAC the other of `02:00:00:00:00:01` and `:02`): a third random
+/// bytes of random length, the rest an ARP request, an ICMP echo request
+/// or a DHCP discover to the server with 1 to 8 random bytes changed and
+/// a random length — every header field of Ethernet, ARP, IPv4, ICMP and
+/// UDP, and by a changed protocol byte TCP, gets nonsense — and every
+/// thousandth an intact ARP request, whose answers show the stack kept
+/// serving. The destination and source stay (the switch refuses a forged
+/// source and delivers by destination). What the server answers is read
+/// and dropped.
+fn fuzz(c: &mut Findings) -> Result<(), alloc::string::String> {
+    use alloc::format;
+    let session = session::open_from_quota::<Nic>(SESSION, DONOR_BLOCK, DONOR_TABLE)
+        .map_err(|e| format!("Nic session: {e}"))?;
+    let mut net = streams(&session, 0)?;
+    let mine = net.mac;
+    let target: Mac = [2, 0, 0, 0, 0, if mine[5] == 1 { 2 } else { 1 }];
+    let server: Ip = [10, 0, 2, 15];
+    // An address of its own: a stack ignores frames from its own.
+    let me: Ip = [10, 0, 2, 99];
+    let templates = [
+        frames::arp_request(mine, me, server),
+        frames::echo_request(mine, me, target, server, 0x6675, 1, &[0x7a; 32]),
+        frames::dhcp_discover(mine, 0x6675_7a7a),
+    ];
+    let mut rng = ucore::packet_stream::traffic::Rng::new(0x6675_7a7a_0000_0001);
+    let mut frame = [0u8; nic::MAX_FRAME as usize];
+    for i in 0..FUZZ_FRAMES {
+        let len = if i % 1000 == 999 {
+            // Now and then an intact ARP request: its answers show the
+            // stack is there, and serving, all along.
+            let t = &templates[0];
+            frame[..t.len()].copy_from_slice(t);
+            t.len()
+        } else if i % 3 == 0 {
+            let len = 14 + rng.below(u64::from(nic::MAX_FRAME) - 13) as usize;
+            for b in frame[..len].iter_mut() {
+                *b = rng.next_u64() as u8;
+            }
+            len
+        } else {
+            let t = &templates[i as usize % templates.len()];
+            frame[..t.len()].copy_from_slice(t);
+            for _ in 0..1 + rng.below(8) {
+                let at = 12 + rng.below(t.len() as u64 - 12) as usize;
+                frame[at] = rng.next_u64() as u8;
+            }
+            14 + rng.below(t.len() as u64 - 13) as usize
+        };
+        frame[..6].copy_from_slice(&target);
+        frame[6..12].copy_from_slice(&mine);
+        net.send(&frame[..len]).map_err(|e| format!("send: {e}"))?;
+        if i % 64 == 63 {
+            net.nic.flush().map_err(|e| format!("flush: {e}"))?;
+            net.take_acks().map_err(|e| format!("acks: {e}"))?;
+            net.drop_frames().map_err(|e| format!("receive: {e}"))?;
+        }
+    }
+    net.drain().map_err(|e| format!("drain: {e}"))?;
+    c.expect(
+        net.sent_ok == FUZZ_FRAMES,
+        format_args!(
+            "fuzz: {} frames sent to {}, {} acknowledged, {} refused, {} answers read",
+            FUZZ_FRAMES,
+            nic::Mac(target),
+            net.sent_ok,
+            net.refused.len(),
+            net.given_back
+        ),
     );
     Ok(())
 }
