@@ -38,8 +38,10 @@ pub mod slot {
     pub const UNTYPED_FIRST: u32 = 64;
 }
 
-/// log2 of the slots of root's capability table.
-pub const ROOT_CSPACE_BITS: u32 = 12;
+/// log2 of the slots of root's capability table: 8,192 slots (1 MiB).
+/// Root copies the boot image into 4 KiB frames for init, one slot each,
+/// so this bounds the boot image (about 28 MiB with the other objects).
+pub const ROOT_CSPACE_BITS: u32 = 13;
 /// Where the kernel image ends at most: its boot self-check `kernel image`
 /// refuses a kernel that ends above (self-check `memory map`; the memory rule, `ucore::plan`,
 /// gives root nothing below this).

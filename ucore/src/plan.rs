@@ -697,6 +697,9 @@ const FIRMWARE_TOP: u64 = 0x28000 + PAGE_SIZE;
 /// The q35 machine's memory below 4 GiB when `-m` is this much or more:
 /// the rest goes above 4 GiB.
 const Q35_SPLIT_FROM: u64 = 0xb000_0000;
+/// Root's capability table, bytes.
+const ROOT_TABLE_BYTES: u64 = 1 << (abi::bootinfo::ROOT_CSPACE_BITS + abi::object::SLOT_BYTES_BITS);
+
 /// Memory below 4 GiB of a q35 machine with more than [`Q35_SPLIT_FROM`].
 const Q35_LOW: u64 = 0x8000_0000;
 /// Where memory above 4 GiB starts.
@@ -704,11 +707,12 @@ const HIGH_START: u64 = 1 << 32;
 
 impl RootMemory {
     /// The kernel's own memory at boot, at most: its frame reserve (1
-    /// MiB), root's image, capability table and address space (twice the
-    /// file's length covers segments, alignment and page tables), per-CPU
-    /// stacks and tables (512 KiB each) and 2 MiB for alignment gaps.
+    /// MiB), root's capability table ([`ROOT_TABLE_BYTES`]), root's image
+    /// and address space (twice the file's length covers segments,
+    /// alignment and page tables), per-CPU stacks and tables (512 KiB
+    /// each) and 2 MiB for alignment gaps.
     pub fn kernel_bound(&self) -> u64 {
-        (3 << 20) + 2 * self.root_len + u64::from(self.smp) * (512 << 10)
+        (5 << 19) + ROOT_TABLE_BYTES + 2 * self.root_len + u64::from(self.smp) * (512 << 10)
     }
 
     /// The direct map's page tables below 4 GiB, at most: 8 KiB per GiB

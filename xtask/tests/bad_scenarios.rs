@@ -201,7 +201,7 @@ const CASES: &[(&str, &str, &str)] = &[
         "2:14",
         "the scenario cannot start on a machine of 128 MiB: root cannot start init: 128 MiB in \
          blocks of 128 MiB or more are needed, 0 bytes are there (first missing: init's memory \
-         for the components); it needs memory_mib = 260 at least; the blocks are echo 128 MiB, \
+         for the components); it needs memory_mib = 261 at least; the blocks are echo 128 MiB, \
          hello 64 MiB, init's own 1 MiB (docs/scenarios.md, \"Memory\")",
     ),
     (

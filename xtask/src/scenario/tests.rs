@@ -186,12 +186,12 @@ fn memory_rule_before_the_build() {
         format!("{:#}", s.check_memory(s.machine).unwrap_err()),
         "scenarios/x.toml:2:14: the scenario cannot start on a machine of 64 MiB: root cannot \
          start init: 32 MiB in blocks of 32 MiB or more are needed, 0 bytes are there (first \
-         missing: init's memory for the components); it needs memory_mib = 68 at least; the \
+         missing: init's memory for the components); it needs memory_mib = 69 at least; the \
          blocks are hello 32 MiB, init's own 1 MiB (docs/scenarios.md, \"Memory\")"
     );
     let more = Machine {
         smp: 1,
-        memory_mib: 68,
+        memory_mib: 69,
     };
     assert!(s.check_memory(more).is_ok());
     let text = text.replace("memory_mib = 64\n", "");
