@@ -147,6 +147,16 @@ syscalls! {
     /// sampled, at the tick's resolution, as Linux's tick-based `utime` —
     /// and result 1 the ticks per second.
     ThreadCpuTime = 38,
+    /// What is in use of the object behind slot arg 0 (any capability to
+    /// it). Untyped memory: result 0 the bytes of it no longer free to
+    /// retype — the watermarks of it and of every untyped split from it,
+    /// less the split-off untypeds' own sizes, so objects, their
+    /// alignment gaps and memory of objects deleted while others remain
+    /// count — and result 1 its size. A capability table: result 0 its
+    /// full slots, result 1 its slots (slot 0, the table's header, is not
+    /// one). Another kind: `WrongObjectType`.
+    /// Linear in the untyped's derivation subtree or the table's slots.
+    Usage = 39,
 }
 
 #[cfg(test)]

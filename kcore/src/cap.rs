@@ -63,7 +63,7 @@ use core::fmt;
 
 use abi::{ObjectType, Rights};
 
-use crate::typed::IoPortsCap;
+use crate::typed::{IoPortsCap, UntypedCap};
 
 /// The walk bound used when a store does not give a tighter
 /// [`SlotStore::capacity_hint`]: more slots than a machine can hold, so it
@@ -685,10 +685,57 @@ fn remove<S: SlotStore + ?Sized>(store: &mut S, id: SlotId) -> Result<Capability
 }
 
 /// Checks every link in the subtree below the full slot `root` without
-/// changing anything, and returns the number of descendants. Pre-order walk
-/// that climbs back up through the (checked) parent links instead of keeping
-/// a stack.
+/// changing anything, and returns the number of descendants.
 fn check_subtree<S: SlotStore + ?Sized>(store: &S, root: SlotId) -> Result<u64, CapError> {
+    walk_subtree(store, root, |_| {})
+}
+
+/// Visits every capability in the subtree below the full slot `root`
+/// (`root` itself not), in pre-order, checking each link as it goes, and
+/// returns how many it visited; changes nothing. An error (a link that
+/// contradicts the invariants) may come after some visits. Linear in the
+/// subtree, bounded like every walk.
+pub fn for_each_descendant<S: SlotStore + ?Sized>(
+    store: &S,
+    root: SlotId,
+    visit: impl FnMut(&Capability),
+) -> Result<u64, CapError> {
+    full(store, root)?;
+    walk_subtree(store, root, visit)
+}
+
+/// What `Usage` reports for the untyped capability in `slot`: the bytes
+/// of it no longer free to retype, and its size. Each untyped's watermark
+/// counts what was made from it (objects, alignment gaps, objects deleted
+/// while others remain); an untyped split from it counts within its
+/// parent's watermark as its whole size, so that size is replaced by what
+/// its own watermarks say. `None`: `slot` holds no (valid) untyped
+/// capability.
+pub fn untyped_in_use<S: SlotStore + ?Sized>(
+    store: &S,
+    slot: SlotId,
+) -> Result<Option<(u64, u64)>, CapError> {
+    let (_, cap) = full(store, slot)?;
+    let Some(root) = UntypedCap::from_cap(&cap) else {
+        return Ok(None);
+    };
+    let mut used = root.watermark;
+    walk_subtree(store, slot, |c| {
+        if let Some(u) = UntypedCap::from_cap(c) {
+            used = used.saturating_add(u.watermark).saturating_sub(u.bytes());
+        }
+    })?;
+    Ok(Some((used, root.bytes())))
+}
+
+/// The pre-order walk of [`check_subtree`] and [`for_each_descendant`]:
+/// it climbs back up through the (checked) parent links instead of keeping
+/// a stack.
+fn walk_subtree<S: SlotStore + ?Sized>(
+    store: &S,
+    root: SlotId,
+    mut visit: impl FnMut(&Capability),
+) -> Result<u64, CapError> {
     // Each descendant is entered once and left once.
     let mut budget = Budget::new(store.capacity_hint().saturating_mul(2).saturating_add(2));
     let mut count = 0u64;
@@ -697,7 +744,7 @@ fn check_subtree<S: SlotStore + ?Sized>(store: &S, root: SlotId) -> Result<u64, 
         budget.take()?;
         let c = linked(store, cur)?;
         if let Some(child) = c.first_child {
-            enter(store, root, child, cur, None)?;
+            visit(&enter(store, root, child, cur, None)?);
             count = count.saturating_add(1);
             cur = child;
             continue;
@@ -711,7 +758,7 @@ fn check_subtree<S: SlotStore + ?Sized>(store: &S, root: SlotId) -> Result<u64, 
             let c = linked(store, cur)?;
             let parent = c.parent.ok_or(CapError::Corrupt)?;
             if let Some(next) = c.next_sibling {
-                enter(store, root, next, parent, Some(cur))?;
+                visit(&enter(store, root, next, parent, Some(cur))?);
                 count = count.saturating_add(1);
                 cur = next;
                 break;
@@ -722,14 +769,15 @@ fn check_subtree<S: SlotStore + ?Sized>(store: &S, root: SlotId) -> Result<u64, 
 }
 
 /// Checks a slot the subtree walk is about to enter: full, back-linked to
-/// where the walk came from, and not the walk's root (which would be a cycle).
+/// where the walk came from, and not the walk's root (which would be a
+/// cycle); returns its capability.
 fn enter<S: SlotStore + ?Sized>(
     store: &S,
     root: SlotId,
     id: SlotId,
     parent: SlotId,
     prev: Option<SlotId>,
-) -> Result<(), CapError> {
+) -> Result<Capability, CapError> {
     if id == root {
         return Err(CapError::Corrupt);
     }
@@ -737,7 +785,7 @@ fn enter<S: SlotStore + ?Sized>(
     if s.parent != Some(parent) || s.prev_sibling != prev {
         return Err(CapError::Corrupt);
     }
-    Ok(())
+    s.cap.ok_or(CapError::Corrupt)
 }
 
 #[cfg(test)]
@@ -899,6 +947,43 @@ mod tests {
             full,
             "cycle: not every slot reachable from a root"
         );
+    }
+
+    /// An untyped of 2^`bits` bytes at `phys` with `watermark` bytes used.
+    fn untyped(phys: u64, bits: u32, watermark: u64) -> Capability {
+        UntypedCap {
+            watermark,
+            ..UntypedCap::new(phys, bits, false)
+        }
+        .to_cap(Rights::ALL)
+    }
+
+    #[test]
+    fn untyped_in_use_follows_the_watermarks_of_the_splits() {
+        let mut s = VecStore::new(8);
+        // 1 MiB; a 256 KiB split after 8 KiB of objects, then a 4 KiB object.
+        insert_root(&mut s, id(0), untyped(0, 20, 512 << 10)).unwrap();
+        assert_eq!(untyped_in_use(&s, id(0)), Ok(Some((512 << 10, 1 << 20))));
+        insert_child(&mut s, id(0), id(1), untyped(256 << 10, 18, 12 << 10)).unwrap();
+        insert_child(&mut s, id(0), id(2), ep(1)).unwrap();
+        // The split counts 12 KiB, not 256: 512 - 256 + 12.
+        assert_eq!(untyped_in_use(&s, id(0)), Ok(Some((268 << 10, 1 << 20))));
+        // A split of the split, empty: 4 KiB of the 12 are its size, none used.
+        insert_child(&mut s, id(1), id(3), untyped(264 << 10, 12, 0)).unwrap();
+        assert_eq!(untyped_in_use(&s, id(0)), Ok(Some((264 << 10, 1 << 20))));
+        // Copies of an object in the subtree change nothing.
+        copy(&mut s, id(2), id(4)).unwrap();
+        assert_eq!(untyped_in_use(&s, id(0)), Ok(Some((264 << 10, 1 << 20))));
+        assert_eq!(untyped_in_use(&s, id(1)), Ok(Some((8 << 10, 256 << 10))));
+        assert_eq!(untyped_in_use(&s, id(2)), Ok(None));
+        assert_eq!(untyped_in_use(&s, id(5)), Err(CapError::Empty(id(5))));
+        assert_eq!(
+            untyped_in_use(&s, id(99)),
+            Err(CapError::NoSuchSlot(id(99)))
+        );
+        let mut seen = Vec::new();
+        assert_eq!(for_each_descendant(&s, id(0), |c| seen.push(c.kind)), Ok(4));
+        assert_eq!(seen.len(), 4);
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! Capability-table calls: `CapCopy`, `CapMint`, `CapDelete`,
 //! `CapRevoke` — the derivation tree (`kcore::cap`) through a thread's
-//! capability space (`object::resolve`).
+//! capability space (`object::resolve`) — and `Usage`, what is in use of
+//! an untyped (its derivation subtree's watermarks) or a table (its full
+//! slots).
 
 use abi::args::{self, Args};
 use abi::{Error, ObjectType, Rights, Sys};
 use kcore::cap::{self, Capability, SlotId};
-use kcore::typed::IoPortsCap;
+use kcore::typed::{CapTableCap, IoPortsCap};
 
 use crate::ipc;
 use crate::object;
@@ -17,8 +19,8 @@ use crate::token::Kernel;
 // System calls: decode and perform; `syscall` dispatches here.
 // ---------------------------------------------------------------------------
 
-/// A checked call of `CapCopy`, `CapMint`, `CapDelete`, `CapRevoke`, ready to
-/// perform.
+/// A checked call of `CapCopy`, `CapMint`, `CapDelete`, `CapRevoke`,
+/// `Usage`, ready to perform.
 #[derive(Debug)]
 pub enum Call {
     Copy {
@@ -35,6 +37,8 @@ pub enum Call {
     },
     Delete(SlotId),
     Revoke(SlotId),
+    /// `Usage` of an untyped or a capability table.
+    Usage(SlotId, Capability),
 }
 
 /// Decodes `CapCopy`, `CapMint`, `CapDelete`, `CapRevoke` (`sys`, with the
@@ -77,6 +81,13 @@ pub fn decode(k: &Kernel, c: &Thread, sys: Sys, regs: [u64; 6]) -> Result<Call, 
         }
         Sys::CapDelete => Call::Delete(full_slot(k, c, args::Slot::from_regs(regs).slot)?.0),
         Sys::CapRevoke => Call::Revoke(full_slot(k, c, args::Slot::from_regs(regs).slot)?.0),
+        Sys::Usage => {
+            let (slot, cap) = full_slot(k, c, args::Slot::from_regs(regs).slot)?;
+            if !matches!(cap.kind, ObjectType::Untyped | ObjectType::CapTable) {
+                return Err(Error::WrongObjectType);
+            }
+            Call::Usage(slot, cap)
+        }
         _ => return Err(Error::UnknownSyscall),
     })
 }
@@ -111,6 +122,16 @@ pub fn perform(k: &mut Kernel, call: Call, caller: ThreadRef) -> Result<Outcome,
         Call::Revoke(slot) => {
             object::revoke(k, slot)?;
             Ok(after_ipc(k, caller))
+        }
+        Call::Usage(slot, cap) => {
+            let (used, size) = match CapTableCap::from_cap(&cap) {
+                Some(table) => (object::full_slots(k, table), table.slots.saturating_sub(1)),
+                None => cap::untyped_in_use(k, slot)?.ok_or(Error::WrongObjectType)?,
+            };
+            let f = k.threads.get_mut(caller).frame();
+            f.rdi = used;
+            f.rsi = size;
+            Ok(Outcome::Resume)
         }
     }
 }

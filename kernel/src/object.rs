@@ -693,6 +693,17 @@ fn slot_in(table_phys: u64, slots: u64, index: u32) -> Result<SlotId, Error> {
     Ok(SlotId(phys_to_virt(table_phys) + index * SLOT_BYTES))
 }
 
+/// How many of the capability table `table`'s slots hold a capability
+/// (`Usage`); slot 0, the header, is not a slot. Linear in its slots.
+pub fn full_slots(k: &Kernel, table: CapTableCap) -> u64 {
+    (1..table.slots)
+        .filter(|&i| {
+            !k.slot(SlotId(phys_to_virt(table.phys) + i * SLOT_BYTES))
+                .is_empty()
+        })
+        .count() as u64
+}
+
 /// The `n`-th slot after `id` in the same table (for Retype's range),
 /// checked against the table's size.
 pub fn resolve_range(

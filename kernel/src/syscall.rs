@@ -180,7 +180,7 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
             Invocation::Null
         }
         ipc_calls!() => Invocation::Ipc(ipc::decode(k, c, sys)?),
-        Sys::CapCopy | Sys::CapMint | Sys::CapDelete | Sys::CapRevoke => {
+        Sys::CapCopy | Sys::CapMint | Sys::CapDelete | Sys::CapRevoke | Sys::Usage => {
             Invocation::Cap(crate::captable::decode(k, c, sys, regs)?)
         }
         Sys::Retype => Invocation::Untyped(crate::untyped::decode(k, c, sys, regs)?),

@@ -751,6 +751,28 @@ pub fn thread_cpu_time(thread: CapSlot) -> Result<CpuTime, Error> {
     })
 }
 
+/// What is in use of an untyped or a capability table (`Usage`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Usage {
+    /// Untyped: bytes no longer free to retype (in it and everything
+    /// split from it); table: full slots.
+    pub used: u64,
+    /// Untyped: its bytes; table: its slots.
+    pub size: u64,
+}
+
+/// `Usage`: what is in use of the untyped memory or capability table in
+/// `slot` (`WrongObjectType` for another kind).
+pub fn usage(slot: CapSlot) -> Result<Usage, Error> {
+    // SAFETY: changes no memory.
+    let (err, r) = unsafe { invoke(Sys::Usage, args::Slot { slot }) };
+    result_from_raw(err)?;
+    Ok(Usage {
+        used: r[0],
+        size: r[1],
+    })
+}
+
 /// An MSI the kernel allocated: what the device must write, and where.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MsiMessage {

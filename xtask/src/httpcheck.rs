@@ -183,6 +183,13 @@ pub fn run(args: &CheckHttpArgs) -> Result<()> {
         http["state"] == "running" && http["ram_quota_bytes"] == 32u64 << 20,
         "the server's row: {http}"
     );
+    // What it uses of its quotas (the kernel's Usage): some, within them.
+    let used = http["ram_used_bytes"].as_u64().unwrap_or(0);
+    let slots = http["caps_used"].as_u64().unwrap_or(0);
+    ensure!(
+        used > 0 && used <= 32 << 20 && slots > 0 && Some(slots) <= http["caps_quota"].as_u64(),
+        "the server's use of its quotas: {http}"
+    );
     for name in ["timer", "platform", "net", "power"] {
         ensure!(
             rows.iter().any(|r| r["name"] == name),

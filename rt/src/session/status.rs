@@ -9,13 +9,18 @@
 //! - its CPU time: the kernel's sampled CPU time of its main thread
 //!   (`ThreadCpuTime`: timer ticks that found it running, 10 ms each),
 //!   summed over its restarts. Threads a component makes itself are not
-//!   counted (init does not hold them).
+//!   counted (init does not hold them);
+//! - what it uses of its quotas while it runs (`Usage`): the bytes of its
+//!   RAM quota no longer free to retype — its objects, their alignment
+//!   gaps, and what it donated to the providers of its sessions — and the
+//!   full slots of its capability table.
 //!
 //! | opcode | label | words | reply |
 //! |--------|-------|-------|-------|
 //! | [`COUNT`] | `COUNT` | — | [`OK`], word 0: the number of components |
 //! | [`COMPONENT`] | `COMPONENT` | word 0: index (from 0, start order) | [`OK`], words: RAM quota (bytes), capability quota, CPU time (ms), restarts + state × 2^32; or [`NOT_FOUND`] past the end |
 //! | [`NAME`] | `NAME` | word 0: index | [`OK`], words: the name (`interfaces::session::pack`); or [`NOT_FOUND`] |
+//! | [`USE`] | `USE` | word 0: index | [`OK`], words: RAM quota in use (bytes), capability slots in use, each [`UNKNOWN_USE`] when it is not running; or [`NOT_FOUND`] |
 //!
 //! A component that is removed by a config update leaves the list; indices
 //! are a snapshot, so a client reads `COUNT` and then each index, and
@@ -40,6 +45,11 @@ pub const COUNT: u64 = 1;
 pub const COMPONENT: u64 = 2;
 /// One component's name.
 pub const NAME: u64 = 3;
+/// What one component uses of its quotas.
+pub const USE: u64 = 4;
+/// A figure of [`USE`]'s reply that is not known (the component is not
+/// running).
+pub const UNKNOWN_USE: u64 = u64::MAX;
 /// The reply: done.
 pub const OK: u64 = 0;
 /// The reply to an unknown opcode.
@@ -104,6 +114,21 @@ pub struct ComponentStatus {
     pub caps_quota: u64,
     /// Sampled CPU time of its main thread over all its runs, ms.
     pub cpu_ms: u64,
+    /// Bytes of its RAM quota in use; `None` when it is not running.
+    pub ram_used: Option<u64>,
+    /// Slots of its capability table in use; `None` when it is not
+    /// running.
+    pub caps_used: Option<u64>,
+}
+
+/// The words of [`USE`]'s reply for `c` (init's side).
+pub fn use_words(c: &ComponentStatus) -> [u64; 4] {
+    [
+        c.ram_used.unwrap_or(UNKNOWN_USE),
+        c.caps_used.unwrap_or(UNKNOWN_USE),
+        0,
+        0,
+    ]
 }
 
 /// The words of [`COMPONENT`]'s reply for `c` (init's side).
@@ -143,6 +168,13 @@ impl Session<Status> {
         }
         let (bytes, len) = unpack(&n);
         let name = String::from_utf8_lossy(&bytes[..len]).into_owned();
+        let (reply, u) = self.call(USE, [index, 0, 0, 0])?;
+        match reply.label() {
+            OK => {}
+            NOT_FOUND => return Ok(None),
+            _ => return Err(Error::InvalidArgument),
+        }
+        let known = |w: u64| (w != UNKNOWN_USE).then_some(w);
         Ok(Some(ComponentStatus {
             name,
             state,
@@ -150,6 +182,8 @@ impl Session<Status> {
             ram_quota: w[0],
             caps_quota: w[1],
             cpu_ms: w[2],
+            ram_used: known(u[0]),
+            caps_used: known(u[1]),
         }))
     }
 

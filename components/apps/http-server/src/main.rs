@@ -566,7 +566,9 @@ fn components(init: &Session<InitStatus>) -> Section {
         "state",
         "restarts",
         "ram_quota_bytes",
+        "ram_used_bytes",
         "caps_quota",
+        "caps_used",
         "cpu_ms",
     ]
     .map(String::from)
@@ -579,7 +581,9 @@ fn components(init: &Session<InitStatus>) -> Section {
                 c.state.as_str().into(),
                 u64::from(c.restarts).into(),
                 c.ram_quota.into(),
+                c.ram_used.into(),
                 c.caps_quota.into(),
+                c.caps_used.into(),
                 c.cpu_ms.into(),
             ]
         })

@@ -1,12 +1,15 @@
 //! Init's Status service (`rt::session::status`; docs/architecture.md,
 //! "Status"): what init knows about each component — its name, state and
-//! restarts, its quotas, and the kernel's sampled CPU time of its main
+//! restarts, its quotas, the kernel's sampled CPU time of its main
 //! thread summed over its runs ([`crate::Kid::cpu_ms_past`] holds the
-//! runs before the current one) — answered at once.
+//! runs before the current one), and what it uses of its quotas (the
+//! kernel's `Usage` of its untyped memory and capability table) —
+//! answered at once.
 
 use alloc::vec::Vec;
 
-use rt::abi::caddr::own;
+use rt::abi::caddr::{in_table, own};
+use rt::interfaces::child;
 use rt::interfaces::session;
 use rt::session::status::{self, ComponentStatus, State};
 use rt::syscall;
@@ -27,7 +30,13 @@ impl<'a> Init<'a> {
                 let figures = self.status_of(kid);
                 reply(status::OK, status::component_words(&figures), None)
             }
-            (status::NAME | status::COMPONENT, None) => reply(status::NOT_FOUND, [0; 4], None),
+            (status::USE, Some(kid)) => {
+                let figures = self.status_of(kid);
+                reply(status::OK, status::use_words(&figures), None)
+            }
+            (status::NAME | status::COMPONENT | status::USE, None) => {
+                reply(status::NOT_FOUND, [0; 4], None)
+            }
             _ => reply(status::UNKNOWN, [label, 0, 0, 0], None),
         }
     }
@@ -42,7 +51,15 @@ impl<'a> Init<'a> {
         } else {
             State::Stopped
         };
+        // Its capabilities exist only while it runs.
+        let caps = kid.caps.filter(|_| state == State::Running);
         ComponentStatus {
+            ram_used: caps
+                .and_then(|c| syscall::usage(in_table(c.cspace, child::UNTYPED)).ok())
+                .map(|u| u.used),
+            caps_used: caps
+                .and_then(|c| syscall::usage(own(c.cspace)).ok())
+                .map(|u| u.used),
             name: alloc::string::String::new(),
             state,
             restarts: kid.restarts,

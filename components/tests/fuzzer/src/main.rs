@@ -257,7 +257,9 @@ fn shape(sys: Sys) -> [Kind; 6] {
         Sys::Send | Sys::NbSend | Sys::Recv | Sys::NbRecv | Sys::Call | Sys::ReplyRecv => ipc,
         Sys::Reply => [Word, Info, Word, Word, Word, Word],
         Sys::Signal | Sys::Wait | Sys::Poll => [ntfn, None, None, None, None, None],
-        Sys::CapDelete | Sys::CapRevoke | Sys::IrqAck => [any, None, None, None, None, None],
+        Sys::CapDelete | Sys::CapRevoke | Sys::IrqAck | Sys::Usage => {
+            [any, None, None, None, None, None]
+        }
         Sys::Unmap => [frame, None, None, None, None, None],
         Sys::ThreadSuspend | Sys::ThreadResume => [thread, None, None, None, None, None],
         Sys::CapCopy => [any, free, None, None, None, None],

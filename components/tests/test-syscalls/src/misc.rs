@@ -1,13 +1,13 @@
 //! `Null`, `Yield`, `DebugWrite`, unknown numbers, `TraceMark` and
 //! `TraceName` (in a kernel without the `trace` feature: checked, then
-//! nothing done), `ThreadCpuTime`, and the error paths of the interrupt and I/O-port calls
+//! nothing done), `ThreadCpuTime`, `Usage`, and the error paths of the interrupt and I/O-port calls
 //! (a child holds no IRQ or port capability, so their success paths belong
 //! to root's tests).
 
 use rt::abi::{Error, ObjectType, Sys, MAIN_STACK_TOP};
 use rt::syscall;
 
-use crate::{code, outcome, sys, sys2, Test, BAD_SLOT, THREAD};
+use crate::{code, outcome, sys, sys2, Test, BAD_SLOT, CSPACE, THREAD};
 
 pub fn run(t: &mut Test) {
     t.ok(Sys::Null, "ok", &sys(Sys::Null, [0; 6]));
@@ -16,7 +16,74 @@ pub fn run(t: &mut Test) {
     unknown(t);
     trace(t);
     cpu_time(t);
+    usage(t);
     irq_and_ports(t);
+}
+
+/// `Usage`: a fresh untyped of 64 KiB uses nothing; a notification
+/// retyped from it, then a split of 16 KiB with an endpoint in it, count
+/// as the watermarks say (the split as what is used of it, not its size);
+/// deleting the split gives its part back. A capability table counts its
+/// full slots, one more for each new capability. Other kinds, empty and
+/// bad slots are refused.
+fn usage(t: &mut Test) {
+    use rt::abi::object::{ENDPOINT_BITS, NOTIFICATION_BITS};
+    // Both results, or `u64::MAX` twice for an error.
+    let use_of = |slot| match sys(Sys::Usage, [slot, 0, 0, 0, 0, 0]) {
+        Ok([used, size, ..]) => (used, size),
+        Err(_) => (u64::MAX, u64::MAX),
+    };
+    let check = |t: &mut Test, case: &str, slot, want: (u64, u64)| {
+        let (used, size) = use_of(slot);
+        t.eq(Sys::Usage, case, used, want.0);
+        t.eq(Sys::Usage, case, size, want.1);
+    };
+    let ut = t.make(ObjectType::Untyped, 16);
+    check(t, "fresh", ut, (0, 64 << 10));
+    t.make_from(ut, ObjectType::Notification, 0);
+    check(t, "object", ut, (1 << NOTIFICATION_BITS, 64 << 10));
+    let split = t.make_from(ut, ObjectType::Untyped, 14);
+    // The split starts at 16 KiB (size-aligned), so the notification's
+    // alignment gap counts too; the empty split counts nothing.
+    check(t, "split", ut, (16 << 10, 64 << 10));
+    t.make_from(split, ObjectType::Endpoint, 0);
+    let ep = 1 << ENDPOINT_BITS;
+    check(t, "in-split", ut, ((16 << 10) + ep, 64 << 10));
+    check(t, "the-split", split, (ep, 16 << 10));
+    t.ok(
+        Sys::CapDelete,
+        "usage-split",
+        &sys(Sys::CapDelete, [split, 0, 0, 0, 0, 0]),
+    );
+    // The endpoint made from the deleted split stays (its capability
+    // moves up to the split's parent), so the whole split range counts.
+    check(t, "after-delete", ut, (32 << 10, 64 << 10));
+    let (full, slots) = use_of(CSPACE);
+    t.holds(
+        Sys::Usage,
+        "table",
+        full > 0 && full < slots,
+        "0 < full < slots",
+        full,
+    );
+    t.make(ObjectType::Notification, 0);
+    check(t, "table-grows", CSPACE, (full + 1, slots));
+    refuses_other_slots(t, Sys::Usage);
+}
+
+/// `call` with its one slot argument naming a notification, an empty
+/// slot, and no slot: each refused with its error.
+fn refuses_other_slots(t: &mut Test, call: Sys) {
+    let ntfn = t.make(ObjectType::Notification, 0);
+    let empty = t.slot();
+    let cases = [
+        ("wrong-type", ntfn, Error::WrongObjectType),
+        ("empty-slot", empty, Error::EmptySlot),
+        ("bad-slot", BAD_SLOT, Error::InvalidSlot),
+    ];
+    for (case, slot, want) in cases {
+        t.err(call, case, &sys(call, [slot, 0, 0, 0, 0, 0]), want);
+    }
 }
 
 /// `ThreadCpuTime`: the caller's own ticks at 100 per second, growing
@@ -47,21 +114,7 @@ fn cpu_time(t: &mut Test) {
         "more ticks after computing",
         later,
     );
-    let ntfn = t.make(ObjectType::Notification, 0);
-    let empty = t.slot();
-    let cases = [
-        ("wrong-type", ntfn, Error::WrongObjectType),
-        ("empty-slot", empty, Error::EmptySlot),
-        ("bad-slot", BAD_SLOT, Error::InvalidSlot),
-    ];
-    for (case, slot, want) in cases {
-        t.err(
-            Sys::ThreadCpuTime,
-            case,
-            &sys(Sys::ThreadCpuTime, [slot, 0, 0, 0, 0, 0]),
-            want,
-        );
-    }
+    refuses_other_slots(t, Sys::ThreadCpuTime);
 }
 
 /// `TraceMark` takes any words; `TraceName` a thread capability with
