@@ -6,7 +6,8 @@
 //!   slots, stack and IPC buffer, priorities, quotas;
 //! - [`init`]: how root starts init and what init hands its children;
 //! - [`session`]: the session protocol between a client, init (which
-//!   routes requests by the scenario's config) and the provider.
+//!   routes requests by the scenario's config) and the provider;
+//! - [`framebuffer`]: the Framebuffer session's protocol.
 //!
 //! The kernel knows none of this: it depends on `abi` only. Like `abi`,
 //! this crate is pure data and constants, built for the host too so that
@@ -15,5 +16,6 @@
 #![forbid(unsafe_code)]
 
 pub mod child;
+pub mod framebuffer;
 pub mod init;
 pub mod session;

@@ -221,6 +221,42 @@ impl Region {
         Some(())
     }
 
+    /// Copies `len` bytes from `src` at `src_offset` to `offset` with a
+    /// plain copy: between memory windows (a client's buffer and a
+    /// device's framebuffer, which is memory, not registers). `None`
+    /// (nothing copied) when either range is outside its window.
+    pub fn copy_region(
+        &self,
+        offset: usize,
+        src: &Region,
+        src_offset: usize,
+        len: usize,
+    ) -> Option<()> {
+        let to = self.span(offset, len)?;
+        let from = src.span(src_offset, len)?;
+        // SAFETY: `span` checked both ranges; both mappings live while
+        // the windows do; two windows never overlap (each has its own
+        // part of `WINDOWS`, or of the caller's region).
+        unsafe { core::ptr::copy_nonoverlapping(from, to, len) };
+        Some(())
+    }
+
+    /// Fills `len` bytes at `offset` with the 32-bit `value` repeated
+    /// (`offset` and `len` multiples of 4): plain stores, for memory
+    /// windows. `None` (nothing written) when outside or unaligned.
+    pub fn fill32(&self, offset: usize, len: usize, value: u32) -> Option<()> {
+        if !offset.is_multiple_of(4) || !len.is_multiple_of(4) {
+            return None;
+        }
+        let to = self.span(offset, len)? as *mut u32;
+        for i in 0..len / 4 {
+            // SAFETY: inside the span checked above, aligned (the window
+            // starts page-aligned and `offset` is a multiple of 4).
+            unsafe { to.add(i).write(value) };
+        }
+        Some(())
+    }
+
     /// Copies `out.len()` bytes from `offset` into `out` (DMA memory only,
     /// as [`Self::copy_from`]; read after the device's used-ring entry was
     /// taken, which has its acquire fence). `None` when outside.

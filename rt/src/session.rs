@@ -41,6 +41,7 @@ pub mod block;
 pub mod counter;
 mod donor;
 pub mod frame;
+pub mod framebuffer;
 pub mod fs;
 pub mod log;
 pub mod nic;

@@ -1,0 +1,119 @@
+//! test-fb: checks the Framebuffer session (`rt::session::framebuffer`,
+//! `tests/framebuffer.toml`) against the display driver. It asks for the
+//! mode (1024×768×32), checks that `REFRESH` before the buffer is answered
+//! `NO_BUFFER` and that a mode out of range is refused, takes its buffer
+//! (two 2 MiB frames: a dataspace larger than one frame), draws four
+//! quadrants — red, green, blue, white, a black 8-pixel cross between
+//! them — and refreshes the screen in two halves, the second with a
+//! rectangle far larger than the screen (clipped). Then it checks that a
+//! mode change is refused once the buffer exists and prints
+//! `test-fb: drawn 1024x768: four quadrants`; the host takes a screenshot
+//! and checks the quadrants' pixels. It stays until the power button
+//! (the screen must stay drawn for the screenshot), after `test-fb: N
+//! checks failed`.
+#![no_std]
+#![no_main]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+use rt::abi::caddr::own;
+use rt::abi::ObjectType;
+use rt::check::Findings;
+use rt::interfaces::child;
+use rt::println;
+use rt::session;
+use rt::session::framebuffer::{FbError, Framebuffer, NO_BUFFER, REFUSED};
+use rt::syscall;
+
+rt::entry!(main);
+
+/// The session, its donor block and table.
+const FB_SLOT: u32 = child::FIRST_FREE;
+/// A notification nobody signals: where it stays.
+const STAY: u32 = FB_SLOT + 3;
+
+/// The quadrants' colours, `0x00RRGGBB`.
+const COLOURS: [u32; 4] = [0xff_00_00, 0x00_ff_00, 0x00_00_ff, 0xff_ff_ff];
+/// Half the width of the black cross between them.
+const GAP: u32 = 4;
+
+fn main(_: u64) -> i32 {
+    let fb = match session::open_from_quota::<Framebuffer>(FB_SLOT, FB_SLOT + 1, FB_SLOT + 2) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("test-fb: FAILED: Framebuffer session: {e}");
+            return 1;
+        }
+    };
+    let mut found = Findings::new();
+    let mode = match fb.mode() {
+        Ok(m) => m,
+        Err(e) => {
+            println!("test-fb: FAILED: MODE: {e}");
+            return 1;
+        }
+    };
+    println!(
+        "test-fb: mode {}x{}, stride {}",
+        mode.width, mode.height, mode.stride
+    );
+    found.expect(
+        (mode.width, mode.height, mode.stride) == (1024, 768, 4096),
+        format_args!("the default mode: 1024x768, 4096 bytes a row"),
+    );
+    found.expect(
+        fb.refresh(0, 0, 1, 1) == Err(FbError::Refused(NO_BUFFER)),
+        format_args!("REFRESH before the buffer: NO_BUFFER"),
+    );
+    found.expect(
+        fb.set_mode(10, 10) == Err(FbError::Refused(REFUSED))
+            && fb.set_mode(4000, 4000) == Err(FbError::Refused(REFUSED)),
+        format_args!("modes out of range or too large for the donation: refused"),
+    );
+    let buffer = match fb.buffer() {
+        Ok(b) => b,
+        Err(e) => {
+            println!("test-fb: FAILED: BUFFER: {e}");
+            return 1;
+        }
+    };
+    found.expect(
+        buffer.len() == 4 << 20,
+        format_args!("the buffer: two 2 MiB frames ({} bytes)", buffer.len()),
+    );
+    let (w, h, stride) = (mode.width, mode.height, mode.stride as usize);
+    for y in 0..h {
+        let row = y as usize * stride;
+        let on_cross_row = y.abs_diff(h / 2) < GAP;
+        let half = w / 2;
+        for (x0, x1) in [(0, half), (half, w)] {
+            let colour = match (on_cross_row, y < h / 2, x0 == 0) {
+                (true, _, _) => 0,
+                (false, top, left) => COLOURS[usize::from(!top) * 2 + usize::from(!left)],
+            };
+            let _ = buffer.fill32(row + x0 as usize * 4, (x1 - x0) as usize * 4, colour);
+        }
+        // The vertical bar of the cross.
+        let _ = buffer.fill32(row + (w / 2 - GAP) as usize * 4, 2 * GAP as usize * 4, 0);
+    }
+    let top = fb.refresh(0, 0, w, h / 2);
+    let bottom = fb.refresh(0, h / 2, u32::MAX, u32::MAX);
+    let off = fb.refresh(w, h, 10, 10);
+    found.expect(
+        top.is_ok() && bottom.is_ok() && off.is_ok(),
+        format_args!("refreshed in two halves, the second clipped; one off the screen answered"),
+    );
+    found.expect(
+        fb.set_mode(800, 600) == Err(FbError::Refused(REFUSED)),
+        format_args!("a mode change once the buffer exists: refused"),
+    );
+    println!("test-fb: drawn {w}x{h}: four quadrants");
+    let failed = found.finish();
+    // Stays, its picture on the screen, until init stops it.
+    let stay = own(STAY);
+    if syscall::retype(own(child::UNTYPED), ObjectType::Notification, 0, stay, 1).is_ok() {
+        loop {
+            let _ = syscall::wait(stay);
+        }
+    }
+    failed
+}

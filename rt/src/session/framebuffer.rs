@@ -1,0 +1,120 @@
+//! The Framebuffer session: a screen's pixels as memory the client draws
+//! into, and a request that puts a rectangle of it on the screen
+//! (Genode's `framebuffer_session`). The provider is a display driver
+//! (`components/drivers/framebuffer`) or, for each of its clients, the GUI
+//! multiplexer.
+//!
+//! | opcode | words | reply |
+//! |--------|-------|-------|
+//! | [`MODE`] | — | [`OK`], words: width, height (pixels), stride (bytes per row), [`FORMAT_XRGB8888`] |
+//! | [`SET_MODE`] | 0: width, 1: height | [`OK`] with the new mode's words; [`REFUSED`] for a mode the provider cannot show or that does not fit the donation ([`Mode::fits`]), or once the buffer exists |
+//! | [`BUFFER`] | — | [`OK`], words: 0: the buffer's 2 MiB frames (in donated slots `0..n`), 1: its bytes (`stride × height`) |
+//! | [`REFRESH`] | 0: x, 1: y, 2: width, 3: height | [`OK`] once the rectangle (clipped to the mode) is on the screen; [`NO_BUFFER`] before [`BUFFER`] |
+//!
+//! **The buffer** is client memory: the provider makes it from the
+//! session's donation ([`Framebuffer::RAM`], 8 MiB: a mode of up to
+//! 8 MiB, 1920×1080 at 32 bits) as 2 MiB frames in the donated slots —
+//! several frames, so a dataspace is no longer limited to one 2 MiB frame
+//! — and the client maps them one after the other (`Session::buffer`). The
+//! provider maps its own copies of them, out of the client's reach. A
+//! pixel is 32 bits, `0x00RRGGBB` (little-endian B, G, R, X in memory);
+//! row `y` starts at byte `y × stride`.
+//!
+//! **Refresh** is synchronous: the reply comes when the pixels are on the
+//! screen (a driver copies the rectangle into the device's framebuffer),
+//! so the client may draw again at once. A rectangle partly off the
+//! screen is clipped; one wholly off it, or empty, is answered [`OK`]
+//! with nothing done — bad input is never an error that costs the
+//! provider anything.
+
+use abi::map::Cache;
+use abi::Error;
+
+use super::{Interface, Session};
+use crate::mmio::Region;
+
+/// The Framebuffer interface.
+pub struct Framebuffer;
+
+impl Interface for Framebuffer {
+    const NAME: &'static str = "Framebuffer";
+    /// The buffer's memory: up to [`MAX_FRAMES`] 2 MiB frames.
+    const RAM: u64 = 8 << 20;
+    /// The buffer's frames.
+    const CAPS: u32 = MAX_FRAMES;
+}
+
+pub use interfaces::framebuffer::*;
+
+/// Why a Framebuffer request failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FbError {
+    /// The call failed (the provider is gone).
+    Ipc(Error),
+    /// The provider answered with this label.
+    Refused(u64),
+    /// The reply made no sense (a mode out of range, frames past the
+    /// donation).
+    Nonsense,
+    /// Mapping the buffer failed.
+    Map(Error),
+}
+
+impl core::fmt::Display for FbError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            FbError::Ipc(e) => write!(f, "the call failed: {e}"),
+            FbError::Refused(REFUSED) => f.write_str("refused"),
+            FbError::Refused(NO_BUFFER) => f.write_str("no buffer yet"),
+            FbError::Refused(l) => write!(f, "refused (label {l:#x})"),
+            FbError::Nonsense => f.write_str("the provider's reply makes no sense"),
+            FbError::Map(e) => write!(f, "mapping the buffer: {e}"),
+        }
+    }
+}
+
+impl Session<Framebuffer> {
+    fn request(&self, label: u64, words: [u64; 4]) -> Result<[u64; 4], FbError> {
+        let (info, words) = self.call(label, words).map_err(FbError::Ipc)?;
+        match info.label() {
+            OK => Ok(words),
+            other => Err(FbError::Refused(other)),
+        }
+    }
+
+    /// The current mode.
+    pub fn mode(&self) -> Result<Mode, FbError> {
+        Mode::from_words(&self.request(MODE, [0; 4])?).ok_or(FbError::Nonsense)
+    }
+
+    /// Asks for `width` × `height`; the mode the provider set.
+    pub fn set_mode(&self, width: u32, height: u32) -> Result<Mode, FbError> {
+        let w = self.request(SET_MODE, [width.into(), height.into(), 0, 0])?;
+        Mode::from_words(&w).ok_or(FbError::Nonsense)
+    }
+
+    /// The buffer, mapped write-back into a fresh window of the
+    /// component's address space (`rt::mmio::Region`: bounds-checked,
+    /// `copy_from` for rows).
+    pub fn buffer(&self) -> Result<Region, FbError> {
+        let w = self.request(BUFFER, [0; 4])?;
+        let frames = u32::try_from(w[0])
+            .ok()
+            .filter(|&n| (1..=MAX_FRAMES).contains(&n) && w[1] <= u64::from(n) * FRAME_BYTES)
+            .ok_or(FbError::Nonsense)?;
+        let slots = (0..frames).filter_map(|i| self.donated_slot(i));
+        Region::map_new(
+            slots,
+            frames as usize,
+            FRAME_BYTES as usize,
+            Cache::WriteBack,
+        )
+        .map_err(FbError::Map)
+    }
+
+    /// Puts the rectangle `x, y, w, h` of the buffer on the screen.
+    pub fn refresh(&self, x: u32, y: u32, w: u32, h: u32) -> Result<(), FbError> {
+        self.request(REFRESH, [x.into(), y.into(), w.into(), h.into()])
+            .map(drop)
+    }
+}
