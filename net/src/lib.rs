@@ -7,6 +7,8 @@
 //!   [`stack::UdpSocket`], [`stack::Pinger`];
 //! - [`http`]: the HTTP/1.1 request parser and response heads;
 //!   [`conn`]: one server connection's request side, timeouts included;
+//! - [`pattern`]: the generated body of `GET /pattern/BYTES` (transfer
+//!   tests and benchmarks);
 //! - [`report`]: a status report rendered as HTML and JSON;
 //! - [`archive`]: the static files of a ROM module (a `newc` cpio archive);
 //! - `pecan` (on Pecan only): the driver over a Nic session, the Timer
@@ -23,6 +25,7 @@ extern crate alloc;
 pub mod archive;
 pub mod conn;
 pub mod http;
+pub mod pattern;
 #[cfg(target_os = "none")]
 pub mod pecan;
 pub mod report;

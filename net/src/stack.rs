@@ -766,6 +766,25 @@ impl<D: Driver> TcpStream<D> {
         t.send_slice(buf).map_err(|_| Error::NotConnected)
     }
 
+    /// Lets `f` write into the free part of the send buffer without a
+    /// copy: `f` gets a contiguous stretch of it (empty when the buffer
+    /// is full) and returns how many bytes it wrote from its start, which
+    /// are queued. Returns that count. Like [`TcpStream::write_some`], it
+    /// neither waits nor polls; the buffer is a ring, so a second call
+    /// may find the stretch after the wrap.
+    pub fn write_with(&mut self, f: impl FnOnce(&mut [u8]) -> usize) -> Result<usize, Error> {
+        let mut s = self.net.stack();
+        let t = s.tcp(self.handle);
+        if !t.may_send() {
+            return Err(Error::NotConnected);
+        }
+        t.send(|buf| {
+            let n = f(buf).min(buf.len());
+            (n, n)
+        })
+        .map_err(|_| Error::NotConnected)
+    }
+
     /// Waits until everything written was acknowledged (blocking, at
     /// most the write timeout).
     pub fn flush(&mut self) -> Result<(), Error> {

@@ -1,7 +1,8 @@
 //! The stack and its socket API over smoltcp's loopback device, with a
 //! clock that moves only when the stack sleeps (so no test depends on
 //! real time): TCP connect, accept, both directions, end of stream; UDP
-//! to itself; an echo request answered; timeouts that expire.
+//! to itself; an echo request answered; timeouts that expire; a
+//! generated body (`net::pattern`) streamed with `write_with`.
 
 use net::smoltcp::phy::{Loopback, Medium};
 use net::smoltcp::time::{Duration, Instant};
@@ -50,19 +51,24 @@ fn net() -> Net<Fake> {
 
 const HOME: IpAddress = IpAddress::Ipv4(Ipv4Address::new(127, 0, 0, 1));
 
+/// A connection to `port` at home, blocking up to 5 s.
+fn connect(net: &Net<Fake>, port: u16) -> TcpStream<Fake> {
+    TcpStream::connect(
+        net,
+        IpEndpoint::new(HOME, port),
+        TcpConfig::DEFAULT,
+        Some(Duration::from_secs(5)),
+    )
+    .unwrap()
+}
+
 #[test]
 fn tcp_both_ways_and_end_of_stream() {
     let net = net();
     let mut listener = TcpListener::bind(&net, 80, 2, TcpConfig::DEFAULT).unwrap();
     listener.set_nonblocking(true);
     assert!(matches!(listener.accept(), Err(Error::WouldBlock)));
-    let mut client = TcpStream::connect(
-        &net,
-        IpEndpoint::new(HOME, 80),
-        TcpConfig::DEFAULT,
-        Some(Duration::from_secs(5)),
-    )
-    .unwrap();
+    let mut client = connect(&net, 80);
     let (mut server, peer) = listener.accept().unwrap();
     assert_eq!(peer.addr, HOME);
     assert!(peer.port >= net::stack::EPHEMERAL_FIRST);
@@ -106,16 +112,46 @@ fn tcp_both_ways_and_end_of_stream() {
 }
 
 #[test]
+fn pattern_streamed_in_place() {
+    // The HTTP server's way of sending `/pattern/N`: generated straight
+    // into the send buffer, whatever stretch of it is free.
+    let net = net();
+    let mut listener = TcpListener::bind(&net, 81, 1, TcpConfig::DEFAULT).unwrap();
+    let mut client = connect(&net, 81);
+    let (mut server, _) = listener.accept().unwrap();
+    server.set_nonblocking(true);
+    client.set_nonblocking(true);
+    let total = 300_001u64;
+    let (mut made, mut got) = (0u64, Vec::new());
+    while (got.len() as u64) < total {
+        if made < total {
+            let n = server
+                .write_with(|buf| {
+                    let n = buf.len().min((total - made) as usize);
+                    net::pattern::fill(made, &mut buf[..n]);
+                    n
+                })
+                .unwrap();
+            made += n as u64;
+        }
+        net.poll();
+        let mut buf = [0u8; 8192];
+        match client.read(&mut buf) {
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(Error::WouldBlock) => net.wait(None),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let mut want = vec![0u8; total as usize];
+    net::pattern::fill(0, &mut want);
+    assert!(got == want);
+}
+
+#[test]
 fn timeouts_expire() {
     let net = net();
     let _listener = TcpListener::bind(&net, 81, 1, TcpConfig::DEFAULT).unwrap();
-    let mut client = TcpStream::connect(
-        &net,
-        IpEndpoint::new(HOME, 81),
-        TcpConfig::DEFAULT,
-        Some(Duration::from_secs(5)),
-    )
-    .unwrap();
+    let mut client = connect(&net, 81);
     client.set_read_timeout(Some(Duration::from_millis(300)));
     let start = net.now();
     assert_eq!(client.read(&mut [0u8; 4]), Err(Error::TimedOut));

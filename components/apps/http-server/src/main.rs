@@ -21,6 +21,20 @@
 //!    session when the scenario routes one (a FAT partition), else from
 //!    the ROM module `www` (a cpio archive xtask packs from the scenario's
 //!    `archives`), else 404.
+//! 4. `/pattern/BYTES`: a generated body of BYTES bytes (decimal, at
+//!    most 64 MiB; `net::pattern` defines the bytes — 16-byte records,
+//!    each its own offset in hex and a line feed — and the path's
+//!    rules): for transfer tests (`tests/http-kill.toml`, 20 MiB across
+//!    a driver kill) and throughput benchmarks. It is streamed: made
+//!    piece by piece straight into the socket's send buffer
+//!    (`TcpStream::write_with`) as room frees up, never held whole;
+//!    `HEAD` answers the head with the same `Content-Length`. A number
+//!    that is not plain decimal (a leading zero, a sign, another
+//!    character) is 404, one over 64 MiB 400. Pipelined requests behind
+//!    it wait until its last byte is queued. Bodies of 1 MiB or more are
+//!    logged when they start and when their last byte is queued
+//!    (`http-server: /pattern/N: sending N bytes`, `... N bytes queued in
+//!    M ms`).
 //!
 //! The component's argument is the head timeout in ms (0: 5000).
 #![no_std]
@@ -90,9 +104,23 @@ struct Client {
     /// Response bytes not yet in the socket, from `sent` on.
     out: Vec<u8>,
     sent: usize,
-    /// Close once `out` is sent.
+    /// A generated body being streamed after `out`.
+    body: Option<Pattern>,
+    /// Close once `out` (and `body`) is sent.
     close: bool,
 }
+
+/// A `/pattern/N` body being streamed: bytes `next..len` are still to go.
+struct Pattern {
+    next: u64,
+    len: u64,
+    /// When it started (ms), and whether it is logged (large ones are).
+    since: u64,
+    logged: bool,
+}
+
+/// Pattern bodies from this size on are logged.
+const LOG_PATTERN: u64 = 1024 * 1024;
 
 /// Where static files come from.
 enum Files {
@@ -211,6 +239,7 @@ fn run(arg: u64) -> Result<(), String> {
                         conn: Conn::new(ms, timeouts),
                         out: Vec::new(),
                         sent: 0,
+                        body: None,
                         close: false,
                     };
                     if clients.len() >= MAX_CLIENTS {
@@ -239,7 +268,7 @@ fn run(arg: u64) -> Result<(), String> {
         }
         let deadline = clients
             .iter()
-            .filter(|c| c.out.is_empty())
+            .filter(|c| c.out.is_empty() && c.body.is_none())
             .map(|c| c.conn.deadline())
             .min()
             .map(|d| Instant::from_millis(d as i64));
@@ -330,68 +359,130 @@ impl Server {
     /// Serves client `c` at `now` (ms) with `open` connections: whether
     /// to keep it.
     fn service(&mut self, c: &mut Client, now: u64, open: usize) -> bool {
-        // What is waiting goes out first.
-        match self.flush(c) {
-            Err(()) => return false,
-            Ok(false) => return true,
-            Ok(true) => {}
-        }
-        if c.close {
-            // Dropping the stream closes it (FIN after the data).
-            return false;
-        }
-        let mut eof = false;
-        while c.conn.wants_input() {
-            let conn = &mut c.conn;
-            match c.stream.read_with(|data| {
-                let n = conn.feed(data, now);
-                (n, n)
-            }) {
-                Ok(Some(0)) | Err(Error::WouldBlock) => break,
-                Ok(Some(_)) => {}
-                Ok(None) => {
-                    eof = true;
-                    break;
-                }
-                Err(_) => return false,
-            }
-        }
+        // Each round answers requests up to the first one with a
+        // generated body; another round starts once that body is queued.
         loop {
-            match c.conn.next_request() {
-                Next::More => break,
-                Next::Request(r) => {
-                    let keep = r.keep_alive;
-                    self.respond(&r, &mut c.out, open);
-                    c.conn.done(now);
-                    if !keep {
-                        c.close = true;
+            // What is waiting goes out first.
+            match self.flush(c) {
+                Err(()) => return false,
+                Ok(false) => return true,
+                Ok(true) => {}
+            }
+            // Then the body being generated; the request it answers is
+            // done (its time and the next request's start) once it is all
+            // queued.
+            if c.body.is_some() {
+                match self.stream_body(c, now) {
+                    Err(()) => return false,
+                    Ok(false) => return true,
+                    Ok(true) => c.conn.done(now),
+                }
+            }
+            if c.close {
+                // Dropping the stream closes it (FIN after the data).
+                return false;
+            }
+            let mut eof = false;
+            while c.conn.wants_input() {
+                let conn = &mut c.conn;
+                match c.stream.read_with(|data| {
+                    let n = conn.feed(data, now);
+                    (n, n)
+                }) {
+                    Ok(Some(0)) | Err(Error::WouldBlock) => break,
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        eof = true;
+                        break;
+                    }
+                    Err(_) => return false,
+                }
+            }
+            loop {
+                match c.conn.next_request() {
+                    Next::More => break,
+                    Next::Request(r) => {
+                        let keep = r.keep_alive;
+                        c.body = self.respond(&r, &mut c.out, open, now);
+                        if !keep {
+                            c.close = true;
+                        }
+                        if c.body.is_some() {
+                            // `done` once the body is queued: the requests
+                            // behind it wait until then.
+                            break;
+                        }
+                        c.conn.done(now);
+                        if !keep {
+                            break;
+                        }
+                    }
+                    Next::Refuse(status, e) => {
+                        println!("http-server: {} {}: {e}", status.code(), status.reason());
+                        self.error(c, status);
                         break;
                     }
                 }
-                Next::Refuse(status, e) => {
-                    println!("http-server: {} {}: {e}", status.code(), status.reason());
-                    self.error(c, status);
-                    break;
+            }
+            if c.body.is_some() {
+                // The next round sends its head and streams it.
+                continue;
+            }
+            if c.out.is_empty() && !c.close {
+                match c.conn.expired(now) {
+                    Some(Expiry::Head) => {
+                        self.stats.timeouts += 1;
+                        println!("http-server: 408: no whole request head in time");
+                        self.error(c, Status::RequestTimeout);
+                    }
+                    Some(Expiry::Idle) => return false,
+                    None if eof => return false,
+                    None => {}
                 }
             }
+            // Start sending now; the rest at the next turn.
+            return match self.flush(c) {
+                Err(()) => false,
+                Ok(done) => !(done && c.close),
+            };
         }
-        if c.out.is_empty() && !c.close {
-            match c.conn.expired(now) {
-                Some(Expiry::Head) => {
-                    self.stats.timeouts += 1;
-                    println!("http-server: 408: no whole request head in time");
-                    self.error(c, Status::RequestTimeout);
-                }
-                Some(Expiry::Idle) => return false,
-                None if eof => return false,
-                None => {}
+    }
+
+    /// Generates as much of `c.body` as the send buffer takes: whether
+    /// all of it is queued now (then `c.body` is `None`); `Err` if the
+    /// connection is gone.
+    fn stream_body(&mut self, c: &mut Client, now: u64) -> Result<bool, ()> {
+        let Some(b) = c.body.as_mut() else {
+            return Ok(true);
+        };
+        // The send buffer is a ring: its free part may be two stretches.
+        while b.next < b.len {
+            let next = b.next;
+            let left = b.len - next;
+            let n = c
+                .stream
+                .write_with(|buf| {
+                    let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+                    net::pattern::fill(next, &mut buf[..n]);
+                    n
+                })
+                .map_err(|_| ())?;
+            if n == 0 {
+                return Ok(false);
             }
+            b.next += n as u64;
+            self.stats.bytes_out += n as u64;
         }
-        // Start sending now; the rest at the next turn.
-        match self.flush(c) {
-            Err(()) => false,
-            Ok(done) => !(done && c.close),
+        if b.logged {
+            println!(
+                "http-server: /pattern/{}: {} bytes queued in {} ms",
+                b.len,
+                b.len,
+                now.saturating_sub(b.since)
+            );
         }
+        c.body = None;
+        Ok(true)
     }
 
     /// Puts as much of `c.out` into the socket as fits: whether all of
@@ -433,8 +524,20 @@ impl Server {
         self.stats.by_class[class] += 1;
     }
 
-    /// Queues the response to `r` into `out`.
-    fn respond(&mut self, r: &Request<'_>, out: &mut Vec<u8>, open: usize) {
+    /// Queues the response to `r` into `out`; a generated body to stream
+    /// after it is returned instead of queued.
+    fn respond(
+        &mut self,
+        r: &Request<'_>,
+        out: &mut Vec<u8>,
+        open: usize,
+        now: u64,
+    ) -> Option<Pattern> {
+        if matches!(r.method, Method::Get | Method::Head) {
+            if let Some(asked) = net::pattern::parse(r.path()) {
+                return self.pattern(r, asked, out, now);
+            }
+        }
         let (status, ctype, body): (Status, &str, Vec<u8>) = match r.method {
             Method::Other => {
                 let s = Status::NotImplemented;
@@ -475,6 +578,64 @@ impl Server {
         if r.method != Method::Head {
             out.extend_from_slice(&body);
         }
+        None
+    }
+
+    /// The response to a `/pattern/...` request: its head in `out`, the
+    /// body to stream (none for `HEAD`, an empty one or a refusal).
+    fn pattern(
+        &mut self,
+        r: &Request<'_>,
+        asked: Result<u64, net::pattern::Refused>,
+        out: &mut Vec<u8>,
+        now: u64,
+    ) -> Option<Pattern> {
+        let refused = match asked {
+            Ok(len) => {
+                self.count(Status::Ok);
+                head(
+                    out,
+                    Status::Ok,
+                    "text/plain; charset=utf-8",
+                    len as usize,
+                    r.keep_alive,
+                );
+                if r.method == Method::Head || len == 0 {
+                    return None;
+                }
+                let logged = len >= LOG_PATTERN;
+                if logged {
+                    println!("http-server: /pattern/{len}: sending {len} bytes");
+                }
+                return Some(Pattern {
+                    next: 0,
+                    len,
+                    since: now,
+                    logged,
+                });
+            }
+            Err(net::pattern::Refused::NotANumber) => Status::NotFound,
+            Err(net::pattern::Refused::TooLarge) => Status::BadRequest,
+        };
+        let path = r.path();
+        println!(
+            "http-server: {} {}",
+            refused.code(),
+            &path[..path.len().min(80)]
+        );
+        let body = format!("{} {}\n", refused.code(), refused.reason());
+        self.count(refused);
+        head(
+            out,
+            refused,
+            "text/plain; charset=utf-8",
+            body.len(),
+            r.keep_alive,
+        );
+        if r.method != Method::Head {
+            out.extend_from_slice(body.as_bytes());
+        }
+        None
     }
 
     /// The static file at `path`.

@@ -493,6 +493,13 @@ impl Switch {
     /// lost; the clients' frames still waiting go out of the new one.
     fn reconnect(&mut self) {
         println!("nic-switch: the uplink's driver stopped; reconnecting");
+        // The frames the driver took and never acknowledged: lost, unless
+        // the device sent them before the driver stopped (nobody can
+        // tell). What is lost the clients' protocols send again.
+        println!(
+            "nic-switch: {} frames sent up were not acknowledged",
+            self.up.tx.in_flight()
+        );
         match self.up.reconnect() {
             Ok(()) => {
                 println!(

@@ -11,7 +11,22 @@
 //! refused = ["a", "nobody"]     # then each must be refused (not killable, no such component, ...)
 //! wait_priority = 50            # optional: drop to this priority first (own = ["thread"])
 //! delay_ms = 300                # optional: sleep this long first (a Timer session)
+//! wait_cmos = [0x7f, 0x5a]      # optional: first wait until CMOS byte 0x7f reads 0x5a
 //! ```
+//!
+//! `wait_cmos = [INDEX, VALUE]` is a trigger the host pulls: the killer
+//! polls byte INDEX (0x0e..=0x7f, the MC146818's battery-backed RAM) of
+//! the PC's CMOS every 10 ms (a Timer session) and kills once it reads
+//! VALUE — which a test's `[[monitor]]` step writes with QEMU's monitor
+//! command `o /b 0x71 VALUE` when the host has seen what it waits for
+//! (`tests/http-kill.toml`: part of a transfer arrived). The killer
+//! writes the index port before every read and nothing else uses the
+//! CMOS in such a scenario, so the index stays INDEX and the monitor
+//! writes only the data port. Its scenario gives it the two ports
+//! (`io_ports = [{ base = 0x70, count = 2 }]`). A byte that already
+//! reads VALUE at the start is an error (the trigger would be no
+//! trigger). It logs `killer: waiting for CMOS byte 0x7f to read 0x5a`
+//! and, when it does, `killer: CMOS byte 0x7f reads 0x5a after N polls`.
 //!
 //! It kills at once when it first runs: started after the components
 //! under load, it runs when they have used up a timeslice. With
@@ -26,24 +41,33 @@
 
 extern crate alloc;
 
+use rt::abi::caddr::own;
 use rt::interfaces::child;
 use rt::println;
+use rt::session::timer::Timer;
 use rt::session::{self, reconfig::Reconfig, rom::Rom};
 use ucore::config::{parse_tree, Table};
 
 rt::entry!(main);
 
-/// Where the session capabilities go.
-const RECONFIG_SLOT: u32 = child::FIRST_FREE;
-const ROM_SLOT: u32 = child::FIRST_FREE + 1;
+/// The I/O port capability, when its scenario gives it ports.
+const PORTS: u32 = child::io_ports_slot(0);
+/// Where the session capabilities go (after the port capability).
+const RECONFIG_SLOT: u32 = PORTS + 1;
+const ROM_SLOT: u32 = RECONFIG_SLOT + 1;
 /// The config ROM's frames: slots from here to [`END_FRAME`].
-const FIRST_FRAME: u32 = child::FIRST_FREE + 2;
+const FIRST_FRAME: u32 = ROM_SLOT + 1;
 const END_FRAME: u32 = FIRST_FRAME + 4;
 /// The Timer session and its notification (for `delay_ms`).
 const TIMER_SLOT: u32 = END_FRAME;
 const TIMER_NOTIFY: u32 = END_FRAME + 1;
 /// Where the config ROM is mapped (far from the image, heap and stack).
 const CONFIG_VA: u64 = 0x30_0000_0000;
+/// The CMOS's index and data ports.
+const CMOS_INDEX: u16 = 0x70;
+const CMOS_DATA: u16 = 0x71;
+/// How often `wait_cmos` looks (µs).
+const CMOS_POLL_US: u64 = 10_000;
 
 fn main(_: u64) -> i32 {
     let reconfig = match session::open::<Reconfig>(RECONFIG_SLOT) {
@@ -84,15 +108,42 @@ fn main(_: u64) -> i32 {
             return 1;
         }
     }
-    if let Some(ms) = config.get("delay_ms").and_then(|v| v.as_integer()) {
-        let slept = rt::session::timer::Timer::open(TIMER_SLOT, TIMER_NOTIFY)
-            .map_err(|e| alloc::format!("{e:?}"))
-            .and_then(|t| {
-                t.sleep(u64::try_from(ms).unwrap_or(0) * 1000)
-                    .map_err(|e| alloc::format!("{e:?}"))
-            });
-        if let Err(e) = slept {
-            println!("killer: delay_ms {ms}: {e}");
+    let delay = config.get("delay_ms").and_then(|v| v.as_integer());
+    let cmos = config.get("wait_cmos").and_then(|v| v.as_array());
+    let timer = if delay.is_some() || cmos.is_some() {
+        match Timer::open(TIMER_SLOT, TIMER_NOTIFY) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                println!("killer: Timer session: {e:?}");
+                return 1;
+            }
+        }
+    } else {
+        None
+    };
+    if let (Some(ms), Some(t)) = (delay, &timer) {
+        if let Err(e) = t.sleep(u64::try_from(ms).unwrap_or(0) * 1000) {
+            println!("killer: delay_ms {ms}: {e:?}");
+            return 1;
+        }
+    }
+    if let (Some(a), Some(t)) = (cmos, &timer) {
+        let pair = match (
+            a.get(0).and_then(|v| v.as_integer()),
+            a.get(1).and_then(|v| v.as_integer()),
+        ) {
+            (Some(i), Some(v)) if a.len() == 2 => u8::try_from(i)
+                .ok()
+                .filter(|i| (0x0e..=0x7f).contains(i))
+                .zip(u8::try_from(v).ok()),
+            _ => None,
+        };
+        let Some((index, value)) = pair else {
+            println!("killer: wait_cmos is [INDEX, VALUE], INDEX 0x0e..=0x7f, VALUE a byte");
+            return 1;
+        };
+        if let Err(e) = wait_cmos(t, index, value) {
+            println!("killer: wait_cmos: {e}");
             return 1;
         }
     }
@@ -116,6 +167,40 @@ fn main(_: u64) -> i32 {
         }
     }
     (!ok) as i32
+}
+
+/// Polls CMOS byte `index` every [`CMOS_POLL_US`] until it reads `value`.
+fn wait_cmos(timer: &Timer, index: u8, value: u8) -> Result<(), alloc::string::String> {
+    let read = || -> Result<u8, rt::abi::Error> {
+        // SAFETY: the capability holds the CMOS's two ports only; writing
+        // the index port selects the byte the data port reads and changes
+        // nothing the chip keeps (bit 7, the NMI mask on many chipsets,
+        // stays clear: `index` is at most 0x7f).
+        unsafe { rt::syscall::io_port_write(own(PORTS), CMOS_INDEX, 1, u32::from(index))? };
+        rt::syscall::io_port_read(own(PORTS), CMOS_DATA, 1).map(|v| v as u8)
+    };
+    let first = read().map_err(|e| {
+        alloc::format!(
+            "reading the CMOS: {e}; is `io_ports = [{{ base = 0x70, count = 2 }}]` in its config?"
+        )
+    })?;
+    if first == value {
+        return Err(alloc::format!(
+            "CMOS byte {index:#04x} already reads {value:#04x}: no trigger"
+        ));
+    }
+    println!("killer: waiting for CMOS byte {index:#04x} to read {value:#04x}");
+    let mut polls = 1u64;
+    loop {
+        timer
+            .sleep(CMOS_POLL_US)
+            .map_err(|e| alloc::format!("sleeping: {e:?}"))?;
+        polls += 1;
+        if read().map_err(|e| alloc::format!("reading the CMOS: {e}"))? == value {
+            println!("killer: CMOS byte {index:#04x} reads {value:#04x} after {polls} polls");
+            return Ok(());
+        }
+    }
 }
 
 /// The strings of the array `key` of `config` (none without one).
