@@ -40,6 +40,7 @@ mod qemu;
 mod qmp;
 mod run;
 mod scenario;
+mod screenshot;
 mod setup;
 mod system;
 mod testcmd;
@@ -96,6 +97,9 @@ enum Command {
     /// keep-alive, concurrent connections, malformed and slow requests (a
     /// scenario test's host check, tests/http.toml).
     CheckHttp(httpcheck::CheckHttpArgs),
+    /// Boot a scenario headless and write a PNG of its screen once a
+    /// serial line matches (target/screenshots/SCENARIO.png).
+    Screenshot(screenshot::ScreenshotArgs),
     /// Boot a scenario on the kernel built with the `trace` feature and
     /// write its kernel trace as Chrome-trace/Perfetto JSON
     /// (target/trace/SCENARIO.json).
@@ -112,6 +116,7 @@ fn main() -> ExitCode {
                 true
             }),
         Command::Run(args) => run::run(args),
+        Command::Screenshot(args) => screenshot::screenshot(args),
         Command::Test(args) => testcmd::run(args),
         Command::Bench(args) => bench::run(args),
         Command::BenchLinux(args) => linux::bench_linux_command(args),

@@ -89,56 +89,13 @@ pub fn prepare(
 
 /// Runs `cargo xtask run`; `Ok(true)` means exit status 0.
 pub fn run(args: &RunArgs) -> Result<bool> {
-    let root = workspace_root();
-    let (scenario, hardware, system) = prepare(&args.scenario, args.smp, args.memory)?;
-    let boot_image = system::scenario_image(
-        &system,
-        &scenario,
-        &scenario.cmdline,
-        &scenario.name,
-        Some(hardware),
-    )?;
-    let elf = system.kernel.clone();
-    let choice = accel::choose(
-        args.accel,
-        args.icount,
-        &elf,
-        Some(&system.boot_image),
-        &root,
-    )?;
-
-    // The devices: fresh disk copies in the run's work directory (kept
-    // after the run, to be looked at), ports read back from QEMU.
-    let work_dir = root.join("target").join("run-work").join(&scenario.name);
-    let mut attached = crate::devices::Attached::default();
-    if !scenario.devices.is_empty() {
-        let _ = std::fs::remove_dir_all(&work_dir);
-        attached = scenario.devices.prepare(&work_dir)?;
-        // Where each disk's fresh copy is: left there after the run, for
-        // a person (or a check) to look at.
-        for (name, path) in &attached.disks {
-            match attached.disks.len() {
-                1 => println!("disk image: {}", path.display()),
-                _ => println!("disk image: {} ({name})", path.display()),
-            }
-        }
-    }
-    // Always: the ports of forwarded devices are read from it, and
-    // Ctrl-C presses the guest's power button through it.
-    let qmp = Some(crate::qmp::socket_path());
-    let machine = qemu::Machine {
-        kernel: elf.clone(),
-        initrd: Some(boot_image),
-        cmdline: scenario.cmdline.clone(),
-        memory_mib: hardware.memory_mib,
-        smp: hardware.smp,
-        accel: choice.accel,
-        headless: args.headless || std::env::var_os("DISPLAY").is_none_or(|d| d.is_empty()),
-        icount: args.icount,
-        gdb: args.gdb,
-        devices: attached.qemu_args(),
-        qmp: qmp.clone(),
-    };
+    let Booting {
+        scenario,
+        machine,
+        mut attached,
+        elf,
+    } = booting(args)?;
+    let qmp = machine.qmp.clone();
     println!(
         "==> booting scenario {}: {}",
         args.scenario, scenario.description
@@ -246,6 +203,81 @@ pub fn run(args: &RunArgs) -> Result<bool> {
     Ok(exit == GuestExit::Success)
 }
 
+/// A scenario built and ready to boot: what `cargo xtask run` and
+/// `cargo xtask screenshot` start.
+pub struct Booting {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// The QEMU machine, its QMP socket set.
+    pub machine: qemu::Machine,
+    /// The scenario's devices (ports are learnt once QEMU runs).
+    pub attached: crate::devices::Attached,
+    /// The kernel.
+    pub elf: std::path::PathBuf,
+}
+
+/// Builds the system and the boot image of `args.scenario`, prepares its
+/// devices (fresh disk copies in `target/run-work/SCENARIO/`, printed as
+/// `disk image: PATH`) and describes the QEMU machine.
+pub fn booting(args: &RunArgs) -> Result<Booting> {
+    let root = workspace_root();
+    let (scenario, hardware, system) = prepare(&args.scenario, args.smp, args.memory)?;
+    let boot_image = system::scenario_image(
+        &system,
+        &scenario,
+        &scenario.cmdline,
+        &scenario.name,
+        Some(hardware),
+    )?;
+    let elf = system.kernel.clone();
+    let choice = accel::choose(
+        args.accel,
+        args.icount,
+        &elf,
+        Some(&system.boot_image),
+        &root,
+    )?;
+
+    // The devices: fresh disk copies in the run's work directory (kept
+    // after the run, to be looked at), ports read back from QEMU.
+    let work_dir = root.join("target").join("run-work").join(&scenario.name);
+    let mut attached = crate::devices::Attached::default();
+    if !scenario.devices.is_empty() {
+        let _ = std::fs::remove_dir_all(&work_dir);
+        attached = scenario.devices.prepare(&work_dir)?;
+        // Where each disk's fresh copy is: left there after the run, for
+        // a person (or a check) to look at.
+        for (name, path) in &attached.disks {
+            match attached.disks.len() {
+                1 => println!("disk image: {}", path.display()),
+                _ => println!("disk image: {} ({name})", path.display()),
+            }
+        }
+    }
+    // Always: the ports of forwarded devices are read from it, and
+    // Ctrl-C presses the guest's power button through it.
+    let qmp = Some(crate::qmp::socket_path());
+    let machine = qemu::Machine {
+        kernel: elf.clone(),
+        initrd: Some(boot_image),
+        cmdline: scenario.cmdline.clone(),
+        memory_mib: hardware.memory_mib,
+        smp: hardware.smp,
+        accel: choice.accel,
+        headless: args.headless || std::env::var_os("DISPLAY").is_none_or(|d| d.is_empty()),
+        icount: args.icount,
+        gdb: args.gdb,
+        devices: attached.qemu_args(),
+        qmp: qmp.clone(),
+    };
+    Ok(Booting {
+        scenario,
+        machine,
+        attached,
+        elf,
+    })
+}
+
 /// The guest port whose forward `cargo xtask run` announces as a URL.
 pub const HTTP_PORT: u16 = 80;
 
@@ -291,7 +323,7 @@ pub const POWER_OFF_GRACE: Duration = Duration::from_secs(30);
 
 /// Whether `scenario` starts the ACPI power-button component, which
 /// turns QEMU's `system_powerdown` into an orderly power-off.
-fn has_power_button(scenario: &Scenario) -> bool {
+pub fn has_power_button(scenario: &Scenario) -> bool {
     scenario
         .config
         .as_ref()
