@@ -7,7 +7,8 @@
 //! - [`init`]: how root starts init and what init hands its children;
 //! - [`session`]: the session protocol between a client, init (which
 //!   routes requests by the scenario's config) and the provider;
-//! - [`framebuffer`]: the Framebuffer session's protocol.
+//! - [`framebuffer`]: the Framebuffer session's protocol;
+//! - [`input`]: the Input session's protocol and events.
 //!
 //! The kernel knows none of this: it depends on `abi` only. Like `abi`,
 //! this crate is pure data and constants, built for the host too so that
@@ -18,4 +19,5 @@
 pub mod child;
 pub mod framebuffer;
 pub mod init;
+pub mod input;
 pub mod session;

@@ -43,6 +43,7 @@ mod donor;
 pub mod frame;
 pub mod framebuffer;
 pub mod fs;
+pub mod input;
 pub mod log;
 pub mod nic;
 pub mod platform;

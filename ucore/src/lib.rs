@@ -32,6 +32,8 @@
 //! - [`shell`]: the shell component's command language — words,
 //!   quotes, `>`/`>>` redirection, commands and their operands checked
 //!   before any file is touched.
+//! - [`ps2`]: the PS/2 keyboard's scan codes, a US keymap and the
+//!   mouse's packets, as input events.
 //! - [`signal`]: signal contexts on a notification word — which bit has
 //!   which handler, and dispatching a word (`rt::signal` adds the
 //!   capabilities).
@@ -59,6 +61,7 @@ pub mod load;
 pub mod netcheck;
 pub mod packet_stream;
 pub mod plan;
+pub mod ps2;
 pub mod rtc;
 pub mod shell;
 pub mod signal;

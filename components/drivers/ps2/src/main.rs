@@ -1,0 +1,346 @@
+//! ps2: the PS/2 keyboard and mouse driver — the i8042 controller every
+//! PC (and QEMU's q35) has — serving one Input session
+//! (`rt::session::input`; the GUI multiplexer is meant to be its client).
+//!
+//! A legacy device like the PIT: its scenario names the controller's
+//! ports and the two interrupts, `io_ports = [{ base = 0x60, count = 1 },
+//! { base = 0x64, count = 1 }]` (data; status and command) and `irqs =
+//! [1, 12]` (keyboard, mouse), which init hands over at
+//! `child::io_ports_slot(0..2)` and `child::irq_slot(2, 0..2)`, with a
+//! notification bound to its thread. It binds the interrupts to two badged
+//! copies of that notification, so one `Recv` returns session requests
+//! and interrupts alike.
+//!
+//! Set-up (bounded polling; the controller answers at once): both ports
+//! off, the output buffer drained, the configuration byte with both
+//! interrupts on and the scan-code translation on (set 1), both ports on,
+//! the mouse set to its defaults with data reporting on, the keyboard
+//! scanning. On each interrupt it reads every byte waiting (the status
+//! register says whether a byte is the mouse's), decodes it
+//! (`ucore::ps2`: scan codes, a US keymap, 3-byte mouse packets) and
+//! queues the events for the session, signalling its notification. The
+//! queue is bounded ([`QUEUE`] events): when the client does not fetch,
+//! the oldest go, counted in the session's close line.
+//!
+//! Prints `ps2: i8042 keyboard and mouse (ports 0x60 and 0x64, ISA IRQs 1
+//! and 12)` when it serves.
+#![no_std]
+#![no_main]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+extern crate alloc;
+
+use alloc::collections::VecDeque;
+use core::cell::RefCell;
+
+use rt::abi::caddr::own;
+use rt::abi::{CapSlot, MsgInfo, ObjectType, Rights, LABEL_NOTIFICATION};
+use rt::interfaces::child;
+use rt::println;
+use rt::server::answer;
+use rt::session::input::{self, Event, Input, EVENTS_PER_CALL};
+use rt::session::{Donated, Label, Provider, REFUSED_FULL};
+use rt::syscall::{self, Words};
+use rt::transfer;
+use ucore::ps2::{KeyboardInput, Mouse};
+
+rt::entry!(main);
+
+const DATA: CapSlot = own(child::io_ports_slot(0));
+const CONTROL: CapSlot = own(child::io_ports_slot(1));
+const KBD_IRQ: CapSlot = own(child::irq_slot(2, 0));
+const MOUSE_IRQ: CapSlot = own(child::irq_slot(2, 1));
+const NOTIFICATION: CapSlot = own(child::NOTIFICATION);
+/// The badged copies the interrupts signal.
+const KBD_SIGNAL: u32 = child::irq_slot(2, 2);
+const MOUSE_SIGNAL: u32 = KBD_SIGNAL + 1;
+/// The session's notification and the client's read-only copy.
+const SESSION_NOTIFY: u32 = MOUSE_SIGNAL + 1;
+const CLIENT_NOTIFY: u32 = SESSION_NOTIFY + 1;
+/// The provider's two slots for its one session.
+const SESSION_SLOT: u32 = CLIENT_NOTIFY + 1;
+
+const KBD_BIT: u64 = 1 << 0;
+const MOUSE_BIT: u64 = 1 << 1;
+
+const DATA_PORT: u16 = 0x60;
+const STATUS_PORT: u16 = 0x64;
+/// Status: a byte waits at the data port.
+const OUTPUT_FULL: u32 = 1 << 0;
+/// Status: the controller has not taken the last byte written.
+const INPUT_FULL: u32 = 1 << 1;
+/// Status: the waiting byte is the mouse's.
+const AUX_DATA: u32 = 1 << 5;
+
+/// Events kept for a client that does not fetch them.
+const QUEUE: usize = 256;
+/// Polls of the status register before a step of the set-up gives up.
+const POLLS: u32 = 100_000;
+
+/// Why the set-up failed.
+type SetupError = &'static str;
+
+fn status() -> u32 {
+    syscall::io_port_read(CONTROL, STATUS_PORT, 1).unwrap_or(0)
+}
+
+fn read_data() -> u8 {
+    syscall::io_port_read(DATA, DATA_PORT, 1).unwrap_or(0) as u8
+}
+
+/// Waits until the controller takes a byte.
+fn wait_input_empty() -> Result<(), SetupError> {
+    (0..POLLS)
+        .find(|_| status() & INPUT_FULL == 0)
+        .map(drop)
+        .ok_or("the controller takes no bytes")
+}
+
+/// Waits for a byte and reads it.
+fn wait_read() -> Result<u8, SetupError> {
+    (0..POLLS)
+        .find(|_| status() & OUTPUT_FULL != 0)
+        .map(|_| read_data())
+        .ok_or("the controller sends no byte")
+}
+
+fn command(byte: u8) -> Result<(), SetupError> {
+    wait_input_empty()?;
+    // SAFETY: the command port of the i8042, this driver's alone: a
+    // controller command changes the controller, nothing else.
+    unsafe { syscall::io_port_write(CONTROL, STATUS_PORT, 1, byte.into()) }
+        .map_err(|_| "the command port refused the write")
+}
+
+fn write_data(byte: u8) -> Result<(), SetupError> {
+    wait_input_empty()?;
+    // SAFETY: the data port of the i8042, this driver's alone.
+    unsafe { syscall::io_port_write(DATA, DATA_PORT, 1, byte.into()) }
+        .map_err(|_| "the data port refused the write")
+}
+
+/// Sends `byte` to a device (the mouse through `0xD4`) and waits for its
+/// acknowledgement (`0xFA`), skipping other bytes a few times.
+fn device_command(mouse: bool, byte: u8) -> Result<(), SetupError> {
+    if mouse {
+        command(0xd4)?;
+    }
+    write_data(byte)?;
+    for _ in 0..8 {
+        if wait_read()? == 0xfa {
+            return Ok(());
+        }
+    }
+    Err("a device did not acknowledge")
+}
+
+/// Sets the controller and both devices up (module doc).
+fn setup() -> Result<(), SetupError> {
+    command(0xad)?; // first port off
+    command(0xa7)?; // second port off
+    for _ in 0..64 {
+        if status() & OUTPUT_FULL == 0 {
+            break;
+        }
+        read_data();
+    }
+    command(0x20)?;
+    let config = wait_read()?;
+    // Both interrupts on, translation on, both clocks on.
+    let config = (config | 0x43) & !0x30;
+    command(0x60)?;
+    write_data(config)?;
+    command(0xae)?; // first port on
+    command(0xa8)?; // second port on
+    device_command(true, 0xf6)?; // mouse: defaults
+    device_command(true, 0xf4)?; // mouse: data reporting on
+    device_command(false, 0xf4)?; // keyboard: scanning on
+    Ok(())
+}
+
+/// The driver's state.
+struct Driver {
+    keyboard: KeyboardInput,
+    mouse: Mouse,
+    queue: VecDeque<Event>,
+    /// Events dropped because the queue was full, this session.
+    dropped: u64,
+    /// A session is open and has its notification.
+    notify: bool,
+    open: bool,
+}
+
+impl Driver {
+    fn push(&mut self, e: Event) {
+        if !self.open {
+            return;
+        }
+        if self.queue.len() == QUEUE {
+            self.queue.pop_front();
+            self.dropped += 1;
+        }
+        self.queue.push_back(e);
+    }
+
+    /// An interrupt (bits of the notification word): reads every byte
+    /// waiting, queues the events, acknowledges the lines.
+    fn interrupt(&mut self, bits: u64) {
+        let before = self.queue.len() + self.dropped as usize;
+        for _ in 0..POLLS {
+            let s = status();
+            if s & OUTPUT_FULL == 0 {
+                break;
+            }
+            let byte = read_data();
+            if s & AUX_DATA != 0 {
+                for e in self.mouse.feed(byte) {
+                    self.push(e);
+                }
+            } else if let Some(e) = self.keyboard.feed(byte) {
+                self.push(e);
+            }
+        }
+        for (bit, irq) in [(KBD_BIT, KBD_IRQ), (MOUSE_BIT, MOUSE_IRQ)] {
+            if bits & bit != 0 {
+                let _ = syscall::irq_ack(irq);
+            }
+        }
+        if self.notify && self.queue.len() + self.dropped as usize != before {
+            let _ = syscall::signal(own(SESSION_NOTIFY));
+        }
+    }
+
+    /// The session's notification, made on first use; its read-only copy
+    /// to send.
+    fn notifier(&mut self) -> Option<CapSlot> {
+        if !self.notify {
+            syscall::retype(
+                own(child::UNTYPED),
+                ObjectType::Notification,
+                0,
+                own(SESSION_NOTIFY),
+                1,
+            )
+            .ok()?;
+            if syscall::cap_mint(own(SESSION_NOTIFY), own(CLIENT_NOTIFY), Rights::READ, 0).is_err()
+            {
+                // SAFETY: the notification just made; nothing is mapped.
+                let _ = unsafe { syscall::cap_delete(own(SESSION_NOTIFY)) };
+                return None;
+            }
+            self.notify = true;
+        }
+        Some(own(CLIENT_NOTIFY))
+    }
+
+    /// The session closed: its queue and notification go (revoking the
+    /// notification takes the client's copy too).
+    fn close(&mut self) {
+        println!(
+            "ps2: session closed: {} events dropped (queue full)",
+            self.dropped
+        );
+        self.open = false;
+        self.queue.clear();
+        self.dropped = 0;
+        if core::mem::take(&mut self.notify) {
+            // SAFETY: notification capabilities; nothing is mapped.
+            unsafe {
+                let _ = syscall::cap_revoke(own(SESSION_NOTIFY));
+                let _ = syscall::cap_delete(own(CLIENT_NOTIFY));
+                let _ = syscall::cap_delete(own(SESSION_NOTIFY));
+            }
+        }
+    }
+}
+
+/// The one session: dropping it closes it at the driver.
+struct Open<'a> {
+    driver: &'a RefCell<Driver>,
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.driver.borrow_mut().close();
+    }
+}
+
+fn main(_: u64) -> i32 {
+    let bound = [
+        (KBD_SIGNAL, KBD_BIT, KBD_IRQ),
+        (MOUSE_SIGNAL, MOUSE_BIT, MOUSE_IRQ),
+    ]
+    .into_iter()
+    .try_for_each(|(slot, bit, irq)| {
+        syscall::cap_mint(NOTIFICATION, own(slot), Rights::WRITE, bit)?;
+        syscall::irq_bind(irq, own(slot))
+    });
+    if let Err(e) = bound {
+        println!("ps2: cannot bind ISA IRQs 1 and 12: {e}; is `irqs = [1, 12]` in its config?");
+        return 1;
+    }
+    if syscall::io_port_read(CONTROL, STATUS_PORT, 1).is_err() {
+        println!("ps2: no i8042 ports; is `io_ports = [{{ base = 0x60, count = 1 }}, {{ base = 0x64, count = 1 }}]` in its config?");
+        return 1;
+    }
+    if let Err(e) = setup() {
+        println!("ps2: setting the i8042 up: {e}");
+        return 1;
+    }
+    println!("ps2: i8042 keyboard and mouse (ports 0x60 and 0x64, ISA IRQs 1 and 12)");
+    let driver = RefCell::new(Driver {
+        keyboard: KeyboardInput::default(),
+        mouse: Mouse::default(),
+        queue: VecDeque::new(),
+        dropped: 0,
+        notify: false,
+        open: false,
+    });
+    let mut provider: Provider<Input, Open<'_>> = Provider::new(SESSION_SLOT, SESSION_SLOT + 2);
+    let mut new = |label: &Label, _no_quota: Option<Donated>| {
+        let mut d = driver.borrow_mut();
+        if d.open {
+            return Err(REFUSED_FULL);
+        }
+        d.open = true;
+        println!("ps2: session for {}", label.as_str());
+        Ok(Open { driver: &driver })
+    };
+    let mut dispatch = |_: &Label, _: &mut Open<'_>, op, _: Words| request(&driver, op);
+    let mut reply = None;
+    loop {
+        let received = provider.next(reply.take());
+        if let Ok((bits, info, _)) = received {
+            if info.label() == LABEL_NOTIFICATION {
+                driver.borrow_mut().interrupt(bits);
+                continue;
+            }
+        }
+        reply = provider.handle(received, &mut new, &mut dispatch);
+    }
+}
+
+/// A request on the session.
+fn request(driver: &RefCell<Driver>, op: u64) -> (MsgInfo, Words) {
+    let mut d = driver.borrow_mut();
+    match op {
+        input::NOTIFIER => match d.notifier() {
+            Some(cap) => {
+                transfer::set_send_cap(cap);
+                (MsgInfo::new(input::OK, 0, 1).unwrap_or_default(), [0; 4])
+            }
+            None => answer(input::NO_RESOURCES, [0; 4]),
+        },
+        input::EVENTS => {
+            let mut words = [0u64; EVENTS_PER_CALL];
+            for w in &mut words {
+                match d.queue.pop_front() {
+                    Some(e) => *w = e.word(),
+                    None => break,
+                }
+            }
+            answer(input::OK, words)
+        }
+        _ => answer(input::UNKNOWN, [op, 0, 0, 0]),
+    }
+}
