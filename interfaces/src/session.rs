@@ -66,7 +66,32 @@
 /// Client → parent: open a session; words: the session type ([`pack`]).
 pub const OPEN: u64 = 0x5e55_0001;
 /// Parent → provider: open a session for a client; words: its label.
+/// Bits [`INTERFACE_SHIFT`].. of the message label name which of the
+/// provider's interfaces (its index in the provider's `provides` list, 0
+/// for the first): a component may provide several (the GUI multiplexer
+/// provides `Framebuffer` and `Input`), and the label alone does not say
+/// which the client asked for. [`open_session_label`] makes it,
+/// [`split_open_label`] takes it apart.
 pub const OPEN_SESSION: u64 = 0x5e55_0002;
+/// Where the interface's index starts in `OPEN_SESSION`'s label.
+pub const INTERFACE_SHIFT: u32 = 32;
+/// The most interfaces one provider may provide.
+pub const MAX_INTERFACES: u32 = 8;
+
+/// `OPEN_SESSION`'s message label for the provider's interface `index`.
+pub const fn open_session_label(index: u32) -> u64 {
+    OPEN_SESSION | (index as u64) << INTERFACE_SHIFT
+}
+
+/// A parent's message label as (the operation, the interface index):
+/// `OPEN_SESSION` with its index; anything else as it is, index 0.
+pub const fn split_open_label(label: u64) -> (u64, u32) {
+    if label & 0xffff_ffff == OPEN_SESSION {
+        (OPEN_SESSION, (label >> INTERFACE_SHIFT) as u32)
+    } else {
+        (label, 0)
+    }
+}
 /// Client → parent: close a session; word 0: its id (from [`OPEN`]'s reply).
 pub const CLOSE: u64 = 0x5e55_0003;
 /// Parent → provider: close a session; word 0: its badge.
@@ -108,9 +133,6 @@ pub const fn donation_ram_bits(ram: u64) -> u32 {
         bits
     }
 }
-/// Reserved for the label's service field (see the module doc).
-pub const SERVICE_SHIFT: u32 = 32;
-
 /// The badge bit of a session init serves itself (`Rom`,
 /// `rt::session::rom`): init mints its own endpoint with the client's
 /// badge and this bit, so its requests arrive where faults and `OPEN`s do
@@ -200,6 +222,20 @@ pub fn packed_is(words: &[u64; 4], name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn open_labels_name_the_interface() {
+        assert_eq!(open_session_label(0), OPEN_SESSION);
+        assert_eq!(split_open_label(OPEN_SESSION), (OPEN_SESSION, 0));
+        assert_eq!(split_open_label(open_session_label(1)), (OPEN_SESSION, 1));
+        assert_eq!(split_open_label(CLOSE_SESSION), (CLOSE_SESSION, 0));
+        // Another operation with high bits stays what it is.
+        assert_eq!(
+            split_open_label(CLOSE_SESSION | 1 << 40),
+            (CLOSE_SESSION | 1 << 40, 0)
+        );
+        assert!(open_session_label(MAX_INTERFACES) <= abi::msg::MAX_LABEL);
+    }
 
     #[test]
     fn pack_round_trips_and_cuts() {

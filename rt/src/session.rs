@@ -76,6 +76,34 @@ const fn donates<I: Interface>() -> bool {
     I::RAM > 0 || I::CAPS > 0
 }
 
+/// The interfaces one provider serves, in its scenario entry's
+/// `provides` order: one [`Interface`], or a tuple of two for a
+/// component that provides both (the GUI multiplexer: `Framebuffer` and
+/// `Input`). The parent names the interface of each session it opens
+/// (`interfaces::session::OPEN_SESSION`); the provider reads it from the
+/// session's [`Label::interface`].
+pub trait Interfaces {
+    /// Interface `index`'s donation (`Interface::RAM`, `Interface::CAPS`),
+    /// `None` past the last.
+    fn quota(index: u32) -> Option<(u64, u32)>;
+}
+
+impl<I: Interface> Interfaces for I {
+    fn quota(index: u32) -> Option<(u64, u32)> {
+        (index == 0).then_some((I::RAM, I::CAPS))
+    }
+}
+
+impl<A: Interface, B: Interface> Interfaces for (A, B) {
+    fn quota(index: u32) -> Option<(u64, u32)> {
+        match index {
+            0 => Some((A::RAM, A::CAPS)),
+            1 => Some((B::RAM, B::CAPS)),
+            _ => None,
+        }
+    }
+}
+
 /// An open session of interface `I`: an endpoint capability, badged by
 /// the provider for this session, and what the client donated for it.
 pub struct Session<I: Interface> {
@@ -340,9 +368,16 @@ fn open_at<I: Interface>(
 pub struct Label {
     bytes: [u8; NAME_BYTES],
     len: usize,
+    interface: u32,
 }
 
 impl Label {
+    /// Which of the provider's interfaces the session is of (its index in
+    /// the provider's `provides` list; always 0 for a provider of one).
+    pub fn interface(&self) -> u32 {
+        self.interface
+    }
+
     /// The label as text (`?` if the parent sent bytes that are not UTF-8).
     pub fn as_str(&self) -> &str {
         core::str::from_utf8(&self.bytes[..self.len]).unwrap_or("?")

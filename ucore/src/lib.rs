@@ -32,6 +32,7 @@
 //! - [`shell`]: the shell component's command language — words,
 //!   quotes, `>`/`>>` redirection, commands and their operands checked
 //!   before any file is touched.
+//! - [`gui`]: the GUI multiplexer's views, stacking, pointer and focus.
 //! - [`ps2`]: the PS/2 keyboard's scan codes, a US keymap and the
 //!   mouse's packets, as input events.
 //! - [`signal`]: signal contexts on a notification word — which bit has
@@ -56,6 +57,7 @@ extern crate std;
 pub mod blockcheck;
 pub mod config;
 pub mod fattest;
+pub mod gui;
 pub mod init;
 pub mod load;
 pub mod netcheck;

@@ -118,3 +118,92 @@ impl Session<Framebuffer> {
             .map(drop)
     }
 }
+
+/// A client's buffer as its provider holds it: the 2 MiB frames made
+/// from the session's donation into the donated slots `0..n` (the
+/// client's, which it maps itself), the provider's own copies of them in
+/// its slots `first_copy..first_copy + n` (out of the client's reach),
+/// and the provider's mapping of those. Dropping it unmaps and deletes
+/// the copies; the frames go when the client revokes its donation.
+pub struct ServedBuffer {
+    region: Region,
+    first_copy: u32,
+    frames: u32,
+}
+
+impl ServedBuffer {
+    /// Makes the buffer for `mode` from `donated` and maps the provider's
+    /// copies (own slots from `first_copy`, [`MAX_FRAMES`] of them free).
+    /// The error says which step failed.
+    pub fn make(
+        donated: &super::Donated,
+        mode: Mode,
+        first_copy: u32,
+    ) -> Result<ServedBuffer, &'static str> {
+        use abi::{ObjectType, Rights};
+        let frames = mode.frames() as u32;
+        if !mode.fits() || frames == 0 {
+            return Err("the mode does not fit the donation");
+        }
+        crate::syscall::retype(
+            donated.untyped(),
+            ObjectType::Frame2M,
+            0,
+            donated.slot(0),
+            frames.into(),
+        )
+        .map_err(|_| "the donation holds no such frames")?;
+        let copies = |n: u32| (0..n).map(move |i| abi::caddr::own(first_copy + i));
+        for (i, copy) in copies(frames).enumerate() {
+            let rw = Rights::READ.union(Rights::WRITE);
+            if crate::syscall::cap_mint(donated.slot(i as u32), copy, rw, 0).is_err() {
+                delete_copies(copies(i as u32));
+                return Err("copying a frame failed");
+            }
+        }
+        match Region::map_new(
+            copies(frames),
+            frames as usize,
+            FRAME_BYTES as usize,
+            Cache::WriteBack,
+        ) {
+            Ok(region) => Ok(ServedBuffer {
+                region,
+                first_copy,
+                frames,
+            }),
+            Err(_) => {
+                delete_copies(copies(frames));
+                Err("mapping the buffer failed")
+            }
+        }
+    }
+
+    /// The provider's window over the buffer.
+    pub fn region(&self) -> &Region {
+        &self.region
+    }
+
+    /// Its frames.
+    pub fn frames(&self) -> u32 {
+        self.frames
+    }
+}
+
+impl Drop for ServedBuffer {
+    fn drop(&mut self) {
+        let first = self.first_copy;
+        delete_copies((0..self.frames).map(|i| abi::caddr::own(first + i)));
+    }
+}
+
+/// Deletes the provider's copies of a buffer's frames (deleting a frame
+/// capability unmaps its mapping).
+fn delete_copies(copies: impl Iterator<Item = abi::CapSlot>) {
+    for copy in copies {
+        // SAFETY: the provider's own copies of a client's frames; the
+        // window over them is gone or never existed, so nothing of the
+        // provider reaches their mappings any more.
+        let _ = unsafe { crate::syscall::cap_delete(copy) };
+    }
+}

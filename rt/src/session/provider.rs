@@ -10,7 +10,7 @@ use abi::{CapSlot, Error, MsgInfo, ObjectType, Rights};
 use interfaces::child;
 use interfaces::session::{self as proto, unpack};
 
-use super::{donates, Interface, Label};
+use super::{Interfaces, Label};
 use crate::signal::Signals;
 use crate::syscall::{self, Words};
 use crate::transfer;
@@ -81,7 +81,7 @@ struct Open<S> {
 /// 1` its copy of the client's donation. A closed session's badge and
 /// slots are used again. At most `(end_slot - first_slot) / 2` sessions
 /// are open at once.
-pub struct Provider<I: Interface, S> {
+pub struct Provider<I: Interfaces, S> {
     ep: CapSlot,
     first_slot: u32,
     end_slot: u32,
@@ -115,7 +115,7 @@ fn unknown_session(badge: u64) -> (MsgInfo, Words) {
     crate::server::answer(proto::UNKNOWN_SESSION, [badge, 0, 0, 0])
 }
 
-impl<I: Interface, S> Provider<I, S> {
+impl<I: Interfaces, S> Provider<I, S> {
     /// A provider on `child::SERVICE_ENDPOINT` using slots
     /// `first_slot..end_slot` for its sessions.
     pub fn new(first_slot: u32, end_slot: u32) -> Self {
@@ -252,14 +252,15 @@ impl<I: Interface, S> Provider<I, S> {
     ) -> (MsgInfo, Words) {
         let i = self.free_session();
         let donation = (info.caps() == 1).then_some(self.session_slot(i) + 1);
-        let answer = match info.label() {
-            proto::OPEN_SESSION => self.open(i, words, donation, new),
+        let (op, interface) = proto::split_open_label(info.label());
+        let answer = match op {
+            proto::OPEN_SESSION => self.open(i, (words, interface), donation, new),
             proto::CLOSE_SESSION => self.close(words[0]),
             other => Err(other),
         };
         // A capability that came with anything but a session opened here
         // is not kept: its slot is the next session's.
-        let opened = answer.is_ok() && info.label() == proto::OPEN_SESSION;
+        let opened = answer.is_ok() && op == proto::OPEN_SESSION;
         if let Some(slot) = donation.filter(|_| !opened) {
             // SAFETY: a capability init passed on (a client's table, or
             // whatever it sent); nothing is mapped through it.
@@ -270,13 +271,13 @@ impl<I: Interface, S> Provider<I, S> {
         answer
     }
 
-    /// Opens session `i` for the client labelled `words`, with the
-    /// donation (if any) in own slot `donation`; the reply, or the refusal
-    /// label.
+    /// Opens session `i` of interface `interface` (its index in `I`) for
+    /// the client labelled `words`, with the donation (if any) in own slot
+    /// `donation`; the reply, or the refusal label.
     fn open(
         &mut self,
         i: usize,
-        words: &Words,
+        (words, interface): (&Words, u32),
         donation: Option<u32>,
         new: &mut impl FnMut(&Label, Option<Donated>) -> Result<S, u64>,
     ) -> Result<(MsgInfo, Words), u64> {
@@ -284,13 +285,21 @@ impl<I: Interface, S> Provider<I, S> {
         if slot + 1 >= self.end_slot {
             return Err(REFUSED_FULL);
         }
+        // An interface this provider does not have: the parent's config
+        // and the provider's code disagree.
+        let (ram, caps) = I::quota(interface).ok_or(proto::REFUSED_PROVIDER)?;
+        let donates = ram > 0 || caps > 0;
         let donated = match donation {
-            Some(table) if donates::<I>() => Some(check_donation::<I>(table, slot)?),
-            _ if donates::<I>() => return Err(proto::REFUSED_QUOTA),
+            Some(table) if donates => Some(check_donation((ram, caps), table, slot)?),
+            _ if donates => return Err(proto::REFUSED_QUOTA),
             _ => None,
         };
         let (bytes, len) = unpack(words);
-        let label = Label { bytes, len };
+        let label = Label {
+            bytes,
+            len,
+            interface,
+        };
         let state = new(&label, donated)?;
         let badge = i as u64 + 1;
         if syscall::cap_mint(self.ep, own(slot), Rights::WRITE, badge).is_err() {
@@ -331,19 +340,19 @@ impl<I: Interface, S> Provider<I, S> {
     }
 }
 
-/// Checks a donation for `I` in own slot `table`: the kernel makes an
-/// untyped of `I::RAM` bytes from its `DONATED_UNTYPED` slot into its last
-/// donated slot only when the table is a capability table with that slot
+/// Checks a donation of `ram` bytes and `caps` slots (an interface's
+/// quota) in own slot `table`: the kernel makes an untyped of `ram` bytes
+/// from its `DONATED_UNTYPED` slot into its last donated slot only when the table is a capability table with that slot
 /// and the untyped is untouched and large enough (then the probe is
 /// deleted again); `probe` is an empty own slot, for an interface without
 /// donated slots.
-fn check_donation<I: Interface>(table: u32, probe: u32) -> Result<Donated, u64> {
+fn check_donation((ram, caps): (u64, u32), table: u32, probe: u32) -> Result<Donated, u64> {
     let donated = Donated { table };
-    let dst = match I::CAPS {
+    let dst = match caps {
         0 => own(probe),
         n => donated.slot(n - 1),
     };
-    let made = match I::RAM {
+    let made = match ram {
         0 => syscall::cap_copy(own(child::SERVICE_ENDPOINT), dst),
         ram => syscall::retype(
             donated.untyped(),

@@ -367,13 +367,25 @@ impl Sessions {
             return;
         };
         let name = name_of_id(kids, client).unwrap_or("?");
+        // Which of the provider's interfaces (its `provides` order): a
+        // provider of several tells them apart by it.
+        let (bytes, len) = session::unpack(words);
+        let interface = kids
+            .iter()
+            .find(|k| k.id == provider)
+            .and_then(|k| {
+                k.component
+                    .provides()
+                    .position(|p| p.as_bytes() == &bytes[..len])
+            })
+            .unwrap_or(0);
         self.proxies.push(Job {
             purpose: Purpose::Open {
                 client,
                 service: *words,
                 donated: donation.is_some(),
             },
-            label: session::OPEN_SESSION,
+            label: session::open_session_label(interface as u32),
             words: session::pack(name),
             provider,
             restarts,

@@ -36,16 +36,15 @@ extern crate alloc;
 use alloc::rc::Rc;
 use core::cell::RefCell;
 
-use rt::abi::caddr::own;
 use rt::abi::map::Cache;
-use rt::abi::{MsgInfo, ObjectType, Rights};
+use rt::abi::MsgInfo;
 use rt::interfaces::child;
 use rt::mmio::Region;
 use rt::println;
-use rt::session::framebuffer::{self as fb, Framebuffer, Mode};
+use rt::session::framebuffer::{self as fb, Framebuffer, Mode, ServedBuffer};
 use rt::session::platform::{Platform, PlatformError};
 use rt::session::{self, Donated, Provider, Session};
-use rt::syscall::{self, Words};
+use rt::syscall::Words;
 
 rt::entry!(main);
 
@@ -149,60 +148,8 @@ impl Display {
 /// The one session's state.
 struct Client {
     donated: Donated,
-    /// The driver's mapping of the client's buffer, once made.
-    buffer: Option<Region>,
-    frames: u32,
-}
-
-impl Client {
-    /// Makes the buffer for `mode` from the donation (once) and maps the
-    /// driver's copies of its frames.
-    fn buffer(&mut self, mode: Mode) -> Result<(u32, u64), &'static str> {
-        if self.buffer.is_some() {
-            return Ok((self.frames, mode.bytes()));
-        }
-        let frames = mode.frames() as u32;
-        if !mode.fits() || frames == 0 {
-            return Err("the mode does not fit the donation");
-        }
-        syscall::retype(
-            self.donated.untyped(),
-            ObjectType::Frame2M,
-            0,
-            self.donated.slot(0),
-            frames.into(),
-        )
-        .map_err(|_| "the donation holds no such frames")?;
-        self.frames = frames;
-        for i in 0..frames {
-            let rw = Rights::READ.union(Rights::WRITE);
-            syscall::cap_mint(self.donated.slot(i), own(COPIES + i), rw, 0)
-                .map_err(|_| "copying a frame failed")?;
-        }
-        let copies = (0..frames).map(|i| own(COPIES + i));
-        let region = Region::map_new(
-            copies,
-            frames as usize,
-            fb::FRAME_BYTES as usize,
-            Cache::WriteBack,
-        )
-        .map_err(|_| "mapping the buffer failed")?;
-        self.buffer = Some(region);
-        Ok((frames, mode.bytes()))
-    }
-}
-
-impl Drop for Client {
-    fn drop(&mut self) {
-        // The window goes first; then the copies (deleting a frame
-        // capability unmaps its mapping).
-        self.buffer = None;
-        for i in 0..self.frames {
-            // SAFETY: the driver's own copies of the client's frames;
-            // nothing reaches their mappings any more (the window is gone).
-            let _ = unsafe { syscall::cap_delete(own(COPIES + i)) };
-        }
-    }
+    /// The client's buffer, once made, with the driver's mapping.
+    buffer: Option<ServedBuffer>,
 }
 
 fn main(arg: u64) -> i32 {
@@ -220,7 +167,6 @@ fn main(arg: u64) -> i32 {
                 Ok::<_, &str>(Client {
                     donated: d,
                     buffer: None,
-                    frames: 0,
                 })
             };
             session::open_donated("framebuffer", label, donated, make, |_| 1)
@@ -312,16 +258,22 @@ fn request(display: &mut Display, client: &mut Client, op: u64, words: Words) ->
                 None => answer(fb::REFUSED, [0; 4]),
             }
         }
-        fb::BUFFER => match client.buffer(display.mode) {
-            Ok((frames, bytes)) => answer(fb::OK, [frames.into(), bytes, 0, 0]),
-            Err(why) => {
-                println!("framebuffer: no buffer: {why}");
-                answer(fb::REFUSED, [0; 4])
+        fb::BUFFER => {
+            if client.buffer.is_none() {
+                match ServedBuffer::make(&client.donated, display.mode, COPIES) {
+                    Ok(b) => client.buffer = Some(b),
+                    Err(why) => {
+                        println!("framebuffer: no buffer: {why}");
+                        return answer(fb::REFUSED, [0; 4]);
+                    }
+                }
             }
-        },
+            let frames = client.buffer.as_ref().map_or(0, ServedBuffer::frames);
+            answer(fb::OK, [frames.into(), display.mode.bytes(), 0, 0])
+        }
         fb::REFRESH => match client.buffer.as_ref() {
             Some(buffer) => {
-                display.refresh(buffer, words);
+                display.refresh(buffer.region(), words);
                 answer(fb::OK, [0; 4])
             }
             None => answer(fb::NO_BUFFER, [0; 4]),

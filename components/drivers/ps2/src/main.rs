@@ -18,9 +18,10 @@
 //! scanning. On each interrupt it reads every byte waiting (the status
 //! register says whether a byte is the mouse's), decodes it
 //! (`ucore::ps2`: scan codes, a US keymap, 3-byte mouse packets) and
-//! queues the events for the session, signalling its notification. The
-//! queue is bounded ([`QUEUE`] events): when the client does not fetch,
-//! the oldest go, counted in the session's close line.
+//! queues the events for the session (`rt::session::input::ServedQueue`),
+//! signalling its notification once per interrupt. The queue is bounded
+//! (256 events): when the client does not fetch, the oldest go, counted
+//! in the session's close line.
 //!
 //! Prints `ps2: i8042 keyboard and mouse (ports 0x60 and 0x64, ISA IRQs 1
 //! and 12)` when it serves.
@@ -30,18 +31,15 @@
 
 extern crate alloc;
 
-use alloc::collections::VecDeque;
 use core::cell::RefCell;
 
 use rt::abi::caddr::own;
-use rt::abi::{CapSlot, MsgInfo, ObjectType, Rights, LABEL_NOTIFICATION};
+use rt::abi::{CapSlot, MsgInfo, Rights, LABEL_NOTIFICATION};
 use rt::interfaces::child;
 use rt::println;
-use rt::server::answer;
-use rt::session::input::{self, Event, Input, EVENTS_PER_CALL};
+use rt::session::input::{Input, ServedQueue};
 use rt::session::{Donated, Label, Provider, REFUSED_FULL};
 use rt::syscall::{self, Words};
-use rt::transfer;
 use ucore::ps2::{KeyboardInput, Mouse};
 
 rt::entry!(main);
@@ -56,9 +54,8 @@ const KBD_SIGNAL: u32 = child::irq_slot(2, 2);
 const MOUSE_SIGNAL: u32 = KBD_SIGNAL + 1;
 /// The session's notification and the client's read-only copy.
 const SESSION_NOTIFY: u32 = MOUSE_SIGNAL + 1;
-const CLIENT_NOTIFY: u32 = SESSION_NOTIFY + 1;
 /// The provider's two slots for its one session.
-const SESSION_SLOT: u32 = CLIENT_NOTIFY + 1;
+const SESSION_SLOT: u32 = SESSION_NOTIFY + 2;
 
 const KBD_BIT: u64 = 1 << 0;
 const MOUSE_BIT: u64 = 1 << 1;
@@ -72,8 +69,6 @@ const INPUT_FULL: u32 = 1 << 1;
 /// Status: the waiting byte is the mouse's.
 const AUX_DATA: u32 = 1 << 5;
 
-/// Events kept for a client that does not fetch them.
-const QUEUE: usize = 256;
 /// Polls of the status register before a step of the set-up gives up.
 const POLLS: u32 = 100_000;
 
@@ -162,42 +157,30 @@ fn setup() -> Result<(), SetupError> {
 struct Driver {
     keyboard: KeyboardInput,
     mouse: Mouse,
-    queue: VecDeque<Event>,
-    /// Events dropped because the queue was full, this session.
-    dropped: u64,
-    /// A session is open and has its notification.
-    notify: bool,
-    open: bool,
+    /// The open session's queue; events without a session are dropped.
+    session: Option<ServedQueue>,
 }
 
 impl Driver {
-    fn push(&mut self, e: Event) {
-        if !self.open {
-            return;
-        }
-        if self.queue.len() == QUEUE {
-            self.queue.pop_front();
-            self.dropped += 1;
-        }
-        self.queue.push_back(e);
-    }
-
     /// An interrupt (bits of the notification word): reads every byte
-    /// waiting, queues the events, acknowledges the lines.
+    /// waiting, queues the events, acknowledges the lines, signals the
+    /// client once.
     fn interrupt(&mut self, bits: u64) {
-        let before = self.queue.len() + self.dropped as usize;
         for _ in 0..POLLS {
             let s = status();
             if s & OUTPUT_FULL == 0 {
                 break;
             }
             let byte = read_data();
-            if s & AUX_DATA != 0 {
-                for e in self.mouse.feed(byte) {
-                    self.push(e);
+            let mut push = |e| {
+                if let Some(q) = self.session.as_mut() {
+                    q.push(e);
                 }
+            };
+            if s & AUX_DATA != 0 {
+                self.mouse.feed(byte).for_each(&mut push);
             } else if let Some(e) = self.keyboard.feed(byte) {
-                self.push(e);
+                push(e);
             }
         }
         for (bit, irq) in [(KBD_BIT, KBD_IRQ), (MOUSE_BIT, MOUSE_IRQ)] {
@@ -205,51 +188,8 @@ impl Driver {
                 let _ = syscall::irq_ack(irq);
             }
         }
-        if self.notify && self.queue.len() + self.dropped as usize != before {
-            let _ = syscall::signal(own(SESSION_NOTIFY));
-        }
-    }
-
-    /// The session's notification, made on first use; its read-only copy
-    /// to send.
-    fn notifier(&mut self) -> Option<CapSlot> {
-        if !self.notify {
-            syscall::retype(
-                own(child::UNTYPED),
-                ObjectType::Notification,
-                0,
-                own(SESSION_NOTIFY),
-                1,
-            )
-            .ok()?;
-            if syscall::cap_mint(own(SESSION_NOTIFY), own(CLIENT_NOTIFY), Rights::READ, 0).is_err()
-            {
-                // SAFETY: the notification just made; nothing is mapped.
-                let _ = unsafe { syscall::cap_delete(own(SESSION_NOTIFY)) };
-                return None;
-            }
-            self.notify = true;
-        }
-        Some(own(CLIENT_NOTIFY))
-    }
-
-    /// The session closed: its queue and notification go (revoking the
-    /// notification takes the client's copy too).
-    fn close(&mut self) {
-        println!(
-            "ps2: session closed: {} events dropped (queue full)",
-            self.dropped
-        );
-        self.open = false;
-        self.queue.clear();
-        self.dropped = 0;
-        if core::mem::take(&mut self.notify) {
-            // SAFETY: notification capabilities; nothing is mapped.
-            unsafe {
-                let _ = syscall::cap_revoke(own(SESSION_NOTIFY));
-                let _ = syscall::cap_delete(own(CLIENT_NOTIFY));
-                let _ = syscall::cap_delete(own(SESSION_NOTIFY));
-            }
+        if let Some(q) = self.session.as_mut() {
+            q.publish();
         }
     }
 }
@@ -261,7 +201,12 @@ struct Open<'a> {
 
 impl Drop for Open<'_> {
     fn drop(&mut self) {
-        self.driver.borrow_mut().close();
+        if let Some(q) = self.driver.borrow_mut().session.take() {
+            println!(
+                "ps2: session closed: {} events dropped (queue full)",
+                q.dropped()
+            );
+        }
     }
 }
 
@@ -291,18 +236,15 @@ fn main(_: u64) -> i32 {
     let driver = RefCell::new(Driver {
         keyboard: KeyboardInput::default(),
         mouse: Mouse::default(),
-        queue: VecDeque::new(),
-        dropped: 0,
-        notify: false,
-        open: false,
+        session: None,
     });
     let mut provider: Provider<Input, Open<'_>> = Provider::new(SESSION_SLOT, SESSION_SLOT + 2);
     let mut new = |label: &Label, _no_quota: Option<Donated>| {
         let mut d = driver.borrow_mut();
-        if d.open {
+        if d.session.is_some() {
             return Err(REFUSED_FULL);
         }
-        d.open = true;
+        d.session = Some(ServedQueue::new(SESSION_NOTIFY));
         println!("ps2: session for {}", label.as_str());
         Ok(Open { driver: &driver })
     };
@@ -322,25 +264,8 @@ fn main(_: u64) -> i32 {
 
 /// A request on the session.
 fn request(driver: &RefCell<Driver>, op: u64) -> (MsgInfo, Words) {
-    let mut d = driver.borrow_mut();
-    match op {
-        input::NOTIFIER => match d.notifier() {
-            Some(cap) => {
-                transfer::set_send_cap(cap);
-                (MsgInfo::new(input::OK, 0, 1).unwrap_or_default(), [0; 4])
-            }
-            None => answer(input::NO_RESOURCES, [0; 4]),
-        },
-        input::EVENTS => {
-            let mut words = [0u64; EVENTS_PER_CALL];
-            for w in &mut words {
-                match d.queue.pop_front() {
-                    Some(e) => *w = e.word(),
-                    None => break,
-                }
-            }
-            answer(input::OK, words)
-        }
-        _ => answer(input::UNKNOWN, [op, 0, 0, 0]),
+    match driver.borrow_mut().session.as_mut() {
+        Some(q) => q.request(op),
+        None => rt::server::answer(rt::session::input::UNKNOWN, [op, 0, 0, 0]),
     }
 }

@@ -1,0 +1,462 @@
+//! gui: the GUI multiplexer (Genode's nitpicker is the model). It holds
+//! the display driver's Framebuffer session and the input driver's Input
+//! session and gives each of its clients a Framebuffer and an Input
+//! session of its own onto a **view** of the screen — one component
+//! providing both interfaces (`provides = ["Framebuffer", "Input"]`; the
+//! parent names the interface of each session it opens).
+//!
+//! - **Views** come from its config, by client label (the client's name
+//!   in the scenario, which init gives and no client can choose):
+//!   `views = [{ label = "a", x = 0, y = 0, w = 512, h = 384 }, ...]`. A
+//!   client without a view is refused. Each view is a title bar the
+//!   multiplexer draws with the label — so no client can forge another's
+//!   — and a content area: the client's Framebuffer session has exactly
+//!   its size (`MODE`; `SET_MODE` to anything else is refused).
+//! - **Isolation.** A client's buffer is its own memory (from its
+//!   donation); the multiplexer maps copies of its frames and copies from
+//!   them onto the screen, never the other way: no client sees another's
+//!   pixels. A `REFRESH` is clipped to the client's content area, so
+//!   drawing outside its view changes nothing on the screen.
+//! - **Stacking and redraw.** A refresh redraws that screen rectangle
+//!   from the bottom view to the top one (background, then each view's
+//!   title and content), then refreshes it at the driver.
+//! - **Input.** Keys go to the focused view's client alone; mouse motion
+//!   and buttons too. A click focuses the view under the pointer and
+//!   raises it; F12 (not passed on) moves the focus to the next view. The
+//!   focused view's title is blue, the others' grey. The pointer is not
+//!   drawn (yet).
+//!
+//! Prints `gui: serving N views on WxH (focus: LABEL; F12 moves the
+//! focus)`, `gui: focus: LABEL` on each change and `gui: every view
+//! drawn` once each view's client has refreshed at least once.
+#![no_std]
+#![no_main]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+extern crate alloc;
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::cell::RefCell;
+
+use rt::abi::caddr::own;
+use rt::abi::{MsgInfo, LABEL_NOTIFICATION};
+use rt::interfaces::child;
+use rt::mmio::Region;
+use rt::println;
+use rt::server::answer;
+use rt::session::framebuffer::{self as fb, Framebuffer, Mode, ServedBuffer};
+use rt::session::input::{self, Event, Input, ServedQueue};
+use rt::session::{self, Donated, Label, Provider, Session, REFUSED_FULL};
+use rt::syscall::{self, Words};
+use ucore::gui::{client_rect, Layout, Rect, View, MAX_VIEWS};
+
+rt::entry!(main);
+
+/// The driver's Framebuffer session, its donor block and table.
+const FB: u32 = child::FIRST_FREE;
+/// The input driver's session and its notification.
+const INPUT: u32 = FB + 3;
+const INPUT_NOTIFY: u32 = INPUT + 1;
+/// The config ROM's session and frames.
+const ROM_SLOT: u32 = INPUT_NOTIFY + 1;
+const FIRST_FRAME: u32 = ROM_SLOT + 1;
+const END_FRAME: u32 = FIRST_FRAME + 16;
+/// Per view: its Input notification, the client's copy, and the
+/// multiplexer's copies of its buffer frames.
+const VIEW_SLOTS: u32 = END_FRAME;
+const PER_VIEW: u32 = 2 + fb::MAX_FRAMES;
+/// The provider's slots: two per session, two sessions per view.
+const SESSION_SLOT: u32 = VIEW_SLOTS + PER_VIEW * MAX_VIEWS as u32;
+const SESSION_END: u32 = SESSION_SLOT + 4 * MAX_VIEWS as u32;
+/// Where the config ROM is mapped.
+const CONFIG_VA: u64 = 0x30_0000_0000;
+
+/// `KEY_F12`: moves the focus.
+const FOCUS_KEY: u16 = 88;
+
+const BACKGROUND: u32 = 0x20_28_30;
+const TITLE_FOCUSED: u32 = 0x30_60_c0;
+const TITLE_OTHER: u32 = 0x50_50_50;
+const TEXT_FOCUSED: u32 = 0xff_ff_ff;
+const TEXT_OTHER: u32 = 0xc0_c0_c0;
+/// A view whose client has no buffer yet.
+const EMPTY_VIEW: u32 = 0;
+
+/// What the multiplexer keeps per view.
+#[derive(Default)]
+struct Client {
+    /// The Framebuffer session's donation, while it is open.
+    donated: Option<Donated>,
+    /// The client's buffer with the multiplexer's mapping of it.
+    buffer: Option<ServedBuffer>,
+    drawn: bool,
+    /// The Input session's queue, while it is open.
+    input: Option<ServedQueue>,
+}
+
+struct Gui {
+    layout: Layout,
+    screen: Region,
+    screen_mode: Mode,
+    fb: Session<Framebuffer>,
+    input: Session<Input>,
+    clients: Vec<Client>,
+    all_drawn: bool,
+}
+
+/// A session of the multiplexer's: the view's index.
+enum Open<'a> {
+    Fb(usize, &'a RefCell<Gui>),
+    Input(usize, &'a RefCell<Gui>),
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        match *self {
+            Open::Fb(v, gui) => gui.borrow_mut().close_fb(v),
+            Open::Input(v, gui) => gui.borrow_mut().close_input(v),
+        }
+    }
+}
+
+fn main(_: u64) -> i32 {
+    let gui = match start() {
+        Ok(g) => RefCell::new(g),
+        Err(e) => {
+            println!("gui: {e}");
+            return 1;
+        }
+    };
+    let mut provider: Provider<(Framebuffer, Input), Open<'_>> =
+        Provider::new(SESSION_SLOT, SESSION_END);
+    let mut new =
+        |label: &Label, donated: Option<Donated>| gui.borrow_mut().open(label, donated, &gui);
+    let mut dispatch = |_: &Label, open: &mut Open<'_>, op, words: Words| match *open {
+        Open::Fb(v, g) => g.borrow_mut().fb_request(v, op, words),
+        Open::Input(v, g) => g.borrow_mut().input_request(v, op),
+    };
+    let mut reply = None;
+    loop {
+        let received = provider.next(reply.take());
+        if let Ok((_, info, _)) = received {
+            if info.label() == LABEL_NOTIFICATION {
+                gui.borrow_mut().input_arrived();
+                continue;
+            }
+        }
+        reply = provider.handle(received, &mut new, &mut dispatch);
+    }
+}
+
+/// Reads the config, takes the screen and the input, draws the views.
+fn start() -> Result<Gui, String> {
+    use alloc::format;
+    // SAFETY: CONFIG_VA.. is used by nothing else of this program.
+    let config = unsafe { rt::session::rom::config(ROM_SLOT, FIRST_FRAME, END_FRAME, CONFIG_VA) }
+        .map_err(|e| format!("config ROM: {e}"))?;
+    let fb = session::open_from_quota::<Framebuffer>(FB, FB + 1, FB + 2)
+        .map_err(|e| format!("the display's Framebuffer session: {e}"))?;
+    let screen_mode = fb.mode().map_err(|e| format!("MODE: {e}"))?;
+    let screen = fb.buffer().map_err(|e| format!("BUFFER: {e}"))?;
+    let mut layout = Layout::new(screen_mode.width, screen_mode.height);
+    let views = config.get("views").and_then(|v| v.as_array());
+    for (i, entry) in views.iter().flat_map(|a| a.iter()).enumerate() {
+        let Some(t) = entry.as_table() else {
+            println!("gui: config: views[{i}] is not a table; left out");
+            continue;
+        };
+        let int = |k: &str| {
+            t.get(k)
+                .and_then(|v| v.as_integer())
+                .and_then(|n| u32::try_from(n).ok())
+        };
+        let (Some(label), Some(x), Some(y), Some(w), Some(h)) = (
+            t.get("label").and_then(|v| v.as_str()),
+            int("x"),
+            int("y"),
+            int("w"),
+            int("h"),
+        ) else {
+            println!("gui: config: views[{i}] needs label, x, y, w and h; left out");
+            continue;
+        };
+        match layout.add(label, Rect::new(x, y, w, h)) {
+            Ok(v) => {
+                let o = layout.view(v).map(|v| v.outer).unwrap_or_default();
+                println!("gui: view {label} at {},{} {}x{}", o.x, o.y, o.w, o.h);
+            }
+            Err(e) => println!("gui: config: view {label}: {e:?}; left out"),
+        }
+    }
+    let input = session::open::<Input>(INPUT).map_err(|e| format!("Input session: {e}"))?;
+    let notify = input
+        .notifier(INPUT_NOTIFY)
+        .map_err(|e| format!("Input NOTIFIER: {e}"))?;
+    syscall::bind_notification(own(child::OWN_THREAD), notify).map_err(|e| {
+        format!("binding the input's notification: {e}; is `own = [\"thread\"]` given?")
+    })?;
+    let mut gui = Gui {
+        input,
+        clients: (0..MAX_VIEWS).map(|_| Client::default()).collect(),
+        layout,
+        screen,
+        screen_mode,
+        fb,
+        all_drawn: false,
+    };
+    let whole = gui.layout.screen();
+    gui.redraw(whole);
+    let focus = gui.focus_label();
+    println!(
+        "gui: serving {} views on {}x{} (focus: {focus}; F12 moves the focus)",
+        gui.layout.stacking().count(),
+        screen_mode.width,
+        screen_mode.height
+    );
+    Ok(gui)
+}
+
+impl Gui {
+    fn focus_label(&self) -> &str {
+        self.layout
+            .focus()
+            .and_then(|f| self.layout.view(f))
+            .map_or("none", |v| v.label.as_str())
+    }
+
+    /// A session for `label`: its interface says which kind.
+    fn open<'a>(
+        &mut self,
+        label: &Label,
+        donated: Option<Donated>,
+        me: &'a RefCell<Gui>,
+    ) -> Result<Open<'a>, u64> {
+        let Some(v) = self.layout.view_of(label.as_str()) else {
+            println!("gui: no view for {}: refused", label.as_str());
+            return Err(session_refused());
+        };
+        let c = &mut self.clients[v];
+        match label.interface() {
+            0 if c.donated.is_some() => Err(REFUSED_FULL),
+            0 => {
+                c.donated = Some(donated.ok_or(rt::interfaces::session::REFUSED_QUOTA)?);
+                println!("gui: Framebuffer session for {}", label.as_str());
+                Ok(Open::Fb(v, me))
+            }
+            _ if c.input.is_some() => Err(REFUSED_FULL),
+            _ => {
+                c.input = Some(ServedQueue::new(VIEW_SLOTS + v as u32 * PER_VIEW));
+                println!("gui: Input session for {}", label.as_str());
+                Ok(Open::Input(v, me))
+            }
+        }
+    }
+
+    fn content_mode(&self, v: usize) -> Option<Mode> {
+        let c = self.layout.view(v)?.content();
+        Some(Mode {
+            width: c.w,
+            height: c.h,
+            stride: c.w * 4,
+        })
+    }
+
+    fn fb_request(&mut self, v: usize, op: u64, words: Words) -> (MsgInfo, Words) {
+        let Some(mode) = self.content_mode(v) else {
+            return answer(fb::REFUSED, [0; 4]);
+        };
+        match op {
+            fb::MODE => answer(fb::OK, mode.words()),
+            fb::SET_MODE
+                if words[0] == u64::from(mode.width) && words[1] == u64::from(mode.height) =>
+            {
+                answer(fb::OK, mode.words())
+            }
+            fb::SET_MODE => answer(fb::REFUSED, [0; 4]),
+            fb::BUFFER => {
+                let c = &mut self.clients[v];
+                if c.buffer.is_none() {
+                    let made = c.donated.ok_or("no donation").and_then(|d| {
+                        ServedBuffer::make(&d, mode, VIEW_SLOTS + v as u32 * PER_VIEW + 2)
+                    });
+                    match made {
+                        Ok(b) => c.buffer = Some(b),
+                        Err(why) => {
+                            println!("gui: no buffer for view {v}: {why}");
+                            return answer(fb::REFUSED, [0; 4]);
+                        }
+                    }
+                }
+                let frames = c.buffer.as_ref().map_or(0, ServedBuffer::frames);
+                answer(fb::OK, [frames.into(), mode.bytes(), 0, 0])
+            }
+            fb::REFRESH => {
+                if self.clients[v].buffer.is_none() {
+                    return answer(fb::NO_BUFFER, [0; 4]);
+                }
+                let Some(view) = self.layout.view(v) else {
+                    return answer(fb::REFUSED, [0; 4]);
+                };
+                let r = client_rect(view, words[0], words[1], words[2], words[3]);
+                self.redraw(r);
+                self.clients[v].drawn = true;
+                if !self.all_drawn && self.layout.stacking().all(|(i, _)| self.clients[i].drawn) {
+                    self.all_drawn = true;
+                    println!("gui: every view drawn");
+                }
+                answer(fb::OK, [0; 4])
+            }
+            _ => answer(fb::UNKNOWN, [op, 0, 0, 0]),
+        }
+    }
+
+    fn close_fb(&mut self, v: usize) {
+        let c = &mut self.clients[v];
+        c.buffer = None;
+        c.donated = None;
+        c.drawn = false;
+        // Its content is gone from the screen too.
+        if let Some(r) = self.layout.view(v).map(View::content) {
+            self.redraw(r);
+        }
+    }
+
+    fn input_request(&mut self, v: usize, op: u64) -> (MsgInfo, Words) {
+        match self.clients[v].input.as_mut() {
+            Some(q) => q.request(op),
+            None => answer(input::UNKNOWN, [op, 0, 0, 0]),
+        }
+    }
+
+    fn close_input(&mut self, v: usize) {
+        self.clients[v].input = None;
+    }
+
+    /// The input driver signalled: its events, routed.
+    fn input_arrived(&mut self) {
+        let events = self.input.events().unwrap_or_default();
+        for e in events {
+            match e {
+                Event::Press {
+                    code: FOCUS_KEY, ..
+                } => {
+                    let changed = self.layout.cycle_focus();
+                    self.focus_changed(&changed);
+                }
+                Event::Release { code: FOCUS_KEY } => {}
+                Event::Button { pressed: true, .. } => {
+                    let changed = self.layout.click();
+                    self.focus_changed(&changed);
+                    self.forward(e);
+                }
+                Event::Motion { dx, dy } => {
+                    self.layout.move_pointer(dx.into(), dy.into());
+                    self.forward(e);
+                }
+                _ => self.forward(e),
+            }
+        }
+    }
+
+    fn focus_changed(&mut self, changed: &[usize]) {
+        if changed.is_empty() {
+            return;
+        }
+        for &v in changed {
+            if let Some(r) = self.layout.view(v).map(|v| v.outer) {
+                self.redraw(r);
+            }
+        }
+        println!("gui: focus: {}", self.focus_label());
+    }
+
+    /// Queues `e` for the focused view's client.
+    fn forward(&mut self, e: Event) {
+        let focus = self.layout.focus();
+        if let Some(q) = focus.and_then(|f| self.clients[f].input.as_mut()) {
+            q.push(e);
+            q.publish();
+        }
+    }
+
+    /// Draws the screen rectangle `r` anew — background, then each view
+    /// from the bottom up — and refreshes it at the driver.
+    fn redraw(&mut self, r: Rect) {
+        let r = r.intersect(&self.layout.screen());
+        if r.is_empty() {
+            return;
+        }
+        let stride = self.screen_mode.stride as usize;
+        let row_at = |y: u32, x: u32| y as usize * stride + x as usize * 4;
+        for y in r.y..r.y + r.h {
+            let _ = self
+                .screen
+                .fill32(row_at(y, r.x), r.w as usize * 4, BACKGROUND);
+        }
+        let focus = self.layout.focus();
+        for (i, view) in self.layout.stacking() {
+            let title = view.title().intersect(&r);
+            if !title.is_empty() {
+                draw_title(&self.screen, stride, view, title, focus == Some(i));
+            }
+            let c = view.content();
+            let part = c.intersect(&r);
+            if part.is_empty() {
+                continue;
+            }
+            let buffer = self.clients[i].buffer.as_ref().map(ServedBuffer::region);
+            for y in part.y..part.y + part.h {
+                let at = row_at(y, part.x);
+                let len = part.w as usize * 4;
+                match buffer {
+                    Some(b) => {
+                        let from =
+                            (y - c.y) as usize * c.w as usize * 4 + (part.x - c.x) as usize * 4;
+                        let _ = self.screen.copy_region(at, b, from, len);
+                    }
+                    None => {
+                        let _ = self.screen.fill32(at, len, EMPTY_VIEW);
+                    }
+                }
+            }
+        }
+        if let Err(e) = self.fb.refresh(r.x, r.y, r.w, r.h) {
+            println!("gui: refreshing the screen: {e}");
+        }
+    }
+}
+
+/// Draws the part `t` of `view`'s title bar: its colour and its label in
+/// the 8×8 font.
+fn draw_title(screen: &Region, stride: usize, view: &View, t: Rect, focused: bool) {
+    let (bg, fg) = match focused {
+        true => (TITLE_FOCUSED, TEXT_FOCUSED),
+        false => (TITLE_OTHER, TEXT_OTHER),
+    };
+    let (text_x, text_y) = (view.outer.x + 6, view.outer.y + 4);
+    for y in t.y..t.y + t.h {
+        let _ = screen.fill32(y as usize * stride + t.x as usize * 4, t.w as usize * 4, bg);
+        let Some(row) = y.checked_sub(text_y).filter(|&r| r < 8) else {
+            continue;
+        };
+        for (k, ch) in view.label.chars().enumerate() {
+            let glyph = font8x8::legacy::BASIC_LEGACY
+                .get(ch as usize)
+                .copied()
+                .unwrap_or([0; 8]);
+            let bits = glyph[row as usize];
+            for b in 0..8u32 {
+                let x = text_x + k as u32 * 8 + b;
+                if bits & (1 << b) != 0 && x >= t.x && x < t.x + t.w {
+                    let _ = screen.write32(y as usize * stride + x as usize * 4, fg);
+                }
+            }
+        }
+    }
+}
+
+/// The refusal of a client without a view.
+fn session_refused() -> u64 {
+    rt::interfaces::session::REFUSED_PROVIDER
+}

@@ -1,0 +1,342 @@
+//! The GUI multiplexer's pure logic (`components/services/gui`, Genode's
+//! nitpicker as the model): views on one screen, each a title bar the
+//! multiplexer draws and a content area its client draws, stacked; the
+//! pointer; which view has the focus (keyboard input goes there alone);
+//! and what a refresh of a rectangle must draw, view by view.
+//!
+//! Invariants: every view lies within the screen (a configured view
+//! that does not is clipped, one that is left empty refused); the
+//! stacking order is a permutation of the views; the pointer stays on
+//! the screen; the focus is a view or none. Nothing here panics on any
+//! input (coordinates are clamped, sizes saturate).
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// Rows of a view's title bar.
+pub const TITLE_HEIGHT: u32 = 16;
+
+/// A rectangle of the screen (pixels; `w` or `h` 0: empty).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rect {
+    pub x: u32,
+    pub y: u32,
+    pub w: u32,
+    pub h: u32,
+}
+
+impl Rect {
+    pub const fn new(x: u32, y: u32, w: u32, h: u32) -> Rect {
+        Rect { x, y, w, h }
+    }
+
+    /// Its end column and row (exclusive), saturating.
+    pub fn end(&self) -> (u32, u32) {
+        (self.x.saturating_add(self.w), self.y.saturating_add(self.h))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.w == 0 || self.h == 0
+    }
+
+    /// The part of both, possibly empty.
+    pub fn intersect(&self, o: &Rect) -> Rect {
+        let (x0, y0) = (self.x.max(o.x), self.y.max(o.y));
+        let ((ax, ay), (bx, by)) = (self.end(), o.end());
+        let (x1, y1) = (ax.min(bx), ay.min(by));
+        if x1 <= x0 || y1 <= y0 {
+            return Rect::default();
+        }
+        Rect::new(x0, y0, x1 - x0, y1 - y0)
+    }
+
+    pub fn contains(&self, x: u32, y: u32) -> bool {
+        let (ex, ey) = self.end();
+        x >= self.x && x < ex && y >= self.y && y < ey
+    }
+}
+
+/// One view: its client's label, where it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct View {
+    /// The client's label (its name in the scenario, given by init: no
+    /// client can choose another's), shown in the title bar.
+    pub label: String,
+    /// The whole view, title bar included.
+    pub outer: Rect,
+}
+
+impl View {
+    /// The title bar.
+    pub fn title(&self) -> Rect {
+        Rect::new(
+            self.outer.x,
+            self.outer.y,
+            self.outer.w,
+            self.outer.h.min(TITLE_HEIGHT),
+        )
+    }
+
+    /// What its client draws.
+    pub fn content(&self) -> Rect {
+        let t = self.outer.h.min(TITLE_HEIGHT);
+        Rect::new(
+            self.outer.x,
+            self.outer.y + t,
+            self.outer.w,
+            self.outer.h - t,
+        )
+    }
+}
+
+/// Why a view was not taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayoutError {
+    /// Off the screen, or no room for content below its title.
+    Empty,
+    /// Another view has that label.
+    Duplicate,
+    /// No room for more views.
+    Full,
+}
+
+/// The most views.
+pub const MAX_VIEWS: usize = 8;
+
+/// Views, their stacking, the pointer and the focus.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    screen: Rect,
+    views: Vec<View>,
+    /// View indices, bottom first.
+    order: Vec<usize>,
+    focus: Option<usize>,
+    pointer: (u32, u32),
+}
+
+impl Layout {
+    /// An empty screen of `w` × `h`, the pointer in its middle.
+    pub fn new(w: u32, h: u32) -> Layout {
+        Layout {
+            screen: Rect::new(0, 0, w, h),
+            views: Vec::new(),
+            order: Vec::new(),
+            focus: None,
+            pointer: (w / 2, h / 2),
+        }
+    }
+
+    /// The screen.
+    pub fn screen(&self) -> Rect {
+        self.screen
+    }
+
+    /// Adds a view on top (clipped to the screen); the first view added
+    /// has the focus. Its index.
+    pub fn add(&mut self, label: &str, outer: Rect) -> Result<usize, LayoutError> {
+        let outer = outer.intersect(&self.screen);
+        if outer.h <= TITLE_HEIGHT || outer.w == 0 {
+            return Err(LayoutError::Empty);
+        }
+        if self.views.iter().any(|v| v.label == label) {
+            return Err(LayoutError::Duplicate);
+        }
+        if self.views.len() == MAX_VIEWS {
+            return Err(LayoutError::Full);
+        }
+        self.views.push(View {
+            label: label.into(),
+            outer,
+        });
+        let i = self.views.len() - 1;
+        self.order.push(i);
+        self.focus.get_or_insert(i);
+        Ok(i)
+    }
+
+    /// The view of `label`.
+    pub fn view_of(&self, label: &str) -> Option<usize> {
+        self.views.iter().position(|v| v.label == label)
+    }
+
+    pub fn view(&self, i: usize) -> Option<&View> {
+        self.views.get(i)
+    }
+
+    /// The views, bottom first.
+    pub fn stacking(&self) -> impl Iterator<Item = (usize, &View)> {
+        self.order.iter().map(|&i| (i, &self.views[i]))
+    }
+
+    pub fn focus(&self) -> Option<usize> {
+        self.focus
+    }
+
+    pub fn pointer(&self) -> (u32, u32) {
+        self.pointer
+    }
+
+    /// The topmost view under the point, if any.
+    pub fn at(&self, x: u32, y: u32) -> Option<usize> {
+        self.order
+            .iter()
+            .rev()
+            .copied()
+            .find(|&i| self.views[i].outer.contains(x, y))
+    }
+
+    /// Moves the pointer by `dx`, `dy`, staying on the screen.
+    pub fn move_pointer(&mut self, dx: i32, dy: i32) {
+        let clamp = |v: u32, d: i32, size: u32| -> u32 {
+            let v = i64::from(v) + i64::from(d);
+            v.clamp(0, i64::from(size.saturating_sub(1))) as u32
+        };
+        self.pointer = (
+            clamp(self.pointer.0, dx, self.screen.w),
+            clamp(self.pointer.1, dy, self.screen.h),
+        );
+    }
+
+    /// A click: the view under the pointer gets the focus and goes on
+    /// top. The views whose look changed (title colour, stacking), for
+    /// a redraw: the old focus and the new.
+    pub fn click(&mut self) -> Vec<usize> {
+        let Some(i) = self.at(self.pointer.0, self.pointer.1) else {
+            return Vec::new();
+        };
+        self.order.retain(|&v| v != i);
+        self.order.push(i);
+        self.set_focus(i)
+    }
+
+    /// The focus key: the next view (in the order they were added) gets
+    /// the focus. The views whose look changed.
+    pub fn cycle_focus(&mut self) -> Vec<usize> {
+        if self.views.is_empty() {
+            return Vec::new();
+        }
+        let next = self.focus.map_or(0, |f| (f + 1) % self.views.len());
+        self.set_focus(next)
+    }
+
+    fn set_focus(&mut self, i: usize) -> Vec<usize> {
+        let old = self.focus.replace(i);
+        let mut changed: Vec<usize> = old.into_iter().collect();
+        if old != Some(i) || changed.is_empty() {
+            changed.push(i);
+        }
+        changed.dedup();
+        changed
+    }
+}
+
+/// The part of `screen_rect` that view `v`'s client asked to refresh
+/// with `x, y, w, h` in its own coordinates (clipped to its content).
+pub fn client_rect(v: &View, x: u64, y: u64, w: u64, h: u64) -> Rect {
+    let c = v.content();
+    let clip = |a: u64| u32::try_from(a).unwrap_or(u32::MAX);
+    let (x, y, w, h) = (clip(x), clip(y), clip(w), clip(h));
+    let asked = Rect::new(c.x.saturating_add(x), c.y.saturating_add(y), w, h);
+    asked.intersect(&c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two() -> Layout {
+        let mut l = Layout::new(1024, 768);
+        assert_eq!(l.add("a", Rect::new(0, 0, 512, 384)), Ok(0));
+        assert_eq!(l.add("b", Rect::new(512, 0, 512, 384)), Ok(1));
+        l
+    }
+
+    #[test]
+    fn rects() {
+        let a = Rect::new(10, 10, 100, 50);
+        assert_eq!(
+            a.intersect(&Rect::new(50, 0, 100, 20)),
+            Rect::new(50, 10, 60, 10)
+        );
+        assert!(a.intersect(&Rect::new(110, 10, 5, 5)).is_empty());
+        assert!(a.contains(10, 59) && !a.contains(110, 10));
+        let far = Rect::new(u32::MAX - 1, u32::MAX - 1, u32::MAX, u32::MAX);
+        assert_eq!(far.end(), (u32::MAX, u32::MAX));
+        assert!(far.intersect(&a).is_empty());
+    }
+
+    #[test]
+    fn views_are_clipped_and_checked() {
+        let mut l = two();
+        assert_eq!(
+            l.add("a", Rect::new(0, 400, 10, 100)),
+            Err(LayoutError::Duplicate)
+        );
+        assert_eq!(
+            l.add("c", Rect::new(2000, 0, 10, 100)),
+            Err(LayoutError::Empty)
+        );
+        assert_eq!(
+            l.add("d", Rect::new(0, 760, 100, 100)),
+            Err(LayoutError::Empty)
+        );
+        assert_eq!(l.add("e", Rect::new(1000, 700, 100, 100)), Ok(2));
+        assert_eq!(l.view(2).unwrap().outer, Rect::new(1000, 700, 24, 68));
+        let v = l.view(0).unwrap();
+        assert_eq!(v.title(), Rect::new(0, 0, 512, TITLE_HEIGHT));
+        assert_eq!(
+            v.content(),
+            Rect::new(0, TITLE_HEIGHT, 512, 384 - TITLE_HEIGHT)
+        );
+        for i in 3..MAX_VIEWS {
+            let label = alloc::format!("v{i}");
+            assert!(l.add(&label, Rect::new(0, 400, 50, 50)).is_ok());
+        }
+        assert_eq!(
+            l.add("x", Rect::new(0, 400, 50, 50)),
+            Err(LayoutError::Full)
+        );
+    }
+
+    #[test]
+    fn focus_by_key_and_click() {
+        let mut l = two();
+        assert_eq!(l.focus(), Some(0));
+        assert_eq!(l.cycle_focus(), [0, 1]);
+        assert_eq!(l.focus(), Some(1));
+        assert_eq!(l.cycle_focus(), [1, 0]);
+        // The pointer starts in the middle (512, 384): below both views.
+        assert_eq!(l.click(), Vec::<usize>::new());
+        l.move_pointer(100, -200);
+        assert_eq!(l.at(612, 184), Some(1));
+        assert_eq!(l.click(), [0, 1]);
+        assert_eq!(l.focus(), Some(1));
+        // Clamped at the edges.
+        l.move_pointer(i32::MIN, i32::MAX);
+        assert_eq!(l.pointer(), (0, 767));
+    }
+
+    #[test]
+    fn stacking_follows_clicks() {
+        let mut l = Layout::new(800, 600);
+        l.add("under", Rect::new(0, 0, 400, 300)).unwrap();
+        l.add("over", Rect::new(200, 100, 400, 300)).unwrap();
+        assert_eq!(l.at(300, 200), Some(1));
+        l.move_pointer(-350, -250); // (50, 50): only "under"
+        l.click();
+        assert_eq!(l.at(300, 200), Some(0));
+        let order: Vec<_> = l.stacking().map(|(i, _)| i).collect();
+        assert_eq!(order, [1, 0]);
+    }
+
+    #[test]
+    fn client_rects_stay_in_their_view() {
+        let l = two();
+        let v = l.view(1).unwrap();
+        let c = v.content();
+        assert_eq!(client_rect(v, 0, 0, 10, 10), Rect::new(c.x, c.y, 10, 10));
+        assert_eq!(client_rect(v, 0, 0, u64::MAX, u64::MAX), c);
+        assert!(client_rect(v, 600, 0, 10, 10).is_empty());
+        assert!(client_rect(v, u64::MAX, u64::MAX, 1, 1).is_empty());
+    }
+}
