@@ -221,6 +221,19 @@ impl Terminal {
         self.parser = parser;
     }
 
+    /// Prints `text` as it is, in the current pen, without parsing it:
+    /// a control character is shown as `?` (for text that is not a
+    /// client's, such as the label of a Log line).
+    pub fn print_plain(&mut self, text: &str) {
+        if self.view != 0 {
+            self.view = 0;
+            self.mark_all();
+        }
+        for c in text.chars() {
+            self.print(if c.is_control() { '?' } else { c });
+        }
+    }
+
     /// Starts a new line: the carriage returned, the cursor a line down
     /// (scrolling at the bottom).
     pub fn newline(&mut self) {
@@ -622,6 +635,15 @@ mod tests {
         t.reset_state();
         t.feed(b"g");
         assert_eq!(t.cell(0, 6).fg, Colour::DefaultFg);
+    }
+
+    #[test]
+    fn plain_text_is_not_parsed() {
+        let mut t = Terminal::new(10, 2, 0);
+        t.feed(b"\x1b[32m");
+        t.print_plain("a\x1b[1mb\n");
+        assert_eq!(line(&t, 0), "a?[1mb?");
+        assert_eq!(t.cell(0, 0).fg, Colour::Indexed(2));
     }
 
     #[test]
