@@ -28,7 +28,7 @@ pub mod render;
 pub mod terminal;
 
 pub use render::{Palette, PixelBuffer, PixelRect, Renderer, Surface};
-pub use terminal::{Cell, Colour, Controls, Rect, Terminal};
+pub use terminal::{Cell, Colour, Controls, Damage, Rect, Terminal};
 
 #[cfg(test)]
 mod fuzz {

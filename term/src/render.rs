@@ -10,8 +10,10 @@
 //! A [`Surface`] takes spans of pixels, a row at a time, so the same code
 //! draws into a host-side [`PixelBuffer`] (the tests) and into a
 //! Framebuffer session's buffer (the terminal component).
-//! [`Renderer::render`] draws only the terminal's dirty rectangle and
-//! returns it in pixels: the rectangle to refresh.
+//! [`Renderer::render`] draws only what changed ([`crate::Damage`]): a
+//! scroll is a move of the pixels ([`Surface::move_up`]) and the new
+//! bottom lines, not a redraw of every cell; it returns the rectangle
+//! changed, in pixels: the rectangle to refresh.
 //!
 //! **Invariants.** Nothing is written outside the surface: the grid a
 //! renderer makes for a surface ([`Renderer::grid_size`]) fits in it, and
@@ -23,7 +25,7 @@ use alloc::vec::Vec;
 
 use noto_sans_mono_bitmap::{get_raster, get_raster_width, FontWeight, RasterHeight};
 
-use crate::terminal::{Cell, Colour, Terminal};
+use crate::terminal::{Cell, Colour, Rect, Terminal};
 
 /// The font's line height in pixels (scale 1).
 pub const GLYPH_HEIGHT: u32 = RasterHeight::Size16.val() as u32;
@@ -39,6 +41,13 @@ pub trait Surface {
     /// Writes `pixels` to row `y` from column `x` (the caller keeps
     /// inside; an implementation drops what is not).
     fn write_span(&mut self, x: u32, y: u32, pixels: &[u32]);
+    /// Moves the `rows` pixel rows from `from` up to `to` (`to < from`),
+    /// whole rows; `false` if the surface cannot (the renderer then
+    /// draws everything instead).
+    fn move_up(&mut self, from: u32, to: u32, rows: u32) -> bool {
+        let _ = (from, to, rows);
+        false
+    }
 }
 
 /// A surface in memory: `width` × `height` pixels, row after row.
@@ -80,6 +89,16 @@ impl Surface for PixelBuffer {
         let n = pixels.len().min((self.width - x) as usize);
         let start = y as usize * self.width as usize + x as usize;
         self.pixels[start..start + n].copy_from_slice(&pixels[..n]);
+    }
+
+    fn move_up(&mut self, from: u32, to: u32, rows: u32) -> bool {
+        let w = self.width as usize;
+        let (from, to, rows) = (from as usize, to as usize, rows as usize);
+        if to >= from || from + rows > self.height as usize {
+            return false;
+        }
+        self.pixels.copy_within(from * w..(from + rows) * w, to * w);
+        true
     }
 }
 
@@ -132,6 +151,19 @@ pub struct PixelRect {
     pub w: u32,
     /// Height.
     pub h: u32,
+}
+
+/// The smallest rectangle holding `a` and `b`.
+fn union(a: PixelRect, b: PixelRect) -> PixelRect {
+    let (x, y) = (a.x.min(b.x), a.y.min(b.y));
+    let right = (a.x + a.w).max(b.x + b.w);
+    let bottom = (a.y + a.h).max(b.y + b.h);
+    PixelRect {
+        x,
+        y,
+        w: right - x,
+        h: bottom - y,
+    }
 }
 
 /// Draws cells; see the module doc.
@@ -211,34 +243,83 @@ impl Renderer {
         PixelRect { x: 0, y: 0, w, h }
     }
 
-    /// Draws the terminal's dirty cells into `surface` and clears them;
-    /// the rectangle drawn, clipped to the surface, if any.
+    /// Draws what changed in the terminal into `surface` and clears it: a
+    /// scroll as a move of the pixels (when the surface can), then the
+    /// dirty cells. The rectangle changed, clipped to the surface, if any.
     pub fn render(&mut self, term: &mut Terminal, surface: &mut impl Surface) -> Option<PixelRect> {
-        let dirty = term.take_dirty()?;
-        let (sw, sh) = surface.size();
+        let damage = term.take_damage();
+        let (cols, rows) = term.size();
+        let whole = Rect {
+            col: 0,
+            row: 0,
+            cols,
+            rows,
+        };
+        let mut moved = None;
+        let mut rect = damage.rect;
+        if damage.scrolled > 0 && !damage.all {
+            // Rows of pixels: the grid's, within the surface.
+            let (_, ch) = self.cell_size();
+            let height = (rows as u32).saturating_mul(ch).min(surface.size().1);
+            let by = (damage.scrolled as u32).saturating_mul(ch);
+            if by < height && surface.move_up(by, 0, height - by) {
+                moved = self.pixels(whole, surface.size());
+            } else {
+                rect = Some(whole);
+            }
+        }
+        if damage.all {
+            rect = Some(whole);
+        }
+        let drawn = rect.and_then(|r| self.draw(term, r, surface));
+        match (moved, drawn) {
+            (Some(m), Some(d)) => Some(union(m, d)),
+            (m, d) => m.or(d),
+        }
+    }
+
+    /// The pixels of `rect`, clipped to a surface of `size`; `None` if
+    /// none is on it.
+    fn pixels(&self, rect: Rect, (sw, sh): (u32, u32)) -> Option<PixelRect> {
         let (cw, ch) = self.cell_size();
-        let x0 = u32::try_from(dirty.col).ok()?.checked_mul(cw)?;
-        let y0 = u32::try_from(dirty.row).ok()?.checked_mul(ch)?;
-        if x0 >= sw || y0 >= sh {
+        let x = u32::try_from(rect.col).ok()?.checked_mul(cw)?;
+        let y = u32::try_from(rect.row).ok()?.checked_mul(ch)?;
+        if x >= sw || y >= sh || rect.cols == 0 || rect.rows == 0 {
             return None;
         }
-        let w = (dirty.cols as u32 * cw).min(sw - x0);
-        let h = (dirty.rows as u32 * ch).min(sh - y0);
+        let w = u32::try_from(rect.cols)
+            .ok()?
+            .saturating_mul(cw)
+            .min(sw - x);
+        let h = u32::try_from(rect.rows)
+            .ok()?
+            .saturating_mul(ch)
+            .min(sh - y);
+        Some(PixelRect { x, y, w, h })
+    }
+
+    /// Draws the cells of `rect`; the pixels drawn.
+    fn draw(
+        &mut self,
+        term: &Terminal,
+        rect: Rect,
+        surface: &mut impl Surface,
+    ) -> Option<PixelRect> {
+        let p = self.pixels(rect, surface.size())?;
+        let (cw, ch) = self.cell_size();
         self.scratch.clear();
-        self.scratch.resize(w as usize, self.palette.bg);
-        for py in 0..h {
-            let y = y0 + py;
+        self.scratch.resize(p.w as usize, self.palette.bg);
+        for y in p.y..p.y + p.h {
             let row = (y / ch) as usize;
             let gy = ((y % ch) / self.scale) as usize;
-            for px in (0..w).step_by(cw as usize) {
-                let col = ((x0 + px) / cw) as usize;
-                let cell = term.cell(row, col);
-                let end = (px + cw).min(w);
-                self.glyph_row(cell, gy, px as usize..end as usize);
+            for px in (0..p.w).step_by(cw as usize) {
+                let col = ((p.x + px) / cw) as usize;
+                let end = (px + cw).min(p.w);
+                self.glyph_row(term.cell(row, col), gy, px as usize..end as usize);
             }
-            surface.write_span(x0, y, &self.scratch);
+            surface.write_span(p.x, y, &self.scratch);
         }
-        Some(PixelRect { x: x0, y: y0, w, h })
+        Some(p)
     }
 
     /// Row `gy` of `cell`'s glyph into `scratch[span]`.
@@ -350,6 +431,66 @@ mod tests {
         assert_eq!(count(&buf, &r, 1, 1, BG), 0);
         // Nothing dirty: nothing drawn.
         assert_eq!(r.render(&mut t, &mut buf), None);
+    }
+
+    /// A surface that cannot move pixels: the renderer draws everything.
+    struct NoMove(PixelBuffer);
+
+    impl Surface for NoMove {
+        fn size(&self) -> (u32, u32) {
+            self.0.size()
+        }
+        fn write_span(&mut self, x: u32, y: u32, pixels: &[u32]) {
+            self.0.write_span(x, y, pixels)
+        }
+    }
+
+    #[test]
+    fn scrolling_moves_pixels() {
+        // Scrolled by moving pixels, and by drawing everything: the same
+        // picture as a fresh terminal with the same lines.
+        let mut r = Renderer::new(Palette::VGA, 1);
+        let (mut moved, mut drawn) = (Terminal::new(5, 3, 0), Terminal::new(5, 3, 0));
+        let mut a = PixelBuffer::new(37, 50, 0x123456);
+        let mut b = NoMove(PixelBuffer::new(37, 50, 0x123456));
+        for line in [&b"\x1b[31mab"[..], b"cd\n", b"\x1b[32mef\n", b"gh\nij\nkl"] {
+            moved.feed(line);
+            drawn.feed(line);
+            let ra = r.render(&mut moved, &mut a);
+            let rb = r.render(&mut drawn, &mut b);
+            if line == b"gh\nij\nkl" {
+                // Two lines scrolled: the grid's pixels changed.
+                assert_eq!(
+                    ra,
+                    Some(PixelRect {
+                        x: 0,
+                        y: 0,
+                        w: 35,
+                        h: 48
+                    })
+                );
+                assert_eq!(ra, rb);
+            }
+        }
+        let mut fresh = Terminal::new(5, 3, 0);
+        fresh.feed(b"\x1b[32mgh\nij\nkl");
+        let mut c = PixelBuffer::new(37, 50, 0x123456);
+        r.render(&mut fresh, &mut c);
+        assert!(a == c, "moved pixels differ from a fresh drawing");
+        assert!(b.0 == c, "redrawn pixels differ from a fresh drawing");
+        // One line scrolled, nothing else written: the move and the new
+        // bottom line are the grid.
+        moved.feed(b"\n");
+        assert_eq!(
+            r.render(&mut moved, &mut a),
+            Some(PixelRect {
+                x: 0,
+                y: 0,
+                w: 35,
+                h: 48
+            })
+        );
+        assert_eq!(a.at(36, 49), 0x123456, "outside the grid untouched");
     }
 
     #[test]

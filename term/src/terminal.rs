@@ -27,8 +27,10 @@
 //! **Invariants.** The screen is always `rows` lines of `cols` cells
 //! (both at least 1), the cursor inside it; the scrollback never holds more
 //! than its limit; memory is fixed at creation plus the scrollback, so
-//! no input grows it past that. The dirty rectangle covers every cell
-//! whose visible content changed since [`Terminal::take_dirty`].
+//! no input grows it past that. The [`Damage`] since
+//! [`Terminal::take_damage`] says what changed: the screen moved up by
+//! `scrolled` lines, then the cells of `rect` changed (on the moved
+//! screen) — or, with `all`, everything.
 
 use alloc::collections::VecDeque;
 use alloc::vec;
@@ -107,6 +109,18 @@ impl Rect {
     }
 }
 
+/// What changed since the last [`Terminal::take_damage`]: applied in
+/// this order, the old picture becomes the new one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Damage {
+    /// Everything changed (the other fields then say nothing).
+    pub all: bool,
+    /// The screen moved up by this many lines (fewer than its rows).
+    pub scrolled: usize,
+    /// Then these cells changed.
+    pub rect: Option<Rect>,
+}
+
 /// The colours new characters get.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Pen {
@@ -157,7 +171,7 @@ pub struct Terminal {
     pen: Pen,
     controls: Controls,
     parser: Parser,
-    dirty: Option<Rect>,
+    damage: Damage,
 }
 
 impl Terminal {
@@ -178,12 +192,16 @@ impl Terminal {
             pen: Pen::DEFAULT,
             controls: Controls::Full,
             parser: Parser::new(),
-            dirty: Some(Rect {
-                col: 0,
-                row: 0,
-                cols,
-                rows,
-            }),
+            damage: Damage {
+                all: true,
+                scrolled: 0,
+                rect: Some(Rect {
+                    col: 0,
+                    row: 0,
+                    cols,
+                    rows,
+                }),
+            },
         }
     }
 
@@ -288,24 +306,69 @@ impl Terminal {
         }
     }
 
-    /// The rectangle changed since the last call, if any; clears it.
+    /// The rectangle changed since the last call, if any (all of the
+    /// screen if it scrolled); clears it.
     pub fn take_dirty(&mut self) -> Option<Rect> {
-        self.dirty.take()
+        let d = self.take_damage();
+        if d.all || d.scrolled > 0 {
+            Some(self.whole())
+        } else {
+            d.rect
+        }
+    }
+
+    /// What changed since the last call (see [`Damage`]); clears it.
+    pub fn take_damage(&mut self) -> Damage {
+        core::mem::take(&mut self.damage)
+    }
+
+    fn whole(&self) -> Rect {
+        Rect {
+            col: 0,
+            row: 0,
+            cols: self.cols,
+            rows: self.rows,
+        }
     }
 
     fn mark(&mut self, rect: Rect) {
-        self.dirty = Some(match self.dirty {
-            Some(d) => d.union(rect),
+        let d = &mut self.damage;
+        d.rect = Some(match d.rect {
+            Some(r) => r.union(rect),
             None => rect,
         });
     }
 
     fn mark_all(&mut self) {
-        self.dirty = Some(Rect {
+        self.damage = Damage {
+            all: true,
+            scrolled: 0,
+            rect: Some(self.whole()),
+        };
+    }
+
+    /// The screen moved up a line: what was dirty moves with it (the top
+    /// line's part gone), the new bottom line is dirty.
+    fn mark_scrolled(&mut self) {
+        let d = &mut self.damage;
+        if d.all || d.scrolled + 1 >= self.rows {
+            self.mark_all();
+            return;
+        }
+        d.scrolled += 1;
+        d.rect = d.rect.and_then(|r| match r.row {
+            0 if r.rows > 1 => Some(Rect {
+                rows: r.rows - 1,
+                ..r
+            }),
+            0 => None,
+            row => Some(Rect { row: row - 1, ..r }),
+        });
+        self.mark(Rect {
             col: 0,
-            row: 0,
+            row: self.rows - 1,
             cols: self.cols,
-            rows: self.rows,
+            rows: 1,
         });
     }
 
@@ -371,7 +434,7 @@ impl Terminal {
             self.scrollback.push_back(top);
         }
         self.screen.push_back(vec![Cell::BLANK; self.cols]);
-        self.mark_all();
+        self.mark_scrolled();
     }
 
     fn csi(&mut self, csi: &Csi) {
@@ -510,6 +573,15 @@ impl Terminal {
 mod tests {
     use super::*;
     use alloc::string::String;
+
+    fn rect(col: usize, row: usize, cols: usize, rows: usize) -> Option<Rect> {
+        Some(Rect {
+            col,
+            row,
+            cols,
+            rows,
+        })
+    }
 
     fn line(t: &Terminal, row: usize) -> String {
         let (cols, _) = t.size();
@@ -650,38 +722,41 @@ mod tests {
     fn dirty_rectangle() {
         let mut t = Terminal::new(10, 4, 0);
         let all = t.take_dirty();
-        assert_eq!(
-            all,
-            Some(Rect {
-                col: 0,
-                row: 0,
-                cols: 10,
-                rows: 4
-            })
-        );
+        assert_eq!(all, rect(0, 0, 10, 4));
         assert_eq!(t.take_dirty(), None);
         t.feed(b"ab\ncd");
-        assert_eq!(
-            t.take_dirty(),
-            Some(Rect {
-                col: 0,
-                row: 0,
-                cols: 2,
-                rows: 2
-            })
-        );
+        assert_eq!(t.take_dirty(), rect(0, 0, 2, 2));
         t.feed(b"\x1b[3;5Hxy");
-        assert_eq!(
-            t.take_dirty(),
-            Some(Rect {
-                col: 4,
-                row: 2,
-                cols: 2,
-                rows: 1
-            })
-        );
+        assert_eq!(t.take_dirty(), rect(4, 2, 2, 1));
         // Moving the cursor changes no cell.
         t.feed(b"\x1b[H\n\n");
         assert_eq!(t.take_dirty(), None);
+    }
+
+    #[test]
+    fn damage_of_scrolling() {
+        let mut t = Terminal::new(10, 4, 10);
+        t.take_damage();
+        t.feed(b"\x1b[2;3Hx\x1b[4;1H\n");
+        // Scrolled once: the x moved from row 1 to row 0, the new bottom
+        // line is blank and dirty.
+        let d = t.take_damage();
+        assert_eq!((d.all, d.scrolled), (false, 1));
+        assert_eq!(d.rect, rect(0, 0, 10, 4));
+        t.feed(b"ab\n");
+        let d = t.take_damage();
+        assert_eq!((d.all, d.scrolled), (false, 1));
+        assert_eq!(d.rect, rect(0, 2, 10, 2));
+        // Dirty cells on the top line scroll away.
+        t.feed(b"\x1b[1;1Hq\x1b[4;1H\n");
+        let d = t.take_damage();
+        assert_eq!(d.rect, rect(0, 3, 10, 1));
+        // As many lines as the screen has: everything.
+        t.feed(b"\n\n\n\n");
+        assert!(t.take_damage().all);
+        assert_eq!(t.take_damage(), Damage::default());
+        // The view moved: everything.
+        t.scroll_view(2);
+        assert!(t.take_damage().all);
     }
 }

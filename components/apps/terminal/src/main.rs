@@ -10,8 +10,10 @@
 //! (`term::Terminal`; nothing shows them yet — that needs input).
 //!
 //! The cells are drawn by `term::Renderer` (Noto Sans Mono, 7×16 pixels
-//! at scale 1) into the session's buffer, and only the changed rectangle
-//! is refreshed — synchronously, inside the client's `WRITE`: when a
+//! at scale 1) into the session's buffer — a scroll moves the buffer's
+//! rows up (`Region::copy_within`) and draws only the new line — and
+//! only the changed rectangle is refreshed (all of the grid after a
+//! scroll) — synchronously, inside the client's `WRITE`: when a
 //! client's `write_line` returns, its line is on the screen.
 //!
 //! **A client cannot disturb the others or the terminal.** Each line is
@@ -75,6 +77,20 @@ impl Surface for Screen<'_> {
             let _ = self.buffer.copy_from(offset, &bytes[..len]);
             offset += len;
         }
+    }
+
+    fn move_up(&mut self, from: u32, to: u32, rows: u32) -> bool {
+        let stride = self.mode.stride as usize;
+        to < from
+            && from.saturating_add(rows) <= self.mode.height
+            && self
+                .buffer
+                .copy_within(
+                    from as usize * stride,
+                    to as usize * stride,
+                    rows as usize * stride,
+                )
+                .is_some()
     }
 }
 

@@ -7,9 +7,16 @@
 //! stays until the power button (the screen must stay drawn for the
 //! screenshot), and says so in a second line, after which the test
 //! presses it.
+//!
+//! With `arg = 1` ([`SCROLL`], `scenarios/terminal-scroll.toml`) it writes
+//! [`SCROLL_LINES`] lines instead, `line N` in colour 31 + N mod 6 (red
+//! to cyan), so that the screen scrolls by more than its height; the host
+//! checks that each row shows the line it should in its colour.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
+
+extern crate alloc;
 
 use rt::abi::caddr::own;
 use rt::abi::ObjectType;
@@ -49,7 +56,12 @@ const LINES: [&str; 6] = [
     "after the junk: the default colour",
 ];
 
-fn main(_: u64) -> i32 {
+/// `arg` of the scrolling test.
+const SCROLL: u64 = 1;
+/// How many lines it writes: more than two screens of 48 rows.
+const SCROLL_LINES: u32 = 100;
+
+fn main(arg: u64) -> i32 {
     let log = match session::open::<Log>(LOG_SLOT) {
         Ok(log) => log,
         Err(e) => {
@@ -57,13 +69,26 @@ fn main(_: u64) -> i32 {
             return 1;
         }
     };
-    for line in LINES {
-        if let Err(e) = log.write_line(line) {
-            println!("test-term: FAILED: writing a line: {e}");
-            return 1;
-        }
+    let start = syscall::rdtsc();
+    let written = if arg == SCROLL {
+        (0..SCROLL_LINES)
+            .try_for_each(|n| log.write_line(&alloc::format!("\x1b[{}mline {n}", 31 + n % 6)))
+    } else {
+        LINES.iter().try_for_each(|line| log.write_line(line))
+    };
+    if let Err(e) = written {
+        println!("test-term: FAILED: writing a line: {e}");
+        return 1;
     }
-    println!("test-term: {} lines written", LINES.len());
+    let lines = if arg == SCROLL {
+        SCROLL_LINES as usize
+    } else {
+        LINES.len()
+    };
+    println!(
+        "test-term: {lines} lines written ({} M TSC ticks)",
+        (syscall::rdtsc() - start) / 1_000_000
+    );
     println!("test-term: staying until the power button");
     // Stays, its lines on the screen, until init stops it.
     let stay = own(STAY);
