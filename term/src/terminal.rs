@@ -590,6 +590,13 @@ mod tests {
     }
 
     #[test]
+    fn a_cell_is_8_bytes() {
+        // The terminal component's memory budget (docs/display.md): a
+        // 146-column line of the scrollback is 1,168 bytes.
+        assert_eq!(core::mem::size_of::<Cell>(), 8);
+    }
+
+    #[test]
     fn writes_and_moves() {
         let mut t = Terminal::new(10, 3, 0);
         t.feed(b"ab\tc\r\nxy\x08z");
