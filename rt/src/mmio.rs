@@ -241,6 +241,19 @@ impl Region {
         Some(())
     }
 
+    /// Moves `len` bytes from `from` to `to` within the window (the
+    /// ranges may overlap: `memmove`), with a plain copy: for memory
+    /// windows, never registers (a terminal scrolling its buffer). `None`
+    /// (nothing moved) when either range is outside.
+    pub fn copy_within(&self, from: usize, to: usize, len: usize) -> Option<()> {
+        let src = self.span(from, len)?;
+        let dst = self.span(to, len)?;
+        // SAFETY: `span` checked both ranges against the window, which
+        // stays mapped while `self` lives; `ptr::copy` allows overlap.
+        unsafe { core::ptr::copy(src, dst, len) };
+        Some(())
+    }
+
     /// Fills `len` bytes at `offset` with the 32-bit `value` repeated
     /// (`offset` and `len` multiples of 4): plain stores, for memory
     /// windows. `None` (nothing written) when outside or unaligned.

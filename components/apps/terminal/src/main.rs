@@ -1,0 +1,198 @@
+//! terminal: a text terminal on a Framebuffer session (docs/display.md,
+//! "Terminal"). It opens its `Framebuffer` route (the display driver,
+//! later a view of the GUI multiplexer: the same session), fills the
+//! screen with the background and serves **Log sessions**
+//! (`rt::session::log`): every line a client writes appears on the
+//! screen as `[label] line`, the label as init names the client (never
+//! what the client says), in bright white, the line in the client's ANSI
+//! colours. Lines longer than the screen wrap; at the bottom the screen
+//! scrolls, and the last [`SCROLLBACK`] lines that scrolled off are kept
+//! (`term::Terminal`; nothing shows them yet — that needs input).
+//!
+//! The cells are drawn by `term::Renderer` (Noto Sans Mono, 7×16 pixels
+//! at scale 1) into the session's buffer — a scroll moves the buffer's
+//! rows up (`Region::copy_within`) and draws only the new line — and
+//! only the changed rectangle is refreshed (all of the grid after a
+//! scroll) — synchronously, inside the client's `WRITE`: when a
+//! client's `write_line` returns, its line is on the screen.
+//!
+//! **A client cannot disturb the others or the terminal.** Each line is
+//! parsed with `term::Controls::ColoursOnly` (SGR colours, TAB: no cursor
+//! movement, no erasing, no CR or BS that would write over a label),
+//! from a fresh parser state and pen: a colour or a half-written escape
+//! sequence ends with its line. The parser is of fixed size, a line is at
+//! most `log::MAX_LINE` bytes (longer ones arrive in parts), and the
+//! scrollback is bounded: no input grows the terminal's memory.
+//!
+//! `arg`: the font scale (1 to `term::render::MAX_SCALE`; 0 is 1).
+#![no_std]
+#![no_main]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+use rt::interfaces::child;
+use rt::mmio::Region;
+use rt::println;
+use rt::session::framebuffer::{Framebuffer, Mode};
+use rt::session::log::{self, LineBuffer, Log};
+use rt::session::{self, Label, Provider, Session};
+use term::{Controls, Palette, Renderer, Surface, Terminal};
+
+rt::entry!(main);
+
+/// The Framebuffer session, its donor block and table.
+const FB_SLOT: u32 = child::FIRST_FREE;
+/// The heap's extra 2 MiB frame.
+const HEAP_SLOT: u32 = FB_SLOT + 3;
+/// Slots for the Log sessions, two each: up to 16 clients.
+const SESSIONS: core::ops::Range<u32> = HEAP_SLOT + 1..HEAP_SLOT + 1 + 2 * 16;
+/// Lines kept after they scroll off: at 146 columns of 8-byte cells
+/// about 1.1 MiB, in the heap's extra frame.
+const SCROLLBACK: usize = 1000;
+
+/// The session's buffer as a `term::Surface`.
+struct Screen<'a> {
+    buffer: &'a Region,
+    mode: Mode,
+}
+
+impl Surface for Screen<'_> {
+    fn size(&self) -> (u32, u32) {
+        (self.mode.width, self.mode.height)
+    }
+
+    fn write_span(&mut self, x: u32, y: u32, pixels: &[u32]) {
+        if x >= self.mode.width || y >= self.mode.height {
+            return;
+        }
+        let n = pixels.len().min((self.mode.width - x) as usize);
+        let mut offset = y as usize * self.mode.stride as usize + x as usize * 4;
+        // Little-endian XRGB8888 in chunks: `Region` copies bytes.
+        let mut bytes = [0u8; 256];
+        for chunk in pixels[..n].chunks(bytes.len() / 4) {
+            for (b, p) in bytes.chunks_exact_mut(4).zip(chunk) {
+                b.copy_from_slice(&p.to_le_bytes());
+            }
+            let len = chunk.len() * 4;
+            // Inside the buffer: the mode's rows fit it (`Mode::fits`).
+            let _ = self.buffer.copy_from(offset, &bytes[..len]);
+            offset += len;
+        }
+    }
+
+    fn move_up(&mut self, from: u32, to: u32, rows: u32) -> bool {
+        let stride = self.mode.stride as usize;
+        to < from
+            && from.saturating_add(rows) <= self.mode.height
+            && self
+                .buffer
+                .copy_within(
+                    from as usize * stride,
+                    to as usize * stride,
+                    rows as usize * stride,
+                )
+                .is_some()
+    }
+}
+
+/// The terminal: the grid, how it is drawn, where.
+struct Console {
+    term: Terminal,
+    renderer: Renderer,
+    fb: Session<Framebuffer>,
+    buffer: Region,
+    mode: Mode,
+    /// Refreshes that failed (the provider is gone); logged once.
+    refresh_failures: u64,
+}
+
+impl Console {
+    /// Draws what changed and refreshes it.
+    fn draw(&mut self) {
+        let mut screen = Screen {
+            buffer: &self.buffer,
+            mode: self.mode,
+        };
+        let Some(r) = self.renderer.render(&mut self.term, &mut screen) else {
+            return;
+        };
+        if let Err(e) = self.fb.refresh(r.x, r.y, r.w, r.h) {
+            if self.refresh_failures == 0 {
+                println!("terminal: REFRESH failed: {e}");
+            }
+            self.refresh_failures += 1;
+        }
+    }
+}
+
+impl log::Server for Console {
+    fn line(&mut self, client: &Label, line: &str) {
+        let t = &mut self.term;
+        t.reset_state();
+        t.feed(b"\x1b[1m");
+        t.print_plain("[");
+        t.print_plain(client.as_str());
+        t.print_plain("] ");
+        t.reset_state();
+        t.feed(line.as_bytes());
+        t.reset_state();
+        t.newline();
+        self.draw();
+    }
+}
+
+fn main(arg: u64) -> i32 {
+    // The heap frame first: made after the buffer's 8 MiB, aligned, it
+    // might not fit the rest of the quota.
+    if let Err(e) = rt::heap::grow(HEAP_SLOT, 1) {
+        println!("terminal: growing the heap: {e}");
+        return 1;
+    }
+    let fb = match session::open_from_quota::<Framebuffer>(FB_SLOT, FB_SLOT + 1, FB_SLOT + 2) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("terminal: Framebuffer session: {e}");
+            return 1;
+        }
+    };
+    let (mode, buffer) = match fb.mode().and_then(|m| Ok((m, fb.buffer()?))) {
+        Ok(mb) => mb,
+        Err(e) => {
+            println!("terminal: the Framebuffer's mode and buffer: {e}");
+            return 1;
+        }
+    };
+    let mut renderer = Renderer::new(Palette::VGA, (arg as u32).max(1));
+    let (cols, rows) = renderer.grid_size(mode.width, mode.height);
+    let mut term = Terminal::new(cols, rows, SCROLLBACK);
+    term.set_controls(Controls::ColoursOnly);
+    let (cw, ch) = renderer.cell_size();
+    renderer.clear(&mut Screen {
+        buffer: &buffer,
+        mode,
+    });
+    let mut console = Console {
+        term,
+        renderer,
+        fb,
+        buffer,
+        mode,
+        refresh_failures: 0,
+    };
+    // The whole screen: the margins the grid does not cover too.
+    if let Err(e) = console.fb.refresh(0, 0, mode.width, mode.height) {
+        println!("terminal: REFRESH failed: {e}");
+        return 1;
+    }
+    console.draw();
+    println!(
+        "terminal: {cols}x{rows} cells of {cw}x{ch} on {}x{}, serving Log",
+        mode.width, mode.height
+    );
+    let provider: Provider<Log, LineBuffer> = Provider::new(SESSIONS.start, SESSIONS.end);
+    provider.serve(
+        |_: &Label, _| Ok(LineBuffer::default()),
+        |client: &Label, state: &mut LineBuffer, label, words| {
+            log::dispatch(&mut console, client, state, label, words)
+        },
+    )
+}
