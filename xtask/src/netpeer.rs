@@ -134,6 +134,39 @@ impl Deframer {
     }
 }
 
+/// Whether an IPv4 frame's header, UDP and TCP checksums are right (a
+/// frame of another kind: true).
+fn checksums_ok(frame: &[u8], sink_frames: &mut u64) -> bool {
+    use smoltcp::wire::{
+        EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpPacket, UdpPacket,
+    };
+    let Ok(eth) = EthernetFrame::new_checked(frame) else {
+        return true;
+    };
+    if eth.ethertype() != EthernetProtocol::Ipv4 {
+        return true;
+    }
+    let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else {
+        return false;
+    };
+    if !ip.verify_checksum() {
+        return false;
+    }
+    let (src, dst) = (ip.src_addr().into(), ip.dst_addr().into());
+    match ip.next_header() {
+        IpProtocol::Udp => UdpPacket::new_checked(ip.payload()).is_ok_and(|u| {
+            if u.dst_port() == np::PORT_SINK {
+                *sink_frames += 1;
+            }
+            u.checksum() == 0 || u.verify_checksum(&src, &dst)
+        }),
+        IpProtocol::Tcp => {
+            TcpPacket::new_checked(ip.payload()).is_ok_and(|t| t.verify_checksum(&src, &dst))
+        }
+        _ => true,
+    }
+}
+
 /// smoltcp's device over two queues: frames the link brought, frames for
 /// the link.
 #[derive(Debug, Default)]
@@ -251,6 +284,12 @@ pub struct Counters {
     pub runts: u64,
     pub giants: u64,
     pub bad_commands: u64,
+    /// IPv4 frames whose header or UDP/TCP checksum is wrong (smoltcp
+    /// drops them; counted here, before it, to tell loss on the link
+    /// from loss in a socket).
+    pub bad_checksums: u64,
+    /// UDP frames for the sink's port the link brought.
+    pub udp_sink_frames: u64,
 }
 
 /// Per ICMP echo request of a host `ping`: how long the peer waits for
@@ -261,6 +300,9 @@ const PING_PAYLOAD: &[u8] = b"pecan peer link ping, 32 bytes..";
 /// TCP buffers of the bulk services: beyond 64 KiB, so the peer's window
 /// never limits the guest (smoltcp scales it).
 const BULK_BUFFER: usize = 512 * 1024;
+/// Frames given to the stack between two passes over the services (below
+/// the UDP sockets' 512 datagrams).
+const BATCH: usize = 128;
 /// Sockets per TCP service: connections it serves at once.
 const BACKLOG: usize = 2;
 
@@ -269,6 +311,8 @@ pub struct Peer {
     iface: Interface,
     sockets: SocketSet<'static>,
     pub dev: Queues,
+    /// Frames received and not yet given to the stack.
+    pending: VecDeque<Vec<u8>>,
     services: Vec<Service>,
     udp_echo: SocketHandle,
     udp_sink: SocketHandle,
@@ -356,6 +400,7 @@ impl Peer {
             iface,
             sockets,
             dev,
+            pending: VecDeque::new(),
             services,
             udp_echo,
             udp_sink,
@@ -380,7 +425,10 @@ impl Peer {
         } else if frame.len() > MAX_FRAME {
             self.counters.giants += 1;
         } else {
-            self.dev.rx.push_back(frame.to_vec());
+            if !checksums_ok(frame, &mut self.counters.udp_sink_frames) {
+                self.counters.bad_checksums += 1;
+            }
+            self.pending.push_back(frame.to_vec());
         }
     }
 
@@ -412,12 +460,22 @@ impl Peer {
         }
     }
 
-    /// Runs the stack and the services at `now`.
+    /// Runs the stack and the services at `now`: the frames that came
+    /// in batches of [`BATCH`], the services served after each (so that
+    /// a burst larger than a socket's buffer is not dropped: the sink
+    /// drains its buffer between batches).
     pub fn step(&mut self, now: Instant) {
-        for _ in 0..4 {
-            self.iface.poll(now, &mut self.dev, &mut self.sockets);
-            let more = self.serve(now);
-            if !more {
+        loop {
+            let n = self.pending.len().min(BATCH);
+            self.dev.rx.extend(self.pending.drain(..n));
+            for _ in 0..4 {
+                self.iface.poll(now, &mut self.dev, &mut self.sockets);
+                let more = self.serve(now);
+                if !more {
+                    break;
+                }
+            }
+            if self.pending.is_empty() {
                 break;
             }
         }
@@ -456,18 +514,28 @@ impl Peer {
                 None
             }
             ["results"] => Some(self.results.join("\n")),
-            ["stats"] => {
-                let c = self.counters;
-                let (d, b, bad) = self.udp_stats;
-                Some(format!(
-                    "frames in {} out {} runts {} giants {} bad-commands {} udp-sink {d} {b} {bad}",
-                    c.frames_in, c.frames_out, c.runts, c.giants, c.bad_commands
-                ))
-            }
+            ["stats"] => Some(self.stats()),
             _ => Some(format!(
                 "error: unknown command {line:?} (ping ADDR COUNT, results, stats)"
             )),
         }
+    }
+
+    /// The counters, one line.
+    fn stats(&self) -> String {
+        let c = self.counters;
+        let (d, b, bad) = self.udp_stats;
+        format!(
+            "frames in {} out {} runts {} giants {} bad-checksums {} bad-commands {} udp-sink-frames \
+             {} udp-sink {d} {b} {bad}",
+            c.frames_in,
+            c.frames_out,
+            c.runts,
+            c.giants,
+            c.bad_checksums,
+            c.bad_commands,
+            c.udp_sink_frames
+        )
     }
 
     /// One pass over the services; whether any queued data or changed
@@ -475,9 +543,6 @@ impl Peer {
     fn serve(&mut self, now: Instant) -> bool {
         let mut more = false;
         let now_us = micros(now);
-        for i in 0..self.services.len() {
-            more |= self.serve_tcp(i, now_us);
-        }
         // UDP echo.
         let socket = self.sockets.get_mut::<udp::Socket>(self.udp_echo);
         let mut echoes = Vec::new();
@@ -499,6 +564,12 @@ impl Peer {
             self.udp_stats.0 += 1;
             self.udp_stats.1 += data.len() as u64;
             self.udp_stats.2 += u64::from(!good);
+        }
+        // The TCP services after the UDP sink: a control line that came
+        // behind datagrams (in the same batch) is answered after they
+        // are counted.
+        for i in 0..self.services.len() {
+            more |= self.serve_tcp(i, now_us);
         }
         // UDP source.
         if let Some(send) = &mut self.udp_send {
@@ -791,6 +862,7 @@ impl Peer {
                 let (d, b, bad) = self.udp_stats;
                 Some(format!("udp-sink {d} {b} {bad}"))
             }
+            ["stats"] => Some(self.stats()),
             ["wait-ping"] => match &self.last_ping {
                 Some(answer) => Some(answer.clone()),
                 None => {
@@ -1334,6 +1406,23 @@ mod tests {
             c.write_all(format!("{bad}\n").as_bytes()).unwrap();
             assert!(read_line(&mut c).starts_with("error"), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_udp_burst_is_counted_whole() {
+        let net = guest();
+        let mut u = UdpSocket::bind(&net, 4002, 4096, 4096 * 1500).unwrap();
+        let mut d = vec![0u8; 1450];
+        np::fill(&mut d, 0);
+        for _ in 0..9000 {
+            u.send_to_waiting(&d, peer_at(np::PORT_SINK), T).unwrap();
+        }
+        u.flush(T).unwrap();
+        net.with_driver(|l| l.pump());
+        assert_eq!(
+            net.with_driver(|l| l.peer.udp_stats),
+            (9000, 9000 * 1450, 0)
+        );
     }
 
     /// Runs the guest's stack (and the link) until the peer has a host

@@ -31,9 +31,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use net::pecan::PecanDriver;
+use net::peerlink::{self, control, peer, read_line};
 use net::smoltcp::time::Duration;
-use net::smoltcp::wire::{IpAddress, IpEndpoint, Ipv4Address, Ipv4Cidr};
-use net::stack::{Net, Pinger, TcpConfig, TcpStream, UdpSocket};
+use net::stack::{Net, Pinger, TcpStream, UdpSocket};
 use rt::interfaces::child;
 use rt::println;
 use ucore::netpeer::{self as np, Fnv, Receiver, SinkReport};
@@ -72,40 +72,9 @@ fn main(_: u64) -> i32 {
     i32::from(failed != 0)
 }
 
-fn peer(port: u16) -> IpEndpoint {
-    let [a, b, c, d] = np::PEER_IP;
-    IpEndpoint::new(IpAddress::v4(a, b, c, d), port)
-}
-
 fn connect(net: &Stack, port: u16) -> Result<TcpStream<PecanDriver>, String> {
-    let mut s = TcpStream::connect(net, peer(port), TcpConfig::DEFAULT, Some(TIMEOUT))
-        .map_err(|e| format!("connecting to the peer's port {port}: {e}"))?;
-    s.set_read_timeout(Some(TIMEOUT));
-    s.set_write_timeout(Some(TIMEOUT));
-    Ok(s)
-}
-
-/// One line from `s` (without its newline), at most 512 bytes.
-fn read_line(s: &mut TcpStream<PecanDriver>) -> Result<String, String> {
-    let mut line = Vec::new();
-    let mut b = [0u8; 1];
-    loop {
-        match s.read(&mut b) {
-            Ok(1) if b[0] == b'\n' => break,
-            Ok(1) if line.len() < 512 => line.push(b[0]),
-            Ok(1) => return Err("a line over 512 bytes".into()),
-            Ok(_) => return Err("the connection ended before the line".into()),
-            Err(e) => return Err(format!("reading a line: {e}")),
-        }
-    }
-    String::from_utf8(line).map_err(|_| "a line that is not UTF-8".into())
-}
-
-/// A command on the peer's in-link control port and its answer.
-fn control(c: &mut TcpStream<PecanDriver>, command: &str) -> Result<String, String> {
-    c.write_all(format!("{command}\n").as_bytes())
-        .map_err(|e| format!("{command}: {e}"))?;
-    read_line(c)
+    peerlink::connect(net, port, TIMEOUT)
+        .map_err(|e| format!("connecting to the peer's port {port}: {e}"))
 }
 
 fn run(check: &mut impl FnMut(bool, String)) -> Result<(), String> {
@@ -115,10 +84,7 @@ fn run(check: &mut impl FnMut(bool, String)) -> Result<(), String> {
     let info = driver.info;
     let net = Net::new(driver, info.mac.0, false).map_err(|e| format!("the stack: {e}"))?;
     let [a, b, c, d] = np::GUEST_IP;
-    net.set_address(
-        Ipv4Cidr::new(Ipv4Address::new(a, b, c, d), np::PREFIX),
-        None,
-    );
+    peerlink::configure(&net);
     println!(
         "test-net: interface MAC {}, link {}; address {}.{}.{}.{}/{} on the peer link",
         info.mac,
@@ -129,8 +95,7 @@ fn run(check: &mut impl FnMut(bool, String)) -> Result<(), String> {
         d,
         np::PREFIX
     );
-    let [pa, pb, pc, pd] = np::PEER_IP;
-    let peer_ip = Ipv4Address::new(pa, pb, pc, pd);
+    let peer_ip = peerlink::peer_ip();
 
     // 1. ICMP echo to the peer.
     let mut pinger = Pinger::new(&net).map_err(|e| format!("ICMP socket: {e}"))?;
