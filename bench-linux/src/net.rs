@@ -50,6 +50,24 @@ fn read_line(s: &mut BufReader<TcpStream>) -> io::Result<String> {
     Ok(line)
 }
 
+/// The control connection to the peer, one for all benchmarks (as
+/// Pecan's bench-net keeps one).
+static CONTROL: std::sync::Mutex<Option<BufReader<TcpStream>>> = std::sync::Mutex::new(None);
+
+/// Runs `f` on the control connection (made at the first call).
+fn with_control<R>(f: impl FnOnce(&mut BufReader<TcpStream>) -> io::Result<R>) -> io::Result<R> {
+    let mut c = CONTROL
+        .lock()
+        .map_err(|_| io::Error::other("control lock"))?;
+    if c.is_none() {
+        *c = Some(BufReader::new(connect(np::PORT_CONTROL)?));
+    }
+    match c.as_mut() {
+        Some(c) => f(c),
+        None => Err(io::Error::other("no control connection")),
+    }
+}
+
 fn control(c: &mut BufReader<TcpStream>, command: &str) -> io::Result<String> {
     c.get_mut().write_all(format!("{command}\n").as_bytes())?;
     read_line(c)
@@ -124,9 +142,8 @@ pub fn run(proto: Proto, dir: Dir, size: usize) -> io::Result<IoRuns> {
                 }
             },
         ),
-        (Proto::Udp, Dir::Tx) => {
-            let mut ctl = BufReader::new(connect(np::PORT_CONTROL)?);
-            control(&mut ctl, "udp-reset")?;
+        (Proto::Udp, Dir::Tx) => with_control(|ctl| {
+            control(ctl, "udp-reset")?;
             let udp = UdpSocket::bind(("0.0.0.0", UDP_PORT))?;
             let to = peer(np::PORT_SINK);
             let runs = measure(
@@ -144,7 +161,7 @@ pub fn run(proto: Proto, dir: Dir, size: usize) -> io::Result<IoRuns> {
             // count stops growing.
             let mut stats = String::new();
             for _ in 0..50 {
-                let now = control(&mut ctl, "udp-stats")?;
+                let now = control(ctl, "udp-stats")?;
                 if now == stats {
                     break;
                 }
@@ -156,9 +173,8 @@ pub fn run(proto: Proto, dir: Dir, size: usize) -> io::Result<IoRuns> {
                 count * (RUNS as u64 + 1)
             );
             Ok(runs)
-        }
-        (Proto::Udp, Dir::Rx) => {
-            let mut ctl = BufReader::new(connect(np::PORT_CONTROL)?);
+        }),
+        (Proto::Udp, Dir::Rx) => with_control(|ctl| {
             let udp = UdpSocket::bind(("0.0.0.0", UDP_PORT))?;
             receive_buffer(&udp, 4 << 20)?;
             udp.set_read_timeout(Some(UDP_WAIT))?;
@@ -184,7 +200,7 @@ pub fn run(proto: Proto, dir: Dir, size: usize) -> io::Result<IoRuns> {
                             }
                         }
                     }
-                    let line = read_line(&mut ctl)?;
+                    let line = read_line(ctl)?;
                     if line.starts_with("udp-sent") {
                         Ok(())
                     } else {
@@ -192,6 +208,6 @@ pub fn run(proto: Proto, dir: Dir, size: usize) -> io::Result<IoRuns> {
                     }
                 },
             )
-        }
+        }),
     }
 }

@@ -304,7 +304,7 @@ const BULK_BUFFER: usize = 512 * 1024;
 /// the UDP sockets' 512 datagrams).
 const BATCH: usize = 128;
 /// Sockets per TCP service: connections it serves at once.
-const BACKLOG: usize = 2;
+const BACKLOG: usize = 4;
 
 /// The peer's stack and services.
 pub struct Peer {
@@ -1406,6 +1406,21 @@ mod tests {
             c.write_all(format!("{bad}\n").as_bytes()).unwrap();
             assert!(read_line(&mut c).starts_with("error"), "{bad}");
         }
+    }
+
+    #[test]
+    fn control_connections_one_after_another() {
+        let net = guest();
+        for _ in 0..8 {
+            let mut c = connect(&net, np::PORT_CONTROL);
+            assert_eq!(control_line(&mut c, "udp-stats"), "udp-sink 0 0 0");
+            drop(c);
+        }
+    }
+
+    fn control_line(c: &mut TcpStream<Link>, command: &str) -> String {
+        c.write_all(format!("{command}\n").as_bytes()).unwrap();
+        read_line(c)
     }
 
     #[test]
