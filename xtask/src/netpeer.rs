@@ -1474,4 +1474,30 @@ mod tests {
         let answer = host_command(&net, "ping 10.0.3.9 2");
         assert_eq!(answer, "ping 10.0.3.9: 0 of 2 answered");
     }
+
+    #[test]
+    fn tcp_source_scaled_window_small_reads() {
+        let net = guest();
+        let config = net::stack::TcpConfig {
+            rx: 256 * 1024,
+            tx: 256 * 1024,
+        };
+        for round in 0..6 {
+            let mut s = TcpStream::connect(&net, peer_at(np::PORT_SOURCE), config, T).unwrap();
+            s.set_read_timeout(T);
+            s.set_write_timeout(T);
+            let len = 262_144u64;
+            s.write_all(&len.to_be_bytes()).unwrap();
+            let mut got = Receiver::default();
+            let mut buf = [0u8; 64];
+            loop {
+                let n = s.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                got.take(&buf[..n]);
+            }
+            assert_eq!((round, got.bytes, got.first_bad), (round, len, None));
+        }
+    }
 }
