@@ -118,7 +118,7 @@ pub fn sequential_read(path: &str, block: usize) -> io::Result<IoRuns> {
 /// started, one unrecorded run, then `recorded` runs, each its elapsed
 /// ticks and the soaker's turns; `prepare` runs before every run,
 /// untimed (dropping the page cache, say).
-fn measure(
+pub fn measure(
     bytes: u64,
     recorded: usize,
     mut prepare: impl FnMut() -> io::Result<()>,

@@ -48,12 +48,14 @@
 //! Module map: [`sys`] (system calls), [`cpu`] (null system call, bogomips,
 //! memcpy/memset), [`oneway`] (futex, pipe, unix socket and eventfd
 //! ping-pong), [`ring`] (lat_ctx), [`bulk`] (bw_pipe, bw_unix), [`disk`]
-//! (virtio-blk reads), [`soaker`] (the soaker thread).
+//! (virtio-blk reads), [`net`] (TCP and UDP against the host peer),
+//! [`soaker`] (the soaker thread).
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 mod bulk;
 mod cpu;
 mod disk;
+mod net;
 mod oneway;
 mod ring;
 mod soaker;
@@ -63,6 +65,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use bench::catalog::{self, Platform};
+use bench::netio::{Dir, Proto};
 use bench::Unit;
 
 /// How a benchmark runs.
@@ -130,6 +133,14 @@ const fn raw_cost(name: &'static str, run: fn() -> io::Result<disk::IoRuns>) -> 
     }
 }
 
+/// A network benchmark (`bench::netio`): its runs are
+/// [`bench::netio::RUNS`].
+const fn net_cost(name: &'static str, run: fn() -> io::Result<disk::IoRuns>) -> Benchmark {
+    let mut b = raw_cost(name, run);
+    b.samples = bench::netio::RUNS;
+    b
+}
+
 /// Every Linux benchmark of the catalog, with its code.
 const BENCHMARKS: &[Benchmark] = &[
     ticks("getppid", cpu::getppid),
@@ -187,6 +198,34 @@ const BENCHMARKS: &[Benchmark] = &[
     raw_cost("fat-write-64k-linux", || disk::fat(65536, true)),
     raw_cost("fat-write-256k-linux", || disk::fat(262144, true)),
     raw_cost("fat-write-1m-linux", || disk::fat(1048576, true)),
+    net_cost("net-tcp-tx-64-linux", || net::run(Proto::Tcp, Dir::Tx, 64)),
+    net_cost("net-tcp-tx-1k-linux", || {
+        net::run(Proto::Tcp, Dir::Tx, 1024)
+    }),
+    net_cost("net-tcp-tx-1450-linux", || {
+        net::run(Proto::Tcp, Dir::Tx, 1450)
+    }),
+    net_cost("net-tcp-rx-64-linux", || net::run(Proto::Tcp, Dir::Rx, 64)),
+    net_cost("net-tcp-rx-1k-linux", || {
+        net::run(Proto::Tcp, Dir::Rx, 1024)
+    }),
+    net_cost("net-tcp-rx-1450-linux", || {
+        net::run(Proto::Tcp, Dir::Rx, 1450)
+    }),
+    net_cost("net-udp-tx-64-linux", || net::run(Proto::Udp, Dir::Tx, 64)),
+    net_cost("net-udp-tx-1k-linux", || {
+        net::run(Proto::Udp, Dir::Tx, 1024)
+    }),
+    net_cost("net-udp-tx-1450-linux", || {
+        net::run(Proto::Udp, Dir::Tx, 1450)
+    }),
+    net_cost("net-udp-rx-64-linux", || net::run(Proto::Udp, Dir::Rx, 64)),
+    net_cost("net-udp-rx-1k-linux", || {
+        net::run(Proto::Udp, Dir::Rx, 1024)
+    }),
+    net_cost("net-udp-rx-1450-linux", || {
+        net::run(Proto::Udp, Dir::Rx, 1450)
+    }),
 ];
 
 /// The Linux benchmarks of the catalog, in its order.

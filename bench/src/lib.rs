@@ -54,6 +54,7 @@ use core::fmt::{self, Write};
 pub mod blockio;
 pub mod catalog;
 pub mod kernels;
+pub mod netio;
 pub mod soak;
 
 /// Unrecorded iterations before measuring.

@@ -11,6 +11,8 @@
 //!   tests and benchmarks);
 //! - [`report`]: a status report rendered as HTML and JSON;
 //! - [`archive`]: the static files of a ROM module (a `newc` cpio archive);
+//! - [`peerlink`]: the guest's side of the peer link (its address, the
+//!   host peer's services);
 //! - `pecan` (on Pecan only): the driver over a Nic session, the Timer
 //!   session and RDRAND.
 //!
@@ -28,6 +30,7 @@ pub mod http;
 pub mod pattern;
 #[cfg(target_os = "none")]
 pub mod pecan;
+pub mod peerlink;
 pub mod report;
 pub mod stack;
 

@@ -902,6 +902,45 @@ impl<D: Driver> UdpSocket<D> {
         r
     }
 
+    /// Queues datagram `data` for `to`, waiting while the send buffer is
+    /// full (at most `timeout`; `None`: for ever). The stack is polled
+    /// only when the buffer is full: datagrams queued in a row leave in
+    /// one batch (call [`UdpSocket::flush`] after the last).
+    pub fn send_to_waiting(
+        &mut self,
+        data: &[u8],
+        to: IpEndpoint,
+        timeout: Option<Duration>,
+    ) -> Result<(), Error> {
+        let h = self.handle;
+        let op = |s: &mut Stack<D>| match s.sockets.get_mut::<udp::Socket>(h).send_slice(data, to) {
+            Ok(()) => Ok(()),
+            Err(udp::SendError::BufferFull) if data.len() > 1472 => Err(Error::TooLarge),
+            Err(udp::SendError::BufferFull) => Err(Error::WouldBlock),
+            Err(udp::SendError::Unaddressable) => Err(Error::Address),
+        };
+        match op(&mut self.net.stack()) {
+            Err(Error::WouldBlock) => {}
+            r => return r,
+        }
+        let end = deadline(self.net.now(), timeout);
+        self.net.block(end, op)
+    }
+
+    /// Waits until every queued datagram has gone to the device (at
+    /// most `timeout`; `None`: for ever).
+    pub fn flush(&mut self, timeout: Option<Duration>) -> Result<(), Error> {
+        let h = self.handle;
+        let end = deadline(self.net.now(), timeout);
+        self.net.block(end, |s| {
+            if s.sockets.get::<udp::Socket>(h).send_queue() == 0 {
+                Ok(())
+            } else {
+                Err(Error::WouldBlock)
+            }
+        })
+    }
+
     /// Receives a datagram into `buf` (cut to fit): its length and sender.
     pub fn recv_from(&mut self, buf: &mut [u8]) -> Result<(usize, IpEndpoint), Error> {
         let h = self.handle;
@@ -913,10 +952,19 @@ impl<D: Driver> UdpSocket<D> {
             }
             Err(_) => Err(Error::WouldBlock),
         };
-        if self.nonblocking {
+        // A datagram already buffered is taken without polling: a poll
+        // may take in a whole batch of frames, and a reader that polled
+        // for each datagram would fill the socket's buffer faster than it
+        // empties it (datagrams beyond it are dropped).
+        {
             let mut s = self.net.stack();
-            s.poll();
-            return op(&mut s);
+            if s.sockets.get::<udp::Socket>(h).can_recv() {
+                return op(&mut s);
+            }
+            if self.nonblocking {
+                s.poll();
+                return op(&mut s);
+            }
         }
         let end = deadline(self.net.now(), self.read_timeout);
         self.net.block(end, op)

@@ -194,3 +194,24 @@ fn udp_and_echo() {
     )
     .unwrap();
 }
+
+#[test]
+fn udp_send_waits_for_room_and_flushes() {
+    let net = net();
+    // Room for 2 datagrams on the sending side: the 3rd waits for a poll.
+    let mut a = UdpSocket::bind(&net, 0, 2, 4096).unwrap();
+    let mut b = UdpSocket::bind(&net, 5001, 64, 64 * 1024).unwrap();
+    let to = IpEndpoint::new(HOME, 5001);
+    for i in 0..40u8 {
+        a.send_to_waiting(&[i; 100], to, Some(Duration::from_secs(1)))
+            .unwrap();
+    }
+    a.flush(Some(Duration::from_secs(1))).unwrap();
+    b.set_nonblocking(true);
+    let mut buf = [0u8; 200];
+    for i in 0..40u8 {
+        let (n, _) = b.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..n], &[i; 100][..]);
+    }
+    assert_eq!(b.recv_from(&mut buf), Err(Error::WouldBlock));
+}

@@ -29,6 +29,8 @@
 //!   needed), its buffer allocator and its test traffic.
 //! - [`netcheck`]: hand-made Ethernet frames (ARP, ICMP echo, DHCP) and
 //!   their parsers, for the network driver's test client.
+//! - [`netpeer`]: what the guest and the host peer of the socket link
+//!   agree on: addresses, ports, the transfer pattern and its checksum.
 //! - [`shell`]: the shell component's command language — words,
 //!   quotes, `>`/`>>` redirection, commands and their operands checked
 //!   before any file is touched.
@@ -61,6 +63,7 @@ pub mod gui;
 pub mod init;
 pub mod load;
 pub mod netcheck;
+pub mod netpeer;
 pub mod packet_stream;
 pub mod plan;
 pub mod ps2;

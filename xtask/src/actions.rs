@@ -4,7 +4,9 @@
 //! the placeholders their commands may hold.
 //!
 //! A command is a template: `{port.NIC.GUESTPORT}` (the host port
-//! forwarded to that guest port), `{disk.NAME}` (this run's copy of the
+//! forwarded to that guest port), `{peer.NIC}` (the control port on
+//! 127.0.0.1 of the host peer of a `link = "peer"` NIC, for `{xtask}
+//! peer {peer.NIC} COMMAND`), `{disk.NAME}` (this run's copy of the
 //! disk), `{dir}` (the test's work directory), `{serial}` (the serial log
 //! so far), `{monitor}` (the monitor transcript), `{xtask}` (the running
 //! xtask binary); `{{` and `}}` are literal braces. Any other `{word}` of
@@ -28,6 +30,8 @@ pub enum Piece {
         guest: u16,
     },
     Disk(String),
+    /// The control port of a NIC's host peer.
+    Peer(String),
     /// The image a disk's copy was made from.
     Source(String),
     Dir,
@@ -98,15 +102,17 @@ impl Template {
 
     /// The placeholder `{name}`.
     fn placeholder(name: &str) -> Result<Piece, String> {
-        let known = "(known: {port.NIC.GUESTPORT}, {disk.NAME}, {source.NAME}, {dir}, {serial}, \
-                     {monitor}, {xtask}; {{ and }} are literal braces)";
+        let known = "(known: {port.NIC.GUESTPORT}, {peer.NIC}, {disk.NAME}, {source.NAME}, {dir}, \
+                     {serial}, {monitor}, {xtask}; {{ and }} are literal braces)";
         Ok(match name {
             "dir" => Piece::Dir,
             "serial" => Piece::Serial,
             "monitor" => Piece::Monitor,
             "xtask" => Piece::Xtask,
             _ => {
-                if let Some(disk) = name.strip_prefix("disk.").filter(|d| !d.is_empty()) {
+                if let Some(nic) = name.strip_prefix("peer.").filter(|d| !d.is_empty()) {
+                    Piece::Peer(nic.to_string())
+                } else if let Some(disk) = name.strip_prefix("disk.").filter(|d| !d.is_empty()) {
                     Piece::Disk(disk.to_string())
                 } else if let Some(disk) = name.strip_prefix("source.").filter(|d| !d.is_empty()) {
                     Piece::Source(disk.to_string())
@@ -164,6 +170,16 @@ impl Template {
                         }))
                     ));
                 }
+                Piece::Peer(nic)
+                    if !devices
+                        .nics
+                        .iter()
+                        .any(|n| &n.name == nic && n.link == crate::devices::Link::Peer) =>
+                {
+                    return Err(format!(
+                        "`{{peer.{nic}}}`: the scenario has no NIC \"{nic}\" with link = \"peer\""
+                    ));
+                }
                 _ => {}
             }
         }
@@ -186,6 +202,10 @@ impl Template {
                     .port(nic, *guest)
                     .map_or_else(String::new, |p| p.to_string()),
                 Piece::Disk(name) => context.devices.disk(name).map(path).unwrap_or_default(),
+                Piece::Peer(nic) => context
+                    .devices
+                    .peer(nic)
+                    .map_or_else(String::new, |p| p.control_port.to_string()),
                 Piece::Source(name) => context.devices.source(name).map(path).unwrap_or_default(),
                 Piece::Dir => path(&context.dir),
                 Piece::Serial => path(&context.serial),
@@ -537,6 +557,7 @@ mod tests {
             nics: vec![Nic {
                 name: "net0".into(),
                 forward: vec![80],
+                link: crate::devices::Link::User,
             }],
             display: None,
         };
@@ -547,6 +568,7 @@ mod tests {
                 sources: Vec::new(),
                 ports: vec![("net0".into(), 80, 40123)],
                 disk_iops: None,
+                peers: Vec::new(),
             },
             dir: PathBuf::from("/w/my dir"),
             serial: PathBuf::from("/w/my dir/serial.log"),

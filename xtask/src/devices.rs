@@ -11,6 +11,9 @@
 //! [[nic]]                       # a virtio-net-pci NIC, user network, restrict=on
 //! name = "net0"
 //! forward = [{ guest = 80 }]    # TCP host 127.0.0.1:<free port> -> guest port 80
+//! [[nic]]                       # a virtio-net-pci NIC joined to the host peer
+//! name = "link"
+//! link = "peer"                 # "user" (the default) or "peer"
 //! display = "virtio-gpu"        # or "std" (VGA) or "bochs" (bochs-display)
 //! ```
 //!
@@ -19,7 +22,11 @@
 //! next one's disk), and QEMU picks each forwarded host port itself
 //! (`hostfwd=tcp:127.0.0.1:0-:PORT`): the ports are read back from the
 //! monitor (`info usernet`, [`parse_usernet`]) once QEMU runs, so two runs
-//! can never be given the same port. Traffic stays on the host loopback:
+//! can never be given the same port. A NIC of `link = "peer"` is joined
+//! through QEMU's socket backend (`-netdev socket,connect=127.0.0.1:PORT`)
+//! to a host peer (`crate::netpeer`) that [`Devices::prepare`] starts
+//! before QEMU, on free ports of 127.0.0.1 (the link's and one for host
+//! commands, `{peer.NIC}` in a test's commands). Traffic stays on the host loopback:
 //! forwards bind 127.0.0.1 only and the user network is `restrict=on` (the
 //! guest reaches neither the host nor the outside world).
 //!
@@ -67,6 +74,7 @@ pub struct RawNic {
     name: Spanned<String>,
     #[serde(default)]
     forward: Vec<Spanned<RawForward>>,
+    link: Option<Spanned<String>>,
 }
 
 /// One entry of a NIC's `forward` list.
@@ -94,11 +102,22 @@ pub struct Disk {
     pub source: DiskSource,
 }
 
+/// What a NIC's other end is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Link {
+    /// QEMU's user network with `restrict=on`.
+    #[default]
+    User,
+    /// The host peer (`crate::netpeer`) through QEMU's socket backend.
+    Peer,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Nic {
     pub name: String,
     /// The guest's TCP ports forwarded from the host loopback.
     pub forward: Vec<u16>,
+    pub link: Link,
 }
 
 /// The display device.
@@ -320,9 +339,31 @@ pub fn check(
             }
             forward.push(port);
         }
+        let link = match raw.link.as_ref().map(|l| (l.get_ref().as_str(), l.span())) {
+            None | Some(("user", _)) => Link::User,
+            Some(("peer", span)) => {
+                if !forward.is_empty() {
+                    return Err((
+                        span,
+                        format!(
+                            "{who}: link: a peer link forwards no ports (forward is for the \
+                             user network)"
+                        ),
+                    ));
+                }
+                Link::Peer
+            }
+            Some((other, span)) => {
+                return Err((
+                    span,
+                    format!("{who}: link: unknown \"{other}\" (expected \"user\" or \"peer\")"),
+                ))
+            }
+        };
         devices.nics.push(Nic {
             name: name.clone(),
             forward,
+            link,
         });
     }
     if let Some(display) = display {
@@ -387,12 +428,19 @@ impl Devices {
             }
             disks.push((disk.name.clone(), path));
         }
+        let mut peers = Vec::new();
+        for nic in self.nics.iter().filter(|n| n.link == Link::Peer) {
+            let peer = crate::netpeer::start(&nic.name)
+                .with_context(|| format!("starting the peer of NIC {}", nic.name))?;
+            peers.push((nic.name.clone(), peer));
+        }
         Ok(Attached {
             devices: self.clone(),
             disks,
             sources,
             ports: Vec::new(),
             disk_iops: None,
+            peers,
         })
     }
 }
@@ -412,6 +460,9 @@ pub struct Attached {
     /// QEMU's throttling of every disk, requests per second of host time
     /// ([`Attached::pace_disks`]); `None`: as fast as the host goes.
     pub disk_iops: Option<u32>,
+    /// (NIC name, its running peer) for each NIC of `link = "peer"`; the
+    /// peers stop when the last copy of this is dropped.
+    pub peers: Vec<(String, std::sync::Arc<crate::netpeer::Running>)>,
 }
 
 /// `text` with every comma doubled: QEMU's escape inside an option value.
@@ -458,7 +509,13 @@ impl Attached {
             ));
         }
         for nic in &d.nics {
-            let mut netdev = format!("user,id=netdev.{},restrict=on", nic.name);
+            let mut netdev = match self.peer(&nic.name) {
+                Some(peer) => format!(
+                    "socket,id=netdev.{},connect=127.0.0.1:{}",
+                    nic.name, peer.link_port
+                ),
+                None => format!("user,id=netdev.{},restrict=on", nic.name),
+            };
             for port in &nic.forward {
                 netdev.push_str(&format!(",hostfwd=tcp:127.0.0.1:0-:{port}"));
             }
@@ -506,6 +563,14 @@ impl Attached {
             .iter()
             .find(|(n, g, _)| n == nic && *g == guest)
             .map(|(_, _, h)| *h)
+    }
+
+    /// The running peer of NIC `name` (a `link = "peer"` NIC, once prepared).
+    pub fn peer(&self, name: &str) -> Option<&crate::netpeer::Running> {
+        self.peers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, p)| p.as_ref())
     }
 
     /// The path of this run's copy of disk `name`.
@@ -599,10 +664,12 @@ mod tests {
                     Nic {
                         name: "net0".into(),
                         forward: vec![22, 80],
+                        link: Link::User,
                     },
                     Nic {
                         name: "b".into(),
                         forward: vec![80],
+                        link: Link::User,
                     },
                 ],
                 ..Devices::default()
@@ -636,10 +703,18 @@ mod tests {
                     source: DiskSource::Blank { size_mib: 2 },
                 },
             ],
-            nics: vec![Nic {
-                name: "net0".into(),
-                forward: vec![80],
-            }],
+            nics: vec![
+                Nic {
+                    name: "net0".into(),
+                    forward: vec![80],
+                    link: Link::User,
+                },
+                Nic {
+                    name: "link".into(),
+                    forward: vec![],
+                    link: Link::Peer,
+                },
+            ],
             display: Some(Display::Bochs),
         };
         let attached = devices.prepare(&dir).unwrap();
@@ -657,9 +732,12 @@ mod tests {
                  -device virtio-blk-pci,drive=drive.b,id=disk.b,disable-legacy=on \
                  -netdev user,id=netdev.net0,restrict=on,hostfwd=tcp:127.0.0.1:0-:80 \
                  -device virtio-net-pci,netdev=netdev.net0,id=nic.net0,disable-legacy=on \
+                 -netdev socket,id=netdev.link,connect=127.0.0.1:{} \
+                 -device virtio-net-pci,netdev=netdev.link,id=nic.link,disable-legacy=on \
                  -device bochs-display,id=display",
                 a.display(),
-                dir.join("disk-b.img").display()
+                dir.join("disk-b.img").display(),
+                attached.peer("link").unwrap().link_port
             )
         );
         assert_eq!(attached.disk("a"), Some(a.as_path()));

@@ -50,7 +50,7 @@ use regex::Regex;
 use crate::accel::Accel;
 use crate::cpio::Archive;
 use crate::debian::{self, Versions};
-use crate::devices::{Devices, Disk, DiskSource};
+use crate::devices::{Devices, Disk, DiskSource, Link, Nic};
 use crate::qemu::{self, Machine};
 use crate::setup;
 use crate::util::{cargo, display_path, shell_quote, workspace_root};
@@ -68,7 +68,9 @@ pub const CMDLINE: &str = "console=ttyS0 quiet panic=-1";
 /// What `/init` prints after `bench-linux` returned: `EXIT_MARKER <status>`.
 pub const EXIT_MARKER: &str = "bench-linux-init: exit";
 /// The busybox applets `/init` uses.
-const APPLETS: &[&str] = &["sh", "mount", "uname", "cat", "poweroff", "insmod"];
+const APPLETS: &[&str] = &[
+    "sh", "mount", "uname", "cat", "poweroff", "insmod", "ifconfig",
+];
 /// The kernel modules the guest loads (with their dependencies): the
 /// virtio PCI transport, the block and network drivers, FAT with the code
 /// page and character set it mounts with by default (cp437, ascii).
@@ -190,6 +192,17 @@ pub fn prepare(names: &[String]) -> Result<LinuxGuest> {
 /// Whether the benchmarks `names` (empty: all) read the lab's disk.
 pub fn needs_disk(names: &[String]) -> bool {
     names.is_empty() || names.iter().any(|n| DISK_BENCHMARKS.contains(&n.as_str()))
+}
+
+/// Whether `name` is a network benchmark (`bench::netio`): it needs the
+/// NIC joined to the host peer.
+pub fn is_net(name: &str) -> bool {
+    name.starts_with("net-")
+}
+
+/// Whether the benchmarks `names` (all when empty) need the peer NIC.
+pub fn needs_net(names: &[String]) -> bool {
+    names.is_empty() || names.iter().any(|n| is_net(n))
 }
 
 /// Refuses names that are not Linux benchmarks, listing those that are.
@@ -318,6 +331,10 @@ fn init_script(names: &[String], modules: &[&str]) -> String {
          # Transparent huge pages only where asked for (the disk benchmarks'\n\
          # buffers, for physically contiguous memory); the kernel's default is never.\n\
          echo madvise > /sys/kernel/mm/transparent_hugepage/enabled\n\
+         # The NIC joined to the host peer (network benchmarks): 10.0.3.2/24.\n\
+         if [ -e /sys/class/net/eth0 ]; then\n\
+         \x20   ifconfig eth0 10.0.3.2 netmask 255.255.255.0 up && echo \"bench-linux-init: eth0 10.0.3.2/24\"\n\
+         fi\n\
          # bench-linux runs under SCHED_FIFO: no real-time throttling.\n\
          echo -1 > /proc/sys/kernel/sched_rt_runtime_us\n\
          echo \"bench-linux-init: kernel $(uname -r): $(cat /proc/cmdline)\"\n\
@@ -401,18 +418,21 @@ impl LinuxGuest {
         log_path: &Path,
     ) -> Result<LinuxRun> {
         let mut machine = self.machine(memory_mib, accel);
-        if needs_disk(&self.names) {
+        // The devices (and the host peer, which runs while this lives).
+        let mut _attached = None;
+        if needs_disk(&self.names) || needs_net(&self.names) {
             let work = workspace_root()
                 .join("target")
                 .join("bench")
                 .join("work")
                 .join("linux");
             let _ = std::fs::remove_dir_all(&work);
-            let devices = Devices {
+            let mut devices = Devices::default();
+            if needs_disk(&self.names) {
                 // vda: the scratch disk; vdb: the card (its third
                 // partition is the file benchmarks' vfat volume, as
                 // Pecan's fat-bench uses it).
-                disks: vec![
+                devices.disks = vec![
                     Disk {
                         name: "bench".into(),
                         source: DiskSource::Blank { size_mib: DISK_MIB },
@@ -421,14 +441,23 @@ impl LinuxGuest {
                         name: "card".into(),
                         source: DiskSource::Built(crate::gendisk::Recipe::CardMbr),
                     },
-                ],
-                ..Devices::default()
-            };
+                ];
+            }
+            if needs_net(&self.names) {
+                // eth0: joined to the host peer (crate::netpeer), as
+                // Pecan's net-bench NIC.
+                devices.nics = vec![Nic {
+                    name: "link".into(),
+                    forward: Vec::new(),
+                    link: Link::Peer,
+                }];
+            }
             let mut attached = devices.prepare(&work)?;
             if machine.icount {
                 attached.pace_disks(crate::devices::BENCH_DISK_IOPS);
             }
             machine.devices = attached.qemu_args();
+            _attached = Some(attached);
         }
         println!(
             "==> booting {} with {} benchmarks: {}",
@@ -559,7 +588,7 @@ mod tests {
         }
         // Every applet the script calls has its link.
         let script = init_script(&[], &["fat"]);
-        for word in ["mount", "uname", "cat", "poweroff", "insmod"] {
+        for word in ["mount", "uname", "cat", "poweroff", "insmod", "ifconfig"] {
             assert!(script.contains(word) && APPLETS.contains(&word), "{word}");
         }
     }

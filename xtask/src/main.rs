@@ -34,6 +34,7 @@ mod kmod;
 mod linux;
 mod matcher;
 mod memory;
+mod netpeer;
 mod pcicheck;
 mod profile;
 mod qemu;
@@ -100,6 +101,16 @@ enum Command {
     /// Boot a scenario headless and write a PNG of its screen once a
     /// serial line matches (target/screenshots/SCENARIO.png).
     Screenshot(screenshot::ScreenshotArgs),
+    /// Send a host command to a running network peer (`{peer.NIC}` in a
+    /// test: its control port) and print its answer: `ping ADDR COUNT`,
+    /// `results`, `stats` (docs/network.md, "The peer link").
+    Peer {
+        /// The peer's control port on 127.0.0.1.
+        port: u16,
+        /// The command's words.
+        #[arg(required = true)]
+        command: Vec<String>,
+    },
     /// Boot a scenario on the kernel built with the `trace` feature and
     /// write its kernel trace as Chrome-trace/Perfetto JSON
     /// (target/trace/SCENARIO.json).
@@ -125,6 +136,7 @@ fn main() -> ExitCode {
         Command::CheckBlocks(args) => blockcheck::run(args).map(|()| true),
         Command::CheckFat(args) => fatcheck::run(args).map(|()| true),
         Command::CheckHttp(args) => httpcheck::run(args).map(|()| true),
+        Command::Peer { port, command } => netpeer::command(*port, command).map(|()| true),
         Command::Trace(args) => trace::run(args),
     };
     match result {

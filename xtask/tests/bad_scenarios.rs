@@ -438,6 +438,16 @@ const CASES: &[(&str, &str, &str)] = &[
         "nic \"net0\": forward[1].guest: port 80 is forwarded twice",
     ),
     (
+        "nic-link-unknown",
+        "5:8",
+        "nic \"net0\": link: unknown \"tap\" (expected \"user\" or \"peer\")",
+    ),
+    (
+        "nic-peer-forward",
+        "6:8",
+        "nic \"net0\": link: a peer link forwards no ports (forward is for the user network)",
+    ),
+    (
         "too-many-nics",
         "15:1",
         "nic \"n4\": a scenario has at most 4 NICs",
@@ -450,7 +460,8 @@ const CASES: &[(&str, &str, &str)] = &[
     (
         "display-in-a-table",
         "6:1",
-        "nic: unknown field `display`, expected `name` or `forward` (display is a top-level \
+        "nic: unknown field `display`, expected one of `name`, `forward`, `link` (display is a \
+         top-level \
          key: write it before the first [[component]], [[disk]] or [[nic]] table)",
     ),
     (
@@ -568,6 +579,8 @@ fixture_tests! {
     nic_duplicate: "nic-duplicate",
     nic_forward_zero: "nic-forward-zero",
     nic_forward_twice: "nic-forward-twice",
+    nic_link_unknown: "nic-link-unknown",
+    nic_peer_forward: "nic-peer-forward",
     too_many_nics: "too-many-nics",
     bad_display: "bad-display",
     display_in_a_table: "display-in-a-table",

@@ -454,7 +454,8 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
 
 /// The Linux side (see `crate::linux`): results and the kernel's version;
 /// `clock` is the accelerator and whether under icount. The benchmarks
-/// that read the lab's disk boot a guest of their own (log `...-io.log`):
+/// that read the lab's disk or use its network peer boot a guest of their
+/// own (log `...-io.log`):
 /// a disk's completions come from a host thread, and once one has landed
 /// at a host-timed instruction the interrupts that follow do too, so the
 /// other benchmarks' samples would no longer repeat exactly.
@@ -463,10 +464,10 @@ fn run_linux(
     (accel, icount): (Accel, bool),
     log: &Path,
 ) -> Result<(Vec<BenchResult>, String)> {
-    let (disk, plain): (Vec<String>, Vec<String>) = names
-        .iter()
-        .map(|n| n.to_string())
-        .partition(|n| crate::linux::DISK_BENCHMARKS.contains(&n.as_str()));
+    let (disk, plain): (Vec<String>, Vec<String>) =
+        names.iter().map(|n| n.to_string()).partition(|n| {
+            crate::linux::DISK_BENCHMARKS.contains(&n.as_str()) || crate::linux::is_net(n)
+        });
     let mut results = Vec::new();
     let mut version = String::new();
     for (group, log) in [
