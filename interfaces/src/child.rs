@@ -39,6 +39,7 @@
 //! | [`OWN_CSPACE`] | its own capability space, so it can configure threads it makes and address its table as a table | `+own` / `own = ["cspace"]` |
 //! | [`OWN_VSPACE`] | its own address space, so it can map memory (shared frames, dataspaces, ROM pages) and configure threads | `+own` / `own = ["vspace"]` |
 //! | [`NOTIFICATION`] | only for init's children with IRQs (a driver): a notification (all rights) bound to its thread, so its `Recv` on its service endpoint also returns when the notification is signalled (label `LABEL_NOTIFICATION`, badge = the bits): bind the IRQs to it and serve requests and interrupts in one loop | `irqs` |
+//! | [`CONSOLE`] | empty at start: the runtime opens its `Console` session here at the component's first printed line, if the scenario routes one (`rt::print`: the lines go to a terminal as well as to the kernel console) | the runtime |
 //! | [`FIRST_FREE`].. | empty — but see [`DEVICES`] | |
 //!
 //! A component of a scenario config that names devices (`io_ports`,
@@ -72,7 +73,10 @@ pub const OWN_CSPACE: u32 = 5;
 pub const OWN_VSPACE: u32 = 6;
 /// Init's children with IRQs: a notification bound to their thread.
 pub const NOTIFICATION: u32 = 7;
-pub const FIRST_FREE: u32 = 8;
+/// The runtime's `Console` session (a Log session its printed lines also
+/// go to), once opened.
+pub const CONSOLE: u32 = 8;
+pub const FIRST_FREE: u32 = 9;
 /// The first device capability of a component with devices.
 pub const DEVICES: u32 = FIRST_FREE;
 

@@ -5,12 +5,72 @@
 //! Errors from `DebugWrite` are ignored: there is nowhere else to report
 //! them.
 //!
-//! `DebugWrite` is a debugging aid until the LOG service exists; the
-//! macros will then write to the component's LOG session instead.
+//! **The console.** When the component's scenario routes a `Console`
+//! session (`rt::session::log::Console`: the LOG protocol, served by a
+//! terminal), the same bytes also go there, line by line: the runtime
+//! opens the session into `interfaces::child::CONSOLE` at the first
+//! printed line (init refuses an unrouted `Console` without a word), so
+//! a component's output shows in its terminal with no change to its code,
+//! and the kernel console keeps every line (tests and `--headless` read
+//! it). A console that fails is given up (the lines still reach the
+//! kernel console).
 
 use core::fmt;
+use core::sync::atomic::{AtomicU8, Ordering};
 
 use crate::syscall;
+
+/// The console session's state.
+static CONSOLE: AtomicU8 = AtomicU8::new(UNTRIED);
+const UNTRIED: u8 = 0;
+const OPENING: u8 = 1;
+const OPEN: u8 = 2;
+const NONE: u8 = 3;
+
+/// Sends `bytes` to the console, if there is one: each complete line
+/// ends with the LOG protocol's `END`, a part of a line (a full buffer)
+/// goes without it.
+fn to_console(bytes: &[u8]) {
+    use crate::session::log::{Console, Log};
+    use crate::session::Session;
+    let state = CONSOLE.load(Ordering::Acquire);
+    if state == UNTRIED
+        && CONSOLE
+            .compare_exchange(UNTRIED, OPENING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    {
+        let opened = crate::session::open::<Console>(interfaces::child::CONSOLE).is_ok();
+        CONSOLE.store(if opened { OPEN } else { NONE }, Ordering::Release);
+    }
+    if CONSOLE.load(Ordering::Acquire) != OPEN {
+        return;
+    }
+    let console: Session<Log> = Session::from_cap(abi::caddr::own(interfaces::child::CONSOLE));
+    for line in bytes.split_inclusive(|&b| b == b'\n') {
+        let (text, end) = match line.strip_suffix(b"\n") {
+            Some(t) => (t, true),
+            None => (line, false),
+        };
+        let mut parts = text.chunks(interfaces::session::NAME_BYTES).peekable();
+        let ok = if parts.peek().is_none() {
+            !end || console.write_part(&[], true).is_ok()
+        } else {
+            let mut ok = true;
+            while let Some(part) = parts.next() {
+                let last = end && parts.peek().is_none();
+                if console.write_part(part, last).is_err() {
+                    ok = false;
+                    break;
+                }
+            }
+            ok
+        };
+        if !ok {
+            CONSOLE.store(NONE, Ordering::Release);
+            return;
+        }
+    }
+}
 
 /// Bytes formatted before they are written out.
 pub const BUFFER_SIZE: usize = 256;
@@ -36,6 +96,7 @@ impl DebugWriter {
     pub fn flush(&mut self) {
         if self.len > 0 {
             let _ = syscall::debug_write(&self.buf[..self.len]);
+            to_console(&self.buf[..self.len]);
             self.len = 0;
         }
     }
@@ -53,6 +114,7 @@ impl fmt::Write for DebugWriter {
         if self.len == 0 && bytes.len() >= BUFFER_SIZE {
             // Too big to buffer and nothing to keep in order: write directly.
             let _ = syscall::debug_write(bytes);
+            to_console(bytes);
             return Ok(());
         }
         while !bytes.is_empty() {

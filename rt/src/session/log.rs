@@ -30,6 +30,17 @@ impl Interface for Log {
     const NAME: &'static str = "Log";
 }
 
+/// A component's console: the LOG protocol under another name, which the
+/// runtime opens for the component's printed lines (`rt::print`) when
+/// its scenario routes one — to a terminal, which provides both `Log`
+/// and `Console`. Under its own name so that a component's explicit Log
+/// sessions and its console stay apart.
+pub struct Console;
+
+impl Interface for Console {
+    const NAME: &'static str = "Console";
+}
+
 /// Opcode: a part of a line.
 pub const WRITE: u64 = 1;
 /// Opcode: nothing; answered [`OK`] (the session RPC benchmark).
@@ -72,7 +83,7 @@ impl Session<Log> {
         }
     }
 
-    fn write_part(&self, part: &[u8], last: bool) -> Result<(), Error> {
+    pub(crate) fn write_part(&self, part: &[u8], last: bool) -> Result<(), Error> {
         let label = WRITE | (part.len() as u64) << LEN_SHIFT | if last { END } else { 0 };
         let (reply, _) = self.call(label, pack_bytes(part))?;
         if reply.label() == OK {

@@ -37,8 +37,10 @@ const YIELDS_BEFORE_CRASH: u32 = 8;
 /// Own slots where it keeps copies of its sessions' objects, the oldest
 /// replaced first.
 const KEPT: [u32; 2] = [child::FIRST_FREE, child::FIRST_FREE + 1];
-/// Its sessions' slots: after `KEPT`, up to the 16 every component has.
-const SESSION_SLOTS: (u32, u32) = (child::FIRST_FREE + 2, 16);
+/// Its sessions' slots: after `KEPT`, three sessions' worth (two slots
+/// each) — as many as its capability table holds (`caps = 32` for three;
+/// the smallest table, 16, holds two: a third open is refused full).
+const SESSION_SLOTS: (u32, u32) = (child::FIRST_FREE + 2, child::FIRST_FREE + 8);
 
 fn main(crash_after: u64) -> i32 {
     println!("counter-service: serving (crash after {crash_after} requests; 0: never)");

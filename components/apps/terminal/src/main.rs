@@ -2,7 +2,11 @@
 //! "Terminal"). It opens its `Framebuffer` route (the display driver,
 //! later a view of the GUI multiplexer: the same session), fills the
 //! screen with the background and serves **Log sessions**
-//! (`rt::session::log`): every line a client writes appears on the
+//! (`rt::session::log`) and **Console sessions** — the same protocol,
+//! under the name the runtime uses for a component's printed lines
+//! (`rt::print`), so a component whose scenario routes `Console` to a
+//! terminal shows its output there unchanged (`provides = ["Log",
+//! "Console"]`, or either): every line a client writes appears on the
 //! screen as `[label] line`, the label as init names the client (never
 //! what the client says), in bright white, the line in the client's ANSI
 //! colours. Lines longer than the screen wrap; at the bottom the screen
@@ -185,10 +189,11 @@ fn main(arg: u64) -> i32 {
     }
     console.draw();
     println!(
-        "terminal: {cols}x{rows} cells of {cw}x{ch} on {}x{}, serving Log",
+        "terminal: {cols}x{rows} cells of {cw}x{ch} on {}x{}, serving Log and Console",
         mode.width, mode.height
     );
-    let provider: Provider<Log, LineBuffer> = Provider::new(SESSIONS.start, SESSIONS.end);
+    let provider: Provider<(Log, log::Console), LineBuffer> =
+        Provider::new(SESSIONS.start, SESSIONS.end);
     provider.serve(
         |_: &Label, _| Ok(LineBuffer::default()),
         |client: &Label, state: &mut LineBuffer, label, words| {

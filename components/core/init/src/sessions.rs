@@ -255,7 +255,14 @@ impl Sessions {
         let name = client.component.name;
         let target = match client.component.route(service) {
             None => {
-                println!("init: {name} asks for a {service} session: not routed to it; refused");
+                // Every component's runtime asks for its console at its
+                // first printed line (`rt::print`): without a route that
+                // is the normal case, not worth a line.
+                if service != rt::session::log::Console::NAME {
+                    println!(
+                        "init: {name} asks for a {service} session: not routed to it; refused"
+                    );
+                }
                 return Decision::Refuse(session::REFUSED_UNROUTED, 0);
             }
             Some(Target::Parent) => {
