@@ -38,7 +38,15 @@ use rt::resources::{ResourceError, Resources};
 use rt::syscall::{self, Words};
 
 /// Most proxy threads init makes; beyond, jobs wait in init's queue.
-pub const MAX_PROXIES: usize = 8;
+/// A proxy's call can wait as long as its provider is still starting —
+/// itself waiting for a session of its own — so the pool must outnumber
+/// the providers that start at once in a chain: the demo's display and
+/// storage chains (terminals waiting for the GUI multiplexer, which
+/// waits for the input driver; FAT services waiting for the partition
+/// service, which waits for the block driver) tied up all of 8 and
+/// deadlocked. 24 cost init about 400 KiB of its own memory at most,
+/// made only when jobs wait.
+pub const MAX_PROXIES: usize = 24;
 /// The badge bit of a proxy's capability to init's endpoint (above the
 /// children's badges and the session bits of `interfaces::session`); the low
 /// bits are the proxy's number.
