@@ -91,11 +91,20 @@ pub fn prepare(
 pub fn run(args: &RunArgs) -> Result<bool> {
     let Booting {
         scenario,
-        machine,
+        mut machine,
         mut attached,
         elf,
     } = booting(args)?;
     let qmp = machine.qmp.clone();
+    // Without a window, the screen is a VNC server on 127.0.0.1.
+    let vnc = (machine.headless && scenario.devices.display.is_some())
+        .then(free_vnc_display)
+        .flatten();
+    if let Some(d) = vnc {
+        machine
+            .devices
+            .extend(["-vnc".to_string(), format!("127.0.0.1:{d}")]);
+    }
     println!(
         "==> booting scenario {}: {}",
         args.scenario, scenario.description
@@ -156,6 +165,13 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         match connected {
             Ok(q) => {
                 attached.port_lines().iter().for_each(|l| println!("{l}"));
+                if let Some(d) = vnc {
+                    println!(
+                        "screen: vnc://127.0.0.1:{} (a VNC viewer shows the display; \
+                         `cargo xtask screenshot` writes it as a PNG)",
+                        VNC_BASE + d
+                    );
+                }
                 for (_, _, host) in attached
                     .ports
                     .iter()
@@ -276,6 +292,15 @@ pub fn booting(args: &RunArgs) -> Result<Booting> {
         attached,
         elf,
     })
+}
+
+/// VNC display `d` listens on TCP port `VNC_BASE + d`.
+const VNC_BASE: u16 = 5900;
+
+/// A VNC display number whose port on 127.0.0.1 is free now (QEMU binds
+/// it a moment later), if one of the first hundred is.
+fn free_vnc_display() -> Option<u16> {
+    (0..100).find(|d| std::net::TcpListener::bind(("127.0.0.1", VNC_BASE + d)).is_ok())
 }
 
 /// The guest port whose forward `cargo xtask run` announces as a URL.
