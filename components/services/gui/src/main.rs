@@ -45,7 +45,7 @@ use rt::interfaces::child;
 use rt::mmio::Region;
 use rt::println;
 use rt::server::answer;
-use rt::session::framebuffer::{self as fb, Framebuffer, Mode, ServedBuffer};
+use rt::session::framebuffer::{self as fb, FbError, Framebuffer, Mode, ServedBuffer};
 use rt::session::input::{self, Event, Input, ServedQueue};
 use rt::session::{self, Donated, Label, Provider, Session, REFUSED_FULL};
 use rt::syscall::{self, Words};
@@ -103,6 +103,8 @@ struct Gui {
     input: Session<Input>,
     clients: Vec<Client>,
     all_drawn: bool,
+    /// A reconnection to the display is under way.
+    reconnecting: bool,
 }
 
 /// A session of the multiplexer's: the view's index.
@@ -204,6 +206,7 @@ fn start() -> Result<Gui, String> {
         screen_mode,
         fb,
         all_drawn: false,
+        reconnecting: false,
     };
     let whole = gui.layout.screen();
     gui.redraw(whole);
@@ -421,9 +424,47 @@ impl Gui {
                 }
             }
         }
-        if let Err(e) = self.fb.refresh(r.x, r.y, r.w, r.h) {
-            println!("gui: refreshing the screen: {e}");
+        match self.fb.refresh(r.x, r.y, r.w, r.h) {
+            Ok(()) => {}
+            // The display driver is gone (killed, restarted): a new
+            // session, a new buffer, the whole screen drawn again.
+            Err(FbError::Ipc(_)) if !self.reconnecting => self.reconnect(),
+            Err(e) => println!("gui: refreshing the screen: {e}"),
         }
+    }
+
+    /// Opens the display's session again after its driver stopped (init
+    /// parks the open while the driver waits out its restart), takes the
+    /// new buffer and redraws the whole screen into it. The clients keep
+    /// their sessions: their buffers are their own memory.
+    fn reconnect(&mut self) {
+        println!("gui: the display's driver stopped; reconnecting");
+        // A display that fails again while the screen is redrawn is not
+        // reconnected from inside that redraw.
+        self.reconnecting = true;
+        let again = self
+            .fb
+            .reopen()
+            .map_err(|e| alloc::format!("{e}"))
+            .and_then(|()| self.fb.mode().map_err(|e| alloc::format!("MODE: {e}")))
+            .and_then(|m| match m == self.screen_mode {
+                true => self.fb.buffer().map_err(|e| alloc::format!("BUFFER: {e}")),
+                false => Err(alloc::format!(
+                    "the mode changed to {}x{}",
+                    m.width,
+                    m.height
+                )),
+            });
+        match again {
+            Ok(screen) => {
+                self.screen = screen;
+                println!("gui: display back; redrawing the screen");
+                let whole = self.layout.screen();
+                self.redraw(whole);
+            }
+            Err(e) => println!("gui: reconnecting to the display failed: {e}"),
+        }
+        self.reconnecting = false;
     }
 }
 
