@@ -27,6 +27,14 @@ const OPENING: u8 = 1;
 const OPEN: u8 = 2;
 const NONE: u8 = 3;
 
+/// The component's console session, once it is open (after its first
+/// printed line, when its scenario routes `Console`): for input
+/// (`Session::input_notifier`, `Session::read`).
+pub fn console() -> Option<crate::session::Session<crate::session::log::Log>> {
+    (CONSOLE.load(Ordering::Acquire) == OPEN)
+        .then(|| crate::session::Session::from_cap(abi::caddr::own(interfaces::child::CONSOLE)))
+}
+
 /// Sends `bytes` to the console, if there is one: each complete line
 /// ends with the LOG protocol's `END`, a part of a line (a full buffer)
 /// goes without it.

@@ -23,6 +23,20 @@ use crate::syscall::Words;
 /// A reply: its message info and words.
 type Reply = (MsgInfo, Words);
 
+/// Opcode of a console (a Log or Console session at a terminal): the
+/// notification, read-only, that the terminal signals when typed lines
+/// wait ([`READ`]); one session of a terminal gets it (the first to ask),
+/// the others [`NO_INPUT`].
+pub const INPUT_NOTIFIER: u64 = 3;
+/// Opcode: up to 32 bytes of typed input, whole lines ending in `\n`
+/// as they were typed; the reply's label is [`OK`] with the count in bits
+/// [`LEN_SHIFT`].., the bytes in the words (`pack_bytes`). 0 bytes: none
+/// waits now.
+pub const READ: u64 = 4;
+/// The reply: this session gets no input (another has it, or the
+/// terminal has no keyboard).
+pub const NO_INPUT: u64 = 0xe1;
+
 /// The LOG interface.
 pub struct Log;
 
@@ -72,6 +86,31 @@ impl Session<Log> {
             self.write_part(part, parts.peek().is_none())?;
         }
         Ok(())
+    }
+
+    /// The terminal's input notification into the empty own slot `slot`
+    /// ([`INPUT_NOTIFIER`]): to wait on before [`Self::read`].
+    pub fn input_notifier(&self, slot: u32) -> Result<abi::CapSlot, Error> {
+        let info = MsgInfo::new(INPUT_NOTIFIER, 4, 0).ok_or(Error::InvalidArgument)?;
+        let own = abi::caddr::own(slot);
+        let (reply, _) = crate::transfer::call_for_cap(self.cap(), info, [0; 4], own)?;
+        match reply.label() {
+            OK if reply.caps() == 1 => Ok(own),
+            _ => Err(Error::InvalidState),
+        }
+    }
+
+    /// Appends the typed input that waits (up to 32 bytes) to `out`; how
+    /// many bytes came (0: none now).
+    pub fn read(&self, out: &mut Vec<u8>) -> Result<usize, Error> {
+        let (reply, words) = self.call(READ, [0; 4])?;
+        if reply.label() & 0xff != OK {
+            return Err(Error::InvalidState);
+        }
+        let n = (((reply.label() >> LEN_SHIFT) & 0xff) as usize).min(NAME_BYTES);
+        let (bytes, _) = unpack(&words);
+        out.extend_from_slice(&bytes[..n]);
+        Ok(n)
     }
 
     /// A round trip that does nothing ([`PING`]).

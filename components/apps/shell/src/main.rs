@@ -129,9 +129,17 @@ fn main(_: u64) -> i32 {
         sh.commands, sh.failed
     ));
     if config.get("stay").and_then(|v| v.as_bool()) == Some(true) {
-        // A notification nobody signals: what the shell does until a
-        // terminal feeds it lines. (Its few bytes come from the quota left
-        // beside the file system's donation: 16 MiB leave room, 8 do not.)
+        // Lines typed into its terminal, when its console is one that
+        // has a keyboard: each run as a command.
+        if let Some(console) = rt::print::console() {
+            match console.input_notifier(STAY_NOTIFICATION) {
+                Ok(typed) => return interactive(&mut sh, &console, typed),
+                Err(e) => sh.say(format_args!("shell: no input from its terminal ({e})")),
+            }
+        }
+        // A notification nobody signals: what the shell does without a
+        // keyboard. (Its few bytes come from the quota left beside the
+        // file system's donation: 16 MiB leave room, 8 do not.)
         let made = syscall::retype(
             own(child::UNTYPED),
             ObjectType::Notification,
@@ -145,6 +153,37 @@ fn main(_: u64) -> i32 {
         }
     }
     0
+}
+
+/// Runs the lines typed into the shell's terminal (its console's input,
+/// `rt::session::log::READ`) until the system is powered off; a line
+/// longer than [`LINE_BYTES`] is cut.
+fn interactive(
+    sh: &mut Shell<'_>,
+    console: &rt::session::Session<rt::session::log::Log>,
+    typed: rt::abi::CapSlot,
+) -> i32 {
+    sh.say(format_args!("shell: reading commands from its terminal"));
+    let mut pending: alloc::vec::Vec<u8> = alloc::vec::Vec::new();
+    loop {
+        if let Err(e) = syscall::wait(typed) {
+            sh.say(format_args!("shell: waiting for input: {e}"));
+            return 1;
+        }
+        while console.read(&mut pending).is_ok_and(|n| n > 0) {}
+        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+            let line: alloc::vec::Vec<u8> = pending.drain(..=end).collect();
+            let text = core::str::from_utf8(&line[..end]).unwrap_or("");
+            let text = &text[..floor_char_boundary(text, LINE_BYTES)];
+            if !text.trim().is_empty() && sh.run_line(text) == Outcome::Gone {
+                sh.say(format_args!("shell: the file system is gone"));
+                return 1;
+            }
+        }
+        if pending.len() > LINE_BYTES {
+            pending.clear();
+        }
+    }
 }
 
 /// The config table from the config ROM, or why there is none.

@@ -33,10 +33,14 @@
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+extern crate alloc;
+
+use rt::abi::MsgInfo;
 use rt::interfaces::child;
 use rt::mmio::Region;
 use rt::println;
 use rt::session::framebuffer::{Framebuffer, Mode};
+use rt::session::input::{Event, Input};
 use rt::session::log::{self, LineBuffer, Log};
 use rt::session::{self, Label, Provider, Session};
 use term::{Controls, Palette, Renderer, Surface, Terminal};
@@ -47,8 +51,16 @@ rt::entry!(main);
 const FB_SLOT: u32 = child::FIRST_FREE;
 /// The heap's extra 2 MiB frame.
 const HEAP_SLOT: u32 = FB_SLOT + 3;
+/// The Input session (its `Input` route, a view's at the GUI
+/// multiplexer), its notification, and the notification of the session
+/// that reads the typed lines with the copy it got.
+const INPUT_SLOT: u32 = HEAP_SLOT + 1;
+const INPUT_NOTIFY: u32 = INPUT_SLOT + 1;
+const READER_NOTIFY: u32 = INPUT_NOTIFY + 1;
 /// Slots for the Log sessions, two each: up to 16 clients.
-const SESSIONS: core::ops::Range<u32> = HEAP_SLOT + 1..HEAP_SLOT + 1 + 2 * 16;
+const SESSIONS: core::ops::Range<u32> = READER_NOTIFY + 2..READER_NOTIFY + 2 + 2 * 16;
+/// Typed bytes kept for the reader (whole lines); more are dropped.
+const TYPED_MAX: usize = 4096;
 /// Lines kept after they scroll off: at 146 columns of 8-byte cells
 /// about 1.1 MiB, in the heap's extra frame.
 const SCROLLBACK: usize = 1000;
@@ -145,8 +157,24 @@ impl log::Server for Console {
 }
 
 fn main(arg: u64) -> i32 {
-    // The heap frame first: made after the buffer's 8 MiB, aligned, it
-    // might not fit the rest of the quota.
+    // The reader's notification first, then the heap frame: made after
+    // the buffer's donor block (16 MiB, aligned), neither would fit the
+    // rest of the quota (the untyped's watermark is at its end then).
+    let reader = {
+        use rt::abi::caddr::own;
+        use rt::abi::{ObjectType, Rights};
+        rt::syscall::retype(
+            own(child::UNTYPED),
+            ObjectType::Notification,
+            0,
+            own(READER_NOTIFY),
+            1,
+        )
+        .and_then(|()| {
+            rt::syscall::cap_mint(own(READER_NOTIFY), own(READER_NOTIFY + 1), Rights::READ, 0)
+        })
+        .is_ok()
+    };
     if let Err(e) = rt::heap::grow(HEAP_SLOT, 1) {
         println!("terminal: growing the heap: {e}");
         return 1;
@@ -192,12 +220,154 @@ fn main(arg: u64) -> i32 {
         "terminal: {cols}x{rows} cells of {cw}x{ch} on {}x{}, serving Log and Console",
         mode.width, mode.height
     );
-    let provider: Provider<(Log, log::Console), LineBuffer> =
+    let keyboard = Keyboard::open(reader);
+    let console = core::cell::RefCell::new(console);
+    let keyboard = core::cell::RefCell::new(keyboard);
+    let mut provider: Provider<(Log, log::Console), Client> =
         Provider::new(SESSIONS.start, SESSIONS.end);
-    provider.serve(
-        |_: &Label, _| Ok(LineBuffer::default()),
-        |client: &Label, state: &mut LineBuffer, label, words| {
-            log::dispatch(&mut console, client, state, label, words)
-        },
-    )
+    let mut new = |_: &Label, _| Ok(Client::default());
+    let mut dispatch = |client: &Label, state: &mut Client, label, words| match label {
+        log::INPUT_NOTIFIER => keyboard.borrow_mut().notifier(state),
+        log::READ => keyboard.borrow_mut().read(state),
+        _ => log::dispatch(
+            &mut *console.borrow_mut(),
+            client,
+            &mut state.line,
+            label,
+            words,
+        ),
+    };
+    let mut reply = None;
+    loop {
+        let received = provider.next(reply.take());
+        if let Ok((_, info, _)) = received {
+            if info.label() == rt::abi::LABEL_NOTIFICATION {
+                keyboard.borrow_mut().typed();
+                continue;
+            }
+        }
+        reply = provider.handle(received, &mut new, &mut dispatch);
+    }
+}
+
+/// A session's state: its line so far, and whether it reads the input.
+#[derive(Default)]
+struct Client {
+    line: LineBuffer,
+    reader: bool,
+}
+
+/// The terminal's keyboard: the Input session of its view (when its
+/// scenario routes `Input`), the line being typed and the typed lines
+/// its reader has not taken yet.
+struct Keyboard {
+    input: Option<Session<Input>>,
+    line: alloc::vec::Vec<u8>,
+    ready: alloc::collections::VecDeque<u8>,
+    /// A session took the input (`INPUT_NOTIFIER`).
+    taken: bool,
+}
+
+impl Keyboard {
+    /// The Input session with its notification bound to the terminal's
+    /// thread, or none (no `Input` route, or no `own = ["thread"]`).
+    fn open(reader: bool) -> Keyboard {
+        use rt::abi::caddr::own;
+        if !reader {
+            println!("terminal: no keyboard input: no notification for its reader");
+            return Keyboard {
+                input: None,
+                line: alloc::vec::Vec::new(),
+                ready: alloc::collections::VecDeque::new(),
+                taken: false,
+            };
+        }
+        let input = match session::open::<Input>(INPUT_SLOT) {
+            // No `Input` route: a terminal for output alone.
+            Err(_) => None,
+            Ok(i) => {
+                let bound = i
+                    .notifier(INPUT_NOTIFY)
+                    .and_then(|n| rt::syscall::bind_notification(own(child::OWN_THREAD), n));
+                match bound {
+                    Ok(()) => {
+                        println!("terminal: keyboard input from its Input session");
+                        Some(i)
+                    }
+                    Err(e) => {
+                        println!(
+                            "terminal: no keyboard input: its Input session's notification: {e}"
+                        );
+                        None
+                    }
+                }
+            }
+        };
+        Keyboard {
+            input,
+            line: alloc::vec::Vec::new(),
+            ready: alloc::collections::VecDeque::new(),
+            taken: false,
+        }
+    }
+
+    /// Keys arrived: characters join the line, Enter hands it to the
+    /// reader, Backspace takes one back.
+    fn typed(&mut self) {
+        let Some(input) = self.input.as_ref() else {
+            return;
+        };
+        let mut lines = false;
+        for e in input.events().unwrap_or_default() {
+            let Event::Press { ch: Some(c), .. } = e else {
+                continue;
+            };
+            match c {
+                '\n' => {
+                    if self.ready.len() + self.line.len() < TYPED_MAX {
+                        self.ready.extend(self.line.drain(..));
+                        self.ready.push_back(b'\n');
+                        lines = true;
+                    }
+                    self.line.clear();
+                }
+                '\u{8}' => {
+                    self.line.pop();
+                }
+                c if !c.is_control() && self.line.len() < log::MAX_LINE => {
+                    let mut b = [0u8; 4];
+                    self.line
+                        .extend_from_slice(c.encode_utf8(&mut b).as_bytes());
+                }
+                _ => {}
+            }
+        }
+        if lines && self.taken {
+            let _ = rt::syscall::signal(rt::abi::caddr::own(READER_NOTIFY));
+        }
+    }
+
+    /// `INPUT_NOTIFIER` from `client`: the first session to ask becomes
+    /// the reader and gets the notification's read-only copy (made at
+    /// start). The reader stays the reader for the terminal's life.
+    fn notifier(&mut self, client: &mut Client) -> (MsgInfo, rt::syscall::Words) {
+        if self.input.is_none() || (self.taken && !client.reader) {
+            return rt::server::answer(log::NO_INPUT, [0; 4]);
+        }
+        self.taken = true;
+        client.reader = true;
+        rt::transfer::set_send_cap(rt::abi::caddr::own(READER_NOTIFY + 1));
+        (MsgInfo::new(log::OK, 0, 1).unwrap_or_default(), [0; 4])
+    }
+
+    /// `READ` from `client`: up to 32 typed bytes, for the reader alone.
+    fn read(&mut self, client: &Client) -> (MsgInfo, rt::syscall::Words) {
+        if !client.reader {
+            return rt::server::answer(log::NO_INPUT, [0; 4]);
+        }
+        let n = self.ready.len().min(rt::interfaces::session::NAME_BYTES);
+        let bytes: alloc::vec::Vec<u8> = self.ready.drain(..n).collect();
+        let label = log::OK | (n as u64) << log::LEN_SHIFT;
+        rt::server::answer(label, rt::interfaces::session::pack_bytes(&bytes))
+    }
 }
