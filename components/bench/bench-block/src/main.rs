@@ -22,17 +22,13 @@
 extern crate alloc;
 
 use alloc::format;
-use alloc::string::String;
 
 use bench::blockio::{run_bytes, RUNS, SIZES};
-use bench::soak::{self, Soaker};
-use rt::abi::caddr::{own, NULL_SLOT};
+use bench_io::SoakerSlots;
 use rt::fs::{Fs, Slots};
 use rt::interfaces::child;
 use rt::println;
 use rt::session::block::{self, BlockError, BlockInfo, BlockSource};
-use rt::syscall;
-use rt::thread::{self, Placement};
 
 rt::entry!(main);
 
@@ -62,16 +58,6 @@ const FILE: &str = "/bench.bin";
 /// guest's).
 const CPU: u32 = 0;
 
-static SOAKER: Soaker = Soaker::new();
-
-/// The soaker thread: counts until stopped, says so on notification
-/// `done`, ends.
-extern "C" fn soaker(done: u64) -> ! {
-    SOAKER.run();
-    let _ = syscall::signal(done);
-    syscall::thread_exit(0)
-}
-
 fn main(arg: u64) -> i32 {
     let failed = match arg {
         FS => files(),
@@ -80,41 +66,12 @@ fn main(arg: u64) -> i32 {
     i32::from(failed)
 }
 
-/// Starts the soaker thread (after the sessions are open: their
-/// donations need aligned blocks of the quota, which the soaker's small
-/// objects would cut into).
-fn start_soaker() -> Result<(), String> {
-    let done = own(SOAKER_DONE);
-    syscall::retype(
-        own(child::UNTYPED),
-        rt::abi::ObjectType::Notification,
-        0,
-        done,
-        1,
-    )
-    .map_err(|e| format!("notification: {e}"))?;
-    thread::spawn(
-        soaker,
-        done,
-        thread::Slots {
-            thread: own(SOAKER_THREAD),
-            frames: own(SOAKER_FRAMES),
-        },
-        Placement {
-            priority: 0,
-            cpu: CPU,
-            fault_endpoint: NULL_SLOT,
-        },
-    )
-    .map_err(|e| format!("soaker: {e:?}"))?;
-    Ok(())
-}
-
-/// Stops the soaker and waits until it has left its loop.
-fn stop_soaker() {
-    SOAKER.stop();
-    let _ = syscall::wait(own(SOAKER_DONE));
-}
+/// The soaker's slots (`bench_io`).
+const SOAKER_SLOTS: SoakerSlots = SoakerSlots {
+    done: SOAKER_DONE,
+    thread: SOAKER_THREAD,
+    frames: SOAKER_FRAMES,
+};
 
 /// The raw benchmarks, through the Block session: whether one failed.
 fn raw() -> bool {
@@ -127,7 +84,7 @@ fn raw() -> bool {
                 return true;
             }
         };
-    if let Err(e) = start_soaker() {
+    if let Err(e) = bench_io::start(SOAKER_SLOTS, CPU) {
         println!("bench-block: FAILED: {e}");
         return true;
     }
@@ -141,7 +98,7 @@ fn raw() -> bool {
             }
         }
     }
-    stop_soaker();
+    bench_io::stop(SOAKER_SLOTS);
     failed
 }
 
@@ -162,7 +119,7 @@ fn files() -> bool {
         println!("bench-block: FAILED: heap: {e}");
         return true;
     }
-    if let Err(e) = start_soaker() {
+    if let Err(e) = bench_io::start(SOAKER_SLOTS, CPU) {
         println!("bench-block: FAILED: {e}");
         return true;
     }
@@ -210,8 +167,8 @@ fn files() -> bool {
                     }
                 }
             };
-            match measure(&mut pass) {
-                Ok((elapsed, soaked)) => report(&name, bytes, &elapsed, &soaked),
+            match bench_io::measure::<_, RUNS>(&mut pass) {
+                Ok((elapsed, soaked)) => bench_io::report(&name, bytes, &elapsed, &soaked),
                 Err(e) => {
                     println!("bench-block: FAILED: {name}: {e}");
                     failed = true;
@@ -219,16 +176,8 @@ fn files() -> bool {
             }
         }
     }
-    stop_soaker();
+    bench_io::stop(SOAKER_SLOTS);
     failed
-}
-
-/// One unrecorded run of `pass`, then [`RUNS`] recorded: each run's
-/// elapsed ticks and soaker turns.
-fn measure<E>(pass: &mut dyn FnMut() -> Result<(), E>) -> Result<([u64; RUNS], [u64; RUNS]), E> {
-    let (mut elapsed, mut soaked) = ([0u64; RUNS], [0u64; RUNS]);
-    SOAKER.measure(&mut elapsed, &mut soaked, pass)?;
-    Ok((elapsed, soaked))
 }
 
 /// One benchmark: an unrecorded run, then [`RUNS`] recorded; its `BENCH`
@@ -258,8 +207,8 @@ fn benchmark(
         }
         Ok(())
     };
-    let (elapsed, soaked) = measure(&mut pass)?;
-    report(name, bytes, &elapsed, &soaked);
+    let (elapsed, soaked) = bench_io::measure::<_, RUNS>(&mut pass)?;
+    bench_io::report(name, bytes, &elapsed, &soaked);
     Ok(())
 }
 
@@ -290,24 +239,5 @@ fn request(
     match bad {
         Some(status) => Err(BlockError::Status(status)),
         None => Ok(()),
-    }
-}
-
-/// The `BENCH` line: each run's CPU cost and the runs behind it.
-fn report(name: &str, bytes: u64, elapsed: &[u64], soaked: &[u64]) {
-    let mut costs = [0u64; RUNS];
-    for ((c, &e), &s) in costs.iter_mut().zip(elapsed).zip(soaked) {
-        *c = soak::cpu_cost(soak::busy(e, s), bytes).unwrap_or(0);
-    }
-    let what = bench::catalog::find_pecan(name).map_or("", |b| b.what);
-    let mut scratch = [0u64; RUNS];
-    let mut line = String::new();
-    let io = bench::IoRuns {
-        bytes,
-        elapsed,
-        soaked,
-    };
-    if bench::report_io(&mut line, name, what, &costs, io, &mut scratch).is_ok() {
-        let _ = syscall::debug_write(line.as_bytes());
     }
 }

@@ -26,16 +26,13 @@ use alloc::string::String;
 use alloc::vec;
 
 use bench::netio::{self, Dir, Proto, RUNS};
-use bench::soak::{self, Soaker};
+use bench_io::SoakerSlots;
 use net::pecan::PecanDriver;
 use net::peerlink::{self, control, peer, read_line};
 use net::smoltcp::time::Duration;
 use net::stack::{Error, Net, TcpStream, UdpSocket};
-use rt::abi::caddr::{own, NULL_SLOT};
 use rt::interfaces::child;
 use rt::println;
-use rt::syscall;
-use rt::thread::{self, Placement};
 use ucore::netpeer as np;
 
 rt::entry!(main);
@@ -60,16 +57,6 @@ const UDP_WAIT: Duration = Duration::from_secs(2);
 
 type Stack = Net<PecanDriver>;
 
-static SOAKER: Soaker = Soaker::new();
-
-/// The soaker thread: counts until stopped, says so on notification
-/// `done`, ends.
-extern "C" fn soaker(done: u64) -> ! {
-    SOAKER.run();
-    let _ = syscall::signal(done);
-    syscall::thread_exit(0)
-}
-
 fn main(arg: u64) -> i32 {
     match run(arg) {
         Ok(failed) => i32::from(failed),
@@ -84,32 +71,12 @@ fn connect(net: &Stack, port: u16) -> Result<TcpStream<PecanDriver>, Error> {
     peerlink::connect(net, port, TIMEOUT)
 }
 
-fn start_soaker() -> Result<(), String> {
-    let done = own(SOAKER_DONE);
-    syscall::retype(
-        own(child::UNTYPED),
-        rt::abi::ObjectType::Notification,
-        0,
-        done,
-        1,
-    )
-    .map_err(|e| format!("notification: {e}"))?;
-    thread::spawn(
-        soaker,
-        done,
-        thread::Slots {
-            thread: own(SOAKER_THREAD),
-            frames: own(SOAKER_FRAMES),
-        },
-        Placement {
-            priority: 0,
-            cpu: CPU,
-            fault_endpoint: NULL_SLOT,
-        },
-    )
-    .map_err(|e| format!("soaker: {e:?}"))?;
-    Ok(())
-}
+/// The soaker's slots (`bench_io`).
+const SOAKER_SLOTS: SoakerSlots = SoakerSlots {
+    done: SOAKER_DONE,
+    thread: SOAKER_THREAD,
+    frames: SOAKER_FRAMES,
+};
 
 fn run(arg: u64) -> Result<bool, String> {
     // SAFETY: STREAM_VA's 2 MiB are used by nothing else of this program.
@@ -129,7 +96,7 @@ fn run(arg: u64) -> Result<bool, String> {
     let mut udp =
         UdpSocket::bind(&net, UDP_PORT, 512, 512 * 1472).map_err(|e| format!("UDP socket: {e}"))?;
     udp.set_read_timeout(Some(UDP_WAIT));
-    start_soaker()?;
+    bench_io::start(SOAKER_SLOTS, CPU)?;
     let mut failed = false;
     for (i, (proto, dir, size, name)) in netio::all().enumerate() {
         if arg != 0 && arg & (1 << i) == 0 {
@@ -205,9 +172,8 @@ fn run(arg: u64) -> Result<bool, String> {
                 }
             }
         };
-        let (mut elapsed, mut soaked) = ([0u64; RUNS], [0u64; RUNS]);
-        match SOAKER.measure(&mut elapsed, &mut soaked, &mut pass) {
-            Ok(()) => report(name, bytes, &elapsed, &soaked),
+        match bench_io::measure::<_, RUNS>(&mut pass) {
+            Ok((elapsed, soaked)) => bench_io::report(name, bytes, &elapsed, &soaked),
             Err(e) => {
                 println!("bench-net: FAILED: {name}: {e}");
                 failed = true;
@@ -222,26 +188,6 @@ fn run(arg: u64) -> Result<bool, String> {
             );
         }
     }
-    SOAKER.stop();
-    let _ = syscall::wait(own(SOAKER_DONE));
+    bench_io::stop(SOAKER_SLOTS);
     Ok(failed)
-}
-
-/// The `BENCH` line: each run's CPU cost and the runs behind it.
-fn report(name: &str, bytes: u64, elapsed: &[u64], soaked: &[u64]) {
-    let mut costs = [0u64; RUNS];
-    for ((c, &e), &s) in costs.iter_mut().zip(elapsed).zip(soaked) {
-        *c = soak::cpu_cost(soak::busy(e, s), bytes).unwrap_or(0);
-    }
-    let what = bench::catalog::find_pecan(name).map_or("", |b| b.what);
-    let mut scratch = [0u64; RUNS];
-    let mut line = String::new();
-    let io = bench::IoRuns {
-        bytes,
-        elapsed,
-        soaked,
-    };
-    if bench::report_io(&mut line, name, what, &costs, io, &mut scratch).is_ok() {
-        let _ = syscall::debug_write(line.as_bytes());
-    }
 }
