@@ -382,7 +382,7 @@ pub struct WaitCounters {
     pub nic: u64,
     /// Wake-ups by a timeout.
     pub timer: u64,
-    /// Timer requests (`NOW`, `ONESHOT`, `CANCEL`).
+    /// Timer requests (`CLOCK`, `ONESHOT`, `CANCEL`, ...).
     pub timer_calls: u64,
 }
 
@@ -496,12 +496,16 @@ pub unsafe fn open(first: u32, va: u64) -> Result<PecanDriver, String> {
 impl PecanDriver {
     /// The wait counters.
     pub fn counters(&self) -> WaitCounters {
-        self.counters
+        WaitCounters {
+            timer_calls: self.timer.requests(),
+            ..self.counters
+        }
     }
 
     fn now_us(&mut self) -> u64 {
-        self.counters.timer_calls += 1;
-        if let Ok(t) = self.timer.now() {
+        // Read at every poll: the TSC-interpolated clock, a request only
+        // every few milliseconds.
+        if let Ok(t) = self.timer.clock_now() {
             self.last_us = self.last_us.max(t);
         }
         self.last_us
@@ -514,13 +518,11 @@ impl PecanDriver {
                 return;
             }
             if at > now {
-                self.counters.timer_calls += 1;
                 // Already fired, or cancelled: either way it is gone.
                 let _ = self.timer.cancel(t);
             }
             self.armed = None;
         }
-        self.counters.timer_calls += 1;
         // At least 1 µs, at most what the Timer takes (an hour: the stack
         // just waits again).
         let us = (deadline - now).clamp(1, 3_600_000_000);

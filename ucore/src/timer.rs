@@ -33,6 +33,25 @@
 //! drift). A tick that finds several periods past signals once and moves
 //! on to the first future one (a notification cannot count); the periods
 //! it skipped are counted in [`Timeout::missed`].
+//!
+//! # A clock without a request per reading: the TSC
+//!
+//! Reading the clock through the session costs a round trip to the
+//! driver and three port accesses there; a network stack reads it at
+//! every poll. So the driver also measures the TSC's rate against the
+//! PIT ([`TscRate`]: ticks of the TSC per second, from the TSC and PIT
+//! cycles at its start to those at the request, once at least
+//! [`TSC_BASELINE_US`] passed) and tells a client the time with the rate
+//! (`CLOCK`); the client reads its own TSC right before and after the
+//! request, takes the middle as the time the answer was true, and
+//! interpolates from there ([`TscClock`]) for at most
+//! [`TSC_RESYNC_US`], then asks again. Its error is half a round trip
+//! plus the rate's error over the interval (the rate is measured over the
+//! driver's whole life: far below a microsecond) — and it never goes back
+//! (a reading earlier than the last is the last). This assumes a TSC of
+//! constant rate (CPUID's invariant TSC on hardware since about 2008; QEMU
+//! counts the host's TSC, or instructions under `-icount`); a TSC that
+//! runs backwards or jumps past the interval makes the client ask again.
 
 /// The PIT's input clock, Hz.
 pub const PIT_HZ: u64 = 1_193_182;
@@ -208,6 +227,77 @@ impl Timeouts {
     }
 }
 
+/// The least time, µs, the driver measures the TSC's rate over before it
+/// tells clients the rate (before that, `CLOCK` answers rate 0 and
+/// clients ask for the time at each reading).
+pub const TSC_BASELINE_US: u64 = 100_000;
+/// The longest a client interpolates from one `CLOCK` answer, µs.
+pub const TSC_RESYNC_US: u64 = 10_000;
+
+/// The TSC's rate as the driver measures it against the PIT: the TSC and
+/// the PIT's cycles at the first reading, and the rate from there.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TscRate {
+    start: Option<(u64, u64)>,
+}
+
+impl TscRate {
+    /// Takes a reading (`tsc`, PIT `cycles` as [`Clock::cycles`] counts
+    /// them) and returns the TSC's ticks per second, 0 while less than
+    /// [`TSC_BASELINE_US`] passed since the first reading or if the TSC did
+    /// not move forward.
+    pub fn hz(&mut self, tsc: u64, cycles: u64) -> u64 {
+        let (tsc0, cycles0) = *self.start.get_or_insert((tsc, cycles));
+        let elapsed = cycles.saturating_sub(cycles0);
+        if elapsed < us_to_cycles(TSC_BASELINE_US) || tsc <= tsc0 {
+            return 0;
+        }
+        let hz = u128::from(tsc - tsc0) * u128::from(PIT_HZ) / u128::from(elapsed);
+        u64::try_from(hz).unwrap_or(u64::MAX)
+    }
+}
+
+/// A client's clock interpolated from the driver's time by its own TSC
+/// (the module doc, "A clock without a request per reading").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TscClock {
+    /// The driver's time (µs), the client's TSC when it was true, the
+    /// TSC's rate (ticks per second; 0: none).
+    anchor: Option<(u64, u64, u64)>,
+    /// The latest time returned: the clock never goes back.
+    last_us: u64,
+}
+
+impl TscClock {
+    /// The time at `tsc`, µs, if the last anchor is fresh enough to
+    /// interpolate from; `None`: ask the driver ([`Self::anchor`]).
+    pub fn now(&mut self, tsc: u64) -> Option<u64> {
+        let (us, at, hz) = self.anchor?;
+        if hz == 0 || tsc < at {
+            return None;
+        }
+        let elapsed = u128::from(tsc - at) * 1_000_000 / u128::from(hz);
+        if elapsed > u128::from(TSC_RESYNC_US) {
+            return None;
+        }
+        Some(self.monotonic(us + elapsed as u64))
+    }
+
+    /// The driver answered `us` with rate `hz` (0: unknown) to a request
+    /// made between the client's TSC readings `before` and `after`;
+    /// returns the time now.
+    pub fn anchor(&mut self, us: u64, hz: u64, before: u64, after: u64) -> u64 {
+        let at = before / 2 + after / 2 + (before % 2 + after % 2) / 2;
+        self.anchor = Some((us, at.max(before), hz));
+        self.monotonic(us)
+    }
+
+    fn monotonic(&mut self, us: u64) -> u64 {
+        self.last_us = self.last_us.max(us);
+        self.last_us
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,5 +392,41 @@ mod tests {
         assert_eq!(t.cancel(3), Ok(()));
         assert_eq!(t.cancel(3), Err(TimeoutError::NotSet));
         assert_eq!(t.set(0, 5, false), Ok(3));
+    }
+
+    #[test]
+    fn the_tsc_rate_waits_for_its_baseline_then_measures() {
+        let mut r = TscRate::default();
+        assert_eq!(r.hz(1_000, 5), 0);
+        // 50 ms in: too short a baseline.
+        assert_eq!(r.hz(1_000 + 50_000_000, 5 + PIT_HZ / 20), 0);
+        // One second at 1 GHz.
+        assert_eq!(r.hz(1_000 + 1_000_000_000, 5 + PIT_HZ), 1_000_000_000);
+        // A TSC that went back: no rate.
+        assert_eq!(r.hz(10, 5 + 2 * PIT_HZ), 0);
+    }
+
+    #[test]
+    fn the_tsc_clock_interpolates_resyncs_and_never_goes_back() {
+        let mut c = TscClock::default();
+        assert_eq!(c.now(100), None);
+        // The driver said 5,000 µs at 1 GHz between TSC 1,000 and 3,000.
+        assert_eq!(c.anchor(5_000, 1_000_000_000, 1_000, 3_000), 5_000);
+        assert_eq!(c.now(2_000), Some(5_000));
+        assert_eq!(c.now(2_000 + 1_500_000), Some(6_500));
+        // Past the resync interval: ask again.
+        assert_eq!(c.now(2_000 + (TSC_RESYNC_US + 1) * 1_000), None);
+        // A TSC before the anchor (another CPU's, or backwards): ask again.
+        assert_eq!(c.now(1_999), None);
+        // An answer earlier than a time returned: the clock stays.
+        assert_eq!(c.anchor(6_000, 1_000_000_000, 4_000_000, 4_000_002), 6_500);
+        assert_eq!(c.now(4_000_001), Some(6_500));
+        assert_eq!(c.now(4_000_001 + 1_000_000), Some(7_000));
+        // No rate known: every reading asks.
+        c.anchor(8_000, 0, 5_000_000, 5_000_010);
+        assert_eq!(c.now(5_000_010), None);
+        // TSC readings at the top of the range do not overflow.
+        c.anchor(9_000, 3_000_000_000, u64::MAX - 1, u64::MAX);
+        assert_eq!(c.now(u64::MAX), Some(9_000));
     }
 }

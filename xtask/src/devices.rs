@@ -49,6 +49,13 @@ use crate::util::display_path;
 pub const MAX_DISKS: usize = 8;
 /// The most NICs a scenario may name.
 pub const MAX_NICS: usize = 4;
+/// The environment variable naming a directory where every NIC's frames
+/// are written as `NAME.pcap` (QEMU's `filter-dump`), for looking at a
+/// run's traffic with any pcap reader (`NAME.N.pcap`, N counting the
+/// NICs captured by this xtask from 0, so the boots of a benchmark's
+/// pairs each get their own); unset or empty: no capture.
+pub const PCAP_DIR_VAR: &str = "PECAN_PCAP_DIR";
+static PCAP_BOOTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 /// The largest blank disk, in MiB (64 GiB; the file is sparse).
 pub const MAX_DISK_MIB: u64 = 65536;
 /// The longest disk or NIC name.
@@ -521,6 +528,19 @@ impl Attached {
             }
             args.push("-netdev".into());
             args.push(netdev);
+            if let Some(dir) = std::env::var_os(PCAP_DIR_VAR).filter(|d| !d.is_empty()) {
+                // A debugging aid: every frame of this NIC, both ways, as
+                // QEMU sees it (docs/network.md, "Looking at the wire").
+                let boot = PCAP_BOOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let file = std::path::Path::new(&dir).join(format!("{}.{boot}.pcap", nic.name));
+                args.push("-object".into());
+                args.push(format!(
+                    "filter-dump,id=dump.{},netdev=netdev.{},file={}",
+                    nic.name,
+                    nic.name,
+                    qemu_escape(&file.to_string_lossy())
+                ));
+            }
             args.push("-device".into());
             args.push(format!(
                 "virtio-net-pci,netdev=netdev.{0},id=nic.{0},disable-legacy=on",

@@ -10,6 +10,7 @@
 //! | [`ONESHOT`] | `ONESHOT` | word 0: µs (1 ..= `ucore::timer::MAX_US`) | [`OK`], word 0: the timeout's number `k`; bit `1 << k` of the notification is set once, at or after the deadline; [`BAD_DURATION`], [`FULL`] |
 //! | [`PERIODIC`] | `PERIODIC` | word 0: the period, µs (`MIN_PERIOD_US` ..= `MAX_US`) | as `ONESHOT`, the bit set once per period until cancelled |
 //! | [`CANCEL`] | `CANCEL` | word 0: `k` | [`OK`], or [`NOT_SET`] |
+//! | [`CLOCK`] | `CLOCK` | — | [`OK`], word 0: µs since the timer started, word 1: the TSC's rate, ticks per second (0 while the server has not measured it yet) |
 //! | other | | | [`UNKNOWN`], word 0: the label |
 //!
 //! Each session has its own timeouts (`ucore::timer::MAX_TIMEOUTS`) and
@@ -21,6 +22,12 @@
 //! how often: a periodic timeout that a client does not wait for in time
 //! is signalled once (the server counts the periods it skipped).
 //!
+//! [`Timer::clock_now`] reads the time with the client's own TSC,
+//! interpolating from a `CLOCK` answer for up to
+//! `ucore::timer::TSC_RESYNC_US` (`ucore::timer`, "A clock without a
+//! request per reading"): for a client that reads the clock often, such
+//! as a network stack at each poll.
+//!
 //! Cost: a request is one session RPC; a timeout firing is one `Signal`
 //! by the server at a tick. Quota: none yet (the server's notifications
 //! come from its own memory).
@@ -30,7 +37,7 @@ use core::fmt;
 
 use abi::caddr::own;
 use abi::{CapSlot, Error, MsgInfo};
-use ucore::timer::TimeoutError;
+use ucore::timer::{TimeoutError, TscClock};
 
 use super::{open, Interface, OpenError, Session};
 use crate::server::answer;
@@ -54,6 +61,8 @@ pub const ONESHOT: u64 = 3;
 pub const PERIODIC: u64 = 4;
 /// Opcode: cancel a timeout.
 pub const CANCEL: u64 = 5;
+/// Opcode: the current time and the TSC's rate.
+pub const CLOCK: u64 = 6;
 /// The reply to a request served.
 pub const OK: u64 = 0;
 /// The reply to a request the server does not know.
@@ -110,6 +119,10 @@ pub struct Timer {
     notification: CapSlot,
     /// Bits a wait took from the notification that nobody asked for yet.
     pending: Cell<u64>,
+    /// [`Self::clock_now`]'s interpolation.
+    clock: Cell<TscClock>,
+    /// Requests made (every opcode).
+    requests: Cell<u64>,
 }
 
 impl Timer {
@@ -136,6 +149,8 @@ impl Timer {
                 session,
                 notification: own(notification_slot),
                 pending: Cell::new(0),
+                clock: Cell::new(TscClock::default()),
+                requests: Cell::new(0),
             }),
             OK => Err(TimerError::Refused(NO_RESOURCES)),
             other => Err(TimerError::Refused(other)),
@@ -160,19 +175,57 @@ impl Timer {
     }
 
     fn request(&self, label: u64, word: u64) -> Result<u64, TimerError> {
+        self.request_words(label, word).map(|w| w[0])
+    }
+
+    fn request_words(&self, label: u64, word: u64) -> Result<Words, TimerError> {
+        self.requests.set(self.requests.get() + 1);
         let (reply, words) = self
             .session
             .call(label, [word, 0, 0, 0])
             .map_err(TimerError::Ipc)?;
         match reply.label() {
-            OK => Ok(words[0]),
+            OK => Ok(words),
             other => Err(TimerError::Refused(other)),
         }
     }
 
-    /// Microseconds since the timer started.
+    /// Requests made on this session so far.
+    pub fn requests(&self) -> u64 {
+        self.requests.get()
+    }
+
+    /// Microseconds since the timer started, as the server reads them now
+    /// (one request).
     pub fn now(&self) -> Result<u64, TimerError> {
         self.request(NOW, 0)
+    }
+
+    /// Microseconds since the timer started and the TSC's rate in ticks
+    /// per second (0: not measured yet), one `CLOCK` request.
+    pub fn clock(&self) -> Result<(u64, u64), TimerError> {
+        self.request_words(CLOCK, 0).map(|w| (w[0], w[1]))
+    }
+
+    /// Microseconds since the timer started, mostly without a request:
+    /// interpolated with this CPU's TSC from the last `CLOCK` answer, which
+    /// is asked for again after `ucore::timer::TSC_RESYNC_US`, when the TSC
+    /// went back, or at every call while the server knows no rate. Never
+    /// less than an earlier answer; within about half a round trip of
+    /// [`Self::now`].
+    pub fn clock_now(&self) -> Result<u64, TimerError> {
+        let mut clock = self.clock.get();
+        let now = match clock.now(syscall::rdtsc()) {
+            Some(us) => us,
+            None => {
+                let before = syscall::rdtsc();
+                let (us, hz) = self.clock()?;
+                let after = syscall::rdtsc();
+                clock.anchor(us, hz, before, after)
+            }
+        };
+        self.clock.set(clock);
+        Ok(now)
     }
 
     /// A timeout `us` from now, signalled once.
@@ -222,6 +275,9 @@ impl Timer {
 pub trait Server<S> {
     /// Microseconds since the timer started.
     fn now_us(&mut self) -> u64;
+    /// Microseconds since the timer started and the TSC's rate, ticks per
+    /// second (0 if unknown).
+    fn clock(&mut self) -> (u64, u64);
     /// The slot of a read-only capability to the session's notification,
     /// to send; `None` if there is none.
     fn notifier(&mut self, session: &mut S) -> Option<CapSlot>;
@@ -249,6 +305,10 @@ pub fn dispatch<S>(
 ) -> (MsgInfo, Words) {
     match label {
         NOW => answer(OK, [server.now_us(), 0, 0, 0]),
+        CLOCK => {
+            let (us, hz) = server.clock();
+            answer(OK, [us, hz, 0, 0])
+        }
         NOTIFIER => match server.notifier(session) {
             Some(cap) => {
                 transfer::set_send_cap(cap);

@@ -49,7 +49,7 @@ use rt::println;
 use rt::session::timer::{self as timer, TimerService};
 use rt::session::{Donated, Label, Provider, REFUSED_FULL};
 use rt::syscall;
-use ucore::timer::{Clock, TimeoutError, Timeouts, MAX_TIMEOUTS, PIT_HZ, TICK_CYCLES};
+use ucore::timer::{Clock, TimeoutError, Timeouts, TscRate, MAX_TIMEOUTS, PIT_HZ, TICK_CYCLES};
 
 rt::entry!(main);
 
@@ -114,6 +114,8 @@ impl Drop for Open<'_> {
 /// The driver: the clock, the sessions, the next deadline.
 struct Driver {
     clock: Clock,
+    /// The TSC's rate against the clock (`CLOCK`), from its start.
+    tsc: TscRate,
     sessions: Vec<Session>,
     /// The earliest deadline of all sessions, PIT cycles (`u64::MAX`: none).
     next_due: u64,
@@ -152,6 +154,7 @@ fn main(arg: u64) -> i32 {
 
     let driver = RefCell::new(Driver {
         clock: Clock::default(),
+        tsc: TscRate::default(),
         sessions: Vec::new(),
         next_due: u64::MAX,
     });
@@ -189,6 +192,12 @@ fn main(arg: u64) -> i32 {
     };
     if arg != 0 {
         println!("timer: stopping after {arg} ticks (arg, for tests of a provider's restart)");
+    }
+    // The TSC's rate is measured from here (`CLOCK`).
+    {
+        let mut d = driver.borrow_mut();
+        let (tsc, cycles) = d.now_tsc();
+        d.tsc.hz(tsc, cycles);
     }
     let mut reply = None;
     loop {
@@ -257,6 +266,24 @@ impl Driver {
         self.clock.cycles(counter)
     }
 
+    /// The TSC and the clock's cycles read together: the middle of the
+    /// TSC readings around the counter's. Of three tries the tightest pair
+    /// is kept, so an interrupt or a preemption between the readings
+    /// rarely puts its length into the rate.
+    fn now_tsc(&mut self) -> (u64, u64) {
+        let mut best = (u64::MAX, 0, 0);
+        for _ in 0..3 {
+            let before = syscall::rdtsc();
+            let cycles = self.now_cycles();
+            let after = syscall::rdtsc();
+            let spread = after.wrapping_sub(before);
+            if spread < best.0 {
+                best = (spread, before / 2 + after / 2, cycles);
+            }
+        }
+        (best.1, best.2)
+    }
+
     /// Session `i`'s slots, its notification made on first use.
     fn slots(&mut self, i: usize) -> Option<u32> {
         let s = self.sessions.get_mut(i)?;
@@ -311,6 +338,12 @@ struct Server<'d> {
 impl timer::Server<()> for Server<'_> {
     fn now_us(&mut self) -> u64 {
         ucore::timer::cycles_to_us(self.driver.now_cycles())
+    }
+
+    fn clock(&mut self) -> (u64, u64) {
+        let (tsc, cycles) = self.driver.now_tsc();
+        let hz = self.driver.tsc.hz(tsc, cycles);
+        (ucore::timer::cycles_to_us(cycles), hz)
     }
 
     fn notifier(&mut self, _: &mut ()) -> Option<CapSlot> {

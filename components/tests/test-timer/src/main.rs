@@ -5,7 +5,7 @@
 //!
 //! | `arg` | what it checks |
 //! |-------|----------------|
-//! | [`BASIC`] | a 1000 µs periodic timeout fires exactly 50 times while `now()` advances 50 ms; `sleep(us)` returns after at least `us` and at most two ticks more; then the cost of a tick: a spinning loop counts the time-stamp-counter gaps the interrupts cut into it |
+//! | [`BASIC`] | a 1000 µs periodic timeout fires exactly 50 times while `now()` advances 50 ms; `sleep(us)` returns after at least `us` and at most two ticks more; then the cost of a tick: a spinning loop counts the time-stamp-counter gaps the interrupts cut into it; then the TSC clock (`CLOCK`, `clock_now`) |
 //! | [`REFUSED`] | 0 µs, a period below a tick, more than an hour, a ninth timeout, cancelling what is not set, an unknown opcode: each refused with its label; more sessions until the provider refuses one (full); and the server still answers |
 //! | ≥ 1000 | a periodic timeout of `arg` µs, [`SPAN_US`] long, plus a one-shot of half the span in the same session: the count and the elapsed time match the period, and no bit but its own two arrives (several of these run at once in one scenario) |
 #![no_std]
@@ -98,7 +98,68 @@ fn basic(t: &Timer, c: &mut Checks) -> Result<(), TimerError> {
             format_args!("slept {slept} us"),
         );
     }
-    tick_cost(t)
+    tick_cost(t)?;
+    tsc_clock(t, c)
+}
+
+/// `CLOCK` and [`Timer::clock_now`]: the server knows the TSC's rate once
+/// it measured it for long enough; the interpolated clock stays between
+/// two `now()` readings around it (within [`CLOCK_SLACK_US`]), never goes
+/// back, and a burst of readings costs a request per resync interval at
+/// most.
+fn tsc_clock(t: &Timer, c: &mut Checks) -> Result<(), TimerError> {
+    const CLOCK_SLACK_US: u64 = 20;
+    let mut hz = 0;
+    for _ in 0..30 {
+        hz = t.clock()?.1;
+        if hz != 0 {
+            break;
+        }
+        t.sleep(10_000)?;
+    }
+    c.expect(
+        "clock-rate",
+        hz != 0,
+        format_args!("no TSC rate after 300 ms"),
+    );
+    let (mut worst, mut last, mut ordered) = (0u64, 0u64, true);
+    for _ in 0..30 {
+        let before = t.now()?;
+        let read = t.clock_now()?;
+        let after = t.now()?;
+        ordered &=
+            read >= last && read + CLOCK_SLACK_US >= before && read <= after + CLOCK_SLACK_US;
+        worst = worst
+            .max(before.saturating_sub(read))
+            .max(read.saturating_sub(after));
+        last = read;
+        t.sleep(3_000)?;
+    }
+    c.expect(
+        "clock-now-between-nows",
+        ordered,
+        format_args!("clock_now off by {worst} us or went back"),
+    );
+    let requests = t.requests();
+    let start = t.clock_now()?;
+    let mut prev = start;
+    for _ in 0..1000 {
+        let now = t.clock_now()?;
+        ordered &= now >= prev;
+        prev = now;
+    }
+    let made = t.requests() - requests;
+    let bound = 2 + (prev - start) / ucore::timer::TSC_RESYNC_US;
+    println!(
+        "test-timer: CLOCK: the TSC at {hz} Hz; clock_now() within {worst} us of now() over 30 readings; 1000 readings over {} us made {made} requests",
+        prev - start
+    );
+    c.expect(
+        "clock-now-cheap",
+        ordered && made <= bound,
+        format_args!("{made} requests (at most {bound}), monotonic: {ordered}"),
+    );
+    Ok(())
 }
 
 /// Spins for 50 ms of `now()` reading the time-stamp counter: each gap of
