@@ -306,6 +306,13 @@ impl<D: Driver> Net<D> {
         end: Option<Instant>,
         mut op: impl FnMut(&mut Stack<D>) -> Result<R, Error>,
     ) -> Result<R, Error> {
+        // What can be done without a poll is: a read of data already
+        // received, a write into free buffer space.
+        let first = op(&mut self.stack());
+        match first {
+            Err(Error::WouldBlock) => {}
+            r => return r,
+        }
         loop {
             {
                 let mut s = self.stack();
@@ -558,6 +565,8 @@ pub struct TcpStream<D: Driver> {
     nonblocking: bool,
     read_timeout: Option<Duration>,
     write_timeout: Option<Duration>,
+    /// Bytes read since the last poll this stream made ([`Self::consumed`]).
+    read_unpolled: usize,
 }
 
 impl<D: Driver> TcpStream<D> {
@@ -568,6 +577,7 @@ impl<D: Driver> TcpStream<D> {
             nonblocking: false,
             read_timeout: None,
             write_timeout: None,
+            read_unpolled: 0,
         }
     }
 
@@ -657,32 +667,58 @@ impl<D: Driver> TcpStream<D> {
         (!self.nonblocking).then(|| deadline(self.net.now(), timeout))
     }
 
+    /// Runs `op` on the socket, polling only when it would block (then
+    /// waiting, in the blocking mode) and, if `poll_after`, once after it
+    /// (a write's data leaves now, not at the next call).
     fn run<R>(
         &self,
         end: Option<Option<Instant>>,
+        poll_after: bool,
         mut op: impl FnMut(&mut tcp::Socket<'static>) -> Result<R, Error>,
     ) -> Result<R, Error> {
         let h = self.handle;
-        match end {
+        let r = match end {
             None => {
-                self.net.poll();
-                let r = op(self.net.stack().tcp(h));
-                // Send what was written now, not at the next call.
-                self.net.poll();
-                r
+                // (The borrow of the stack ends before the poll.)
+                let first = op(self.net.stack().tcp(h));
+                match first {
+                    Err(Error::WouldBlock) => {
+                        self.net.poll();
+                        op(self.net.stack().tcp(h))
+                    }
+                    r => r,
+                }
             }
-            Some(end) => {
-                let r = self.net.block(end, |s| op(s.tcp(h)));
-                self.net.poll();
-                r
-            }
+            Some(end) => self.net.block(end, |s| op(s.tcp(h))),
+        };
+        if poll_after {
+            self.net.poll();
+        }
+        r
+    }
+
+    /// After a read of `n` bytes: polls once a quarter of the receive
+    /// buffer was read since the last poll, or when it is empty, so the
+    /// peer learns of the opened window (smoltcp sends the update at a
+    /// poll) — but not at every small read, which would cost a poll of
+    /// the whole stack per read.
+    fn consumed(&mut self, n: usize) {
+        self.read_unpolled += n;
+        let (queued, capacity) = {
+            let mut s = self.net.stack();
+            let t = s.tcp(self.handle);
+            (t.recv_queue(), t.recv_capacity())
+        };
+        if queued == 0 || self.read_unpolled >= capacity / 4 {
+            self.read_unpolled = 0;
+            self.net.poll();
         }
     }
 
     /// Reads into `buf`: the bytes read, 0 at the end of the stream.
     pub fn read(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
         let end = self.mode_end(self.read_timeout);
-        self.run(end, |t| {
+        let r = self.run(end, false, |t| {
             if t.can_recv() {
                 return t.recv_slice(buf).map_err(|_| Error::NotConnected);
             }
@@ -691,7 +727,11 @@ impl<D: Driver> TcpStream<D> {
                 return Ok(0);
             }
             Err(Error::WouldBlock)
-        })
+        });
+        if let Ok(n) = r {
+            self.consumed(n);
+        }
+        r
     }
 
     /// Runs `f` on the bytes received so far (a contiguous part of the
@@ -721,7 +761,7 @@ impl<D: Driver> TcpStream<D> {
     /// Writes from `buf`: the bytes queued for sending.
     pub fn write(&mut self, buf: &[u8]) -> Result<usize, Error> {
         let end = self.mode_end(self.write_timeout);
-        self.run(end, |t| {
+        self.run(end, true, |t| {
             if !t.may_send() {
                 return Err(Error::NotConnected);
             }
