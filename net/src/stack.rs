@@ -959,10 +959,8 @@ impl<D: Driver> UdpSocket<D> {
             Err(udp::SendError::BufferFull) => Err(Error::WouldBlock),
             Err(udp::SendError::Unaddressable) => Err(Error::Address),
         };
-        match op(&mut self.net.stack()) {
-            Err(Error::WouldBlock) => {}
-            r => return r,
-        }
+        // `block` tries once before it polls: a datagram fits the
+        // socket's buffer without a poll, and datagrams leave in batches.
         let end = deadline(self.net.now(), timeout);
         self.net.block(end, op)
     }
