@@ -226,6 +226,8 @@ const BENCHMARKS: &[Benchmark] = &[
     net_cost("net-udp-rx-1450-linux", || {
         net::run(Proto::Udp, Dir::Rx, 1450)
     }),
+    net_cost("net-tcp-tx-1450-loss-linux", || net::run_with_loss(Dir::Tx)),
+    net_cost("net-tcp-rx-1450-loss-linux", || net::run_with_loss(Dir::Rx)),
 ];
 
 /// The Linux benchmarks of the catalog, in its order.

@@ -92,6 +92,20 @@ fn receive_buffer(socket: &UdpSocket, bytes: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// A loss benchmark (`bench::netio::LOSS`): the TCP benchmark of `dir` at
+/// [`netio::LOSS_SIZE`] while the peer drops every
+/// [`netio::LOSS_EVERY`]-th data segment; the count dropped is printed.
+pub fn run_with_loss(dir: Dir) -> io::Result<IoRuns> {
+    let set = with_control(|c| control(c, &format!("loss {}", netio::LOSS_EVERY)))?;
+    if !set.starts_with("loss ") {
+        return Err(io::Error::other(format!("the peer: {set}")));
+    }
+    let runs = run(Proto::Tcp, dir, netio::LOSS_SIZE);
+    let ended = with_control(|c| control(c, "loss 0"))?;
+    println!("bench-linux: TCP {dir:?} with loss: the peer: {ended}");
+    runs
+}
+
 /// The benchmark of `proto`, `dir` and payload `size`.
 pub fn run(proto: Proto, dir: Dir, size: usize) -> io::Result<IoRuns> {
     let bytes = netio::run_bytes(size);

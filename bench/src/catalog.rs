@@ -118,6 +118,8 @@ benches! {
     PecanScenario("net-bench") "net-udp-rx-64" => "UDP, the guest receiving datagrams of 64 B from the host peer's source, 256 KiB per run (all of them) over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through the virtio-net driver's Nic session and smoltcp linked into the benchmark (net), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
     PecanScenario("net-bench") "net-udp-rx-1k" => "UDP, the guest receiving datagrams of 1024 B from the host peer's source, 2 MiB per run (all of them) over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through the virtio-net driver's Nic session and smoltcp linked into the benchmark (net), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
     PecanScenario("net-bench") "net-udp-rx-1450" => "UDP, the guest receiving datagrams of 1450 B from the host peer's source, 2 MiB per run (all of them) over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through the virtio-net driver's Nic session and smoltcp linked into the benchmark (net), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("net-bench") "net-tcp-tx-1450-loss" => "TCP, the guest sending 1450 B writes to the host peer's sink while the peer drops every 100th data segment both ways (1 % loss), 2 MiB per run, every byte checked by the peer over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through the virtio-net driver's Nic session and smoltcp linked into the benchmark (net), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("net-bench") "net-tcp-rx-1450-loss" => "TCP, the guest receiving from the host peer's source in reads of 1450 B while the peer drops every 100th data segment both ways (1 % loss), 2 MiB per run over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through the virtio-net driver's Nic session and smoltcp linked into the benchmark (net), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
     Linux "getppid" => "getppid system call, round trip",
     Linux "futex-threads-0w" => "futex ping-pong between threads, one-way, 0 words",
     Linux "futex-threads-4w" => "futex ping-pong between threads, one-way, 4 words in shared memory",
@@ -185,6 +187,8 @@ benches! {
     Linux "net-udp-rx-64-linux" => "UDP, the guest receiving datagrams of 64 B from the host peer's source, 256 KiB per run (all of them) over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through Linux's virtio_net and TCP/IP stack with std::net sockets, a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
     Linux "net-udp-rx-1k-linux" => "UDP, the guest receiving datagrams of 1024 B from the host peer's source, 2 MiB per run (all of them) over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through Linux's virtio_net and TCP/IP stack with std::net sockets, a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
     Linux "net-udp-rx-1450-linux" => "UDP, the guest receiving datagrams of 1450 B from the host peer's source, 2 MiB per run (all of them) over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through Linux's virtio_net and TCP/IP stack with std::net sockets, a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "net-tcp-tx-1450-loss-linux" => "TCP, the guest sending 1450 B writes to the host peer's sink while the peer drops every 100th data segment both ways (1 % loss), 2 MiB per run, every byte checked by the peer over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through Linux's virtio_net and TCP/IP stack with std::net sockets, a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "net-tcp-rx-1450-loss-linux" => "TCP, the guest receiving from the host peer's source in reads of 1450 B while the peer drops every 100th data segment both ways (1 % loss), 2 MiB per run over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through Linux's virtio_net and TCP/IP stack with std::net sockets, a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
 }
 
 /// Rows whose figures the emulator distorts, by Pecan benchmark name: the
@@ -488,6 +492,16 @@ pub const IO_ROWS: &[IoRow] = &[
         what: "UDP, the guest receiving, 1450 B datagrams",
         pecan: Some("net-udp-rx-1450"),
         linux: Some("net-udp-rx-1450-linux"),
+    },
+    IoRow {
+        what: "TCP, the guest transmitting, 1450 B writes, 1 % of the segments lost",
+        pecan: Some("net-tcp-tx-1450-loss"),
+        linux: Some("net-tcp-tx-1450-loss-linux"),
+    },
+    IoRow {
+        what: "TCP, the guest receiving, 1450 B reads, 1 % of the segments lost",
+        pecan: Some("net-tcp-rx-1450-loss"),
+        linux: Some("net-tcp-rx-1450-loss-linux"),
     },
 ];
 

@@ -17,6 +17,13 @@
 //!   the run ends when all COUNT datagrams came (a lost one fails the
 //!   run: the receiver's buffers are sized so that none is lost).
 //!
+//! - `net-tcp-tx-1450-loss`, `net-tcp-rx-1450-loss` ([`LOSS`]): the TCP
+//!   runs at 1450 B while the peer drops every [`LOSS_EVERY`]-th data
+//!   segment of the transfer, both ways (`loss N` on its control port):
+//!   what recovering from 1 % loss costs, in CPU and in time (smoltcp's
+//!   sender has no SACK; the peer's smoltcp neither, so Linux's cannot use
+//!   its own against it).
+//!
 //! A run moves [`run_bytes`] bytes: 2 MiB in whole payloads, or 4096
 //! payloads where that is less (64 B: 256 KiB).
 
@@ -36,6 +43,18 @@ pub fn run_bytes(size: usize) -> u64 {
     let size = size as u64;
     (MAX_RUN_BYTES / size).min(MAX_RUN_PAYLOADS) * size
 }
+
+/// The loss-recovery benchmarks: TCP at 1450 B with every
+/// [`LOSS_EVERY`]-th data segment dropped by the peer; they come after
+/// [`all`]'s in both sides' order.
+pub const LOSS: [(Dir, &str); 2] = [
+    (Dir::Tx, "net-tcp-tx-1450-loss"),
+    (Dir::Rx, "net-tcp-rx-1450-loss"),
+];
+/// The loss benchmarks' payload size.
+pub const LOSS_SIZE: usize = 1450;
+/// The peer drops every this-many-th data segment in a loss benchmark (1 %).
+pub const LOSS_EVERY: u64 = 100;
 
 /// The transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,6 +115,10 @@ mod tests {
             assert!(run_bytes(size) <= MAX_RUN_BYTES);
         }
         assert_eq!(all().count(), 12);
+        for (_, name) in LOSS {
+            assert!(name.starts_with("net-tcp-") && name.ends_with("-1450-loss"));
+            assert!(all().all(|b| b.3 != name));
+        }
         assert_eq!(run_bytes(64), 256 << 10);
         assert_eq!(run_bytes(1024), 2 << 20);
     }

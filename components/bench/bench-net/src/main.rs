@@ -3,8 +3,9 @@
 //! The stack (`net`: smoltcp) is linked in, over a Nic session of the
 //! virtio-net driver whose NIC is joined to the host peer of the socket
 //! link (`xtask::netpeer`; the guest at 10.0.3.2/24, the peer at
-//! 10.0.3.1). For each benchmark of [`bench::netio::all`] (or those whose
-//! bit is set in the component's `arg`, bit `i` for the `i`-th; 0: all),
+//! 10.0.3.1). For each benchmark of [`bench::netio::all`] and then of
+//! [`bench::netio::LOSS`] (or those whose bit is set in the component's
+//! `arg`, bit `i` for the `i`-th in that order; 0: all),
 //! one unrecorded run and [`RUNS`] recorded ones, with a soaker thread at
 //! priority 0 on the CPU counting the idle time (the lab's I/O method,
 //! `bench::soak`); one `BENCH` line each.
@@ -98,9 +99,20 @@ fn run(arg: u64) -> Result<bool, String> {
     udp.set_read_timeout(Some(UDP_WAIT));
     bench_io::start(SOAKER_SLOTS, CPU)?;
     let mut failed = false;
-    for (i, (proto, dir, size, name)) in netio::all().enumerate() {
+    let benchmarks = netio::all().map(|(p, d, s, n)| (p, d, s, n, false)).chain(
+        netio::LOSS
+            .into_iter()
+            .map(|(d, n)| (Proto::Tcp, d, netio::LOSS_SIZE, n, true)),
+    );
+    for (i, (proto, dir, size, name, loss)) in benchmarks.enumerate() {
         if arg != 0 && arg & (1 << i) == 0 {
             continue;
+        }
+        if loss {
+            let set = control(&mut ctl, &format!("loss {}", netio::LOSS_EVERY))?;
+            if !set.starts_with("loss ") {
+                return Err(format!("the peer: {set}"));
+            }
         }
         let bytes = netio::run_bytes(size);
         let count = bytes / size as u64;
@@ -178,6 +190,10 @@ fn run(arg: u64) -> Result<bool, String> {
                 println!("bench-net: FAILED: {name}: {e}");
                 failed = true;
             }
+        }
+        if loss {
+            let ended = control(&mut ctl, "loss 0")?;
+            println!("bench-net: {name}: the peer: {ended}");
         }
         if proto == Proto::Udp && dir == Dir::Tx {
             let stats = control(&mut ctl, "stats")?;
