@@ -112,6 +112,19 @@ impl Session<Framebuffer> {
         .map_err(FbError::Map)
     }
 
+    /// Opens the session again after its provider stopped (init parks
+    /// the open while it restarts; `Session::reopen`) and maps the new
+    /// buffer — when the provider comes back with `mode`, the one the
+    /// client draws for. The error says which step failed.
+    pub fn reconnect(&mut self, mode: Mode) -> Result<Region, alloc::string::String> {
+        use alloc::format;
+        self.reopen().map_err(|e| format!("{e}"))?;
+        match self.mode().map_err(|e| format!("MODE: {e}"))? {
+            m if m == mode => self.buffer().map_err(|e| format!("BUFFER: {e}")),
+            m => Err(format!("the mode changed to {}x{}", m.width, m.height)),
+        }
+    }
+
     /// Puts the rectangle `x, y, w, h` of the buffer on the screen.
     pub fn refresh(&self, x: u32, y: u32, w: u32, h: u32) -> Result<(), FbError> {
         self.request(REFRESH, [x.into(), y.into(), w.into(), h.into()])

@@ -25,6 +25,13 @@
 //!   raises it; F12 (not passed on) moves the focus to the next view. The
 //!   focused view's title is blue, the others' grey. The pointer is not
 //!   drawn (yet).
+//! - **Drivers restarted.** A refresh that finds the display driver gone
+//!   reopens its Framebuffer session and draws the whole screen again
+//!   ([`Gui::reconnect`]). The input driver's Input session notification
+//!   is made from the multiplexer's donation, so when that driver stops
+//!   the parent signals it (`PROVIDER_GONE`) and the multiplexer reopens
+//!   the session at once ([`Gui::reconnect_input`]). Its clients keep
+//!   their sessions either way.
 //!
 //! Prints `gui: serving N views on WxH (focus: LABEL; F12 moves the
 //! focus)`, `gui: focus: LABEL` on each change and `gui: every view
@@ -47,7 +54,7 @@ use rt::println;
 use rt::server::answer;
 use rt::session::framebuffer::{self as fb, FbError, Framebuffer, Mode, ServedBuffer};
 use rt::session::input::{self, Event, Input, ServedQueue};
-use rt::session::{self, Donated, Label, Provider, Session, REFUSED_FULL};
+use rt::session::{self, Donated, Donor, Label, Provider, Session, REFUSED_FULL};
 use rt::syscall::{self, Words};
 use ucore::gui::{client_rect, Layout, Rect, View, MAX_VIEWS};
 
@@ -55,17 +62,19 @@ rt::entry!(main);
 
 /// The driver's Framebuffer session, its donor block and table.
 const FB: u32 = child::FIRST_FREE;
-/// The input driver's session and its notification.
+/// The input driver's session, its notification, donor block and table.
 const INPUT: u32 = FB + 3;
 const INPUT_NOTIFY: u32 = INPUT + 1;
+const INPUT_BLOCK: u32 = INPUT + 2;
+const INPUT_TABLE: u32 = INPUT + 3;
 /// The config ROM's session and frames.
-const ROM_SLOT: u32 = INPUT_NOTIFY + 1;
+const ROM_SLOT: u32 = INPUT_TABLE + 1;
 const FIRST_FRAME: u32 = ROM_SLOT + 1;
 const END_FRAME: u32 = FIRST_FRAME + 16;
-/// Per view: its Input notification, the client's copy, and the
-/// multiplexer's copies of its buffer frames.
+/// Per view: the multiplexer's copies of its buffer frames (a view's
+/// Input notification is made from its client's donation).
 const VIEW_SLOTS: u32 = END_FRAME;
-const PER_VIEW: u32 = 2 + fb::MAX_FRAMES;
+const PER_VIEW: u32 = fb::MAX_FRAMES;
 /// The provider's slots: two per session, two sessions per view.
 const SESSION_SLOT: u32 = VIEW_SLOTS + PER_VIEW * MAX_VIEWS as u32;
 const SESSION_END: u32 = SESSION_SLOT + 4 * MAX_VIEWS as u32;
@@ -141,9 +150,13 @@ fn main(_: u64) -> i32 {
     let mut reply = None;
     loop {
         let received = provider.next(reply.take());
-        if let Ok((_, info, _)) = received {
+        if let Ok((word, info, _)) = received {
             if info.label() == LABEL_NOTIFICATION {
-                gui.borrow_mut().input_arrived();
+                let mut g = gui.borrow_mut();
+                match input::provider_gone(word) {
+                    true => g.reconnect_input(),
+                    false => g.input_arrived(),
+                }
                 continue;
             }
         }
@@ -157,6 +170,10 @@ fn start() -> Result<Gui, String> {
     // SAFETY: CONFIG_VA.. is used by nothing else of this program.
     let config = unsafe { rt::session::rom::config(ROM_SLOT, FIRST_FRAME, END_FRAME, CONFIG_VA) }
         .map_err(|e| format!("config ROM: {e}"))?;
+    // The input's donor block first: after the display's (16 MiB,
+    // aligned) the quota has no room left.
+    let input_donor = Donor::from_untyped::<Input>(own(child::UNTYPED), INPUT_BLOCK, INPUT_TABLE)
+        .map_err(|e| format!("the Input session's donation: {e}"))?;
     let fb = session::open_from_quota::<Framebuffer>(FB, FB + 1, FB + 2)
         .map_err(|e| format!("the display's Framebuffer session: {e}"))?;
     let screen_mode = fb.mode().map_err(|e| format!("MODE: {e}"))?;
@@ -191,13 +208,9 @@ fn start() -> Result<Gui, String> {
             Err(e) => println!("gui: config: view {label}: {e:?}; left out"),
         }
     }
-    let input = session::open::<Input>(INPUT).map_err(|e| format!("Input session: {e}"))?;
-    let notify = input
-        .notifier(INPUT_NOTIFY)
-        .map_err(|e| format!("Input NOTIFIER: {e}"))?;
-    syscall::bind_notification(own(child::OWN_THREAD), notify).map_err(|e| {
-        format!("binding the input's notification: {e}; is `own = [\"thread\"]` given?")
-    })?;
+    let input = session::open_donating::<Input>(INPUT, input_donor)
+        .map_err(|(e, _)| format!("Input session: {e}"))?;
+    bind_input(&input)?;
     let mut gui = Gui {
         input,
         clients: (0..MAX_VIEWS).map(|_| Client::default()).collect(),
@@ -218,6 +231,17 @@ fn start() -> Result<Gui, String> {
         screen_mode.height
     );
     Ok(gui)
+}
+
+/// Takes the input session's notification and binds it to the thread:
+/// its signals (keys; the parent's `PROVIDER_GONE`) end the `Recv`.
+fn bind_input(input: &Session<Input>) -> Result<(), String> {
+    let notify = input
+        .notifier(INPUT_NOTIFY)
+        .map_err(|e| alloc::format!("Input NOTIFIER: {e}"))?;
+    syscall::bind_notification(own(child::OWN_THREAD), notify).map_err(|e| {
+        alloc::format!("binding the input's notification: {e}; is `own = [\"thread\"]` given?")
+    })
 }
 
 impl Gui {
@@ -249,7 +273,12 @@ impl Gui {
             }
             _ if c.input.is_some() => Err(REFUSED_FULL),
             _ => {
-                c.input = Some(ServedQueue::new(VIEW_SLOTS + v as u32 * PER_VIEW));
+                let donated = donated.ok_or(rt::interfaces::session::REFUSED_QUOTA)?;
+                let queue = ServedQueue::open(donated).map_err(|why| {
+                    println!("gui: Input session for {}: {why}; refused", label.as_str());
+                    rt::interfaces::session::REFUSED_QUOTA
+                })?;
+                c.input = Some(queue);
                 println!("gui: Input session for {}", label.as_str());
                 Ok(Open::Input(v, me))
             }
@@ -281,7 +310,7 @@ impl Gui {
                 let c = &mut self.clients[v];
                 if c.buffer.is_none() {
                     let made = c.donated.ok_or("no donation").and_then(|d| {
-                        ServedBuffer::make(&d, mode, VIEW_SLOTS + v as u32 * PER_VIEW + 2)
+                        ServedBuffer::make(&d, mode, VIEW_SLOTS + v as u32 * PER_VIEW)
                     });
                     match made {
                         Ok(b) => c.buffer = Some(b),
@@ -359,6 +388,24 @@ impl Gui {
                 }
                 _ => self.forward(e),
             }
+        }
+    }
+
+    /// The input driver stopped (its notification said so, signalled by
+    /// the parent): opens the session again at the restarted driver
+    /// (init parks the open while it restarts) and binds the new
+    /// notification — the old one went with the old donation. The
+    /// clients keep their sessions; keys typed meanwhile are lost.
+    fn reconnect_input(&mut self) {
+        println!("gui: the input driver stopped; reconnecting");
+        let again = self
+            .input
+            .reopen()
+            .map_err(|e| alloc::format!("{e}"))
+            .and_then(|()| bind_input(&self.input));
+        match again {
+            Ok(()) => println!("gui: input back"),
+            Err(e) => println!("gui: reconnecting to the input driver failed: {e}"),
         }
     }
 
@@ -442,19 +489,7 @@ impl Gui {
         // A display that fails again while the screen is redrawn is not
         // reconnected from inside that redraw.
         self.reconnecting = true;
-        let again = self
-            .fb
-            .reopen()
-            .map_err(|e| alloc::format!("{e}"))
-            .and_then(|()| self.fb.mode().map_err(|e| alloc::format!("MODE: {e}")))
-            .and_then(|m| match m == self.screen_mode {
-                true => self.fb.buffer().map_err(|e| alloc::format!("BUFFER: {e}")),
-                false => Err(alloc::format!(
-                    "the mode changed to {}x{}",
-                    m.width,
-                    m.height
-                )),
-            });
+        let again = self.fb.reconnect(self.screen_mode);
         match again {
             Ok(screen) => {
                 self.screen = screen;
