@@ -45,9 +45,10 @@ extern crate alloc;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::RefCell;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use rt::abi::caddr::own;
-use rt::abi::{MsgInfo, LABEL_NOTIFICATION};
+use rt::abi::{MsgInfo, ObjectType, Rights, LABEL_NOTIFICATION};
 use rt::interfaces::child;
 use rt::mmio::Region;
 use rt::println;
@@ -67,8 +68,15 @@ const INPUT: u32 = FB + 3;
 const INPUT_NOTIFY: u32 = INPUT + 1;
 const INPUT_BLOCK: u32 = INPUT + 2;
 const INPUT_TABLE: u32 = INPUT + 3;
+/// The relay thread ([`relay`]): the notification it waits on while the
+/// display is reconnected, its badged copy of the main thread's bound
+/// notification, its thread and its stack's frames.
+const RESUME: u32 = INPUT_TABLE + 1;
+const RELAY_SIGNAL: u32 = RESUME + 1;
+const RELAY_THREAD: u32 = RELAY_SIGNAL + 1;
+const RELAY_FRAMES: u32 = RELAY_THREAD + 1;
 /// The config ROM's session and frames.
-const ROM_SLOT: u32 = INPUT_TABLE + 1;
+const ROM_SLOT: u32 = RELAY_FRAMES + rt::thread::PAGES as u32;
 const FIRST_FRAME: u32 = ROM_SLOT + 1;
 const END_FRAME: u32 = FIRST_FRAME + 16;
 /// Per view: the multiplexer's copies of its buffer frames (a view's
@@ -80,6 +88,20 @@ const SESSION_SLOT: u32 = VIEW_SLOTS + PER_VIEW * MAX_VIEWS as u32;
 const SESSION_END: u32 = SESSION_SLOT + 4 * MAX_VIEWS as u32;
 /// Where the config ROM is mapped.
 const CONFIG_VA: u64 = 0x30_0000_0000;
+
+/// The relay thread's priority: the scenario default (a thread may not
+/// place one above itself).
+const RELAY_PRIORITY: u8 = 100;
+/// The badge of the relay's copy of the main thread's notification.
+const RELAY_BIT: u64 = 1 << 1;
+/// What the relay saw on the display's notification ([`DISPLAY_EVENTS`]).
+const DISPLAY_GONE: u64 = 1 << 0;
+const DISPLAY_MODE: u64 = 1 << 1;
+/// The display's notification (the relay waits on it), set before the
+/// relay first resumes.
+static RELAY_WAIT: AtomicU64 = AtomicU64::new(0);
+/// What the relay saw since the main thread last looked.
+static DISPLAY_EVENTS: AtomicU64 = AtomicU64::new(0);
 
 /// `KEY_F12`: moves the focus.
 const FOCUS_KEY: u16 = 88;
@@ -153,10 +175,14 @@ fn main(_: u64) -> i32 {
         if let Ok((word, info, _)) = received {
             if info.label() == LABEL_NOTIFICATION {
                 let mut g = gui.borrow_mut();
-                match input::provider_gone(word) {
-                    true => g.reconnect_input(),
-                    false => g.input_arrived(),
+                if input::provider_gone(word) {
+                    g.reconnect_input();
+                } else if word & !RELAY_BIT != 0 {
+                    g.input_arrived();
                 }
+                // The relay's news of the display (its bit, or set while
+                // the input was being reconnected).
+                g.display_events();
                 continue;
             }
         }
@@ -174,6 +200,7 @@ fn start() -> Result<Gui, String> {
     // aligned) the quota has no room left.
     let input_donor = Donor::from_untyped::<Input>(own(child::UNTYPED), INPUT_BLOCK, INPUT_TABLE)
         .map_err(|e| format!("the Input session's donation: {e}"))?;
+    start_relay()?;
     let fb = session::open_from_quota::<Framebuffer>(FB, FB + 1, FB + 2)
         .map_err(|e| format!("the display's Framebuffer session: {e}"))?;
     let screen_mode = fb.mode().map_err(|e| format!("MODE: {e}"))?;
@@ -211,6 +238,13 @@ fn start() -> Result<Gui, String> {
     let input = session::open_donating::<Input>(INPUT, input_donor)
         .map_err(|(e, _)| format!("Input session: {e}"))?;
     bind_input(&input)?;
+    let wait_on = fb
+        .notification()
+        .ok_or("the display's Framebuffer session has no notification")?;
+    RELAY_WAIT.store(wait_on, Ordering::SeqCst);
+    // The relay waits for its first resume: the display's notification is
+    // there now.
+    let _ = syscall::signal(own(RESUME));
     let mut gui = Gui {
         input,
         clients: (0..MAX_VIEWS).map(|_| Client::default()).collect(),
@@ -234,14 +268,76 @@ fn start() -> Result<Gui, String> {
 }
 
 /// Takes the input session's notification and binds it to the thread:
-/// its signals (keys; the parent's `PROVIDER_GONE`) end the `Recv`.
+/// its signals (keys; the parent's `PROVIDER_GONE`; the relay's
+/// [`RELAY_BIT`]) end the `Recv`. The relay's badged write copy is
+/// minted from the notification in the donation (the client's, with all
+/// rights) into [`RELAY_SIGNAL`].
 fn bind_input(input: &Session<Input>) -> Result<(), String> {
     let notify = input
         .notifier(INPUT_NOTIFY)
         .map_err(|e| alloc::format!("Input NOTIFIER: {e}"))?;
     syscall::bind_notification(own(child::OWN_THREAD), notify).map_err(|e| {
         alloc::format!("binding the input's notification: {e}; is `own = [\"thread\"]` given?")
-    })
+    })?;
+    let full = input
+        .donated_slot(0)
+        .ok_or("the Input session has no donation")?;
+    syscall::cap_mint(full, own(RELAY_SIGNAL), Rights::WRITE, RELAY_BIT)
+        .map_err(|e| alloc::format!("the relay's signal: {e}"))
+}
+
+/// Makes the relay thread, which waits for its first resume.
+fn start_relay() -> Result<(), String> {
+    syscall::retype(
+        own(child::UNTYPED),
+        ObjectType::Notification,
+        0,
+        own(RESUME),
+        1,
+    )
+    .map_err(|e| alloc::format!("the relay's notification: {e}"))?;
+    rt::thread::spawn(
+        relay,
+        0,
+        rt::thread::Slots {
+            thread: own(RELAY_THREAD),
+            frames: own(RELAY_FRAMES),
+        },
+        rt::thread::Placement::first_cpu(RELAY_PRIORITY),
+    )
+    .map(drop)
+    .map_err(|e| alloc::format!("the relay thread: {e}"))
+}
+
+/// Waits on the display session's notification — made by the driver in
+/// the multiplexer's donation, so it cannot be the thread's bound one
+/// too (that is the input's) — and passes each wake-up on to the main
+/// thread ([`DISPLAY_EVENTS`], then a signal with [`RELAY_BIT`]): a mode
+/// change, or the driver gone (the parent's `PROVIDER_GONE`, or the
+/// notification itself gone with a reconnection under way). After the
+/// driver is gone it waits on [`RESUME`] until the main thread has
+/// reconnected: the new session's notification is in the same slot
+/// (nic-switch's relay is the model).
+extern "C" fn relay(_: u64) -> ! {
+    loop {
+        if syscall::wait(own(RESUME)).is_err() {
+            syscall::thread_exit(1);
+        }
+        let wait_on = RELAY_WAIT.load(Ordering::SeqCst);
+        loop {
+            let event = match syscall::wait(wait_on) {
+                Ok(word) if !input::provider_gone(word) => DISPLAY_MODE,
+                _ => DISPLAY_GONE,
+            };
+            DISPLAY_EVENTS.fetch_or(event, Ordering::SeqCst);
+            // Fails while the input is reconnected: the main thread looks
+            // at the events after that too.
+            let _ = syscall::signal(own(RELAY_SIGNAL));
+            if event == DISPLAY_GONE {
+                break;
+            }
+        }
+    }
 }
 
 impl Gui {
@@ -267,7 +363,15 @@ impl Gui {
         match label.interface() {
             0 if c.donated.is_some() => Err(REFUSED_FULL),
             0 => {
-                c.donated = Some(donated.ok_or(rt::interfaces::session::REFUSED_QUOTA)?);
+                let donated = donated.ok_or(rt::interfaces::session::REFUSED_QUOTA)?;
+                fb::open_notification(&donated).map_err(|why| {
+                    println!(
+                        "gui: Framebuffer session for {}: {why}; refused",
+                        label.as_str()
+                    );
+                    rt::interfaces::session::REFUSED_QUOTA
+                })?;
+                c.donated = Some(donated);
                 println!("gui: Framebuffer session for {}", label.as_str());
                 Ok(Open::Fb(v, me))
             }
@@ -388,6 +492,25 @@ impl Gui {
                 }
                 _ => self.forward(e),
             }
+        }
+    }
+
+    /// What the relay saw on the display's notification: the driver gone
+    /// — reconnect, unless a refresh already did (the session answers) —
+    /// and the relay resumed; a mode change — the screen drawn again (the
+    /// multiplexer's mode is fixed: a driver that changed it is refused
+    /// at the reconnection).
+    fn display_events(&mut self) {
+        let events = DISPLAY_EVENTS.swap(0, Ordering::SeqCst);
+        if events & DISPLAY_GONE != 0 {
+            if self.fb.mode().is_err() {
+                self.reconnect();
+            }
+            let _ = syscall::signal(own(RESUME));
+        } else if events & DISPLAY_MODE != 0 {
+            println!("gui: the display's mode changed; redrawing the screen");
+            let whole = self.layout.screen();
+            self.redraw(whole);
         }
     }
 
