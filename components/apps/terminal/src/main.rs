@@ -28,6 +28,10 @@
 //! most `log::MAX_LINE` bytes (longer ones arrive in parts), and the
 //! scrollback is bounded: no input grows the terminal's memory.
 //!
+//! **Keyboard input** (an `Input` route and a reader): the line being
+//! typed is shown on the cursor's row with a block cursor after it
+//! ([`Console::set_input`]), and handed to the reader on Enter.
+//!
 //! **Its provider's restart.** When the Framebuffer session's provider
 //! stops (the GUI multiplexer or the driver restarted) — a `REFRESH`
 //! fails, or the Input session's notification carries the parent's
@@ -130,6 +134,9 @@ struct Console {
     refresh_failures: u64,
     /// A reconnection to the Framebuffer provider is under way.
     reconnecting: bool,
+    /// The line being typed, shown at the cursor's row with a block
+    /// cursor after it — `None` for a terminal without keyboard input.
+    input: Option<alloc::vec::Vec<u8>>,
 }
 
 impl Console {
@@ -199,8 +206,59 @@ impl Console {
     }
 }
 
+impl Console {
+    /// Shows `line` (the line being typed) and the cursor on the
+    /// cursor's row — the row the next output line takes — and draws.
+    fn set_input(&mut self, line: &[u8]) {
+        if let Some(shown) = self.input.as_mut() {
+            shown.clear();
+            shown.extend_from_slice(line);
+            self.show_input();
+            self.draw();
+        }
+    }
+
+    /// Writes the line being typed into the cursor's row (erased first):
+    /// as much of its end as fits before the last column but one, then
+    /// the cursor, an inverse blank, and the grid's cursor back on it.
+    /// Only here and in [`Self::hide_input`] are the grid's cursor
+    /// controls on: the clients' lines still get colours only.
+    fn show_input(&mut self) {
+        let Some(line) = self.input.as_ref() else {
+            return;
+        };
+        let t = &mut self.term;
+        let room = t.size().0.saturating_sub(2);
+        let text = core::str::from_utf8(line).unwrap_or("");
+        let skip = text.chars().count().saturating_sub(room);
+        let start = text.char_indices().nth(skip).map_or(text.len(), |(i, _)| i);
+        t.set_controls(Controls::Full);
+        t.reset_state();
+        t.feed(b"\r\x1b[K");
+        t.print_plain(&text[start..]);
+        t.feed(b"\x1b[7m");
+        t.print_plain(" ");
+        t.reset_state();
+        t.feed(b"\x08");
+        t.set_controls(Controls::ColoursOnly);
+    }
+
+    /// Erases the cursor's row (the line being typed and the cursor):
+    /// an output line goes there.
+    fn hide_input(&mut self) {
+        if self.input.is_some() {
+            let t = &mut self.term;
+            t.set_controls(Controls::Full);
+            t.reset_state();
+            t.feed(b"\r\x1b[K");
+            t.set_controls(Controls::ColoursOnly);
+        }
+    }
+}
+
 impl log::Server for Console {
     fn line(&mut self, client: &Label, line: &str) {
+        self.hide_input();
         let t = &mut self.term;
         t.reset_state();
         t.feed(b"\x1b[1m");
@@ -211,6 +269,7 @@ impl log::Server for Console {
         t.feed(line.as_bytes());
         t.reset_state();
         t.newline();
+        self.show_input();
         self.draw();
     }
 }
@@ -275,6 +334,7 @@ fn main(arg: u64) -> i32 {
         mode,
         refresh_failures: 0,
         reconnecting: false,
+        input: None,
     };
     // The whole screen: the margins the grid does not cover too.
     if let Err(e) = console.fb.refresh(0, 0, mode.width, mode.height) {
@@ -287,6 +347,11 @@ fn main(arg: u64) -> i32 {
         mode.width, mode.height
     );
     let keyboard = Keyboard::open(reader, input_donor.ok());
+    if keyboard.input.is_some() {
+        // The (empty) line being typed and the cursor.
+        console.input = Some(alloc::vec::Vec::new());
+        console.set_input(&[]);
+    }
     let console = core::cell::RefCell::new(console);
     let keyboard = core::cell::RefCell::new(keyboard);
     let mut provider: Provider<(Log, log::Console), Client> =
@@ -314,7 +379,10 @@ fn main(arg: u64) -> i32 {
                     console.borrow_mut().check();
                     keyboard.borrow_mut().reconnect();
                 } else {
-                    keyboard.borrow_mut().typed();
+                    let mut kb = keyboard.borrow_mut();
+                    if kb.typed() {
+                        console.borrow_mut().set_input(&kb.line);
+                    }
                 }
                 continue;
             }
@@ -411,16 +479,19 @@ impl Keyboard {
     }
 
     /// Keys arrived: characters join the line, Enter hands it to the
-    /// reader, Backspace takes one back.
-    fn typed(&mut self) {
+    /// reader, Backspace takes one back. Whether the line changed (to
+    /// be shown again).
+    fn typed(&mut self) -> bool {
         let Some(input) = self.input.as_ref() else {
-            return;
+            return false;
         };
         let mut lines = false;
+        let mut changed = false;
         for e in input.events().unwrap_or_default() {
             let Event::Press { ch: Some(c), .. } = e else {
                 continue;
             };
+            changed = true;
             match c {
                 '\n' => {
                     if self.ready.len() + self.line.len() < TYPED_MAX {
@@ -444,6 +515,7 @@ impl Keyboard {
         if lines && self.taken {
             let _ = rt::syscall::signal(rt::abi::caddr::own(READER_NOTIFY));
         }
+        changed
     }
 
     /// `INPUT_NOTIFIER` from `client`: the first session to ask becomes
