@@ -18,8 +18,9 @@
 //!   pixels. A `REFRESH` is clipped to the client's content area, so
 //!   drawing outside its view changes nothing on the screen.
 //! - **Stacking and redraw.** A refresh redraws that screen rectangle
-//!   from the bottom view to the top one (background, then each view's
-//!   title and content), then refreshes it at the driver.
+//!   from the bottom view to the top one (the background where no view
+//!   is, then each view's title and content), then refreshes it at the
+//!   driver.
 //! - **Input.** Keys go to the focused view's client alone; mouse motion
 //!   and buttons too. A click focuses the view under the pointer and
 //!   raises it; F12 (not passed on) moves the focus to the next view. The
@@ -562,10 +563,11 @@ impl Gui {
         }
         let stride = self.screen_mode.stride as usize;
         let row_at = |y: u32, x: u32| y as usize * stride + x as usize * 4;
+        // The background only where no view is: the views are opaque.
         for y in r.y..r.y + r.h {
-            let _ = self
-                .screen
-                .fill32(row_at(y, r.x), r.w as usize * 4, BACKGROUND);
+            for (x, w) in self.layout.background_spans(&r, y) {
+                let _ = self.screen.fill32(row_at(y, x), w as usize * 4, BACKGROUND);
+            }
         }
         let focus = self.layout.focus();
         for (i, view) in self.layout.stacking() {
