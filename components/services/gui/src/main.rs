@@ -26,13 +26,15 @@
 //!   raises it; F12 (not passed on) moves the focus to the next view. The
 //!   focused view's title is blue, the others' grey. The pointer is not
 //!   drawn (yet).
-//! - **Drivers restarted.** A refresh that finds the display driver gone
-//!   reopens its Framebuffer session and draws the whole screen again
-//!   ([`Gui::reconnect`]). The input driver's Input session notification
-//!   is made from the multiplexer's donation, so when that driver stops
-//!   the parent signals it (`PROVIDER_GONE`) and the multiplexer reopens
-//!   the session at once ([`Gui::reconnect_input`]). Its clients keep
-//!   their sessions either way.
+//! - **Drivers restarted.** Both drivers' sessions have notifications
+//!   made from the multiplexer's donations, which the parent signals
+//!   (`PROVIDER_GONE`) when a driver stops. The Input session's is bound
+//!   to the thread: the multiplexer reopens the session at once
+//!   ([`Gui::reconnect_input`]). The display session's is waited on by a
+//!   relay thread ([`relay`]), which wakes the main thread: it reopens
+//!   the Framebuffer session and draws the whole screen again
+//!   ([`Gui::reconnect`]; a refresh that finds the driver gone first does
+//!   the same). Its clients keep their sessions either way.
 //!
 //! Prints `gui: serving N views on WxH (focus: LABEL; F12 moves the
 //! focus)`, `gui: focus: LABEL` on each change and `gui: every view
@@ -137,6 +139,9 @@ struct Gui {
     all_drawn: bool,
     /// A reconnection to the display is under way.
     reconnecting: bool,
+    /// The relay waits on `RESUME` for a display session that answers
+    /// (a reconnection failed: the driver is gone for good, or not yet).
+    relay_parked: bool,
 }
 
 /// A session of the multiplexer's: the view's index.
@@ -255,6 +260,7 @@ fn start() -> Result<Gui, String> {
         fb,
         all_drawn: false,
         reconnecting: false,
+        relay_parked: false,
     };
     let whole = gui.layout.screen();
     gui.redraw(whole);
@@ -507,7 +513,11 @@ impl Gui {
             if self.fb.mode().is_err() {
                 self.reconnect();
             }
-            let _ = syscall::signal(own(RESUME));
+            // Resumed only on a session that answers: on one that is gone
+            // its wait would end at once, again and again. A later
+            // reconnection (at a refresh) resumes it.
+            self.relay_parked = true;
+            self.resume_relay();
         } else if events & DISPLAY_MODE != 0 {
             println!("gui: the display's mode changed; redrawing the screen");
             let whole = self.layout.screen();
@@ -625,6 +635,16 @@ impl Gui {
             Err(e) => println!("gui: reconnecting to the display failed: {e}"),
         }
         self.reconnecting = false;
+        self.resume_relay();
+    }
+
+    /// Lets the parked relay wait on the display session's notification
+    /// again, once the session answers.
+    fn resume_relay(&mut self) {
+        if self.relay_parked && self.fb.mode().is_ok() {
+            self.relay_parked = false;
+            let _ = syscall::signal(own(RESUME));
+        }
     }
 }
 
