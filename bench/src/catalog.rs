@@ -77,6 +77,10 @@ benches! {
     Pecan "fpu-first-use" => "first vector instruction of a turn (#NM, state restored)",
     PecanScenario("platform-bench") "irq-latency" => "MSI-X interrupt to its driver thread: from the kernel taking a virtio-blk completion's MSI-X to the driver running after its Wait (ticks)",
     PecanScenario("platform-bench") "irq-ack" => "IrqAck of an MSI-X handler, round trip",
+    PecanScenario("display-bench") "gui-refresh-full" => "a full-screen frame through the GUI multiplexer: a client's REFRESH of its whole view (1024x752), the multiplexer's copy into its screen buffer with the title bar and its REFRESH at the driver, which copies the screen into the device's framebuffer; instructions per frame",
+    PecanScenario("fb-bench") "fb-refresh-full" => "a full-screen frame straight at the display driver: REFRESH of 1024x768, copied into the device's framebuffer; instructions per frame",
+    PecanScenario("glyph-bench") "term-glyph" => "terminal glyph rendering: term::Renderer drawing a full grid of non-blank characters (Noto Sans Mono 7x16) into a surface in memory; instructions per character",
+    PecanScenario("term-bench") "term-line" => "a Log line of 100 characters to the terminal (108 with its label): WRITE calls, parsed, drawn and refreshed at the display driver; instructions per character",
     PecanScenario("blk-bench") "blk-read-64k" => "virtio-blk sequential reads of 64 KiB by the test driver (one in flight, MSI-X completion) from its disk (a fresh sparse 64 MiB raw image, paced) into a physically contiguous DMA buffer, the whole disk per run, a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
     PecanScenario("blk-raw-bench") "blk-raw-read-512" => "virtio-blk sequential reads of 512 B through a Block session and the virtio-blk driver (one request at a time: larger than the driver's 128 KiB at once in 128 KiB packets, all in flight) from a scratch disk (a fresh sparse 64 MiB raw image, paced), in place in the packet stream, 10 MiB per run (2048 requests for 512 B and 1 KiB), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
     PecanScenario("blk-raw-bench") "blk-raw-read-1k" => "virtio-blk sequential reads of 1 KiB through a Block session and the virtio-blk driver (one request at a time: larger than the driver's 128 KiB at once in 128 KiB packets, all in flight) from a scratch disk (a fresh sparse 64 MiB raw image, paced), in place in the packet stream, 10 MiB per run (2048 requests for 512 B and 1 KiB), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
@@ -216,6 +220,20 @@ pub const CAVEATS: &[(&str, &str, bool)] = &[
         "TCG ignores cache attributes (see the row above)",
         false,
     ),
+    (
+        "gui-refresh-full",
+        "icount instructions, not time: the copies are the runtime's memcpy (AVX, 32 bytes an \
+         instruction) and plain loops, a `rep movs` would count once per iteration; TCG ignores \
+         cache attributes, so the device's write-combining framebuffer costs what memory does",
+        false,
+    ),
+    (
+        "fb-refresh-full",
+        "icount instructions, not time: the copies are the runtime's memcpy (AVX, 32 bytes an \
+         instruction) and plain loops, a `rep movs` would count once per iteration; TCG ignores \
+         cache attributes, so the device's write-combining framebuffer costs what memory does",
+        false,
+    ),
 ];
 
 /// The caveat of Pecan benchmark `name`, if the emulator distorts it.
@@ -271,6 +289,10 @@ pub const ROWS: &[(&str, Option<&str>)] = &[
     ("fpu-first-use", None),
     ("irq-latency", None),
     ("irq-ack", None),
+    ("gui-refresh-full", None),
+    ("fb-refresh-full", None),
+    ("term-glyph", None),
+    ("term-line", None),
 ];
 
 /// A row of the I/O table (the method: [`crate::soak`]): the same

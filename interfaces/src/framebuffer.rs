@@ -2,8 +2,11 @@
 //! [`Mode`] (`rt::session::framebuffer` has the interface, the client's
 //! side and the protocol's description). Pure data, tested on the host.
 
-/// The most 2 MiB frames a buffer has.
-pub const MAX_FRAMES: u32 = 4;
+/// The most 2 MiB frames a buffer has: three, as the session's
+/// notification is made from the donation (8 MiB) first and the frames
+/// are aligned to their size after it — a mode of up to 6 MiB
+/// (1600×900, 1280×1024 at 32 bits).
+pub const MAX_FRAMES: u32 = 3;
 /// Bytes of one buffer frame.
 pub const FRAME_BYTES: u64 = 2 << 20;
 
@@ -114,7 +117,10 @@ mod tests {
         let m = Mode::new(1024, 768).unwrap();
         assert_eq!((m.stride, m.bytes(), m.frames()), (4096, 3 << 20, 2));
         assert!(m.fits());
-        assert!(Mode::new(1920, 1080).unwrap().fits());
+        assert!(Mode::new(1600, 900).unwrap().fits());
+        assert!(Mode::new(1280, 1024).unwrap().fits());
+        // 7.9 MiB: four frames, and the notification takes the first.
+        assert!(!Mode::new(1920, 1080).unwrap().fits());
         assert!(!Mode::new(2560, 1600).unwrap().fits());
         assert_eq!(Mode::new(63, 100), None);
         assert_eq!(Mode::new(100, 4097), None);

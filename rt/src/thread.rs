@@ -85,6 +85,18 @@ pub struct Placement {
     pub fault_endpoint: CapSlot,
 }
 
+impl Placement {
+    /// At `priority` on the first of the component's CPUs, its exit and
+    /// faults reported nowhere: a helper thread beside the main one.
+    pub fn first_cpu(priority: u8) -> Placement {
+        Placement {
+            priority,
+            cpu: crate::cpu::set().nth(0).unwrap_or(0),
+            fault_endpoint: abi::caddr::NULL_SLOT,
+        }
+    }
+}
+
 /// Which step of [`spawn`] failed, with the kernel's error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpawnError {

@@ -339,6 +339,13 @@ impl Terminal {
         });
     }
 
+    /// Marks every cell changed: the next render draws the whole grid
+    /// (a surface that lost its pixels, a terminal whose screen was
+    /// reconnected).
+    pub fn damage_all(&mut self) {
+        self.mark_all();
+    }
+
     fn mark_all(&mut self) {
         self.damage = Damage {
             all: true,
@@ -765,5 +772,13 @@ mod tests {
         // The view moved: everything.
         t.scroll_view(2);
         assert!(t.take_damage().all);
+        // Asked for: everything, the whole grid, nothing else pending.
+        t.feed(b"x");
+        t.take_damage();
+        t.damage_all();
+        let d = t.take_damage();
+        assert!(d.all);
+        assert_eq!(d.rect, rect(0, 0, 10, 4));
+        assert_eq!(t.take_damage(), Damage::default());
     }
 }

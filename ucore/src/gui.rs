@@ -89,6 +89,39 @@ impl View {
     }
 }
 
+/// The spans of a row no view covers ([`Layout::background_spans`]).
+#[derive(Clone, Debug)]
+pub struct BackgroundSpans {
+    /// The views' parts of the row, `(from, to)` by `from`.
+    covered: [(u32, u32); MAX_VIEWS],
+    n: usize,
+    next: usize,
+    /// Where the next span may start; the row's end.
+    x: u32,
+    end: u32,
+}
+
+impl Iterator for BackgroundSpans {
+    type Item = (u32, u32);
+
+    fn next(&mut self) -> Option<(u32, u32)> {
+        while self.next < self.n {
+            let (from, to) = self.covered[self.next];
+            self.next += 1;
+            let at = self.x;
+            self.x = self.x.max(to);
+            if from > at {
+                return Some((at, from - at));
+            }
+        }
+        (self.x < self.end).then(|| {
+            let span = (self.x, self.end - self.x);
+            self.x = self.end;
+            span
+        })
+    }
+}
+
 /// Why a view was not taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LayoutError {
@@ -129,6 +162,40 @@ impl Layout {
     /// The screen.
     pub fn screen(&self) -> Rect {
         self.screen
+    }
+
+    /// The parts of row `y` of `r` that no view covers, `(x, w)` left to
+    /// right: where a redraw fills the background (a view is opaque, its
+    /// title bar and content covering its whole outer rectangle). None
+    /// when `y` is outside `r`. No allocation: a redraw asks for every
+    /// row.
+    pub fn background_spans(&self, r: &Rect, y: u32) -> BackgroundSpans {
+        let mut spans = BackgroundSpans {
+            covered: [(0, 0); MAX_VIEWS],
+            n: 0,
+            next: 0,
+            x: r.x,
+            end: r.x,
+        };
+        if r.is_empty() || y < r.y || y - r.y >= r.h {
+            return spans;
+        }
+        spans.end = r.x + r.w;
+        for v in &self.views {
+            let o = v.outer.intersect(r);
+            if o.is_empty() || y < o.y || y - o.y >= o.h || spans.n == MAX_VIEWS {
+                continue;
+            }
+            // Insertion by start: at most MAX_VIEWS of them.
+            let mut i = spans.n;
+            while i > 0 && spans.covered[i - 1].0 > o.x {
+                spans.covered[i] = spans.covered[i - 1];
+                i -= 1;
+            }
+            spans.covered[i] = (o.x, o.x + o.w);
+            spans.n += 1;
+        }
+        spans
     }
 
     /// Adds a view on top (clipped to the screen); the first view added
@@ -249,6 +316,49 @@ mod tests {
         assert_eq!(l.add("a", Rect::new(0, 0, 512, 384)), Ok(0));
         assert_eq!(l.add("b", Rect::new(512, 0, 512, 384)), Ok(1));
         l
+    }
+
+    #[test]
+    fn background_is_what_no_view_covers() {
+        let mut l = two();
+        assert_eq!(l.add("c", Rect::new(100, 300, 100, 200)), Ok(2));
+        let screen = l.screen();
+        // Beside and below the two views, around the third.
+        assert_eq!(l.background_spans(&screen, 10).count(), 0);
+        assert_eq!(
+            l.background_spans(&screen, 400).collect::<Vec<_>>(),
+            alloc::vec![(0, 100), (200, 824)]
+        );
+        assert_eq!(
+            l.background_spans(&screen, 600).collect::<Vec<_>>(),
+            alloc::vec![(0, 1024)]
+        );
+        let r = Rect::new(150, 390, 100, 20);
+        assert_eq!(
+            l.background_spans(&r, 395).collect::<Vec<_>>(),
+            alloc::vec![(200, 50)]
+        );
+        assert_eq!(l.background_spans(&r, 389).count(), 0);
+        assert_eq!(l.background_spans(&r, 410).count(), 0);
+        // Every pixel of random rectangles: background exactly where no
+        // view's outer rectangle is.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u32| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % u64::from(n)) as u32
+        };
+        for _ in 0..200 {
+            let r = Rect::new(next(1100), next(800), next(600), next(400)).intersect(&screen);
+            let y = r.y + next(r.h.max(1));
+            let spans: Vec<_> = l.background_spans(&r, y).collect();
+            for px in r.x..r.x + r.w {
+                let in_span = spans.iter().any(|&(s, w)| px >= s && px < s + w);
+                let covered = l.stacking().any(|(_, v)| v.outer.contains(px, y));
+                assert_eq!(in_span, !covered && !r.is_empty(), "{r:?} row {y} x {px}");
+            }
+        }
     }
 
     #[test]

@@ -37,7 +37,17 @@ pub struct TestArgs {
     /// Scenario tests run at once (default: the number of CPUs, at most 4).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
     pub jobs: Option<u64>,
+    /// Run the lab's long scenario tests (`tests/lab/*.toml`, e.g. the
+    /// demo for 3 minutes) instead of the suite: no host tests, lints,
+    /// trace test or benchmark budgets.
+    #[arg(long)]
+    pub lab: bool,
 }
+
+/// Where the suite's scenario tests are, and the lab's long ones (which
+/// the suite does not run: `discover` reads one directory).
+const SUITE_DIR: &str = "tests";
+const LAB_DIR: &str = "tests/lab";
 
 /// Runs `cargo xtask test`; `Ok(true)` when nothing failed.
 pub fn run(args: &TestArgs) -> Result<bool> {
@@ -46,11 +56,21 @@ pub fn run(args: &TestArgs) -> Result<bool> {
     setup::ensure_target()?;
     setup::ensure_qemu()?;
 
+    if args.lab {
+        let mut counts = scenario_tests(args, filter, LAB_DIR)?;
+        if counts.passed == 0 && counts.failed == 0 {
+            println!("FAIL lab: no test in {LAB_DIR}/ matches");
+            counts.failed += 1;
+        }
+        println!("total time: {:.1} s", start.elapsed().as_secs_f64());
+        println!("{} passed, {} failed", counts.passed, counts.failed);
+        return Ok(counts.failed == 0);
+    }
     let mut counts = host::host_tests(filter)?;
     if !args.no_lint {
         counts += host::lints(filter)?;
     }
-    counts += scenario_tests(args, filter)?;
+    counts += scenario_tests(args, filter, SUITE_DIR)?;
     if filter.is_none_or(|f| TRACE_TEST.contains(f)) {
         counts += trace_test();
     }
@@ -122,13 +142,13 @@ fn bench_budgets() -> Counts {
 }
 
 /// Builds the kernel and the components, packs the boot image and runs the
-/// scenario tests in `tests/`.
-fn scenario_tests(args: &TestArgs, filter: Option<&str>) -> Result<Counts> {
+/// scenario tests in `dir` (`tests/`, or the lab's `tests/lab/`).
+fn scenario_tests(args: &TestArgs, filter: Option<&str>, dir: &str) -> Result<Counts> {
     let root = workspace_root();
     let mut counts = Counts::default();
-    let found = testspec::discover(&root.join("tests"), filter)?;
+    let found = testspec::discover(&root.join(dir), filter)?;
     println!(
-        "==> scenario tests: {} in tests/{}",
+        "==> scenario tests: {} in {dir}/{}",
         found.len(),
         filter
             .map(|f| format!(" matching `{f}`"))

@@ -11,9 +11,21 @@
 //! | [`BUFFER`] | — | [`OK`], words: 0: the buffer's 2 MiB frames (in donated slots `0..n`), 1: its bytes (`stride × height`) |
 //! | [`REFRESH`] | 0: x, 1: y, 2: width, 3: height | [`OK`] once the rectangle (clipped to the mode) is on the screen; [`NO_BUFFER`] before [`BUFFER`] |
 //!
+//! **The mode-change signal.** When it opens the session the provider
+//! makes the session's notification from the donation (donated slot
+//! [`MAX_FRAMES`], the client's read-only copy in the next,
+//! [`Session::notification`]) and names it the session's wake
+//! notification (`Donated::set_wake`), as Block, Nic and Input sessions
+//! do. The provider signals it whenever the mode changes
+//! ([`signal_mode_change`]; the client asks `MODE`), and the parent
+//! signals it with `interfaces::session::PROVIDER_GONE` when the provider
+//! stops: a client waiting on it learns at once that its display is gone
+//! and reconnects ([`Session::reconnect`]).
+//!
 //! **The buffer** is client memory: the provider makes it from the
-//! session's donation ([`Framebuffer::RAM`], 8 MiB: a mode of up to
-//! 8 MiB, 1920×1080 at 32 bits) as 2 MiB frames in the donated slots —
+//! session's donation ([`Framebuffer::RAM`], 8 MiB: after the
+//! notification, up to [`MAX_FRAMES`] frames, a mode of up to 6 MiB,
+//! 1600×900 or 1280×1024 at 32 bits) as 2 MiB frames in the donated slots —
 //! several frames, so a dataspace is no longer limited to one 2 MiB frame
 //! — and the client maps them one after the other (`Session::buffer`). The
 //! provider maps its own copies of them, out of the client's reach. A
@@ -38,10 +50,38 @@ pub struct Framebuffer;
 
 impl Interface for Framebuffer {
     const NAME: &'static str = "Framebuffer";
-    /// The buffer's memory: up to [`MAX_FRAMES`] 2 MiB frames.
+    /// The session's notification and up to [`MAX_FRAMES`] 2 MiB frames
+    /// after it.
     const RAM: u64 = 8 << 20;
-    /// The buffer's frames.
-    const CAPS: u32 = MAX_FRAMES;
+    /// The buffer's frames, the notification and the client's copy.
+    const CAPS: u32 = MAX_FRAMES + 2;
+}
+
+/// The donated slot of the session's notification.
+const SLOT_NOTIFY: u32 = MAX_FRAMES;
+/// The donated slot of the client's read-only copy of it.
+const SLOT_CLIENT_READ: u32 = MAX_FRAMES + 1;
+
+/// Makes a session's notification from its donation (the provider's
+/// side, when the session opens): read-only copy for the client, and the
+/// wake notification the parent signals when the provider stops. The
+/// error says which step failed.
+pub fn open_notification(donated: &super::Donated) -> Result<(), &'static str> {
+    use abi::{ObjectType, Rights};
+    let notify = donated.slot(SLOT_NOTIFY);
+    crate::syscall::retype(donated.untyped(), ObjectType::Notification, 0, notify, 1)
+        .map_err(|_| "the donation holds no notification")?;
+    crate::syscall::cap_mint(notify, donated.slot(SLOT_CLIENT_READ), Rights::READ, 0)
+        .map_err(|_| "minting the client's notification failed")?;
+    donated
+        .set_wake(notify)
+        .map_err(|_| "copying the notification to the wake slot failed")
+}
+
+/// Signals a session's notification: its mode changed (the provider's
+/// side).
+pub fn signal_mode_change(donated: &super::Donated) {
+    let _ = crate::syscall::signal(donated.slot(SLOT_NOTIFY));
 }
 
 pub use interfaces::framebuffer::*;
@@ -110,6 +150,26 @@ impl Session<Framebuffer> {
             Cache::WriteBack,
         )
         .map_err(FbError::Map)
+    }
+
+    /// Opens the session again after its provider stopped (init parks
+    /// the open while it restarts; `Session::reopen`) and maps the new
+    /// buffer — when the provider comes back with `mode`, the one the
+    /// client draws for. The error says which step failed.
+    pub fn reconnect(&mut self, mode: Mode) -> Result<Region, alloc::string::String> {
+        use alloc::format;
+        self.reopen().map_err(|e| format!("{e}"))?;
+        match self.mode().map_err(|e| format!("MODE: {e}"))? {
+            m if m == mode => self.buffer().map_err(|e| format!("BUFFER: {e}")),
+            m => Err(format!("the mode changed to {}x{}", m.width, m.height)),
+        }
+    }
+
+    /// The session's notification (read-only, in the client's donation):
+    /// signalled when the mode changes, and with
+    /// `interfaces::session::PROVIDER_GONE` when the provider stops.
+    pub fn notification(&self) -> Option<abi::CapSlot> {
+        self.donated_slot(SLOT_CLIENT_READ)
     }
 
     /// Puts the rectangle `x, y, w, h` of the buffer on the screen.

@@ -7,7 +7,7 @@
 //!
 //! | opcode | words | reply |
 //! |--------|-------|-------|
-//! | [`NOTIFIER`] | — | [`OK`] with one capability: the session's notification, read-only (the caller names an empty receive slot), signalled whenever events are queued; [`NO_RESOURCES`] |
+//! | [`NOTIFIER`] | — | [`OK`] with one capability: the session's notification, read-only (the caller names an empty receive slot), signalled whenever events are queued (and by the parent, with `PROVIDER_GONE`, when the provider stops) |
 //! | [`EVENTS`] | — | [`OK`], words: up to [`EVENTS_PER_CALL`] events, oldest first, each one word ([`Event::word`]); a word of 0 is none |
 //!
 //! The client waits on the notification, then calls `EVENTS` until a
@@ -15,8 +15,18 @@
 //! many"). A provider keeps a bounded queue per session: when a client
 //! does not fetch, the oldest events are dropped (and counted), never the
 //! provider's memory. Words that name no event are dropped by the client
-//! ([`Event::from_word`]). Quota: none (the provider's queues are small
-//! and bounded).
+//! ([`Event::from_word`]).
+//!
+//! **Quota**: one page and two slots ([`Input::RAM`], [`Input::CAPS`]).
+//! The provider makes the session's notification from the donation at
+//! open (donated slot 0, the client's read-only copy in slot 1) and names
+//! it the session's wake notification (`Donated::set_wake`), as Block and
+//! Nic sessions do: the notification is the client's memory, so it
+//! outlives the provider, and when the provider stops the parent signals
+//! it with `interfaces::session::PROVIDER_GONE` — a client waiting for
+//! keys learns at once that its driver is gone and reopens the session
+//! ([`Session::reopen`]; the GUI multiplexer does, docs/display.md). The
+//! provider's queue itself is small, bounded and its own.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -36,6 +46,22 @@ pub struct Input;
 
 impl Interface for Input {
     const NAME: &'static str = "Input";
+    /// The session's notification.
+    const RAM: u64 = 4096;
+    /// The notification and the client's read-only copy of it.
+    const CAPS: u32 = 2;
+}
+
+/// The donated slot of the session's notification.
+const SLOT_NOTIFY: u32 = 0;
+/// The donated slot of the client's read-only copy.
+const SLOT_CLIENT_READ: u32 = 1;
+
+/// Whether a word of the session's notification says the provider
+/// stopped (the parent's `interfaces::session::PROVIDER_GONE`): the
+/// session is to be reopened.
+pub fn provider_gone(word: u64) -> bool {
+    word & interfaces::session::PROVIDER_GONE != 0
 }
 
 impl Session<Input> {
@@ -72,30 +98,37 @@ impl Session<Input> {
 pub const QUEUE: usize = 256;
 
 /// An Input session as its provider holds it: the client's bounded event
-/// queue and its notification (made on `NOTIFIER` in the provider's own
-/// slot `slot`, the client's read-only copy in `slot + 1`). Dropping it
-/// (the session closed) revokes the notification, so the client's copy
-/// goes too.
+/// queue and its notification (made from the session's donation at open,
+/// module doc). The objects are the client's: they go when it revokes
+/// its donation.
 pub struct ServedQueue {
     queue: VecDeque<Event>,
     dropped: u64,
-    slot: u32,
-    notify: bool,
+    donated: super::Donated,
     /// Events pushed since the last [`Self::publish`].
     fresh: bool,
 }
 
 impl ServedQueue {
-    /// A session's queue using the provider's own slots `slot` and
-    /// `slot + 1` for its notification.
-    pub fn new(slot: u32) -> ServedQueue {
-        ServedQueue {
+    /// A session's queue: makes its notification from `donated` and names
+    /// it the wake notification; the error says which step failed.
+    pub fn open(donated: super::Donated) -> Result<ServedQueue, &'static str> {
+        let notify = donated.slot(SLOT_NOTIFY);
+        syscall::retype(donated.untyped(), ObjectType::Notification, 0, notify, 1)
+            .map_err(|_| "the donation holds no notification")?;
+        syscall::cap_mint(notify, donated.slot(SLOT_CLIENT_READ), Rights::READ, 0)
+            .map_err(|_| "minting the client's notification failed")?;
+        // The parent wakes the client through it when this provider stops
+        // (`interfaces::session`, "The provider's death").
+        donated
+            .set_wake(notify)
+            .map_err(|_| "copying the notification to the wake slot failed")?;
+        Ok(ServedQueue {
             queue: VecDeque::new(),
             dropped: 0,
-            slot,
-            notify: false,
+            donated,
             fresh: false,
-        }
+        })
     }
 
     /// Queues `e`; the oldest event goes when [`QUEUE`] are waiting.
@@ -110,8 +143,8 @@ impl ServedQueue {
 
     /// Signals the client once for everything pushed since the last call.
     pub fn publish(&mut self) {
-        if core::mem::take(&mut self.fresh) && self.notify {
-            let _ = syscall::signal(own(self.slot));
+        if core::mem::take(&mut self.fresh) {
+            let _ = syscall::signal(self.donated.slot(SLOT_NOTIFY));
         }
     }
 
@@ -124,13 +157,10 @@ impl ServedQueue {
     /// anything else `UNKNOWN`).
     pub fn request(&mut self, op: u64) -> (MsgInfo, Words) {
         match op {
-            NOTIFIER => match self.notifier() {
-                Some(cap) => {
-                    transfer::set_send_cap(cap);
-                    (MsgInfo::new(OK, 0, 1).unwrap_or_default(), [0; 4])
-                }
-                None => answer(NO_RESOURCES, [0; 4]),
-            },
+            NOTIFIER => {
+                transfer::set_send_cap(self.donated.slot(SLOT_CLIENT_READ));
+                (MsgInfo::new(OK, 0, 1).unwrap_or_default(), [0; 4])
+            }
             EVENTS => {
                 let mut words = [0u64; EVENTS_PER_CALL];
                 for w in &mut words {
@@ -142,37 +172,6 @@ impl ServedQueue {
                 answer(OK, words)
             }
             _ => answer(UNKNOWN, [op, 0, 0, 0]),
-        }
-    }
-
-    /// The notification, made from the provider's own memory on first
-    /// use; the client's read-only copy to send.
-    fn notifier(&mut self) -> Option<CapSlot> {
-        let (n, copy) = (own(self.slot), own(self.slot + 1));
-        if !self.notify {
-            let untyped = own(interfaces::child::UNTYPED);
-            syscall::retype(untyped, ObjectType::Notification, 0, n, 1).ok()?;
-            if syscall::cap_mint(n, copy, Rights::READ, 0).is_err() {
-                // SAFETY: the notification just made; nothing is mapped.
-                let _ = unsafe { syscall::cap_delete(n) };
-                return None;
-            }
-            self.notify = true;
-        }
-        Some(copy)
-    }
-}
-
-impl Drop for ServedQueue {
-    fn drop(&mut self) {
-        if self.notify {
-            let (n, copy) = (own(self.slot), own(self.slot + 1));
-            // SAFETY: notification capabilities; nothing is mapped.
-            unsafe {
-                let _ = syscall::cap_revoke(n);
-                let _ = syscall::cap_delete(copy);
-                let _ = syscall::cap_delete(n);
-            }
         }
     }
 }

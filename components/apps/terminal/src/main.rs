@@ -28,6 +28,16 @@
 //! most `log::MAX_LINE` bytes (longer ones arrive in parts), and the
 //! scrollback is bounded: no input grows the terminal's memory.
 //!
+//! **Keyboard input** (an `Input` route and a reader): the line being
+//! typed is shown on the cursor's row with a block cursor after it
+//! ([`Console::set_input`]), and handed to the reader on Enter.
+//!
+//! **Its provider's restart.** When the Framebuffer session's provider
+//! stops (the GUI multiplexer or the driver restarted) — a `REFRESH`
+//! fails, or the Input session's notification carries the parent's
+//! `PROVIDER_GONE` — the terminal reopens both sessions and draws its
+//! whole grid again (`tests/gui-restart.toml`).
+//!
 //! `arg`: the font scale (1 to `term::render::MAX_SCALE`; 0 is 1).
 #![no_std]
 #![no_main]
@@ -39,7 +49,7 @@ use rt::abi::MsgInfo;
 use rt::interfaces::child;
 use rt::mmio::Region;
 use rt::println;
-use rt::session::framebuffer::{Framebuffer, Mode};
+use rt::session::framebuffer::{FbError, Framebuffer, Mode};
 use rt::session::input::{Event, Input};
 use rt::session::log::{self, LineBuffer, Log};
 use rt::session::{self, Label, Provider, Session};
@@ -57,8 +67,11 @@ const HEAP_SLOT: u32 = FB_SLOT + 3;
 const INPUT_SLOT: u32 = HEAP_SLOT + 1;
 const INPUT_NOTIFY: u32 = INPUT_SLOT + 1;
 const READER_NOTIFY: u32 = INPUT_NOTIFY + 1;
+/// The Input session's donor block and table.
+const INPUT_BLOCK: u32 = READER_NOTIFY + 2;
+const INPUT_TABLE: u32 = INPUT_BLOCK + 1;
 /// Slots for the Log sessions, two each: up to 16 clients.
-const SESSIONS: core::ops::Range<u32> = READER_NOTIFY + 2..READER_NOTIFY + 2 + 2 * 16;
+const SESSIONS: core::ops::Range<u32> = INPUT_TABLE + 1..INPUT_TABLE + 1 + 2 * 16;
 /// Typed bytes kept for the reader (whole lines); more are dropped.
 const TYPED_MAX: usize = 4096;
 /// Lines kept after they scroll off: at 146 columns of 8-byte cells
@@ -117,8 +130,13 @@ struct Console {
     fb: Session<Framebuffer>,
     buffer: Region,
     mode: Mode,
-    /// Refreshes that failed (the provider is gone); logged once.
+    /// Refreshes that failed (the provider refused); logged once.
     refresh_failures: u64,
+    /// A reconnection to the Framebuffer provider is under way.
+    reconnecting: bool,
+    /// The line being typed, shown at the cursor's row with a block
+    /// cursor after it — `None` for a terminal without keyboard input.
+    input: Option<alloc::vec::Vec<u8>>,
 }
 
 impl Console {
@@ -131,17 +149,116 @@ impl Console {
         let Some(r) = self.renderer.render(&mut self.term, &mut screen) else {
             return;
         };
-        if let Err(e) = self.fb.refresh(r.x, r.y, r.w, r.h) {
-            if self.refresh_failures == 0 {
-                println!("terminal: REFRESH failed: {e}");
+        match self.fb.refresh(r.x, r.y, r.w, r.h) {
+            Ok(()) => {}
+            // The provider is gone (the GUI multiplexer or the driver
+            // restarted): a new session, the whole grid drawn again.
+            Err(FbError::Ipc(_)) if !self.reconnecting => self.reconnect(),
+            Err(e) => {
+                if self.refresh_failures == 0 {
+                    println!("terminal: REFRESH failed: {e}");
+                }
+                self.refresh_failures += 1;
             }
-            self.refresh_failures += 1;
+        }
+    }
+
+    /// Reconnects when the Framebuffer session is gone (a `MODE` call
+    /// fails): after the Input session's provider stopped, which is
+    /// usually the same multiplexer.
+    fn check(&mut self) {
+        if let Err(FbError::Ipc(_)) = self.fb.mode() {
+            self.reconnect();
+        }
+    }
+
+    /// Opens the Framebuffer session again (init parks the open while its
+    /// provider restarts), takes the new buffer and draws the whole grid
+    /// into it: the text is the terminal's, not the provider's, so
+    /// nothing is lost. A provider that comes back with another mode is
+    /// not followed (the grid's size is fixed): the terminal stays dark.
+    fn reconnect(&mut self) {
+        println!("terminal: its Framebuffer provider stopped; reconnecting");
+        self.reconnecting = true;
+        let mode = self.mode;
+        let again = self.fb.reconnect(mode);
+        match again {
+            Ok(buffer) => {
+                self.buffer = buffer;
+                self.renderer.clear(&mut Screen {
+                    buffer: &self.buffer,
+                    mode,
+                });
+                self.term.damage_all();
+                let mut screen = Screen {
+                    buffer: &self.buffer,
+                    mode,
+                };
+                let _ = self.renderer.render(&mut self.term, &mut screen);
+                match self.fb.refresh(0, 0, mode.width, mode.height) {
+                    Ok(()) => println!("terminal: screen back"),
+                    Err(e) => println!("terminal: reconnecting: REFRESH failed: {e}"),
+                }
+            }
+            Err(e) => println!("terminal: reconnecting its Framebuffer failed: {e}"),
+        }
+        self.reconnecting = false;
+    }
+}
+
+impl Console {
+    /// Shows `line` (the line being typed) and the cursor on the
+    /// cursor's row — the row the next output line takes — and draws.
+    fn set_input(&mut self, line: &[u8]) {
+        if let Some(shown) = self.input.as_mut() {
+            shown.clear();
+            shown.extend_from_slice(line);
+            self.show_input();
+            self.draw();
+        }
+    }
+
+    /// Writes the line being typed into the cursor's row (erased first):
+    /// as much of its end as fits before the last column but one, then
+    /// the cursor, an inverse blank, and the grid's cursor back on it.
+    /// Only here and in [`Self::hide_input`] are the grid's cursor
+    /// controls on: the clients' lines still get colours only.
+    fn show_input(&mut self) {
+        let Some(line) = self.input.as_ref() else {
+            return;
+        };
+        let t = &mut self.term;
+        let room = t.size().0.saturating_sub(2);
+        let text = core::str::from_utf8(line).unwrap_or("");
+        let skip = text.chars().count().saturating_sub(room);
+        let start = text.char_indices().nth(skip).map_or(text.len(), |(i, _)| i);
+        t.set_controls(Controls::Full);
+        t.reset_state();
+        t.feed(b"\r\x1b[K");
+        t.print_plain(&text[start..]);
+        t.feed(b"\x1b[7m");
+        t.print_plain(" ");
+        t.reset_state();
+        t.feed(b"\x08");
+        t.set_controls(Controls::ColoursOnly);
+    }
+
+    /// Erases the cursor's row (the line being typed and the cursor):
+    /// an output line goes there.
+    fn hide_input(&mut self) {
+        if self.input.is_some() {
+            let t = &mut self.term;
+            t.set_controls(Controls::Full);
+            t.reset_state();
+            t.feed(b"\r\x1b[K");
+            t.set_controls(Controls::ColoursOnly);
         }
     }
 }
 
 impl log::Server for Console {
     fn line(&mut self, client: &Label, line: &str) {
+        self.hide_input();
         let t = &mut self.term;
         t.reset_state();
         t.feed(b"\x1b[1m");
@@ -152,14 +269,16 @@ impl log::Server for Console {
         t.feed(line.as_bytes());
         t.reset_state();
         t.newline();
+        self.show_input();
         self.draw();
     }
 }
 
 fn main(arg: u64) -> i32 {
-    // The reader's notification first, then the heap frame: made after
-    // the buffer's donor block (16 MiB, aligned), neither would fit the
-    // rest of the quota (the untyped's watermark is at its end then).
+    // The reader's notification first, then the heap frame and the Input
+    // session's donor block: made after the buffer's donor block (16 MiB,
+    // aligned), none would fit the rest of the quota (the untyped's
+    // watermark is at its end then).
     let reader = {
         use rt::abi::caddr::own;
         use rt::abi::{ObjectType, Rights};
@@ -179,6 +298,11 @@ fn main(arg: u64) -> i32 {
         println!("terminal: growing the heap: {e}");
         return 1;
     }
+    let input_donor = session::Donor::from_untyped::<Input>(
+        rt::abi::caddr::own(child::UNTYPED),
+        INPUT_BLOCK,
+        INPUT_TABLE,
+    );
     let fb = match session::open_from_quota::<Framebuffer>(FB_SLOT, FB_SLOT + 1, FB_SLOT + 2) {
         Ok(s) => s,
         Err(e) => {
@@ -209,6 +333,8 @@ fn main(arg: u64) -> i32 {
         buffer,
         mode,
         refresh_failures: 0,
+        reconnecting: false,
+        input: None,
     };
     // The whole screen: the margins the grid does not cover too.
     if let Err(e) = console.fb.refresh(0, 0, mode.width, mode.height) {
@@ -220,7 +346,12 @@ fn main(arg: u64) -> i32 {
         "terminal: {cols}x{rows} cells of {cw}x{ch} on {}x{}, serving Log and Console",
         mode.width, mode.height
     );
-    let keyboard = Keyboard::open(reader);
+    let keyboard = Keyboard::open(reader, input_donor.ok());
+    if keyboard.input.is_some() {
+        // The (empty) line being typed and the cursor.
+        console.input = Some(alloc::vec::Vec::new());
+        console.set_input(&[]);
+    }
     let console = core::cell::RefCell::new(console);
     let keyboard = core::cell::RefCell::new(keyboard);
     let mut provider: Provider<(Log, log::Console), Client> =
@@ -240,9 +371,19 @@ fn main(arg: u64) -> i32 {
     let mut reply = None;
     loop {
         let received = provider.next(reply.take());
-        if let Ok((_, info, _)) = received {
+        if let Ok((word, info, _)) = received {
             if info.label() == rt::abi::LABEL_NOTIFICATION {
-                keyboard.borrow_mut().typed();
+                if rt::session::input::provider_gone(word) {
+                    // Its view's provider stopped: the screen first (the
+                    // same multiplexer, most likely), then the keyboard.
+                    console.borrow_mut().check();
+                    keyboard.borrow_mut().reconnect();
+                } else {
+                    let mut kb = keyboard.borrow_mut();
+                    if kb.typed() {
+                        console.borrow_mut().set_input(&kb.line);
+                    }
+                }
                 continue;
             }
         }
@@ -271,18 +412,18 @@ struct Keyboard {
 impl Keyboard {
     /// The Input session with its notification bound to the terminal's
     /// thread, or none (no `Input` route, or no `own = ["thread"]`).
-    fn open(reader: bool) -> Keyboard {
+    fn open(reader: bool, donor: Option<session::Donor>) -> Keyboard {
         use rt::abi::caddr::own;
-        if !reader {
-            println!("terminal: no keyboard input: no notification for its reader");
+        let (true, Some(donor)) = (reader, donor) else {
+            println!("terminal: no keyboard input: no notification for its reader or no memory for its Input session");
             return Keyboard {
                 input: None,
                 line: alloc::vec::Vec::new(),
                 ready: alloc::collections::VecDeque::new(),
                 taken: false,
             };
-        }
-        let input = match session::open::<Input>(INPUT_SLOT) {
+        };
+        let input = match session::open_donating::<Input>(INPUT_SLOT, donor) {
             // No `Input` route: a terminal for output alone.
             Err(_) => None,
             Ok(i) => {
@@ -311,17 +452,46 @@ impl Keyboard {
         }
     }
 
-    /// Keys arrived: characters join the line, Enter hands it to the
-    /// reader, Backspace takes one back.
-    fn typed(&mut self) {
-        let Some(input) = self.input.as_ref() else {
+    /// The Input session's provider stopped: opens the session again
+    /// (parked while it restarts) and binds the new notification (the
+    /// old one went with the old donation). The line being typed is
+    /// kept; keys typed meanwhile are lost.
+    fn reconnect(&mut self) {
+        let Some(input) = self.input.as_mut() else {
             return;
         };
+        println!("terminal: its Input provider stopped; reconnecting");
+        let again = input
+            .reopen()
+            .map_err(|e| alloc::format!("{e}"))
+            .and_then(|()| {
+                input
+                    .notifier(INPUT_NOTIFY)
+                    .and_then(|n| {
+                        rt::syscall::bind_notification(rt::abi::caddr::own(child::OWN_THREAD), n)
+                    })
+                    .map_err(|e| alloc::format!("its notification: {e}"))
+            });
+        match again {
+            Ok(()) => println!("terminal: keyboard back"),
+            Err(e) => println!("terminal: reconnecting its Input session failed: {e}"),
+        }
+    }
+
+    /// Keys arrived: characters join the line, Enter hands it to the
+    /// reader, Backspace takes one back. Whether the line changed (to
+    /// be shown again).
+    fn typed(&mut self) -> bool {
+        let Some(input) = self.input.as_ref() else {
+            return false;
+        };
         let mut lines = false;
+        let mut changed = false;
         for e in input.events().unwrap_or_default() {
             let Event::Press { ch: Some(c), .. } = e else {
                 continue;
             };
+            changed = true;
             match c {
                 '\n' => {
                     if self.ready.len() + self.line.len() < TYPED_MAX {
@@ -345,6 +515,7 @@ impl Keyboard {
         if lines && self.taken {
             let _ = rt::syscall::signal(rt::abi::caddr::own(READER_NOTIFY));
         }
+        changed
     }
 
     /// `INPUT_NOTIFIER` from `client`: the first session to ask becomes

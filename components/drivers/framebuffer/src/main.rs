@@ -17,7 +17,9 @@
 //! The mode at start is 1024×768 (`arg` = `width | height << 16` asks for
 //! another); a client may ask for another with `SET_MODE` before it takes
 //! its buffer. The screen is cleared to black at start and on each mode
-//! change. The client's buffer is its own memory (2 MiB frames made from
+//! change, and the session's notification (made from the client's
+//! donation when the session opens; init signals it with
+//! `PROVIDER_GONE` when this driver stops) is signalled. The client's buffer is its own memory (2 MiB frames made from
 //! its donation); the driver maps its own copies of those frames and on
 //! `REFRESH` copies the rectangle, row by row, into the framebuffer.
 //!
@@ -164,6 +166,7 @@ fn main(arg: u64) -> i32 {
     provider.serve(
         |label, donated| {
             let make = |d| {
+                fb::open_notification(&d)?;
                 Ok::<_, &str>(Client {
                     donated: d,
                     buffer: None,
@@ -250,7 +253,10 @@ fn request(display: &mut Display, client: &mut Client, op: u64, words: Words) ->
                 .and_then(|(w, h)| Mode::new(w, h))
                 .filter(|m| m.fits() && client.buffer.is_none());
             match mode.map(|m| display.set_mode(m)) {
-                Some(Ok(())) => answer(fb::OK, display.mode.words()),
+                Some(Ok(())) => {
+                    fb::signal_mode_change(&client.donated);
+                    answer(fb::OK, display.mode.words())
+                }
                 Some(Err(why)) => {
                     println!("framebuffer: mode {}x{} refused: {why}", words[0], words[1]);
                     answer(fb::REFUSED, [0; 4])

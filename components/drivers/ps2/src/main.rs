@@ -19,7 +19,10 @@
 //! register says whether a byte is the mouse's), decodes it
 //! (`ucore::ps2`: scan codes, a US keymap, 3-byte mouse packets) and
 //! queues the events for the session (`rt::session::input::ServedQueue`),
-//! signalling its notification once per interrupt. The queue is bounded
+//! signalling its notification once per interrupt (made from the
+//! client's donation, so the parent wakes the client with it when this
+//! driver stops: the GUI multiplexer then reconnects to the restarted
+//! driver, `tests/ps2-kill.toml`). The queue is bounded
 //! (256 events): when the client does not fetch, the oldest go, counted
 //! in the session's close line.
 //!
@@ -36,6 +39,7 @@ use core::cell::RefCell;
 use rt::abi::caddr::own;
 use rt::abi::{CapSlot, MsgInfo, Rights, LABEL_NOTIFICATION};
 use rt::interfaces::child;
+use rt::interfaces::session::REFUSED_QUOTA;
 use rt::println;
 use rt::session::input::{Input, ServedQueue};
 use rt::session::{Donated, Label, Provider, REFUSED_FULL};
@@ -52,10 +56,9 @@ const NOTIFICATION: CapSlot = own(child::NOTIFICATION);
 /// The badged copies the interrupts signal.
 const KBD_SIGNAL: u32 = child::irq_slot(2, 2);
 const MOUSE_SIGNAL: u32 = KBD_SIGNAL + 1;
-/// The session's notification and the client's read-only copy.
-const SESSION_NOTIFY: u32 = MOUSE_SIGNAL + 1;
-/// The provider's two slots for its one session.
-const SESSION_SLOT: u32 = SESSION_NOTIFY + 2;
+/// The provider's two slots for its one session (its notification is
+/// made from the client's donation).
+const SESSION_SLOT: u32 = MOUSE_SIGNAL + 1;
 
 const KBD_BIT: u64 = 1 << 0;
 const MOUSE_BIT: u64 = 1 << 1;
@@ -239,12 +242,18 @@ fn main(_: u64) -> i32 {
         session: None,
     });
     let mut provider: Provider<Input, Open<'_>> = Provider::new(SESSION_SLOT, SESSION_SLOT + 2);
-    let mut new = |label: &Label, _no_quota: Option<Donated>| {
+    let mut new = |label: &Label, donated: Option<Donated>| {
         let mut d = driver.borrow_mut();
         if d.session.is_some() {
             return Err(REFUSED_FULL);
         }
-        d.session = Some(ServedQueue::new(SESSION_NOTIFY));
+        let queue = donated.ok_or(REFUSED_QUOTA).and_then(|donated| {
+            ServedQueue::open(donated).map_err(|why| {
+                println!("ps2: session for {}: {why}; refused", label.as_str());
+                REFUSED_QUOTA
+            })
+        })?;
+        d.session = Some(queue);
         println!("ps2: session for {}", label.as_str());
         Ok(Open { driver: &driver })
     };

@@ -18,13 +18,23 @@
 //!   pixels. A `REFRESH` is clipped to the client's content area, so
 //!   drawing outside its view changes nothing on the screen.
 //! - **Stacking and redraw.** A refresh redraws that screen rectangle
-//!   from the bottom view to the top one (background, then each view's
-//!   title and content), then refreshes it at the driver.
+//!   from the bottom view to the top one (the background where no view
+//!   is, then each view's title and content), then refreshes it at the
+//!   driver.
 //! - **Input.** Keys go to the focused view's client alone; mouse motion
 //!   and buttons too. A click focuses the view under the pointer and
 //!   raises it; F12 (not passed on) moves the focus to the next view. The
 //!   focused view's title is blue, the others' grey. The pointer is not
 //!   drawn (yet).
+//! - **Drivers restarted.** Both drivers' sessions have notifications
+//!   made from the multiplexer's donations, which the parent signals
+//!   (`PROVIDER_GONE`) when a driver stops. The Input session's is bound
+//!   to the thread: the multiplexer reopens the session at once
+//!   ([`Gui::reconnect_input`]). The display session's is waited on by a
+//!   relay thread ([`relay`]), which wakes the main thread: it reopens
+//!   the Framebuffer session and draws the whole screen again
+//!   ([`Gui::reconnect`]; a refresh that finds the driver gone first does
+//!   the same). Its clients keep their sessions either way.
 //!
 //! Prints `gui: serving N views on WxH (focus: LABEL; F12 moves the
 //! focus)`, `gui: focus: LABEL` on each change and `gui: every view
@@ -38,16 +48,17 @@ extern crate alloc;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::RefCell;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use rt::abi::caddr::own;
-use rt::abi::{MsgInfo, LABEL_NOTIFICATION};
+use rt::abi::{MsgInfo, ObjectType, Rights, LABEL_NOTIFICATION};
 use rt::interfaces::child;
 use rt::mmio::Region;
 use rt::println;
 use rt::server::answer;
 use rt::session::framebuffer::{self as fb, FbError, Framebuffer, Mode, ServedBuffer};
 use rt::session::input::{self, Event, Input, ServedQueue};
-use rt::session::{self, Donated, Label, Provider, Session, REFUSED_FULL};
+use rt::session::{self, Donated, Donor, Label, Provider, Session, REFUSED_FULL};
 use rt::syscall::{self, Words};
 use ucore::gui::{client_rect, Layout, Rect, View, MAX_VIEWS};
 
@@ -55,22 +66,45 @@ rt::entry!(main);
 
 /// The driver's Framebuffer session, its donor block and table.
 const FB: u32 = child::FIRST_FREE;
-/// The input driver's session and its notification.
+/// The input driver's session, its notification, donor block and table.
 const INPUT: u32 = FB + 3;
 const INPUT_NOTIFY: u32 = INPUT + 1;
+const INPUT_BLOCK: u32 = INPUT + 2;
+const INPUT_TABLE: u32 = INPUT + 3;
+/// The relay thread ([`relay`]): the notification it waits on while the
+/// display is reconnected, its badged copy of the main thread's bound
+/// notification, its thread and its stack's frames.
+const RESUME: u32 = INPUT_TABLE + 1;
+const RELAY_SIGNAL: u32 = RESUME + 1;
+const RELAY_THREAD: u32 = RELAY_SIGNAL + 1;
+const RELAY_FRAMES: u32 = RELAY_THREAD + 1;
 /// The config ROM's session and frames.
-const ROM_SLOT: u32 = INPUT_NOTIFY + 1;
+const ROM_SLOT: u32 = RELAY_FRAMES + rt::thread::PAGES as u32;
 const FIRST_FRAME: u32 = ROM_SLOT + 1;
 const END_FRAME: u32 = FIRST_FRAME + 16;
-/// Per view: its Input notification, the client's copy, and the
-/// multiplexer's copies of its buffer frames.
+/// Per view: the multiplexer's copies of its buffer frames (a view's
+/// Input notification is made from its client's donation).
 const VIEW_SLOTS: u32 = END_FRAME;
-const PER_VIEW: u32 = 2 + fb::MAX_FRAMES;
+const PER_VIEW: u32 = fb::MAX_FRAMES;
 /// The provider's slots: two per session, two sessions per view.
 const SESSION_SLOT: u32 = VIEW_SLOTS + PER_VIEW * MAX_VIEWS as u32;
 const SESSION_END: u32 = SESSION_SLOT + 4 * MAX_VIEWS as u32;
 /// Where the config ROM is mapped.
 const CONFIG_VA: u64 = 0x30_0000_0000;
+
+/// The relay thread's priority: the scenario default (a thread may not
+/// place one above itself).
+const RELAY_PRIORITY: u8 = 100;
+/// The badge of the relay's copy of the main thread's notification.
+const RELAY_BIT: u64 = 1 << 1;
+/// What the relay saw on the display's notification ([`DISPLAY_EVENTS`]).
+const DISPLAY_GONE: u64 = 1 << 0;
+const DISPLAY_MODE: u64 = 1 << 1;
+/// The display's notification (the relay waits on it), set before the
+/// relay first resumes.
+static RELAY_WAIT: AtomicU64 = AtomicU64::new(0);
+/// What the relay saw since the main thread last looked.
+static DISPLAY_EVENTS: AtomicU64 = AtomicU64::new(0);
 
 /// `KEY_F12`: moves the focus.
 const FOCUS_KEY: u16 = 88;
@@ -105,6 +139,9 @@ struct Gui {
     all_drawn: bool,
     /// A reconnection to the display is under way.
     reconnecting: bool,
+    /// The relay waits on `RESUME` for a display session that answers
+    /// (a reconnection failed: the driver is gone for good, or not yet).
+    relay_parked: bool,
 }
 
 /// A session of the multiplexer's: the view's index.
@@ -141,9 +178,17 @@ fn main(_: u64) -> i32 {
     let mut reply = None;
     loop {
         let received = provider.next(reply.take());
-        if let Ok((_, info, _)) = received {
+        if let Ok((word, info, _)) = received {
             if info.label() == LABEL_NOTIFICATION {
-                gui.borrow_mut().input_arrived();
+                let mut g = gui.borrow_mut();
+                if input::provider_gone(word) {
+                    g.reconnect_input();
+                } else if word & !RELAY_BIT != 0 {
+                    g.input_arrived();
+                }
+                // The relay's news of the display (its bit, or set while
+                // the input was being reconnected).
+                g.display_events();
                 continue;
             }
         }
@@ -157,6 +202,11 @@ fn start() -> Result<Gui, String> {
     // SAFETY: CONFIG_VA.. is used by nothing else of this program.
     let config = unsafe { rt::session::rom::config(ROM_SLOT, FIRST_FRAME, END_FRAME, CONFIG_VA) }
         .map_err(|e| format!("config ROM: {e}"))?;
+    // The input's donor block first: after the display's (16 MiB,
+    // aligned) the quota has no room left.
+    let input_donor = Donor::from_untyped::<Input>(own(child::UNTYPED), INPUT_BLOCK, INPUT_TABLE)
+        .map_err(|e| format!("the Input session's donation: {e}"))?;
+    start_relay()?;
     let fb = session::open_from_quota::<Framebuffer>(FB, FB + 1, FB + 2)
         .map_err(|e| format!("the display's Framebuffer session: {e}"))?;
     let screen_mode = fb.mode().map_err(|e| format!("MODE: {e}"))?;
@@ -191,13 +241,16 @@ fn start() -> Result<Gui, String> {
             Err(e) => println!("gui: config: view {label}: {e:?}; left out"),
         }
     }
-    let input = session::open::<Input>(INPUT).map_err(|e| format!("Input session: {e}"))?;
-    let notify = input
-        .notifier(INPUT_NOTIFY)
-        .map_err(|e| format!("Input NOTIFIER: {e}"))?;
-    syscall::bind_notification(own(child::OWN_THREAD), notify).map_err(|e| {
-        format!("binding the input's notification: {e}; is `own = [\"thread\"]` given?")
-    })?;
+    let input = session::open_donating::<Input>(INPUT, input_donor)
+        .map_err(|(e, _)| format!("Input session: {e}"))?;
+    bind_input(&input)?;
+    let wait_on = fb
+        .notification()
+        .ok_or("the display's Framebuffer session has no notification")?;
+    RELAY_WAIT.store(wait_on, Ordering::SeqCst);
+    // The relay waits for its first resume: the display's notification is
+    // there now.
+    let _ = syscall::signal(own(RESUME));
     let mut gui = Gui {
         input,
         clients: (0..MAX_VIEWS).map(|_| Client::default()).collect(),
@@ -207,6 +260,7 @@ fn start() -> Result<Gui, String> {
         fb,
         all_drawn: false,
         reconnecting: false,
+        relay_parked: false,
     };
     let whole = gui.layout.screen();
     gui.redraw(whole);
@@ -218,6 +272,79 @@ fn start() -> Result<Gui, String> {
         screen_mode.height
     );
     Ok(gui)
+}
+
+/// Takes the input session's notification and binds it to the thread:
+/// its signals (keys; the parent's `PROVIDER_GONE`; the relay's
+/// [`RELAY_BIT`]) end the `Recv`. The relay's badged write copy is
+/// minted from the notification in the donation (the client's, with all
+/// rights) into [`RELAY_SIGNAL`].
+fn bind_input(input: &Session<Input>) -> Result<(), String> {
+    let notify = input
+        .notifier(INPUT_NOTIFY)
+        .map_err(|e| alloc::format!("Input NOTIFIER: {e}"))?;
+    syscall::bind_notification(own(child::OWN_THREAD), notify).map_err(|e| {
+        alloc::format!("binding the input's notification: {e}; is `own = [\"thread\"]` given?")
+    })?;
+    let full = input
+        .donated_slot(0)
+        .ok_or("the Input session has no donation")?;
+    syscall::cap_mint(full, own(RELAY_SIGNAL), Rights::WRITE, RELAY_BIT)
+        .map_err(|e| alloc::format!("the relay's signal: {e}"))
+}
+
+/// Makes the relay thread, which waits for its first resume.
+fn start_relay() -> Result<(), String> {
+    syscall::retype(
+        own(child::UNTYPED),
+        ObjectType::Notification,
+        0,
+        own(RESUME),
+        1,
+    )
+    .map_err(|e| alloc::format!("the relay's notification: {e}"))?;
+    rt::thread::spawn(
+        relay,
+        0,
+        rt::thread::Slots {
+            thread: own(RELAY_THREAD),
+            frames: own(RELAY_FRAMES),
+        },
+        rt::thread::Placement::first_cpu(RELAY_PRIORITY),
+    )
+    .map(drop)
+    .map_err(|e| alloc::format!("the relay thread: {e}"))
+}
+
+/// Waits on the display session's notification — made by the driver in
+/// the multiplexer's donation, so it cannot be the thread's bound one
+/// too (that is the input's) — and passes each wake-up on to the main
+/// thread ([`DISPLAY_EVENTS`], then a signal with [`RELAY_BIT`]): a mode
+/// change, or the driver gone (the parent's `PROVIDER_GONE`, or the
+/// notification itself gone with a reconnection under way). After the
+/// driver is gone it waits on [`RESUME`] until the main thread has
+/// reconnected: the new session's notification is in the same slot
+/// (nic-switch's relay is the model).
+extern "C" fn relay(_: u64) -> ! {
+    loop {
+        if syscall::wait(own(RESUME)).is_err() {
+            syscall::thread_exit(1);
+        }
+        let wait_on = RELAY_WAIT.load(Ordering::SeqCst);
+        loop {
+            let event = match syscall::wait(wait_on) {
+                Ok(word) if !input::provider_gone(word) => DISPLAY_MODE,
+                _ => DISPLAY_GONE,
+            };
+            DISPLAY_EVENTS.fetch_or(event, Ordering::SeqCst);
+            // Fails while the input is reconnected: the main thread looks
+            // at the events after that too.
+            let _ = syscall::signal(own(RELAY_SIGNAL));
+            if event == DISPLAY_GONE {
+                break;
+            }
+        }
+    }
 }
 
 impl Gui {
@@ -243,13 +370,26 @@ impl Gui {
         match label.interface() {
             0 if c.donated.is_some() => Err(REFUSED_FULL),
             0 => {
-                c.donated = Some(donated.ok_or(rt::interfaces::session::REFUSED_QUOTA)?);
+                let donated = donated.ok_or(rt::interfaces::session::REFUSED_QUOTA)?;
+                fb::open_notification(&donated).map_err(|why| {
+                    println!(
+                        "gui: Framebuffer session for {}: {why}; refused",
+                        label.as_str()
+                    );
+                    rt::interfaces::session::REFUSED_QUOTA
+                })?;
+                c.donated = Some(donated);
                 println!("gui: Framebuffer session for {}", label.as_str());
                 Ok(Open::Fb(v, me))
             }
             _ if c.input.is_some() => Err(REFUSED_FULL),
             _ => {
-                c.input = Some(ServedQueue::new(VIEW_SLOTS + v as u32 * PER_VIEW));
+                let donated = donated.ok_or(rt::interfaces::session::REFUSED_QUOTA)?;
+                let queue = ServedQueue::open(donated).map_err(|why| {
+                    println!("gui: Input session for {}: {why}; refused", label.as_str());
+                    rt::interfaces::session::REFUSED_QUOTA
+                })?;
+                c.input = Some(queue);
                 println!("gui: Input session for {}", label.as_str());
                 Ok(Open::Input(v, me))
             }
@@ -281,7 +421,7 @@ impl Gui {
                 let c = &mut self.clients[v];
                 if c.buffer.is_none() {
                     let made = c.donated.ok_or("no donation").and_then(|d| {
-                        ServedBuffer::make(&d, mode, VIEW_SLOTS + v as u32 * PER_VIEW + 2)
+                        ServedBuffer::make(&d, mode, VIEW_SLOTS + v as u32 * PER_VIEW)
                     });
                     match made {
                         Ok(b) => c.buffer = Some(b),
@@ -362,6 +502,47 @@ impl Gui {
         }
     }
 
+    /// What the relay saw on the display's notification: the driver gone
+    /// — reconnect, unless a refresh already did (the session answers) —
+    /// and the relay resumed; a mode change — the screen drawn again (the
+    /// multiplexer's mode is fixed: a driver that changed it is refused
+    /// at the reconnection).
+    fn display_events(&mut self) {
+        let events = DISPLAY_EVENTS.swap(0, Ordering::SeqCst);
+        if events & DISPLAY_GONE != 0 {
+            if self.fb.mode().is_err() {
+                self.reconnect();
+            }
+            // Resumed only on a session that answers: on one that is gone
+            // its wait would end at once, again and again. A later
+            // reconnection (at a refresh) resumes it.
+            self.relay_parked = true;
+            self.resume_relay();
+        } else if events & DISPLAY_MODE != 0 {
+            println!("gui: the display's mode changed; redrawing the screen");
+            let whole = self.layout.screen();
+            self.redraw(whole);
+        }
+    }
+
+    /// The input driver stopped (its notification said so, signalled by
+    /// the parent): opens the session again at the restarted driver
+    /// (init parks the open while it restarts) and binds the new
+    /// notification — the old one went with the old donation. The
+    /// clients keep their sessions; keys typed meanwhile are lost.
+    fn reconnect_input(&mut self) {
+        println!("gui: the input driver stopped; reconnecting");
+        let again = self
+            .input
+            .reopen()
+            .map_err(|e| alloc::format!("{e}"))
+            .and_then(|()| bind_input(&self.input));
+        match again {
+            Ok(()) => println!("gui: input back"),
+            Err(e) => println!("gui: reconnecting to the input driver failed: {e}"),
+        }
+    }
+
     fn focus_changed(&mut self, changed: &[usize]) {
         if changed.is_empty() {
             return;
@@ -392,10 +573,11 @@ impl Gui {
         }
         let stride = self.screen_mode.stride as usize;
         let row_at = |y: u32, x: u32| y as usize * stride + x as usize * 4;
+        // The background only where no view is: the views are opaque.
         for y in r.y..r.y + r.h {
-            let _ = self
-                .screen
-                .fill32(row_at(y, r.x), r.w as usize * 4, BACKGROUND);
+            for (x, w) in self.layout.background_spans(&r, y) {
+                let _ = self.screen.fill32(row_at(y, x), w as usize * 4, BACKGROUND);
+            }
         }
         let focus = self.layout.focus();
         for (i, view) in self.layout.stacking() {
@@ -442,19 +624,7 @@ impl Gui {
         // A display that fails again while the screen is redrawn is not
         // reconnected from inside that redraw.
         self.reconnecting = true;
-        let again = self
-            .fb
-            .reopen()
-            .map_err(|e| alloc::format!("{e}"))
-            .and_then(|()| self.fb.mode().map_err(|e| alloc::format!("MODE: {e}")))
-            .and_then(|m| match m == self.screen_mode {
-                true => self.fb.buffer().map_err(|e| alloc::format!("BUFFER: {e}")),
-                false => Err(alloc::format!(
-                    "the mode changed to {}x{}",
-                    m.width,
-                    m.height
-                )),
-            });
+        let again = self.fb.reconnect(self.screen_mode);
         match again {
             Ok(screen) => {
                 self.screen = screen;
@@ -465,6 +635,16 @@ impl Gui {
             Err(e) => println!("gui: reconnecting to the display failed: {e}"),
         }
         self.reconnecting = false;
+        self.resume_relay();
+    }
+
+    /// Lets the parked relay wait on the display session's notification
+    /// again, once the session answers.
+    fn resume_relay(&mut self) {
+        if self.relay_parked && self.fb.mode().is_ok() {
+            self.relay_parked = false;
+            let _ = syscall::signal(own(RESUME));
+        }
     }
 }
 

@@ -1,7 +1,10 @@
 //! test-fb: checks the Framebuffer session (`rt::session::framebuffer`,
 //! `tests/framebuffer.toml`) against the display driver. It asks for the
 //! mode (1024×768×32), checks that `REFRESH` before the buffer is answered
-//! `NO_BUFFER` and that a mode out of range is refused, takes its buffer
+//! `NO_BUFFER` and that a mode out of range is refused (1920×1080 too:
+//! four frames do not fit beside the session's notification), that the
+//! session's notification is signalled for each mode the driver sets
+//! (1280×1024, then 1024×768 again) and for nothing else, takes its buffer
 //! (two 2 MiB frames: a dataspace larger than one frame), draws four
 //! quadrants — red, green, blue, white, a black 8-pixel cross between
 //! them — and refreshes the screen in two halves, the second with a
@@ -68,6 +71,28 @@ fn main(_: u64) -> i32 {
         fb.set_mode(10, 10) == Err(FbError::Refused(REFUSED))
             && fb.set_mode(4000, 4000) == Err(FbError::Refused(REFUSED)),
         format_args!("modes out of range or too large for the donation: refused"),
+    );
+    // The mode-change signal: nothing for refusals, a signal for each
+    // mode the driver set (and back to the default for the quadrants).
+    let signalled = || {
+        fb.notification()
+            .and_then(|n| syscall::poll(n).ok())
+            .unwrap_or(0)
+    };
+    found.expect(
+        fb.notification().is_some() && signalled() == 0,
+        format_args!("the session's notification, not signalled by refusals"),
+    );
+    found.expect(
+        fb.set_mode(1920, 1080) == Err(FbError::Refused(REFUSED)) && signalled() == 0,
+        format_args!("1920x1080 (four frames): too large for the donation, refused"),
+    );
+    let larger = fb.set_mode(1280, 1024).map(|m| (m.width, m.height));
+    let changed = signalled();
+    let back = fb.set_mode(1024, 768).map(|m| (m.width, m.height));
+    found.expect(
+        larger == Ok((1280, 1024)) && changed != 0 && back == Ok((1024, 768)) && signalled() != 0,
+        format_args!("1280x1024 and back to 1024x768: each signalled ({larger:?}, {back:?})"),
     );
     let buffer = match fb.buffer() {
         Ok(b) => b,

@@ -25,7 +25,10 @@ rt::entry!(main);
 const FB_SLOT: u32 = child::FIRST_FREE;
 const INPUT_SLOT: u32 = FB_SLOT + 3;
 const NOTIFY_SLOT: u32 = INPUT_SLOT + 1;
-const ROM_SLOT: u32 = NOTIFY_SLOT + 1;
+/// The Input session's donor block and table.
+const INPUT_BLOCK: u32 = NOTIFY_SLOT + 1;
+const INPUT_TABLE: u32 = INPUT_BLOCK + 1;
+const ROM_SLOT: u32 = INPUT_TABLE + 1;
 const FIRST_FRAME: u32 = ROM_SLOT + 1;
 const END_FRAME: u32 = FIRST_FRAME + 4;
 const CONFIG_VA: u64 = 0x30_0000_0000;
@@ -56,7 +59,7 @@ fn main(_: u64) -> i32 {
             return 1;
         }
     };
-    let input = match session::open::<Input>(INPUT_SLOT) {
+    let input = match session::open_from_quota::<Input>(INPUT_SLOT, INPUT_BLOCK, INPUT_TABLE) {
         Ok(s) => s,
         Err(e) => {
             println!("{name}: FAILED: Input session: {e}");

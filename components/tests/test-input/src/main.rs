@@ -27,11 +27,14 @@ rt::entry!(main);
 
 const INPUT_SLOT: u32 = child::FIRST_FREE;
 const NOTIFY_SLOT: u32 = INPUT_SLOT + 1;
+/// The session's donor block and table.
+const INPUT_BLOCK: u32 = NOTIFY_SLOT + 1;
+const INPUT_TABLE: u32 = INPUT_BLOCK + 1;
 /// `KEY_Q`.
 const KEY_Q: u16 = 16;
 
 fn main(_: u64) -> i32 {
-    let input = match session::open::<Input>(INPUT_SLOT) {
+    let input = match session::open_from_quota::<Input>(INPUT_SLOT, INPUT_BLOCK, INPUT_TABLE) {
         Ok(s) => s,
         Err(e) => {
             println!("test-input: FAILED: Input session: {e}");
