@@ -50,6 +50,13 @@ pub struct GuestState {
 const _: () = assert!(core::mem::size_of::<GuestState>() <= 4096);
 const _: () = assert!(abi::object::VCPU_BITS == 13);
 
+/// CR4 bits a guest may not set: protection keys (PKE, PKS) and control-
+/// flow enforcement (CET) would let the guest load PKRU and the CET
+/// state, which the kernel's XCR0 does not cover — so they would stay in
+/// the CPU after the exit, for the host and the next guest to find.
+/// Cleared whatever the VMM loads.
+const CR4_NOT_FOR_GUESTS: u64 = 1 << 22 | 1 << 23 | 1 << 24;
+
 /// Sets up a freshly retyped (zeroed) VCPU at `phys`.
 ///
 /// # Safety
@@ -188,7 +195,7 @@ fn load_state(v: &mut Vmcb, state: &mut GuestState, flags: u64, block: impl Fn(u
         v.write64(vmcb::CR0, block(word::CR0));
         v.write64(vmcb::CR2, block(word::CR2));
         v.write64(vmcb::CR3, block(word::CR3));
-        v.write64(vmcb::CR4, block(word::CR4));
+        v.write64(vmcb::CR4, block(word::CR4) & !CR4_NOT_FOR_GUESTS);
         v.write64(vmcb::EFER, block(word::EFER));
     }
     if flags & load::SEGMENTS != 0 {

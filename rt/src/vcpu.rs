@@ -29,7 +29,8 @@ pub struct Vcpu {
     /// The state block: what the last exit returned, with the VMM's
     /// changes for the next run (which [`Vcpu::run`]'s flags name).
     pub state: [u64; word::COUNT],
-    /// Runs that a host interrupt ended (the VMM never sees them).
+    /// Runs that a host interrupt, NMI or SMI ended (the VMM never sees
+    /// them).
     pub interrupted: u64,
 }
 
@@ -63,7 +64,9 @@ impl Vcpu {
             // SAFETY: the block lives in the main thread's IPC buffer,
             // which the runtime lends to nobody during this call.
             let [code, info1, info2] = unsafe { syscall::vcpu_run(self.vcpu, self.space, flags)? };
-            if code == exit::INTR {
+            // Host events (an interrupt, an NMI, an SMI): the host takes
+            // them on the way back to user mode; the guest goes on.
+            if matches!(code, exit::INTR | exit::NMI | exit::SMI) {
                 self.interrupted += 1;
                 // The state is in the VCPU: nothing to load again.
                 flags = 0;

@@ -46,7 +46,7 @@
 
 mod guest;
 
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use rt::abi::caddr::{in_table, own};
 use rt::abi::fault::LABEL_EXIT;
@@ -87,6 +87,8 @@ const HELPER_STACK_VA: u64 = 0x0000_5400_0000_0000;
 /// Counts the ticker thread's rounds; it stops when asked.
 static TICKS: AtomicU64 = AtomicU64::new(0);
 static STOP: AtomicBool = AtomicBool::new(false);
+/// The CPU this VMM runs on.
+static CPU: AtomicU32 = AtomicU32::new(0);
 
 fn main(instance: u64) -> i32 {
     let mut t = Checks::new(instance);
@@ -98,6 +100,20 @@ fn main(instance: u64) -> i32 {
         }
         return 1;
     }
+    // Instance N runs on CPU N - 1 if there is one (two VMs on two CPUs
+    // in tests/vm-hostile-smp2.toml), its ticker beside it.
+    let cpu = (instance.saturating_sub(1)) as u32;
+    let cpu = if syscall::cpu_set().contains(cpu) {
+        cpu
+    } else {
+        0
+    };
+    if cpu != 0 {
+        let moved = syscall::thread_set_sched_params(own(child::OWN_THREAD), child::PRIORITY, cpu);
+        t.result("move-to-cpu", moved, Ok(()));
+    }
+    CPU.store(cpu, Ordering::Relaxed);
+    println!("test-vm[{instance}]: running on CPU {cpu}");
     let ticker = rt::thread::spawn(
         ticker,
         0,
@@ -107,7 +123,7 @@ fn main(instance: u64) -> i32 {
         },
         rt::thread::Placement {
             priority: child::PRIORITY,
-            cpu: 0,
+            cpu,
             fault_endpoint: 0,
         },
     );
@@ -547,7 +563,12 @@ fn no_capability(t: &mut Checks) {
         0,
         FAULT_EP,
     ));
-    let made = made.and(syscall::thread_set_sched_params(HELPER, child::PRIORITY, 0));
+    let cpu = CPU.load(Ordering::Relaxed);
+    let made = made.and(syscall::thread_set_sched_params(
+        HELPER,
+        child::PRIORITY,
+        cpu,
+    ));
     // SAFETY: the helper runs `no_vcpu` on its own stack page.
     let made = made.and(unsafe {
         syscall::thread_start(
