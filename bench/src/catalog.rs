@@ -75,6 +75,7 @@ benches! {
     PecanScenario("smp-bench-2") "ipc-cross-cpu-busy" => "IPC call one-way to a thread on another CPU that runs a lower-priority thread (the IPI preempts it), 0 words",
     Pecan "ipc-intra-0w-fpu" => "IPC call one-way, same address space, 0 words, caller used vector registers",
     Pecan "fpu-first-use" => "first vector instruction of a turn (#NM, state restored)",
+    Pecan "vm-exit" => "VM exit round trip: guest out, exit to the VMM, resume (VMRUN and #VMEXIT count 1 each under icount)",
     PecanScenario("platform-bench") "irq-latency" => "MSI-X interrupt to its driver thread: from the kernel taking a virtio-blk completion's MSI-X to the driver running after its Wait (ticks)",
     PecanScenario("platform-bench") "irq-ack" => "IrqAck of an MSI-X handler, round trip",
     PecanScenario("blk-bench") "blk-read-64k" => "virtio-blk sequential reads of 64 KiB by the test driver (one in flight, MSI-X completion) from its disk (a fresh sparse 64 MiB raw image, paced) into a physically contiguous DMA buffer, the whole disk per run, a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
@@ -265,6 +266,7 @@ pub const ROWS: &[(&str, Option<&str>)] = &[
     ("ipc-cross-cpu-busy", None),
     ("ipc-intra-0w-fpu", None),
     ("fpu-first-use", None),
+    ("vm-exit", None),
     ("irq-latency", None),
     ("irq-ack", None),
 ];

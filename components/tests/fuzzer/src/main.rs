@@ -1016,7 +1016,7 @@ fn set_up(rng: &mut Rng, stats: &mut Stats, index: u64) {
             [
                 untyped,
                 ObjectType::GuestSpace as u64,
-                13,
+                14,
                 caddr::in_table(TABLE, GSPACE_IN_TABLE as u32),
                 1,
                 0,
