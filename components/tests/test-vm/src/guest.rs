@@ -146,9 +146,58 @@ pub fn length(code: &[u8]) -> Option<u64> {
         // mov eax, [moffs32]
         [0xa1, ..] => 5,
         [0xf4, ..] => 1,
-        [0xe4 | 0xe6, ..] => 2,
+        [0xe4..=0xe7, ..] => 2,
         [0xec..=0xef, ..] => 1,
         [0x66, 0xed | 0xef, ..] => 2,
         _ => return None,
     })
 }
+
+/// The second guest: interrupts. A GDT at guest-physical 0 (null, flat
+/// 32-bit code 0x08, flat data 0x10), an IDT at [`IDT_GPA`] with gates
+/// for [`VECTOR_VIRQ`] and [`VECTOR_EVENT`], whose handlers report their
+/// vector on [`PORT_IRQ`] and return; the program at [`IRQ_CODE_GPA`]
+/// reads the TSC (reporting EDX on [`PORT_TSC`]), enables interrupts,
+/// halts, and reports [`PORT_IRQ_DONE`] before it triple-faults.
+pub const GDT: [u64; 3] = [0, 0x00cf_9a00_0000_ffff, 0x00cf_9200_0000_ffff];
+pub const IDT_GPA: u64 = 0x3000;
+pub const IDT_LIMIT: u32 = 0x1ff;
+pub const HANDLERS_GPA: u64 = 0x3800;
+pub const IRQ_CODE_GPA: u64 = 0x2000;
+pub const VECTOR_VIRQ: u8 = 0x20;
+pub const VECTOR_EVENT: u8 = 0x21;
+pub const PORT_IRQ: u16 = 0x90;
+pub const PORT_IRQ_DONE: u16 = 0x91;
+pub const PORT_TSC: u16 = 0x92;
+
+/// `mov al, VECTOR; out PORT_IRQ, al; iretd` for each vector.
+pub const HANDLERS: [[u8; 5]; 2] = [
+    [0xb0, VECTOR_VIRQ, 0xe6, PORT_IRQ as u8, 0xcf],
+    [0xb0, VECTOR_EVENT, 0xe6, PORT_IRQ as u8, 0xcf],
+];
+
+/// A 32-bit interrupt gate to `offset` in code segment 0x08.
+pub const fn gate(offset: u32) -> u64 {
+    (offset as u64 & 0xffff)
+        | 0x08 << 16
+        | 0x8e00_u64 << 32
+        | ((offset as u64 >> 16) & 0xffff) << 48
+}
+
+/// The program.
+pub const IRQ_CODE: [u8; 14] = [
+    0x0f,
+    0x31, // rdtsc
+    0x89,
+    0xd0, // mov eax, edx
+    0xe7,
+    PORT_TSC as u8, // out PORT_TSC, eax
+    0xfb,           // sti
+    0x90,           // nop (the interrupt shadow of sti ends here: the window opens)
+    0xf4,           // hlt
+    0x90,           // nop
+    0xe6,
+    PORT_IRQ_DONE as u8, // out PORT_IRQ_DONE, al
+    0x0f,
+    0x0b, // ud2: vector 6 has no gate → #NP → #DF → shutdown
+];

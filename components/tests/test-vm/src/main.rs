@@ -34,6 +34,14 @@
 //!   of this component (same priority) runs meanwhile;
 //! - `triple-fault`: `ud2` with an empty IDT shuts the guest down: a
 //!   SHUTDOWN exit, and the VMM ends that VM;
+//! - then a second guest on the same VCPU, loaded afresh
+//!   ([`run_irq_guest`]): `tsc-offset` (its `rdtsc` sees the offset the
+//!   VMM set), `interrupt-window` (a pending virtual interrupt with the
+//!   window exit asked for: a VINTR exit once the guest enables
+//!   interrupts), `event-injected` (an external interrupt injected then
+//!   runs the guest's handler for its vector), `virq-delivered` (a
+//!   virtual interrupt left pending is taken by the guest through its IDT
+//!   after a `hlt`), `irq-guest-done`;
 //! - `refusals`: bad runs are errors (wrong object types, missing rights,
 //!   unknown flags, a bad event, no such slot) and a thread whose
 //!   capability space lacks the VCPU cannot run it.
@@ -51,7 +59,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use rt::abi::caddr::{in_table, own};
 use rt::abi::fault::LABEL_EXIT;
 use rt::abi::map::{Cache, MapAttr};
-use rt::abi::vcpu::{event, exit, ioio, load, segment as seg, word};
+use rt::abi::vcpu::{event, exit, ioio, load, segment as seg, virq, word};
 use rt::abi::{Error, ObjectType, Rights, Sys};
 use rt::check::Checks;
 use rt::interfaces::child;
@@ -131,6 +139,7 @@ fn main(instance: u64) -> i32 {
 
     refusals(&mut t);
     run_guest(&mut t, instance);
+    run_irq_guest(&mut t, instance);
 
     STOP.store(true, Ordering::Relaxed);
     let _ = syscall::thread_suspend(TICKER);
@@ -603,4 +612,124 @@ extern "C" fn no_vcpu(_: u64) -> ! {
     };
     let _ = Sys::VcpuRun;
     syscall::thread_exit(code as i32)
+}
+
+/// The interrupt guest (`guest::IRQ_CODE`): TSC offset, interrupt window,
+/// event injection, virtual interrupt.
+fn run_irq_guest(t: &mut Checks, instance: u64) {
+    let gdt = guest_ram(0, 24);
+    for (i, d) in guest::GDT.iter().enumerate() {
+        gdt[8 * i..8 * i + 8].copy_from_slice(&d.to_le_bytes());
+    }
+    for (i, (vector, h)) in [guest::VECTOR_VIRQ, guest::VECTOR_EVENT]
+        .iter()
+        .zip(guest::HANDLERS)
+        .enumerate()
+    {
+        let at = guest::HANDLERS_GPA + 16 * i as u64;
+        guest_ram(at, h.len()).copy_from_slice(&h);
+        let gate = guest::gate(at as u32).to_le_bytes();
+        guest_ram(guest::IDT_GPA + 8 * u64::from(*vector), 8).copy_from_slice(&gate);
+    }
+    guest_ram(guest::IRQ_CODE_GPA, guest::IRQ_CODE.len()).copy_from_slice(&guest::IRQ_CODE);
+    let mut v = Vcpu::new(VCPU, GSPACE);
+    initial_state(&mut v);
+    v.set(word::RIP, guest::IRQ_CODE_GPA);
+    v.set(
+        word::SEGMENTS + 2 * seg::IDTR,
+        seg::pack(0, 0, guest::IDT_LIMIT),
+    );
+    v.set(word::SEGMENTS + 2 * seg::IDTR + 1, guest::IDT_GPA);
+    const OFFSET: u64 = 1 << 62;
+    v.set(word::TSC_OFFSET, OFFSET);
+    v.set(
+        word::VIRQ,
+        u64::from(guest::VECTOR_VIRQ) | virq::PENDING | virq::WINDOW_EXIT,
+    );
+    // A fresh guest: no event left over from the first one.
+    v.set(word::EVENT, 0);
+    let mut flags = load::ALL;
+    let (mut tsc_high, mut window, mut done, mut shutdown) = (None, false, false, false);
+    let mut vectors = [0u64; 2];
+    let mut taken = 0;
+    let mut unexpected = None;
+    for _ in 0..20 {
+        let e = match v.run(flags) {
+            Ok(e) => e,
+            Err(err) => {
+                unexpected = Some((u64::MAX, err as u64, 0));
+                break;
+            }
+        };
+        flags = load::REGISTERS;
+        let rip = v.get(word::RIP);
+        match e.code {
+            exit::IOIO => {
+                match ioio::port(e.info1) {
+                    guest::PORT_TSC => tsc_high = Some(v.get(word::RAX) & 0xffff_ffff),
+                    guest::PORT_IRQ if taken < 2 => {
+                        vectors[taken] = v.get(word::RAX) & 0xff;
+                        taken += 1;
+                    }
+                    guest::PORT_IRQ_DONE => done = true,
+                    _ => unexpected = Some((e.code, e.info1, rip)),
+                }
+                v.set(word::RIP, e.info2);
+            }
+            exit::VINTR => {
+                window = taken == 0;
+                // The window is open: take the virtual interrupt back and
+                // inject an external interrupt instead (what a VMM does
+                // with its interrupt controller's next vector).
+                v.set(word::VIRQ, 0);
+                v.set(
+                    word::EVENT,
+                    event::new(guest::VECTOR_EVENT, event::TYPE_INTR, None),
+                );
+                flags |= load::VIRQ | load::EVENT;
+            }
+            exit::HLT => {
+                v.set(word::RIP, rip + 1);
+                // Wake it with a virtual interrupt it takes by itself.
+                v.set(word::VIRQ, u64::from(guest::VECTOR_VIRQ) | virq::PENDING);
+                flags |= load::VIRQ;
+            }
+            exit::SHUTDOWN => {
+                shutdown = true;
+                break;
+            }
+            _ => {
+                unexpected = Some((e.code, e.info1, rip));
+                break;
+            }
+        }
+    }
+    println!(
+        "test-vm[{instance}]: interrupt guest: TSC high word {tsc_high:x?}, vectors {vectors:x?}"
+    );
+    t.expect(
+        "tsc-offset",
+        matches!(tsc_high, Some(h) if h >= OFFSET >> 32),
+        format_args!("{tsc_high:?}"),
+    );
+    t.expect(
+        "interrupt-window",
+        window,
+        format_args!("no VINTR exit first"),
+    );
+    t.expect(
+        "event-injected",
+        vectors[0] == u64::from(guest::VECTOR_EVENT),
+        format_args!("{vectors:?}"),
+    );
+    t.expect(
+        "virq-delivered",
+        vectors[1] == u64::from(guest::VECTOR_VIRQ),
+        format_args!("{vectors:?}"),
+    );
+    t.expect(
+        "irq-guest-done",
+        done && shutdown && unexpected.is_none(),
+        format_args!("done {done}, shutdown {shutdown}, unexpected {unexpected:x?}"),
+    );
 }
