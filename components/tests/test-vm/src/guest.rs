@@ -19,6 +19,11 @@ pub const PORT_MSR_EAX: u16 = 0x1236;
 pub const PORT_READ_VALUE: u16 = 0x1237;
 pub const PORT_LOOP: u16 = 0x80;
 pub const PORT_SPIN_DONE: u16 = 0x81;
+pub const PORT_XMM_START: u16 = 0x93;
+pub const PORT_XMM_END: u16 = 0x94;
+/// Where the VMM puts the value the guest loads into `xmm0` (one per
+/// instance, so two VMs' values differ).
+pub const PATTERN_GPA: u64 = 0x9100;
 /// Exits the guest makes on [`PORT_LOOP`].
 pub const LOOP_EXITS: u64 = 2000;
 /// Iterations of the spin (`dec ecx; jnz`: no exit but host interrupts).
@@ -63,8 +68,9 @@ const MARK_LE: [u8; 4] = le32!(RAM_MARK);
 const W0: [u8; 4] = le32!(WRITE_OUTSIDE[0] as u32);
 const W1: [u8; 4] = le32!(WRITE_OUTSIDE[1] as u32);
 const R0: [u8; 4] = le32!(READ_OUTSIDE as u32);
+const PATTERN_LE: [u8; 4] = le32!(PATTERN_GPA as u32);
 
-pub const CODE_LEN: usize = 132;
+pub const CODE_LEN: usize = 152;
 
 /// The program.
 pub const CODE: [u8; CODE_LEN] = cat(&[
@@ -75,6 +81,13 @@ pub const CODE: [u8; CODE_LEN] = cat(&[
     &[0x66, 0xba, 0x34, 0x12],
     &[0xb8, 0xfe, 0xca, 0x00, 0x00],
     &[0x66, 0xef],
+    // movd eax, xmm0; out PORT_XMM_START, eax: its vector registers at
+    // the start (clean: nothing of the VMM's or another guest's)
+    &[0x66, 0x0f, 0x7e, 0xc0],
+    &[0xe7, PORT_XMM_START as u8],
+    // movd xmm0, [PATTERN_GPA]: its own value, which the VMM put there
+    &[0x66, 0x0f, 0x6e, 0x05],
+    &PATTERN_LE,
     // xor eax, eax; cpuid; mov eax, ebx; mov dx, 0x1235; out dx, eax
     &[0x31, 0xc0],
     &[0x0f, 0xa2],
@@ -126,6 +139,10 @@ pub const CODE: [u8; CODE_LEN] = cat(&[
     &[0x49],
     &[0x75, 0xfd],
     &[0xe6, 0x81],
+    // movd eax, xmm0; out PORT_XMM_END, eax: still its own after
+    // thousands of exits and host preemptions
+    &[0x66, 0x0f, 0x7e, 0xc0],
+    &[0xe7, PORT_XMM_END as u8],
     // vmmcall
     &[0x0f, 0x01, 0xd9],
     // stgi: an SVM instruction (intercepted)
@@ -145,6 +162,7 @@ pub fn length(code: &[u8]) -> Option<u64> {
         [0xc7, 0x05, ..] => 10,
         // mov eax, [moffs32]
         [0xa1, ..] => 5,
+        [0x66, 0xe7, ..] => 3,
         [0xf4, ..] => 1,
         [0xe4..=0xe7, ..] => 2,
         [0xec..=0xef, ..] => 1,

@@ -28,6 +28,11 @@
 //! - `io-probes`: `in 0x60`, `out 0xf4` (QEMU's debug-exit port: had it
 //!   reached the machine, QEMU would have stopped) and `out 0xcf8` exit;
 //! - `hlt`, `vmmcall`, `svm-instruction` (`stgi`): exit;
+//! - `guest-fpu-clean-at-start`, `guest-fpu-kept`,
+//!   `guest-fpu-not-in-vmm`: the guest finds `xmm0` clean, loads its
+//!   instance's own value and finds it again at the end (after thousands
+//!   of exits, host preemptions and the other VM's runs), and the VMM's
+//!   own `xmm0` is still clean after the guest's exit;
 //! - `exit-loop`: 2000 `out`s in a loop, 2000 exits;
 //! - `host-runs-during-guest`: while the guest spins without exits, host
 //!   interrupts end its runs (counted by `rt::vcpu`) and a ticker thread
@@ -95,11 +100,13 @@ const HELPER_STACK_VA: u64 = 0x0000_5400_0000_0000;
 /// Counts the ticker thread's rounds; it stops when asked.
 static TICKS: AtomicU64 = AtomicU64::new(0);
 static STOP: AtomicBool = AtomicBool::new(false);
-/// The CPU this VMM runs on.
+/// The CPU this VMM runs on, and its instance number.
 static CPU: AtomicU32 = AtomicU32::new(0);
+static INSTANCE: AtomicU32 = AtomicU32::new(0);
 
 fn main(instance: u64) -> i32 {
     let mut t = Checks::new(instance);
+    INSTANCE.store(instance as u32, Ordering::Relaxed);
     if let Err(e) = setup() {
         if e == Error::Unsupported {
             println!("test-vm[{instance}]: this machine has no SVM: nothing to test (FAILED)");
@@ -184,7 +191,13 @@ fn setup() -> Result<(), Error> {
     }
     let code = guest_ram(guest::CODE_GPA, guest::CODE_LEN);
     code.copy_from_slice(&guest::CODE);
+
     Ok(())
+}
+
+/// What this instance's guest loads into `xmm0`.
+fn xmm_pattern() -> u32 {
+    0x5a5a_0000 | CPU.load(Ordering::Relaxed) << 8 | INSTANCE.load(Ordering::Relaxed)
 }
 
 /// Guest RAM at `gpa`, `len` bytes, through the VMM's own mapping.
@@ -202,7 +215,8 @@ fn initial_state(v: &mut Vcpu) {
     v.set(word::RIP, guest::CODE_GPA);
     v.set(word::RSP, guest::STACK_GPA);
     v.set(word::RFLAGS, 2);
-    v.set(word::CR0, 0x11); // PE, ET
+    v.set(word::CR0, 0x11); // PE, ET (EM clear: SSE allowed)
+    v.set(word::CR4, 0x200); // OSFXSR
     v.set(word::EFER, 0);
     let set = |v: &mut Vcpu, i: usize, w: u64, base: u64| {
         v.set(word::SEGMENTS + 2 * i, w);
@@ -238,6 +252,9 @@ struct Seen {
     shutdown: bool,
     unexpected: Option<(u64, u64, u64, u64)>,
     next_rip_ok: u64,
+    xmm_start: Option<u64>,
+    xmm_end: Option<u64>,
+    vmm_xmm0: Option<u32>,
     next_rip_bad: u64,
 }
 
@@ -245,6 +262,7 @@ struct Seen {
 const CPUID_EBX: u64 = 0x6e61_6365; // "ecan"
 
 fn run_guest(t: &mut Checks, instance: u64) {
+    guest_ram(guest::PATTERN_GPA, 4).copy_from_slice(&xmm_pattern().to_le_bytes());
     let mut v = Vcpu::new(VCPU, GSPACE);
     initial_state(&mut v);
     let mut flags = load::REGISTERS | load::CONTROL | load::SEGMENTS;
@@ -292,6 +310,11 @@ fn run_guest(t: &mut Checks, instance: u64) {
                     guest::PORT_CPUID_EBX => seen.cpuid_ebx_back = Some(value),
                     guest::PORT_MSR_EAX => seen.msr_eax_back = Some(value),
                     guest::PORT_READ_VALUE => seen.read_back = Some(value),
+                    guest::PORT_XMM_START => seen.xmm_start = Some(value),
+                    guest::PORT_XMM_END => {
+                        seen.xmm_end = Some(value);
+                        seen.vmm_xmm0 = Some(own_xmm0());
+                    }
                     0x60 => seen.probes[0] = e.info1 & ioio::IN != 0,
                     0xf4 => seen.probes[1] = e.info1 & ioio::IN == 0 && value == 1,
                     0xcf8 => seen.probes[2] = value == 0x8000_0000,
@@ -458,6 +481,24 @@ fn report(t: &mut Checks, s: &Seen, v: &Vcpu) {
             t.instance()
         );
     }
+    t.expect(
+        "guest-fpu-clean-at-start",
+        s.xmm_start == Some(0),
+        format_args!("{:x?}", s.xmm_start),
+    );
+    t.expect(
+        "guest-fpu-kept",
+        s.xmm_end == Some(u64::from(xmm_pattern())),
+        format_args!("{:x?}, want {:#x}", s.xmm_end, xmm_pattern()),
+    );
+    t.expect(
+        "guest-fpu-not-in-vmm",
+        s.vmm_xmm0 == Some(0),
+        format_args!(
+            "the VMM's own xmm0 after the guest's exit: {:x?}",
+            s.vmm_xmm0
+        ),
+    );
     t.expect("vmmcall", s.vmmcall, format_args!("no VMMCALL exit"));
     t.expect(
         "svm-instruction",
@@ -732,4 +773,15 @@ fn run_irq_guest(t: &mut Checks, instance: u64) {
         done && shutdown && unexpected.is_none(),
         format_args!("done {done}, shutdown {shutdown}, unexpected {unexpected:x?}"),
     );
+}
+
+/// This thread's own `xmm0` (low 32 bits): the VMM never writes it, so
+/// anything but 0 came from elsewhere — a guest's state left in the
+/// registers.
+fn own_xmm0() -> u32 {
+    let v: u32;
+    // SAFETY: reads a register of this thread's own vector state (the
+    // kernel loads it on first use); touches no memory.
+    unsafe { core::arch::asm!("movd {0:e}, xmm0", out(reg) v, options(nomem, nostack)) };
+    v
 }
