@@ -69,7 +69,8 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
     if let Err(e) = mm::init(&boot) {
         fatal(format_args!("memory: {e}"));
     }
-    let svm = arch::svm::init();
+    // `pecan.svm=off` leaves SVM off (tests the machine without it).
+    let svm = arch::svm::init(formats::cmdline::value(boot.cmdline(), "pecan.svm") != Some("off"));
     let platform = match acpi::init(boot.rsdp) {
         Ok(p) => Some(p),
         Err(e) => {

@@ -97,6 +97,28 @@ const RAM_VIEW: u64 = RAM + RAM_PAGES;
 const VIEW_VA: u64 = 0x0000_5300_0000_0000;
 const HELPER_STACK_VA: u64 = 0x0000_5400_0000_0000;
 
+/// The instance number that checks a kernel without SVM
+/// (`tests/vm-unsupported.toml`, kernel option `pecan.svm=off`).
+const WITHOUT_SVM: u64 = 99;
+
+/// Without SVM every way to a virtual CPU is `Unsupported`.
+fn without_svm(t: &mut Checks) {
+    let u = own(child::UNTYPED);
+    t.result(
+        "retype-vcpu-unsupported",
+        syscall::retype(u, ObjectType::Vcpu, 0, VCPU, 1),
+        Err(Error::Unsupported),
+    );
+    t.result(
+        "retype-guest-space-unsupported",
+        syscall::retype(u, ObjectType::GuestSpace, 14, GSPACE, 1),
+        Err(Error::Unsupported),
+    );
+    // SAFETY: the block in the main thread's IPC buffer is this thread's.
+    let run = unsafe { syscall::vcpu_run(VCPU, GSPACE, 0) }.map(|_| ());
+    t.result("run-unsupported", run, Err(Error::Unsupported));
+}
+
 /// Counts the ticker thread's rounds; it stops when asked.
 static TICKS: AtomicU64 = AtomicU64::new(0);
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -106,6 +128,10 @@ static INSTANCE: AtomicU32 = AtomicU32::new(0);
 
 fn main(instance: u64) -> i32 {
     let mut t = Checks::new(instance);
+    if instance == WITHOUT_SVM {
+        without_svm(&mut t);
+        return t.finish();
+    }
     INSTANCE.store(instance as u32, Ordering::Relaxed);
     if let Err(e) = setup() {
         if e == Error::Unsupported {

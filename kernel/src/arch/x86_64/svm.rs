@@ -53,6 +53,8 @@ static HOST_AREA: [AtomicU64; percpu::MAX_CPUS] = [const { AtomicU64::new(0) }; 
 
 /// What CPUID says about SVM, for the boot log.
 pub struct Features {
+    /// False with the kernel option `pecan.svm=off`.
+    pub wanted: bool,
     pub svm: bool,
     pub npt: bool,
     pub disabled_by_firmware: bool,
@@ -63,6 +65,9 @@ pub struct Features {
 
 impl core::fmt::Display for Features {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if !self.wanted {
+            return f.write_str("off (pecan.svm=off): virtual CPUs unsupported");
+        }
         if !self.svm {
             return f.write_str("not available (no SVM in CPUID): virtual CPUs unsupported");
         }
@@ -99,18 +104,20 @@ pub fn available() -> bool {
 }
 
 /// Detects SVM on the boot CPU, makes the shared permission maps and
-/// enables SVM on it. Runs once, after the frame allocator exists.
-pub fn init() -> Features {
+/// enables SVM on it (unless `wanted` is false: `pecan.svm=off`). Runs
+/// once, after the frame allocator exists.
+pub fn init(wanted: bool) -> Features {
     let ext = cpu::cpuid(0x8000_0000, 0).eax;
     let svm = ext >= 0x8000_000a && cpu::cpuid(0x8000_0001, 0).ecx & (1 << 2) != 0;
     let mut features = Features {
+        wanted,
         svm,
         npt: false,
         disabled_by_firmware: false,
         edx: 0,
         asids: 0,
     };
-    if !svm {
+    if !svm || !wanted {
         return features;
     }
     let leaf = cpu::cpuid(0x8000_000a, 0);
