@@ -9,7 +9,9 @@
 //! exit info 2. A host interrupt during the guest's run ends the call with
 //! [`exit::INTR`] and nothing for the VMM to do: `rt::vcpu::run` calls
 //! again (the interrupt is taken on the way back to user mode, so the
-//! host's scheduler and timer keep working).
+//! host's scheduler and timer keep working). A thread with a bound
+//! notification whose bits are set does not enter the guest: the call
+//! returns [`exit::NOTIFICATION`] with the bits.
 //!
 //! The block: `words[i]` of the IPC buffer (`abi::ipc_buffer`), `u64`s.
 
@@ -241,6 +243,13 @@ pub mod exit {
     pub const NPF: u64 = 0x400;
     /// The guest state was refused by VMRUN's consistency checks.
     pub const INVALID: u64 = u64::MAX;
+    /// Pecan's own, not SVM's: the calling thread's bound notification
+    /// had bits set, so the guest did not run (the loads were made):
+    /// exit info 1 holds the bits, now cleared. How another thread of
+    /// the VMM (a device model, a timer) gets the VCPU's thread out of
+    /// the guest to inject an interrupt — within a timer tick, since the
+    /// next host interrupt ends any run.
+    pub const NOTIFICATION: u64 = 1 << 32;
 }
 
 /// Exit info 1 of an IOIO exit.

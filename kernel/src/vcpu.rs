@@ -147,6 +147,22 @@ pub fn perform(k: &mut Kernel, call: Call, caller: ThreadRef) -> Result<Outcome,
         unsafe { buffer.add(i).read() }
     };
     load_state(&mut v, state, flags, block);
+    let bound = k.threads.get(caller).bound_notification;
+    if bound != 0 {
+        // SAFETY: a thread's bound notification is live (destroying the
+        // notification unbinds it).
+        let bits = core::mem::take(&mut unsafe { k.objects.notification_mut(bound) }.word);
+        if bits != 0 {
+            // An event the VMM just loaded waits for the next run.
+            state.reinject = v.read64(vmcb::EVENT_INJ);
+            v.write64(vmcb::EVENT_INJ, 0);
+            let mut out = store_state(&v, state);
+            out[word::EXIT_CODE] = abi::vcpu::exit::NOTIFICATION;
+            out[word::EXIT_INFO1] = bits;
+            out[word::EXIT_INFO2] = 0;
+            return Ok(finish(k, caller, buffer, &out));
+        }
+    }
     svm::before_run(&mut v, space);
     fpu::enter_guest(&mut k.threads, &state.fpu);
     // SAFETY: the VMCB was set up at retype and by before_run (the nested
@@ -166,15 +182,26 @@ pub fn perform(k: &mut Kernel, call: Call, caller: ThreadRef) -> Result<Outcome,
     };
     v.write64(vmcb::EVENT_INJ, 0);
     let out = store_state(&v, state);
+    Ok(finish(k, caller, buffer, &out))
+}
+
+/// Writes the state block `out` to the caller's IPC buffer (`buffer`, as
+/// decode found it) and the exit into its result registers.
+fn finish(
+    k: &mut Kernel,
+    caller: ThreadRef,
+    buffer: *mut u64,
+    out: &[u64; word::COUNT],
+) -> Outcome {
     for (i, w) in out.iter().enumerate() {
-        // SAFETY: as above.
+        // SAFETY: as in decode: the caller's writable IPC buffer page.
         unsafe { buffer.add(i).write(*w) };
     }
     let f = k.threads.get_mut(caller).frame();
     f.rdi = out[word::EXIT_CODE];
     f.rsi = out[word::EXIT_INFO1];
     f.rdx = out[word::EXIT_INFO2];
-    Ok(Outcome::Resume)
+    Outcome::Resume
 }
 
 /// Loads what `flags` names from the state block (`block(i)` = word i)

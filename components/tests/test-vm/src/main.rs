@@ -57,6 +57,8 @@
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+extern crate alloc;
+
 mod guest;
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -88,6 +90,10 @@ const FAULT_EP: u64 = FIRST + 6;
 const TICKER: u64 = FIRST + 7;
 const TICKER_FRAMES: u64 = FIRST + 8; // rt::thread::PAGES slots
 const HELPER_STACK: u64 = FIRST + 16;
+/// A notification bound to the VMM's thread: the ticker signals it once
+/// during the guest's spin, which ends that run early.
+const KICK: u64 = FIRST + 17;
+const KICK_BITS: u64 = 0x4b;
 /// Guest RAM frames, then a copy of each (one mapping per capability).
 const RAM: u64 = FIRST + 32;
 const RAM_PAGES: u64 = 16;
@@ -122,6 +128,9 @@ fn without_svm(t: &mut Checks) {
 /// Counts the ticker thread's rounds; it stops when asked.
 static TICKS: AtomicU64 = AtomicU64::new(0);
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Set by the VMM when the guest's spin starts; the ticker then kicks
+/// the VMM's thread once.
+static SPINNING: AtomicBool = AtomicBool::new(false);
 /// The CPU this VMM runs on, and its instance number.
 static CPU: AtomicU32 = AtomicU32::new(0);
 static INSTANCE: AtomicU32 = AtomicU32::new(0);
@@ -181,8 +190,12 @@ fn main(instance: u64) -> i32 {
 
 /// The ticker: counts while it runs, yields now and then.
 extern "C" fn ticker(_: u64) -> ! {
+    let mut kicked = false;
     loop {
         TICKS.fetch_add(1, Ordering::Relaxed);
+        if !kicked && SPINNING.load(Ordering::Relaxed) {
+            kicked = syscall::signal(FIRST + 18).is_ok();
+        }
         if STOP.load(Ordering::Relaxed) {
             let _ = syscall::yield_now();
         }
@@ -207,6 +220,9 @@ fn setup() -> Result<(), Error> {
     syscall::retype(u, ObjectType::GuestSpace, 14, GSPACE, 1)?;
     syscall::retype(u, ObjectType::Vcpu, 0, VCPU, 1)?;
     syscall::retype(u, ObjectType::Frame4K, 0, RAM, RAM_PAGES)?;
+    syscall::retype(u, ObjectType::Notification, 0, KICK, 1)?;
+    syscall::cap_mint(KICK, FIRST + 18, Rights::ALL, KICK_BITS)?;
+    syscall::bind_notification(own(child::OWN_THREAD), KICK)?;
     for i in 0..RAM_PAGES {
         syscall::cap_copy(RAM + i, RAM_VIEW + i)?;
         // SAFETY: a guest space is not this component's memory.
@@ -278,6 +294,7 @@ struct Seen {
     shutdown: bool,
     unexpected: Option<(u64, u64, u64, u64)>,
     next_rip_ok: u64,
+    kicks: alloc::vec::Vec<(u64, u64)>,
     xmm_start: Option<u64>,
     xmm_end: Option<u64>,
     vmm_xmm0: Option<u32>,
@@ -348,6 +365,7 @@ fn run_guest(t: &mut Checks, instance: u64) {
                         seen.loop_exits += 1;
                         if seen.loop_exits == guest::LOOP_EXITS {
                             spin_from = Some((v.interrupted, TICKS.load(Ordering::Relaxed)));
+                            SPINNING.store(true, Ordering::Relaxed);
                         }
                     }
                     guest::PORT_SPIN_DONE => {
@@ -419,6 +437,11 @@ fn run_guest(t: &mut Checks, instance: u64) {
             exit::STGI => {
                 seen.svm_instruction = true;
                 v.set(word::RIP, rip + 3);
+            }
+            exit::NOTIFICATION => {
+                // The ticker's kick: nothing ran; go on where it was.
+                seen.kicks.push((e.info1, rip));
+                flags = 0;
             }
             exit::SHUTDOWN => {
                 println!("test-vm[{instance}]: exit SHUTDOWN (triple fault): VM ended");
@@ -524,6 +547,11 @@ fn report(t: &mut Checks, s: &Seen, v: &Vcpu) {
             "the VMM's own xmm0 after the guest's exit: {:x?}",
             s.vmm_xmm0
         ),
+    );
+    t.expect(
+        "kick",
+        s.kicks.len() == 1 && s.kicks[0].0 == KICK_BITS,
+        format_args!("notification exits {:x?}", s.kicks),
     );
     t.expect("vmmcall", s.vmmcall, format_args!("no VMMCALL exit"));
     t.expect(
