@@ -14,8 +14,8 @@
 //! - **Intercepts** ([`setup_vmcb`]): every I/O port (one 12 KiB I/O
 //!   permission map of all ones shared by every VCPU), every MSR (an 8 KiB
 //!   MSR permission map of all ones), physical interrupts, NMI, SMI, INIT,
-//!   CPUID, HLT, INVD, INVLPGA, RSM, IRET-less: the task switch, FERR
-//!   freeze, shutdown, every SVM instruction (VMRUN, VMMCALL, VMLOAD,
+//!   CPUID, HLT, INVD, INVLPGA, RSM, task switches, FERR freeze,
+//!   shutdown, every SVM instruction (VMRUN, VMMCALL, VMLOAD,
 //!   VMSAVE, STGI, CLGI, SKINIT), RDPMC, ICEBP, WBINVD, MONITOR, MWAIT,
 //!   XSETBV, every debug-register access and machine checks; nested paging
 //!   on (a guest reaches only what its guest space maps: the rest is a
@@ -26,9 +26,12 @@
 //!   the guest's general registers; `VMRUN`; store them; `VMSAVE` guest;
 //!   `VMLOAD` host; `CLI`; `STGI`. Interrupts that arrive meanwhile end
 //!   the run (INTR exit) and stay pending until the kernel returns to user
-//!   mode. Every run flushes the guest's TLB entries (TLB_CONTROL = 1,
-//!   which needs no FlushByAsid): one ASID for all guests, no stale nested
-//!   translation after an `Unmap`.
+//!   mode. Every run flushes the TLB (TLB_CONTROL = 1: the whole TLB, the
+//!   host's entries too — the one flush that needs no FlushByAsid): one
+//!   ASID for all guests, no stale nested translation after an `Unmap`.
+//!   Correct everywhere, slow on hardware; with FlushByAsid, per-space
+//!   ASIDs and a flush only after an `Unmap` are the fix
+//!   (docs/virtualization.md, "Next steps").
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
