@@ -81,6 +81,9 @@ pub enum Call {
         flags: u64,
         /// The caller's IPC buffer, writable (kernel address).
         buffer: *mut u64,
+        /// The caller's bound notification has bits: answer
+        /// `exit::NOTIFICATION` instead of running ([`kicked`]).
+        kick: bool,
     },
 }
 
@@ -117,21 +120,35 @@ fn decode_run(k: &Kernel, c: &Thread, a: args::VcpuRun) -> Result<Call, Error> {
     if a.flags & load::VIRQ != 0 && read(word::VIRQ) & !abi::vcpu::virq::MASK != 0 {
         return Err(Error::InvalidArgument);
     }
+    let bound = c.bound_notification;
+    // SAFETY: a thread's bound notification is live (destroying the
+    // notification unbinds it).
+    let kick = bound != 0 && unsafe { k.objects.notification(bound) }.word != 0;
     Ok(Call::Run {
         vcpu: vcpu.object,
         space: space.object,
         flags: a.flags,
         buffer,
+        kick,
     })
 }
 
 /// Performs a checked `VcpuRun`: one run of the guest.
+///
+/// Its shape matters to the IPC paths: `syscall::general_path` inlines
+/// the dispatcher with this, and its register allocation moved the
+/// `notification` and `ring-2` budgets by 2 to 3 ticks (either way) with
+/// the kick check written here, with this out of line, or cold. With the
+/// check decided in decode and [`prepare`] out of line they are exactly
+/// what they were without virtual CPUs (311 and 543). Measure the budgets
+/// (`cargo xtask test bench-budgets`) after changing this.
 pub fn perform(k: &mut Kernel, call: Call, caller: ThreadRef) -> Result<Outcome, Error> {
     let Call::Run {
         vcpu,
         space,
         flags,
         buffer,
+        kick,
     } = call;
     // SAFETY: `vcpu` is a VCPU capability's object (decode, this kernel
     // entry): page 0 its VMCB, page 1 its GuestState; the token is held
@@ -147,24 +164,10 @@ pub fn perform(k: &mut Kernel, call: Call, caller: ThreadRef) -> Result<Outcome,
         unsafe { buffer.add(i).read() }
     };
     load_state(&mut v, state, flags, block);
-    let bound = k.threads.get(caller).bound_notification;
-    if bound != 0 {
-        // SAFETY: a thread's bound notification is live (destroying the
-        // notification unbinds it).
-        let bits = core::mem::take(&mut unsafe { k.objects.notification_mut(bound) }.word);
-        if bits != 0 {
-            // An event the VMM just loaded waits for the next run.
-            state.reinject = v.read64(vmcb::EVENT_INJ);
-            v.write64(vmcb::EVENT_INJ, 0);
-            let mut out = store_state(&v, state);
-            out[word::EXIT_CODE] = abi::vcpu::exit::NOTIFICATION;
-            out[word::EXIT_INFO1] = bits;
-            out[word::EXIT_INFO2] = 0;
-            return Ok(finish(k, caller, buffer, &out));
-        }
+    if kick {
+        return Ok(kicked(k, caller, &mut v, state, buffer));
     }
-    svm::before_run(&mut v, space);
-    fpu::enter_guest(&mut k.threads, &state.fpu);
+    prepare(k, &mut v, state, space);
     // SAFETY: the VMCB was set up at retype and by before_run (the nested
     // page tables are the guest space's, which maps only frames its
     // holder mapped); interrupts are masked (kernel), the token is held,
@@ -185,8 +188,42 @@ pub fn perform(k: &mut Kernel, call: Call, caller: ThreadRef) -> Result<Outcome,
     Ok(finish(k, caller, buffer, &out))
 }
 
+/// What every run sets (`svm::before_run`) and the guest's x87/SSE/AVX
+/// state loaded. Out of line: see [`perform`].
+#[inline(never)]
+fn prepare(k: &mut Kernel, v: &mut Vmcb, state: &GuestState, space: u64) {
+    svm::before_run(v, space);
+    fpu::enter_guest(&mut k.threads, &state.fpu);
+}
+
+/// The caller's bound notification has bits (decode saw them): takes
+/// them and answers the run with `exit::NOTIFICATION` without entering
+/// the guest (an event the VMM just loaded waits for the next run).
+#[cold]
+#[inline(never)]
+fn kicked(
+    k: &mut Kernel,
+    caller: ThreadRef,
+    v: &mut Vmcb,
+    state: &mut GuestState,
+    buffer: *mut u64,
+) -> Outcome {
+    let bound = k.threads.get(caller).bound_notification;
+    // SAFETY: a thread's bound notification is live (destroying the
+    // notification unbinds it); decode found it bound.
+    let bits = core::mem::take(&mut unsafe { k.objects.notification_mut(bound) }.word);
+    state.reinject = v.read64(vmcb::EVENT_INJ);
+    v.write64(vmcb::EVENT_INJ, 0);
+    let mut out = store_state(v, state);
+    out[word::EXIT_CODE] = abi::vcpu::exit::NOTIFICATION;
+    out[word::EXIT_INFO1] = bits;
+    out[word::EXIT_INFO2] = 0;
+    finish(k, caller, buffer, &out)
+}
+
 /// Writes the state block `out` to the caller's IPC buffer (`buffer`, as
 /// decode found it) and the exit into its result registers.
+#[inline(always)]
 fn finish(
     k: &mut Kernel,
     caller: ThreadRef,
