@@ -219,3 +219,36 @@ pub const IRQ_CODE: [u8; 14] = [
     0x0f,
     0x0b, // ud2: vector 6 has no gate → #NP → #DF → shutdown
 ];
+
+/// The third guest: 64-bit long mode, entered directly (the VMM loads
+/// paging, EFER and a 64-bit code segment, as a VMM booting Linux's
+/// 64-bit entry does). Page tables in guest RAM identity-map the first
+/// 2 MiB with one large page: PML4 at [`PML4_GPA`], PDPT and PD after it.
+pub const PML4_GPA: u64 = 0xa000;
+pub const LONG_CODE_GPA: u64 = 0x4000;
+pub const PORT_LONG: u16 = 0x95;
+pub const LONG_VALUE: u64 = 0x1122_3344_5566_7788;
+/// The tables: (guest-physical address, entry 0).
+pub const LONG_TABLES: [(u64, u64); 3] = [
+    (PML4_GPA, (PML4_GPA + 0x1000) | 0x3),
+    (PML4_GPA + 0x1000, (PML4_GPA + 0x2000) | 0x3),
+    // A 2 MiB page at 0: present, writable, PS.
+    (PML4_GPA + 0x2000, 0x83),
+];
+/// `mov rax, LONG_VALUE; out PORT_LONG, eax; ud2`.
+pub const LONG_CODE: [u8; 14] = [
+    0x48,
+    0xb8,
+    0x88,
+    0x77,
+    0x66,
+    0x55,
+    0x44,
+    0x33,
+    0x22,
+    0x11, // mov rax, imm64
+    0xe7,
+    PORT_LONG as u8, // out PORT_LONG, eax
+    0x0f,
+    0x0b, // ud2 → shutdown (IDT limit 0)
+];

@@ -47,6 +47,9 @@
 //!   runs the guest's handler for its vector), `virq-delivered` (a
 //!   virtual interrupt left pending is taken by the guest through its IDT
 //!   after a `hlt`), `irq-guest-done`;
+//! - a third guest entered straight in 64-bit long mode (paging, EFER,
+//!   a 64-bit code segment loaded by the VMM): `long-mode` (its 64-bit
+//!   RAX reaches the VMM whole, EFER.LMA is set);
 //! - `refusals`: bad runs are errors (wrong object types, missing rights,
 //!   unknown flags, a bad event, no such slot) and a thread whose
 //!   capability space lacks the VCPU cannot run it.
@@ -182,6 +185,7 @@ fn main(instance: u64) -> i32 {
     refusals(&mut t);
     run_guest(&mut t, instance);
     run_irq_guest(&mut t, instance);
+    run_long_mode_guest(&mut t, instance);
 
     STOP.store(true, Ordering::Relaxed);
     let _ = syscall::thread_suspend(TICKER);
@@ -838,4 +842,60 @@ fn own_xmm0() -> u32 {
     // kernel loads it on first use); touches no memory.
     unsafe { core::arch::asm!("movd {0:e}, xmm0", out(reg) v, options(nomem, nostack)) };
     v
+}
+
+/// The long-mode guest (`guest::LONG_CODE`).
+fn run_long_mode_guest(t: &mut Checks, instance: u64) {
+    for (gpa, entry) in guest::LONG_TABLES {
+        guest_ram(gpa, 4096).fill(0);
+        guest_ram(gpa, 8).copy_from_slice(&entry.to_le_bytes());
+    }
+    guest_ram(guest::LONG_CODE_GPA, guest::LONG_CODE.len()).copy_from_slice(&guest::LONG_CODE);
+    let mut v = Vcpu::new(VCPU, GSPACE);
+    initial_state(&mut v);
+    v.set(word::RIP, guest::LONG_CODE_GPA);
+    v.set(word::CR0, 0x8000_0011); // PG, PE, ET
+    v.set(word::CR3, guest::PML4_GPA);
+    v.set(word::CR4, 0x220); // PAE, OSFXSR
+    v.set(word::EFER, 0x500); // LME, LMA
+    v.set(
+        word::SEGMENTS + 2 * seg::CS,
+        seg::pack(0x08, seg::CODE64, 0xffff_ffff),
+    );
+    v.set(word::EVENT, 0);
+    let mut got = None;
+    let mut shutdown = false;
+    let mut flags = load::REGISTERS | load::CONTROL | load::SEGMENTS | load::EVENT;
+    for _ in 0..5 {
+        let e = match v.run(flags) {
+            Ok(e) => e,
+            Err(err) => {
+                got = Some((u64::MAX, err as u64, 0));
+                break;
+            }
+        };
+        flags = load::REGISTERS;
+        match e.code {
+            exit::IOIO if ioio::port(e.info1) == guest::PORT_LONG => {
+                got = Some((e.code, v.get(word::RAX), v.get(word::EFER)));
+                v.set(word::RIP, e.info2);
+            }
+            exit::SHUTDOWN => {
+                shutdown = true;
+                break;
+            }
+            _ => {
+                got = Some((e.code, e.info1, v.get(word::RIP)));
+                break;
+            }
+        }
+    }
+    println!("test-vm[{instance}]: long-mode guest: {got:x?}");
+    let lma = 1 << 10;
+    t.expect(
+        "long-mode",
+        matches!(got, Some((exit::IOIO, rax, efer)) if rax == guest::LONG_VALUE && efer & lma != 0)
+            && shutdown,
+        format_args!("{got:x?}, shutdown {shutdown}"),
+    );
 }
