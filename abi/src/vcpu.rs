@@ -194,8 +194,9 @@ pub mod virq {
 
 /// Exit codes (AMD APM vol. 2, appendix C) that a run can end with.
 pub mod exit {
-    /// Reads of CR0..CR15 are `CR_READ + n`, writes `CR_WRITE + n` (none
-    /// intercepted today).
+    /// Reads of CR0..CR15 are `CR_READ + n`, writes `CR_WRITE + n` (CR4
+    /// writes are intercepted: the VMM decodes `mov cr4, reg` itself and
+    /// loads CR4 with `load::CONTROL`, where PKE, CET and PKS are cleared).
     pub const CR_READ: u64 = 0x00;
     pub const CR_WRITE: u64 = 0x10;
     /// Debug-register reads `DR_READ + n`, writes `DR_WRITE + n`.

@@ -70,7 +70,7 @@ const W1: [u8; 4] = le32!(WRITE_OUTSIDE[1] as u32);
 const R0: [u8; 4] = le32!(READ_OUTSIDE as u32);
 const PATTERN_LE: [u8; 4] = le32!(PATTERN_GPA as u32);
 
-pub const CODE_LEN: usize = 152;
+pub const CODE_LEN: usize = 163;
 
 /// The program.
 pub const CODE: [u8; CODE_LEN] = cat(&[
@@ -143,6 +143,12 @@ pub const CODE: [u8; CODE_LEN] = cat(&[
     // thousands of exits and host preemptions
     &[0x66, 0x0f, 0x7e, 0xc0],
     &[0xe7, PORT_XMM_END as u8],
+    // mov eax, cr4; or eax, PKE; mov cr4, eax: protection keys, whose
+    // PKRU would outlive the exit (intercepted; the VMM loads CR4 and the
+    // kernel clears PKE)
+    &[0x0f, 0x20, 0xe0],
+    &[0x0d, 0x00, 0x00, 0x40, 0x00],
+    &[0x0f, 0x22, 0xe0],
     // vmmcall
     &[0x0f, 0x01, 0xd9],
     // stgi: an SVM instruction (intercepted)
@@ -158,6 +164,8 @@ pub fn length(code: &[u8]) -> Option<u64> {
     Some(match code {
         [0x0f, 0xa2, ..] | [0x0f, 0x32, ..] | [0x0f, 0x30, ..] => 2,
         [0x0f, 0x01, 0xd9 | 0xdc, ..] => 3,
+        // mov crN, r32 (register operand)
+        [0x0f, 0x22, 0xc0..=0xff, ..] => 3,
         // mov dword [disp32], imm32
         [0xc7, 0x05, ..] => 10,
         // mov eax, [moffs32]

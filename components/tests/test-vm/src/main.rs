@@ -28,6 +28,9 @@
 //! - `io-probes`: `in 0x60`, `out 0xf4` (QEMU's debug-exit port: had it
 //!   reached the machine, QEMU would have stopped) and `out 0xcf8` exit;
 //! - `hlt`, `vmmcall`, `svm-instruction` (`stgi`): exit;
+//! - `cr4-pke-refused`: `mov cr4` setting PKE exits; the VMM loads the
+//!   value and the kernel clears PKE (protection keys' PKRU is outside
+//!   the kernel's XCR0: it would outlive the exit);
 //! - `guest-fpu-clean-at-start`, `guest-fpu-kept`,
 //!   `guest-fpu-not-in-vmm`: the guest finds `xmm0` clean, loads its
 //!   instance's own value and finds it again at the end (after thousands
@@ -298,6 +301,8 @@ struct Seen {
     shutdown: bool,
     unexpected: Option<(u64, u64, u64, u64)>,
     next_rip_ok: u64,
+    cr4_wanted: Option<u64>,
+    cr4_after: Option<u64>,
     kicks: alloc::vec::Vec<(u64, u64)>,
     xmm_start: Option<u64>,
     xmm_end: Option<u64>,
@@ -434,7 +439,16 @@ fn run_guest(t: &mut Checks, instance: u64) {
                 seen.hlt = true;
                 v.set(word::RIP, rip + 1);
             }
+            code if code == exit::CR_WRITE + 4 => {
+                // mov cr4, eax (the guest's only one): emulated by loading
+                // what it wanted; the kernel refuses PKE.
+                seen.cr4_wanted = Some(v.get(word::RAX) & 0xffff_ffff);
+                v.set(word::CR4, v.get(word::RAX) & 0xffff_ffff);
+                v.set(word::RIP, rip + len.unwrap_or(3));
+                flags |= load::CONTROL;
+            }
             exit::VMMCALL => {
+                seen.cr4_after = Some(v.get(word::CR4));
                 seen.vmmcall = true;
                 v.set(word::RIP, rip + 3);
             }
@@ -551,6 +565,12 @@ fn report(t: &mut Checks, s: &Seen, v: &Vcpu) {
             "the VMM's own xmm0 after the guest's exit: {:x?}",
             s.vmm_xmm0
         ),
+    );
+    const PKE: u64 = 1 << 22;
+    t.expect(
+        "cr4-pke-refused",
+        matches!((s.cr4_wanted, s.cr4_after), (Some(w), Some(a)) if w & PKE != 0 && a & PKE == 0),
+        format_args!("CR4 wanted {:x?}, then {:x?}", s.cr4_wanted, s.cr4_after),
     );
     t.expect(
         "kick",

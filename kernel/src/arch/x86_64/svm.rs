@@ -17,7 +17,8 @@
 //!   CPUID, HLT, INVD, INVLPGA, RSM, task switches, FERR freeze,
 //!   shutdown, every SVM instruction (VMRUN, VMMCALL, VMLOAD,
 //!   VMSAVE, STGI, CLGI, SKINIT), RDPMC, ICEBP, WBINVD, MONITOR, MWAIT,
-//!   XSETBV, every debug-register access and machine checks; nested paging
+//!   XSETBV, every debug-register access, writes of CR4 and machine
+//!   checks; nested paging
 //!   on (a guest reaches only what its guest space maps: the rest is a
 //!   nested page fault), V_INTR_MASKING on (the guest's IF and TPR
 //!   govern only its virtual interrupts; the host's IF, set during the
@@ -271,6 +272,14 @@ mod intercept {
     pub const EXCEPTIONS: u32 = 1 << 18;
 }
 
+/// Control-register intercepts (reads in bits 0..16, writes in 16..32):
+/// writes of CR4, so that a guest cannot set CR4.PKE (or CET, PKS) by
+/// itself — their state (PKRU, ...) is outside the kernel's XCR0 and
+/// would stay in the CPU for the next guest. The VMM emulates the write
+/// and loads CR4 (`abi::vcpu::load::CONTROL`), where the kernel clears
+/// those bits.
+const INTERCEPT_CR: u32 = 1 << (16 + 4);
+
 /// The guest PAT at reset (WB, WT, UC-, UC, repeated).
 const DEFAULT_PAT: u64 = 0x0007_0406_0007_0406;
 
@@ -329,7 +338,7 @@ impl Vmcb {
 /// state it wants before the first run).
 pub fn setup_vmcb(v: &mut Vmcb) {
     use abi::vcpu::segment as seg;
-    v.write32(vmcb::INTERCEPT_CR, 0);
+    v.write32(vmcb::INTERCEPT_CR, INTERCEPT_CR);
     // Every debug-register read and write: the host's breakpoints are the
     // host's, and DR0..3 are not switched by VMRUN.
     v.write32(vmcb::INTERCEPT_DR, u32::MAX);
@@ -371,6 +380,7 @@ pub fn before_run(v: &mut Vmcb, nested_cr3: u64) {
     v.write32(vmcb::GUEST_ASID, 1);
     v.write64(vmcb::IOPM_BASE, IOPM.load(Ordering::Relaxed));
     v.write64(vmcb::MSRPM_BASE, MSRPM.load(Ordering::Relaxed));
+    v.write32(vmcb::INTERCEPT_CR, INTERCEPT_CR);
     v.write32(vmcb::INTERCEPT_DR, u32::MAX);
     v.write32(vmcb::INTERCEPT_EXCEPTIONS, intercept::EXCEPTIONS);
     // The kernel's intercepts, plus the interrupt-window exit if the VMM
