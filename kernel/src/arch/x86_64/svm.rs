@@ -17,8 +17,8 @@
 //!   CPUID, HLT, INVD, INVLPGA, RSM, task switches, FERR freeze,
 //!   shutdown, every SVM instruction (VMRUN, VMMCALL, VMLOAD,
 //!   VMSAVE, STGI, CLGI, SKINIT), RDPMC, ICEBP, WBINVD, MONITOR, MWAIT,
-//!   XSETBV, every debug-register access, writes of CR4 and machine
-//!   checks; nested paging
+//!   XSETBV, INVLPGB, TLBSYNC, every debug-register access, writes of
+//!   CR4 and machine checks; nested paging
 //!   on (a guest reaches only what its guest space maps: the rest is a
 //!   nested page fault), V_INTR_MASKING on (the guest's IF and TPR
 //!   govern only its virtual interrupts; the host's IF, set during the
@@ -190,6 +190,7 @@ pub mod vmcb {
     pub const INTERCEPT_EXCEPTIONS: usize = 0x008;
     pub const INTERCEPT_MISC1: usize = 0x00c;
     pub const INTERCEPT_MISC2: usize = 0x010;
+    pub const INTERCEPT_MISC3: usize = 0x014;
     pub const IOPM_BASE: usize = 0x040;
     pub const MSRPM_BASE: usize = 0x048;
     pub const TSC_OFFSET: usize = 0x050;
@@ -268,6 +269,9 @@ mod intercept {
     /// ICEBP 8, WBINVD 9, MONITOR 10, MWAIT 11, MWAIT armed 12, XSETBV 13.
     /// (RDTSCP, bit 7, is left to the guest.)
     pub const MISC2: u32 = 0x7f | 0x3f00;
+    /// Vector 5: INVLPGB (bit 0) and TLBSYNC (bit 4), the broadcast TLB
+    /// invalidation of newer CPUs (harmless to ask for on CPUs without).
+    pub const MISC3: u32 = 1 << 0 | 1 << 4;
     /// Machine checks (#MC, vector 18) belong to the host.
     pub const EXCEPTIONS: u32 = 1 << 18;
 }
@@ -345,6 +349,7 @@ pub fn setup_vmcb(v: &mut Vmcb) {
     v.write32(vmcb::INTERCEPT_EXCEPTIONS, intercept::EXCEPTIONS);
     v.write32(vmcb::INTERCEPT_MISC1, intercept::MISC1);
     v.write32(vmcb::INTERCEPT_MISC2, intercept::MISC2);
+    v.write32(vmcb::INTERCEPT_MISC3, intercept::MISC3);
     v.write64(vmcb::IOPM_BASE, IOPM.load(Ordering::Relaxed));
     v.write64(vmcb::MSRPM_BASE, MSRPM.load(Ordering::Relaxed));
     v.write32(vmcb::GUEST_ASID, 1);
@@ -388,6 +393,7 @@ pub fn before_run(v: &mut Vmcb, nested_cr3: u64) {
     let window = v.read64(vmcb::INTERCEPT_MISC1) as u32 & intercept::VINTR;
     v.write32(vmcb::INTERCEPT_MISC1, intercept::MISC1 | window);
     v.write32(vmcb::INTERCEPT_MISC2, intercept::MISC2);
+    v.write32(vmcb::INTERCEPT_MISC3, intercept::MISC3);
     let int_ctl = v.read64(vmcb::INT_CTL);
     v.write64(vmcb::INT_CTL, int_ctl | vmcb::V_INTR_MASKING);
 }
