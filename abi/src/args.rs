@@ -165,6 +165,15 @@ args! {
     Slot {
         slot = 0,
     }
+    /// `VcpuRun`.
+    VcpuRun {
+        /// The virtual CPU (`WRITE`).
+        vcpu = 0,
+        /// The guest space it runs in (`WRITE`).
+        space = 1,
+        /// Which parts of the state block to load ([`crate::vcpu::load`]).
+        flags = 2,
+    }
     /// `Retype`.
     Retype {
         untyped = 0,

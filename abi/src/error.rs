@@ -65,6 +65,9 @@ errors! {
     InvalidState = 14 => "object in the wrong state",
     /// The partner of an IPC was deleted or its endpoint revoked while waiting.
     Aborted = 15 => "operation aborted",
+    /// The machine lacks what the call needs (e.g. a virtual CPU on a
+    /// CPU without AMD SVM).
+    Unsupported = 16 => "not supported by this machine",
 }
 
 impl Error {

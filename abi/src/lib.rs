@@ -34,6 +34,7 @@ pub mod msg;
 pub mod object;
 pub mod rights;
 pub mod sys;
+pub mod vcpu;
 
 pub use error::Error;
 pub use msg::MsgInfo;

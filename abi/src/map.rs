@@ -87,6 +87,22 @@ impl MapAttr {
         })
     }
 
+    /// Decodes an untrusted word for a mapping into a guest space
+    /// (`ObjectType::GuestSpace`): as [`MapAttr::from_raw`], but writable
+    /// and executable together are allowed — guest RAM holds the guest's
+    /// code and data, and the host never executes through a guest space.
+    pub const fn from_raw_guest(raw: u64) -> Option<MapAttr> {
+        let (w, x) = (raw & WRITABLE, raw & EXECUTABLE);
+        match MapAttr::from_raw(raw & !EXECUTABLE) {
+            Some(attr) => Some(MapAttr {
+                writable: w != 0,
+                executable: x != 0,
+                cache: attr.cache,
+            }),
+            None => None,
+        }
+    }
+
     pub const fn raw(self) -> u64 {
         (if self.writable { WRITABLE } else { 0 })
             | (if self.executable { EXECUTABLE } else { 0 })

@@ -37,6 +37,16 @@ pub enum ObjectType {
     /// made by `Retype`). Drivers never hold it: they learn the bus
     /// addresses of their DMA memory from the platform service.
     DeviceControl = 11,
+    /// A virtual CPU (AMD SVM): its VMCB and the guest registers the VMCB
+    /// does not hold. Run with `VcpuRun` in a [`ObjectType::GuestSpace`];
+    /// made only on a CPU with SVM and nested paging (else `Unsupported`).
+    /// See `docs/virtualization.md`.
+    Vcpu = 12,
+    /// A guest-physical address space: nested page tables (the x86-64
+    /// 4-level format) plus a pool of 2^size_bits bytes for them, like
+    /// [`ObjectType::AddressSpace`] but without the kernel half. `Map`
+    /// puts frames into it at guest-physical addresses.
+    GuestSpace = 13,
 }
 
 /// The badge word of a `CapMint` that narrows an [`ObjectType::IoPorts`]
@@ -90,6 +100,9 @@ pub const THREAD_BITS: u32 = 11;
 pub const ENDPOINT_BITS: u32 = 6;
 /// Bytes of a notification.
 pub const NOTIFICATION_BITS: u32 = 6;
+/// Bytes of a virtual CPU: the VMCB page and a page of guest state (the
+/// general registers the VMCB lacks, the guest's x87/SSE/AVX state).
+pub const VCPU_BITS: u32 = 13;
 /// Smallest and largest untyped (log2 bytes).
 pub const MIN_UNTYPED_BITS: u32 = 12;
 pub const MAX_UNTYPED_BITS: u32 = 47;
@@ -115,6 +128,8 @@ impl ObjectType {
             9 => ObjectType::IoPorts,
             10 => ObjectType::Reply,
             11 => ObjectType::DeviceControl,
+            12 => ObjectType::Vcpu,
+            13 => ObjectType::GuestSpace,
             _ => return None,
         })
     }
@@ -138,6 +153,8 @@ impl ObjectType {
             ObjectType::AddressSpace if s >= MIN_PT_POOL_BITS && s <= MAX_PT_POOL_BITS => {
                 Some(s + 1)
             }
+            ObjectType::GuestSpace if s >= MIN_PT_POOL_BITS && s <= MAX_PT_POOL_BITS => Some(s + 1),
+            ObjectType::Vcpu => Some(VCPU_BITS),
             ObjectType::Frame4K => Some(12),
             ObjectType::Frame2M => Some(21),
             _ => None,
@@ -167,10 +184,13 @@ mod tests {
         assert_eq!(ObjectType::Untyped.object_bits(11), None);
         assert_eq!(ObjectType::Untyped.object_bits(u64::MAX), None);
         assert_eq!(ObjectType::IrqHandler.object_bits(0), None);
-        for raw in 0..12 {
+        for raw in 0..14 {
             assert_eq!(ObjectType::from_raw(raw).unwrap() as u64, raw);
         }
-        assert_eq!(ObjectType::from_raw(12), None);
+        assert_eq!(ObjectType::from_raw(14), None);
+        assert_eq!(ObjectType::Vcpu.object_bits(0), Some(13));
+        assert_eq!(ObjectType::GuestSpace.object_bits(16), Some(17));
+        assert_eq!(ObjectType::GuestSpace.object_bits(12), None);
         assert_eq!(ObjectType::DeviceControl.object_bits(0), None);
         assert_eq!(ObjectType::Reply.object_bits(0), None);
     }

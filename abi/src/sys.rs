@@ -157,6 +157,12 @@ syscalls! {
     /// one). Another kind: `WrongObjectType`.
     /// Linear in the untyped's derivation subtree or the table's slots.
     Usage = 39,
+    /// Runs virtual CPU arg 0 (`WRITE`) in guest space arg 1 (`WRITE`)
+    /// until the next exit: flags arg 2 ([`crate::vcpu::load`]) say which
+    /// parts of the state block in the caller's IPC buffer to load first;
+    /// the exit's state block comes back there, result 0 the exit code,
+    /// result 1 and 2 exit info 1 and 2 ([`crate::vcpu`]).
+    VcpuRun = 40,
 }
 
 #[cfg(test)]

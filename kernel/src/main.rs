@@ -48,6 +48,7 @@ mod token;
 mod trace;
 mod uaccess;
 mod untyped;
+mod vcpu;
 mod vspace;
 
 use arch::{cpu, lapic, pit};
@@ -68,6 +69,8 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
     if let Err(e) = mm::init(&boot) {
         fatal(format_args!("memory: {e}"));
     }
+    // `pecan.svm=off` leaves SVM off (tests the machine without it).
+    let svm = arch::svm::init(formats::cmdline::value(boot.cmdline(), "pecan.svm") != Some("off"));
     let platform = match acpi::init(boot.rsdp) {
         Ok(p) => Some(p),
         Err(e) => {
@@ -88,6 +91,7 @@ extern "C" fn kernel_entry(start_info_phys: u64) -> ! {
     kprintln!("boot: banner reached at TSC {banner_tsc} (under -icount shift=0: instructions since reset)");
     kprintln!("fpu: {}", boot_cpu.fpu);
     kprintln!("cpu protections: {}", boot_cpu.protections);
+    kprintln!("virtualization: {svm}");
     report_machine(&boot, platform);
 
     let cmdline = boot.cmdline();

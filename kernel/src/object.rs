@@ -11,7 +11,8 @@
 //! | endpoint | 64 B | [`Endpoint`] |
 //! | notification | 64 B | [`Notification`] |
 //! | capability table | 2^n slots of 128 B | slot 0 holds the [`TableHeader`]; slots 1.. are capability slots |
-//! | address space | see [`crate::vspace`] | |
+//! | address space, guest space | see [`crate::vspace`] | |
+//! | virtual CPU | 8 KiB | see [`crate::vcpu`] |
 //! | frame, untyped | the memory itself | no header |
 //!
 //! # Reference counts and destruction
@@ -307,6 +308,12 @@ pub unsafe fn init_object(k: &mut Kernel, kind: ObjectType, phys: u64, size_bits
         }
         // SAFETY: the caller's promise.
         ObjectType::AddressSpace => unsafe { crate::vspace::init(&mut k.objects, phys, size_bits) },
+        // SAFETY: the caller's promise.
+        ObjectType::GuestSpace => unsafe {
+            crate::vspace::init_guest(&mut k.objects, phys, size_bits)
+        },
+        // SAFETY: the caller's promise.
+        ObjectType::Vcpu => unsafe { crate::vcpu::init(phys) },
         ObjectType::Untyped
         | ObjectType::Frame4K
         | ObjectType::Frame2M
@@ -365,9 +372,9 @@ fn refs_of<'k>(k: &'k mut Kernel, cap: &Capability) -> Option<&'k mut u64> {
             // SAFETY: the object of a table capability is a live table.
             &mut unsafe { k.objects.table_header_mut(cap.object) }.refs
         }
-        ObjectType::AddressSpace => {
-            // SAFETY: the object of an address-space capability is a live
-            // address space.
+        ObjectType::AddressSpace | ObjectType::GuestSpace => {
+            // SAFETY: the object of an address-space (or guest-space)
+            // capability is a live address space (the same layout).
             &mut unsafe { crate::vspace::header_mut(&mut k.objects, cap.object) }.refs
         }
         _ => return None,
@@ -486,7 +493,9 @@ pub fn on_cap_removed(k: &mut Kernel, slot: SlotId, cap: &Capability) {
         }
         ObjectType::CapTable => push_pending(k, cap.object, false),
         // SAFETY: the object of the address-space capability just removed.
-        ObjectType::AddressSpace => unsafe { crate::vspace::destroy(&mut k.objects, cap.object) },
+        ObjectType::AddressSpace | ObjectType::GuestSpace => unsafe {
+            crate::vspace::destroy(&mut k.objects, cap.object)
+        },
         _ => {}
     }
 }

@@ -844,6 +844,9 @@ extern "C" fn ap_entry(index: u64) -> ! {
     unsafe { cpu::wrmsr(cpu::MSR_PAT, kcore::paging::PAT_MSR_VALUE) };
     fpu::init();
     protect::enable();
+    if crate::arch::svm::available() && !crate::arch::svm::init_cpu(index) {
+        crate::kprintln!("svm: cpu {index}: not enabled");
+    }
     lapic::enable_on_this_cpu();
     lapic::start_periodic_timer(time::HZ);
     // Too late (the boot CPU gave up on this CPU): stop for good.

@@ -4,8 +4,8 @@
 //! object: `ipc` (message passing and notifications), `captable`
 //! (`CapCopy`, `CapMint`, `CapDelete`, `CapRevoke`), `untyped` (`Retype`),
 //! `vspace` (`Map`, `Unmap`), `thread` (`Thread*`, `CpuSet`,
-//! `BindNotification`), `irq` (`IrqBind`, `IrqAck`, `IoPort`) and `reply`
-//! (`SaveReply`, `ReplyTo`), each with a `Call` enum, `decode` and
+//! `BindNotification`), `irq` (`IrqBind`, `IrqAck`, `IoPort`), `reply`
+//! (`SaveReply`, `ReplyTo`) and `vcpu` (`VcpuRun`), each with a `Call` enum, `decode` and
 //! `perform`; the calls on the caller itself (`Null`, `DebugWrite`,
 //! `Yield`, `ThreadExit`) stay here. Arguments are read through the
 //! call's `abi::args` struct.
@@ -77,6 +77,7 @@ pub enum Invocation {
     Thread(thread::Call),
     Irq(crate::irq::Call),
     Reply(crate::reply::Call),
+    Vcpu(crate::vcpu::Call),
 }
 
 /// What happens to the calling thread after the call.
@@ -198,6 +199,7 @@ pub fn decode(k: &Kernel, c: &Thread) -> Result<Invocation, Error> {
             Invocation::Irq(crate::irq::decode(k, c, sys, regs)?)
         }
         Sys::SaveReply | Sys::ReplyTo => Invocation::Reply(crate::reply::decode(k, c, sys, regs)?),
+        Sys::VcpuRun => Invocation::Vcpu(crate::vcpu::decode(k, c, sys, regs)?),
     })
 }
 
@@ -285,6 +287,7 @@ fn perform(k: &mut Kernel, invocation: Invocation, caller: ThreadRef) -> Result<
         Invocation::Thread(call) => thread::perform(k, call, caller),
         Invocation::Irq(call) => crate::irq::perform(k, call, caller),
         Invocation::Reply(call) => crate::reply::perform(k, call, caller),
+        Invocation::Vcpu(call) => crate::vcpu::perform(k, call, caller),
     }
 }
 

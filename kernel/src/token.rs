@@ -64,6 +64,12 @@
 //!   shootdown, FPU save or drop) run on a CPU without the lock while the
 //!   holder waits for them; they reach the one thread named through a raw
 //!   pointer (`fpu::release_here`, `fpu::forget_here`).
+//! - **A virtual CPU's pages** (`vcpu.rs`): its VMCB and guest state are
+//!   reached through raw pointers made from the VCPU capability's object
+//!   (`arch::svm::Vmcb::at`), with the token held mutably for the whole
+//!   run — the guest runs inside the system call, under the lock — so
+//!   nothing else touches them; the VMRUN stub (`arch::svm::run`) is the
+//!   one place the kernel enters a guest.
 //! - **kcore's delete and revoke callbacks** run while the slot store
 //!   borrows the token; they get the token back through
 //!   [`Kernel::lent`] (kcore holds no reference into the store then).

@@ -153,7 +153,12 @@ fn decode_retype(k: &Kernel, c: &Thread, a: args::Retype) -> Result<Call, Error>
     if end > 1u64 << ubits {
         return Err(Error::OutOfMemory);
     }
-    if kind == ObjectType::AddressSpace && (vspace::free_asids() as u64) < count {
+    if matches!(kind, ObjectType::Vcpu | ObjectType::GuestSpace) && !crate::arch::svm::available() {
+        return Err(Error::Unsupported);
+    }
+    if matches!(kind, ObjectType::AddressSpace | ObjectType::GuestSpace)
+        && (vspace::free_asids() as u64) < count
+    {
         return Err(Error::OutOfMemory);
     }
     Ok(Call::Retype {

@@ -36,7 +36,7 @@ use spin::Mutex;
 
 use crate::arch::cpu;
 use crate::mm::{self, phys_to_virt};
-use crate::syscall::{full_slot, lookup, Outcome};
+use crate::syscall::{full_slot, Outcome};
 use crate::thread::{Thread, ThreadRef};
 use crate::token::Kernel;
 use crate::token::Objects;
@@ -139,6 +139,31 @@ pub unsafe fn init(objects: &mut Objects, space: u64, size_bits: u64) {
         let entry = mem.read_entry(kernel, index);
         mem.write_entry(space, index, entry);
     }
+    // SAFETY: the caller's promise.
+    unsafe { init_pool(objects, space, size_bits) };
+}
+
+/// Sets up a freshly retyped (zeroed) guest space (`ObjectType::
+/// GuestSpace`) at `space`: the same layout as an address space, but its
+/// top-level table stays empty — no kernel half: it is the nested page
+/// table of virtual CPUs (`crate::vcpu`), whose every mapping is a frame
+/// its holder mapped. The caller checked that an ASID is free (guest
+/// spaces use the ASID table for their frames' mapping records, never as
+/// a hardware ASID).
+///
+/// # Safety
+/// As for [`init`].
+pub unsafe fn init_guest(objects: &mut Objects, space: u64, size_bits: u64) {
+    // SAFETY: the caller's promise.
+    unsafe { init_pool(objects, space, size_bits) };
+}
+
+/// The pool's free list and the header of a fresh address or guest space.
+///
+/// # Safety
+/// As for [`init`].
+unsafe fn init_pool(objects: &mut Objects, space: u64, size_bits: u64) {
+    let mut mem = Pool { space, objects };
     let pages = (1u64 << (size_bits + 1)) / PAGE_SIZE;
     let mut free_head = 0;
     for page in (2..pages).rev() {
@@ -373,10 +398,23 @@ pub fn decode(k: &Kernel, c: &Thread, sys: Sys, regs: [u64; 6]) -> Result<Call, 
     Ok(match sys {
         Sys::Map => {
             let a = args::Map::from_regs(regs);
-            let (_, space) = lookup(k, c, a.vspace, ObjectType::AddressSpace, Rights::WRITE)?;
+            let (_, space) = full_slot(k, c, a.vspace)?;
+            let guest = match space.kind {
+                ObjectType::AddressSpace => false,
+                ObjectType::GuestSpace => true,
+                _ => return Err(Error::WrongObjectType),
+            };
+            if !space.rights.contains(Rights::WRITE) {
+                return Err(Error::MissingRights);
+            }
             let (frame, fcap) = full_slot(k, c, a.frame)?;
             let fview = FrameCap::from_cap(&fcap).ok_or(Error::WrongObjectType)?;
-            let attr = MapAttr::from_raw(a.attr).ok_or(Error::InvalidArgument)?;
+            let attr = if guest {
+                MapAttr::from_raw_guest(a.attr)
+            } else {
+                MapAttr::from_raw(a.attr)
+            }
+            .ok_or(Error::InvalidArgument)?;
             let mut need = Rights::READ;
             if attr.writable {
                 need = need.union(Rights::WRITE);
@@ -390,7 +428,16 @@ pub fn decode(k: &Kernel, c: &Thread, sys: Sys, regs: [u64; 6]) -> Result<Call, 
             let size = frame_size(fcap.kind).bytes();
             // Never the lowest 64 KiB nor the last page below the canonical
             // boundary (abi::map::USER_MAP_START/END say why).
-            if a.vaddr % size != 0 || !abi::map::user_mappable(a.vaddr, size) {
+            // A guest space: any guest-physical address below
+            // abi::vcpu::GUEST_PHYS_END, 0 included.
+            let mappable = if guest {
+                a.vaddr
+                    .checked_add(size)
+                    .is_some_and(|end| end <= abi::vcpu::GUEST_PHYS_END)
+            } else {
+                abi::map::user_mappable(a.vaddr, size)
+            };
+            if a.vaddr % size != 0 || !mappable {
                 return Err(Error::InvalidArgument);
             }
             if fview.mapping.is_some() {

@@ -86,6 +86,7 @@ pub mod stream;
 pub mod syscall;
 pub mod thread;
 pub mod transfer;
+pub mod vcpu;
 pub mod virtio;
 
 pub use heap::HEAP_SIZE;

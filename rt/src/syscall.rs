@@ -684,6 +684,24 @@ pub unsafe fn thread_registers(thread: CapSlot, write: bool) -> Result<(), Error
     result_from_raw(err)
 }
 
+/// `VcpuRun`: runs virtual CPU `vcpu` in guest space `space` until its
+/// next exit, loading first the parts of the state block in the caller's
+/// IPC buffer that `flags` names (`abi::vcpu::load`); the exit's block
+/// comes back there. Returns (exit code, exit info 1, exit info 2). A
+/// host interrupt ends it with `abi::vcpu::exit::INTR`: call again
+/// ([`crate::vcpu::Vcpu::run`] does).
+///
+/// # Safety
+///
+/// Reads and writes the caller's IPC buffer (words 0..`abi::vcpu::word::
+/// COUNT`); the program must expect that.
+pub unsafe fn vcpu_run(vcpu: CapSlot, space: CapSlot, flags: u64) -> Result<[u64; 3], Error> {
+    // SAFETY: forwarded to the caller.
+    let (err, r) = unsafe { invoke(Sys::VcpuRun, args::VcpuRun { vcpu, space, flags }) };
+    result_from_raw(err)?;
+    Ok([r[0], r[1], r[2]])
+}
+
 /// `IrqBind`: IRQ handler `irq` signals notification `notification` (with
 /// that capability's badge) when its line fires.
 pub fn irq_bind(irq: CapSlot, notification: CapSlot) -> Result<(), Error> {

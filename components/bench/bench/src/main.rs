@@ -40,6 +40,7 @@
 //! | 9 | `notification` | 19 | `uncached-read` |
 //! | | | 20 | `ipc-intra-0w-fpu` |
 //! | | | 21 | `fpu-first-use` |
+//! | | | 22 | `vm-exit` |
 //!
 //! The regression gate's quick pass (`null-syscall`, `ipc-intra-0w`,
 //! `ipc-inter-0w`, `notification`, `ring-2`) is [`QUICK_MASK`] = `0x623`.
@@ -80,6 +81,9 @@
 //!   `fpu-first-use`: after such a call and the reply, the first
 //!   vector instruction, timed alone (the #NM trap that loads the state)
 //!   ([`ipc`]).
+//! - `vm-exit`: a VM exit round trip — a guest `out`, the exit, the
+//!   VMM's answer and the next run — through `rt::vcpu` ([`vm`]); needs
+//!   AMD SVM (fails with `Unsupported` without it).
 //!
 //! # Output
 //!
@@ -107,6 +111,7 @@ mod bulk;
 mod env;
 mod ipc;
 mod local;
+mod vm;
 
 use alloc::string::String;
 use alloc::vec;
@@ -280,6 +285,7 @@ fn run(ctx: &mut Ctx, b: &Bench) -> Result<(), Failure> {
         "uncached-read" => local::uncached_read(ctx, b),
         "ipc-intra-0w-fpu" => ipc::intra_fpu(ctx, b),
         "fpu-first-use" => ipc::fpu_first_use(ctx, b),
+        "vm-exit" => vm::vm_exit(ctx, b),
         _ => Err(Failure::NotImplemented),
     }
 }

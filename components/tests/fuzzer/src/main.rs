@@ -159,6 +159,10 @@ const SPARE: u32 = 21;
 const REPLY: u32 = 22;
 /// Small slot numbers are drawn below this.
 const SMALL_SLOTS: u64 = 24;
+/// Where in the table (slot [`TABLE`]) the set-up puts a virtual CPU and
+/// a guest space with the frame [`FRAME0`] + 3 at guest-physical 0.
+const VCPU_IN_TABLE: u64 = 10;
+const GSPACE_IN_TABLE: u64 = 11;
 /// log2 of the slots of the table made in set-up.
 const TABLE_BITS: u64 = 4;
 
@@ -235,6 +239,10 @@ enum Obj {
     Untyped,
     /// The saved reply (empty after an answer: also a destination).
     Reply,
+    /// The virtual CPU and the guest space of the set-up (table slots
+    /// [`VCPU_IN_TABLE`], [`GSPACE_IN_TABLE`]; empty without SVM).
+    Vcpu,
+    GuestSpace,
     /// Slots that are usually empty: destinations.
     Free,
 }
@@ -282,6 +290,17 @@ fn shape(sys: Sys) -> [Kind; 6] {
         Sys::TraceMark => [Word, Word, Word, Word, None, None],
         Sys::TraceName => [thread, Word, Word, Word, Word, None],
         Sys::ThreadCpuTime => [thread, None, None, None, None, None],
+        // Mostly refused at a slot; when both name a VCPU and a guest
+        // space the fuzzer made, a run of whatever state its IPC buffer
+        // holds (an INVALID exit, or a guest that faults at once).
+        Sys::VcpuRun => [
+            Slot(Obj::Vcpu),
+            Slot(Obj::GuestSpace),
+            Bits,
+            None,
+            None,
+            None,
+        ],
     }
 }
 
@@ -351,6 +370,8 @@ impl Fuzzer {
             },
             Obj::Untyped => own(if r.one_in(2) { UNTYPED } else { CHILD_UNTYPED }),
             Obj::Reply => own(REPLY),
+            Obj::Vcpu => table(VCPU_IN_TABLE),
+            Obj::GuestSpace => table(GSPACE_IN_TABLE),
             Obj::Free | Obj::Any => match r.below(3) {
                 0 => table(r.below(1 << TABLE_BITS)),
                 _ => own(SPARE + r.below(SMALL_SLOTS - u64::from(SPARE)) as u32),
@@ -503,7 +524,7 @@ impl Fuzzer {
             },
             Kind::Type => match r.below(8) {
                 0 => r.next(),
-                _ => r.below(12),
+                _ => r.below(14),
             },
             Kind::Bits => match r.below(8) {
                 0 => r.next(),
@@ -670,6 +691,10 @@ fn violation(number: u64, args: &[u64; 6], rax: u64) -> Option<&'static str> {
         {
             Some("Retype made an object of an unknown type or size")
         }
+        // Into a guest space (the set-up's, or a copy of it a random call
+        // made): a guest-physical address, W+X allowed. Only slot VSPACE
+        // surely holds an address space (nothing random is put there).
+        Sys::Map if args[0] != caddr::own(VSPACE) && guest_map_allowed(args) => None,
         Sys::Map if MapAttr::from_raw(args[3]).is_none() => {
             Some("Map accepted a bad attribute word (W+X or unknown bits)")
         }
@@ -680,6 +705,9 @@ fn violation(number: u64, args: &[u64; 6], rax: u64) -> Option<&'static str> {
         // page of the lower half are never mappable.
         Sys::Map if !rt::abi::map::user_mappable(args[2], 4096) => {
             Some("Map accepted an address in the lowest 64 KiB or the last user page")
+        }
+        Sys::VcpuRun if args[2] & !rt::abi::vcpu::load::ALL != 0 => {
+            Some("VcpuRun accepted unknown flag bits")
         }
         Sys::ThreadConfigure if !args[3].is_multiple_of(1024) || !user(args[3]) => {
             Some("ThreadConfigure accepted a misaligned or non-user IPC buffer")
@@ -712,10 +740,20 @@ fn violation(number: u64, args: &[u64; 6], rax: u64) -> Option<&'static str> {
     }
 }
 
+/// Whether a successful `Map` with `args` keeps the rules of a mapping
+/// into a guest space (docs/abi.md): a known attribute word (W+X
+/// allowed), a page-aligned guest-physical address below
+/// `GUEST_PHYS_END`.
+fn guest_map_allowed(args: &[u64; 6]) -> bool {
+    MapAttr::from_raw_guest(args[3]).is_some()
+        && args[2].is_multiple_of(4096)
+        && args[2] < rt::abi::vcpu::GUEST_PHYS_END
+}
+
 /// Counts of results.
 struct Stats {
-    /// Index 0: success; 1..=15: `abi::Error` codes; 16: anything else.
-    by_result: [u64; 17],
+    /// Index 0: success; 1..=16: `abi::Error` codes; 17: anything else.
+    by_result: [u64; 18],
     /// Successes per system call.
     ok_by_call: [u64; Sys::ALL.len()],
     errors: u64,
@@ -747,7 +785,7 @@ fn main(arg: u64) -> i32 {
         },
     };
     let mut stats = Stats {
-        by_result: [0; 17],
+        by_result: [0; 18],
         ok_by_call: [0; Sys::ALL.len()],
         errors: 0,
         violations: 0,
@@ -814,7 +852,7 @@ fn main(arg: u64) -> i32 {
 
 /// Counts one result and reports it if it breaks the contract.
 fn account(stats: &mut Stats, record: &CallRecord, rax: u64) {
-    let slot = if rax < 16 { rax as usize } else { 16 };
+    let slot = if rax < 17 { rax as usize } else { 17 };
     stats.by_result[slot] += 1;
     if rax == 0 {
         if let Some(count) = stats.ok_by_call.get_mut(record.number as usize) {
@@ -887,7 +925,10 @@ fn set_up(rng: &mut Rng, stats: &mut Stats, index: u64) {
     for slot in EP0..SMALL_SLOTS as u32 {
         set_up_call(stats, index, Sys::CapDelete, [own(slot), 0, 0, 0, 0, 0]);
     }
-    let steps: [(Sys, [u64; 6]); 26] = [
+    let rwx = MapAttr::from_raw_guest(WRITABLE | EXECUTABLE)
+        .expect("valid attribute")
+        .raw();
+    let steps: [(Sys, [u64; 6]); 29] = [
         (Sys::CapRevoke, [untyped, 0, 0, 0, 0, 0]),
         (Sys::Retype, [untyped, ep, 0, own(EP0), 2, 0]),
         (Sys::Retype, [untyped, ntfn, 0, own(NTFN0), 2, 0]),
@@ -955,6 +996,43 @@ fn set_up(rng: &mut Rng, stats: &mut Stats, index: u64) {
         (Sys::Map, [own(VSPACE), own(FRAME0), CODE_VA, x, 0, 0]),
         (Sys::Map, [own(VSPACE), own(FRAME0 + 1), DATA_VA, rw, 0, 0]),
         (Sys::Map, [own(VSPACE), own(FRAME0 + 2), STACK_VA, rw, 0, 0]),
+        // A virtual CPU and a guest space with one page of RAM (zeros: the
+        // guest executes `add [bx+si], al` until it leaves the page), for
+        // random `VcpuRun`s with whatever state the IPC buffer holds.
+        // Without SVM both are `Unsupported`.
+        (
+            Sys::Retype,
+            [
+                untyped,
+                ObjectType::Vcpu as u64,
+                0,
+                caddr::in_table(TABLE, VCPU_IN_TABLE as u32),
+                1,
+                0,
+            ],
+        ),
+        (
+            Sys::Retype,
+            [
+                untyped,
+                ObjectType::GuestSpace as u64,
+                14,
+                caddr::in_table(TABLE, GSPACE_IN_TABLE as u32),
+                1,
+                0,
+            ],
+        ),
+        (
+            Sys::Map,
+            [
+                caddr::in_table(TABLE, GSPACE_IN_TABLE as u32),
+                own(FRAME0 + 3),
+                0,
+                rwx,
+                0,
+                0,
+            ],
+        ),
         (
             Sys::ThreadConfigure,
             [own(THREAD0), own(TABLE), own(VSPACE), DATA_VA, own(EP0), 0],
@@ -1027,7 +1105,7 @@ fn print_stats(stats: &Stats) {
     for e in Error::ALL {
         let _ = write!(out, ", {:?} {}", e, stats.by_result[e.raw() as usize]);
     }
-    let _ = writeln!(out, ", other {}", stats.by_result[16]);
+    let _ = writeln!(out, ", other {}", stats.by_result[17]);
     let _ = write!(out, "fuzzer: successes per call:");
     for sys in Sys::ALL {
         let _ = write!(out, " {} {}", sys.name(), stats.ok_by_call[*sys as usize]);

@@ -436,3 +436,24 @@ pub fn reset(threads: &mut Threads, t: ThreadRef) {
     forget(threads, t);
     threads.get_mut(t).fpu = FpuState::CLEAN;
 }
+
+/// Before a virtual CPU runs on this CPU (`crate::vcpu`): saves the live
+/// thread's state if any (the VMM's own, usually), then loads the guest's
+/// `state` with TS clear — the guest runs with its own CR0, so TS would
+/// not stop it from reading whatever is in the registers: they must hold
+/// the guest's state and nothing else. `_threads`: the caller's token,
+/// lent while the live thread is written.
+pub fn enter_guest(threads: &mut Threads, state: &FpuState) {
+    release_live(threads);
+    cpu::clts();
+    restore(state);
+}
+
+/// After the guest's exit: saves its state into `state`, resets the
+/// registers to the clean state and sets TS again (the invariant of the
+/// module docs: never another's state in the registers of a thread).
+pub fn leave_guest(state: &mut FpuState) {
+    save(state);
+    restore(&CLEAN);
+    set_ts();
+}

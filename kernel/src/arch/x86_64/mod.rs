@@ -9,6 +9,7 @@ pub mod percpu;
 pub mod pit;
 pub mod protect;
 pub mod serial;
+pub mod svm;
 pub mod syscall_entry;
 pub mod trap;
 
