@@ -30,7 +30,10 @@
 //!
 //! **Keyboard input** (an `Input` route and a reader): the line being
 //! typed is shown on the cursor's row with a block cursor after it
-//! ([`Console::set_input`]), and handed to the reader on Enter.
+//! ([`Console::set_input`]), and handed to the reader on Enter. Page Up
+//! and Page Down move the view through the scrollback by a screen less a
+//! line ([`Console::page`]); new output or a typed key brings it back to
+//! the live screen.
 //!
 //! **Its provider's restart.** When the Framebuffer session's provider
 //! stops (the GUI multiplexer or the driver restarted) — a `REFRESH`
@@ -209,6 +212,15 @@ impl Console {
 impl Console {
     /// Shows `line` (the line being typed) and the cursor on the
     /// cursor's row — the row the next output line takes — and draws.
+    /// Moves the view `pages` screens (less a line, so one line stays in
+    /// sight) back through the scrollback, or forward when negative.
+    fn page(&mut self, pages: isize) {
+        let rows = self.term.size().1.max(2) as isize;
+        self.term.scroll_view(pages.saturating_mul(rows - 1));
+        self.draw();
+        println!("terminal: the view {} lines back", self.term.view());
+    }
+
     fn set_input(&mut self, line: &[u8]) {
         if let Some(shown) = self.input.as_mut() {
             shown.clear();
@@ -380,8 +392,12 @@ fn main(arg: u64) -> i32 {
                     keyboard.borrow_mut().reconnect();
                 } else {
                     let mut kb = keyboard.borrow_mut();
-                    if kb.typed() {
+                    let typed = kb.typed();
+                    if typed.line {
                         console.borrow_mut().set_input(&kb.line);
+                    }
+                    if typed.pages != 0 {
+                        console.borrow_mut().page(typed.pages);
                     }
                 }
                 continue;
@@ -389,6 +405,19 @@ fn main(arg: u64) -> i32 {
         }
         reply = provider.handle(received, &mut new, &mut dispatch);
     }
+}
+
+/// Linux input codes of the keys that page (`interfaces::input`).
+const KEY_PAGEUP: u16 = 104;
+const KEY_PAGEDOWN: u16 = 109;
+
+/// What a batch of input events changed.
+#[derive(Default)]
+struct Typed {
+    /// The line being typed.
+    line: bool,
+    /// Pages to move the view back (positive) or forward.
+    pages: isize,
 }
 
 /// A session's state: its line so far, and whether it reads the input.
@@ -479,19 +508,32 @@ impl Keyboard {
     }
 
     /// Keys arrived: characters join the line, Enter hands it to the
-    /// reader, Backspace takes one back. Whether the line changed (to
-    /// be shown again).
-    fn typed(&mut self) -> bool {
+    /// reader, Backspace takes one back, Page Up and Down page through
+    /// the scrollback. What to show again.
+    fn typed(&mut self) -> Typed {
+        let mut typed = Typed::default();
         let Some(input) = self.input.as_ref() else {
-            return false;
+            return typed;
         };
         let mut lines = false;
-        let mut changed = false;
         for e in input.events().unwrap_or_default() {
-            let Event::Press { ch: Some(c), .. } = e else {
-                continue;
+            let c = match e {
+                Event::Press { ch: Some(c), .. } => c,
+                Event::Press {
+                    code: KEY_PAGEUP, ..
+                } => {
+                    typed.pages = typed.pages.saturating_add(1);
+                    continue;
+                }
+                Event::Press {
+                    code: KEY_PAGEDOWN, ..
+                } => {
+                    typed.pages = typed.pages.saturating_sub(1);
+                    continue;
+                }
+                _ => continue,
             };
-            changed = true;
+            typed.line = true;
             match c {
                 '\n' => {
                     if self.ready.len() + self.line.len() < TYPED_MAX {
@@ -515,7 +557,7 @@ impl Keyboard {
         if lines && self.taken {
             let _ = rt::syscall::signal(rt::abi::caddr::own(READER_NOTIFY));
         }
-        changed
+        typed
     }
 
     /// `INPUT_NOTIFIER` from `client`: the first session to ask becomes
