@@ -16,6 +16,12 @@
 //!    without its empty line 408 after the head timeout, a slowloris (a
 //!    byte every 300 ms) 408 — and each connection is closed by the server.
 //! 5. `GET /` still served.
+//!
+//! `cargo xtask http-load PORT` ([`load`]) is the lab's load generator
+//! (issue 17's requests per second): CONNECTIONS keep-alive connections,
+//! each sending `GET PATH` and reading the whole response before the next
+//! (no pipelining), for SECONDS; every response must be 200 with the first
+//! one's body length, or the run fails.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -340,5 +346,76 @@ pub fn run(args: &CheckHttpArgs) -> Result<()> {
     let r = exchange(&mut c, &get("/"))?;
     ensure!(r.status == 200, "GET / afterwards: {}", r.status);
     println!("check-http: still serving afterwards");
+    Ok(())
+}
+
+/// What to load.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HttpLoadArgs {
+    /// The host port forwarded to the server.
+    pub port: u16,
+    /// The path to get (default: a generated 1 KiB body).
+    #[arg(long, default_value = "/pattern/1024")]
+    pub path: String,
+    /// Keep-alive connections at once.
+    #[arg(long, default_value_t = 4)]
+    pub connections: usize,
+    /// How long to load, seconds.
+    #[arg(long, default_value_t = 5)]
+    pub seconds: u64,
+}
+
+/// One connection's requests until `end`: how many, and the body length.
+fn load_one(port: u16, path: &str, end: Instant) -> Result<(u64, usize)> {
+    let mut r = BufReader::new(connect(port)?);
+    let request = get(path);
+    let mut count = 0u64;
+    let mut body = None;
+    while Instant::now() < end {
+        let resp = exchange(&mut r, &request)?;
+        ensure!(resp.status == 200, "{path}: status {}", resp.status);
+        let len = *body.get_or_insert(resp.body.len());
+        ensure!(
+            resp.body.len() == len,
+            "{path}: a body of {} bytes, then {len}",
+            resp.body.len()
+        );
+        count += 1;
+    }
+    Ok((count, body.unwrap_or(0)))
+}
+
+/// Runs the load and prints `http-load: N requests in S s: R requests/s
+/// (C keep-alive connections, body B bytes)`.
+pub fn load(args: &HttpLoadArgs) -> Result<()> {
+    ensure!(
+        (1..=64).contains(&args.connections) && (1..=600).contains(&args.seconds),
+        "--connections 1 to 64, --seconds 1 to 600"
+    );
+    let start = Instant::now();
+    let end = start + Duration::from_secs(args.seconds);
+    let results: Vec<Result<(u64, usize)>> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..args.connections)
+            .map(|_| s.spawn(|| load_one(args.port, &args.path, end)))
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().unwrap_or_else(|_| bail!("a load thread panicked")))
+            .collect()
+    });
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut total = 0;
+    let mut body = 0;
+    for r in results {
+        let (n, b) = r?;
+        total += n;
+        body = b;
+    }
+    println!(
+        "http-load: {total} requests in {elapsed:.1} s: {:.0} requests/s ({} keep-alive connections, body {body} bytes, GET {})",
+        total as f64 / elapsed,
+        args.connections,
+        args.path
+    );
     Ok(())
 }

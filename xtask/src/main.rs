@@ -98,6 +98,9 @@ enum Command {
     /// keep-alive, concurrent connections, malformed and slow requests (a
     /// scenario test's host check, tests/http.toml).
     CheckHttp(httpcheck::CheckHttpArgs),
+    /// Load an HTTP server behind a host port with keep-alive GETs from
+    /// several connections and print the requests per second.
+    HttpLoad(httpcheck::HttpLoadArgs),
     /// Boot a scenario headless and write a PNG of its screen once a
     /// serial line matches (target/screenshots/SCENARIO.png).
     Screenshot(screenshot::ScreenshotArgs),
@@ -136,6 +139,7 @@ fn main() -> ExitCode {
         Command::CheckBlocks(args) => blockcheck::run(args).map(|()| true),
         Command::CheckFat(args) => fatcheck::run(args).map(|()| true),
         Command::CheckHttp(args) => httpcheck::run(args).map(|()| true),
+        Command::HttpLoad(args) => httpcheck::load(args).map(|()| true),
         Command::Peer { port, command } => netpeer::command(*port, command).map(|()| true),
         Command::Trace(args) => trace::run(args),
     };
