@@ -20,7 +20,9 @@
 
 extern crate alloc;
 
+pub mod acpi;
 pub mod cpuid;
+pub mod decode;
 pub mod kvmclock;
 pub mod lapic;
 pub mod linux;

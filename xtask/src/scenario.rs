@@ -70,6 +70,10 @@ struct Raw {
     /// regular files).
     #[serde(default)]
     archives: Vec<Spanned<RawArchive>>,
+    /// Linux guests of the VMM: the kernel and an initramfs per guest
+    /// packed as boot modules (`crate::vmguest`).
+    #[serde(default)]
+    linux_guests: Vec<Spanned<RawLinuxGuest>>,
     #[serde(default, rename = "component")]
     components: Vec<Spanned<RawComponent>>,
     /// The machine's devices (`crate::devices`).
@@ -86,6 +90,16 @@ struct Raw {
 struct RawArchive {
     name: Spanned<String>,
     dir: Spanned<String>,
+}
+
+/// One entry of `linux_guests`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLinuxGuest {
+    name: Spanned<String>,
+    commands: Spanned<String>,
+    #[serde(default)]
+    modules: Vec<String>,
 }
 
 /// A directory packed as a ROM module: boot-image entry `name`, a `newc`
@@ -150,6 +164,9 @@ pub struct Scenario {
     pub boot_modules: Vec<String>,
     /// Directories packed as ROM modules (`archives`), checked to exist.
     pub archives: Vec<Archive>,
+    /// Linux guests whose kernel and initramfs are packed as ROM modules
+    /// (`linux_guests`).
+    pub linux_guests: Vec<crate::vmguest::LinuxGuest>,
     /// The machine's disks, NICs and display (`[[disk]]`, `[[nic]]`,
     /// `display`; an update's are not used: the machine is the booted
     /// scenario's).
@@ -302,6 +319,39 @@ fn parse_following(
             dir,
         });
     }
+    let mut linux_guests: Vec<crate::vmguest::LinuxGuest> = Vec::new();
+    for g in &raw.linux_guests {
+        let g = g.get_ref();
+        let name = g.name.get_ref();
+        crate::vmguest::check_name(name).map_err(|e| error(g.name.span(), &e.to_string()))?;
+        let module = format!("{name}.initramfs");
+        if linux_guests.iter().any(|x| &x.name == name)
+            || archives.iter().any(|a| a.name == module)
+            || binaries.contains(&module)
+        {
+            return Err(error(
+                g.name.span(),
+                &format!(
+                    "linux_guests: \"{name}\" is listed twice or its module {module} is taken"
+                ),
+            ));
+        }
+        let commands = path
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(g.commands.get_ref());
+        if !commands.is_file() {
+            return Err(error(
+                g.commands.span(),
+                &format!("linux_guests: {} is not a file", display_path(&commands)),
+            ));
+        }
+        linux_guests.push(crate::vmguest::LinuxGuest {
+            name: name.clone(),
+            commands,
+            modules: g.modules.clone(),
+        });
+    }
     let devices = devices::check(
         &raw.disks,
         &raw.nics,
@@ -342,6 +392,7 @@ fn parse_following(
         names_an_update: raw.update.is_some(),
         boot_modules,
         archives,
+        linux_guests,
         devices,
         update,
         text: text.to_string(),

@@ -213,6 +213,9 @@ pub fn image_entries(
         })?;
         entries.push((archive.name.clone(), bytes));
     }
+    let guests = crate::vmguest::entries(&crate::util::workspace_root(), &scenario.linux_guests)
+        .with_context(|| format!("packing the Linux guests of scenario {}", scenario.name))?;
+    entries.extend(guests);
     Ok(entries)
 }
 
