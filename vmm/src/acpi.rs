@@ -3,8 +3,10 @@
 //! reserved BIOS area. The DSDT holds only `\_S5`, the soft-off sleep
 //! type, so that Linux can power the VM off the ACPI way: it writes
 //! SLP_TYP = 5 with SLP_EN to PM1a control, which the VMM traps
-//! ([`Pm::write`] answers `PowerOff`). No MADT: Linux then runs the local
-//! APIC in virtual-wire mode with the 8259s for the ISA interrupts.
+//! ([`Pm::write`] answers `PowerOff`). The MADT names one local APIC
+//! (x2APIC mode: Linux picks its x2APIC driver from the MADT) and no I/O
+//! APIC: Linux then runs the local APIC in virtual-wire mode, with the
+//! 8259s for the ISA interrupts.
 //!
 //! The PM timer (24 bits, 3.579545 MHz, from the VMM's clock) gives Linux
 //! a second clocksource to watch the TSC with.
@@ -31,6 +33,10 @@ const RSDP_AT: usize = 0x000;
 const XSDT_AT: usize = 0x040;
 const FADT_AT: usize = 0x100;
 const FACS_AT: usize = 0x240;
+const MADT_AT: usize = 0x280;
+/// The MADT: header, local APIC address and flags, one processor local
+/// APIC (8 bytes), one local APIC NMI (6 bytes).
+const MADT_LEN: usize = 44 + 8 + 6;
 const DSDT_AT: usize = 0x300;
 const FADT_LEN: usize = 276;
 
@@ -123,11 +129,23 @@ pub fn tables() -> Vec<u8> {
         put64(f, 140, base + DSDT_AT as u64); // X_DSDT
         f[9] = checksum(f);
     }
-    // XSDT: the FADT.
+    // MADT: the boot CPU's local APIC (ID 0, enabled), LINT1 as NMI,
+    // the 8259s present (PCAT_COMPAT).
     {
-        let x = &mut t[XSDT_AT..XSDT_AT + 44];
-        header(x, b"XSDT", 44, 1);
+        let m = &mut t[MADT_AT..MADT_AT + MADT_LEN];
+        header(m, b"APIC", MADT_LEN, 4);
+        put32(m, 36, 0xfee0_0000);
+        put32(m, 40, 1);
+        m[44..52].copy_from_slice(&[0, 8, 0, 0, 1, 0, 0, 0]);
+        m[52..58].copy_from_slice(&[4, 6, 0xff, 0, 0, 1]);
+        m[9] = checksum(m);
+    }
+    // XSDT: the FADT and the MADT.
+    {
+        let x = &mut t[XSDT_AT..XSDT_AT + 52];
+        header(x, b"XSDT", 52, 1);
         put64(x, 36, base + FADT_AT as u64);
+        put64(x, 44, base + MADT_AT as u64);
         x[9] = checksum(x);
     }
     // RSDP (ACPI 2.0, 36 bytes).
@@ -240,6 +258,11 @@ mod tests {
         assert_eq!(&dsdt[..4], b"DSDT");
         assert_eq!(checksum(dsdt), 0);
         assert_eq!(&dsdt[36..41], b"\x08_S5_");
+        let madt_at = u64::from_le_bytes(xsdt[44..52].try_into().unwrap()) - TABLES;
+        let madt = table(&t, madt_at as usize);
+        assert_eq!(&madt[..4], b"APIC");
+        assert_eq!(checksum(madt), 0);
+        assert_eq!(&madt[44..48], &[0, 8, 0, 0], "local APIC 0 of processor 0");
         let facs_at = u64::from_le_bytes(fadt[132..140].try_into().unwrap()) - TABLES;
         assert_eq!(facs_at % 64, 0);
         assert_eq!(&t[facs_at as usize..facs_at as usize + 4], b"FACS");

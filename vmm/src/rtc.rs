@@ -32,6 +32,22 @@ pub fn civil(unix: u64) -> (u64, u8, u8, u8, u8, u8, u8) {
     )
 }
 
+/// Unix time (seconds) of a date and time, UTC (the inverse of
+/// [`civil`]; Howard Hinnant's days-from-civil).
+pub fn unix(year: u64, month: u8, day: u8, hour: u8, minute: u8, second: u8) -> u64 {
+    let (y, m) = if month <= 2 {
+        (year - 1, u64::from(month) + 9)
+    } else {
+        (year, u64::from(month) - 3)
+    };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + u64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    days * 86_400 + u64::from(hour) * 3600 + u64::from(minute) * 60 + u64::from(second)
+}
+
 fn bcd(v: u8) -> u8 {
     (v / 10) << 4 | (v % 10)
 }
@@ -112,6 +128,10 @@ mod tests {
         // 2026-11-27 16:20:00 UTC, a Friday.
         assert_eq!(civil(1_795_796_400), (2026, 11, 27, 16, 20, 0, 6));
         assert_eq!(civil(951_782_400), (2000, 2, 29, 0, 0, 0, 3));
+        for t in [0, 951_782_400, 1_795_796_459, 4_102_444_800] {
+            let (y, mo, d, h, mi, s, _) = civil(t);
+            assert_eq!(unix(y, mo, d, h, mi, s), t);
+        }
     }
 
     #[test]

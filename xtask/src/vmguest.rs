@@ -10,7 +10,7 @@
 //! vm-init: $ uname -r
 //! 6.1.0-...
 //! vm-init: ok: uname -r
-//! vm-init: 7 commands, 0 failed
+//! vm-init: 7 commands, 0 failed   (and `status 0` on COM2, /dev/ttyS1)
 //! ```
 //!
 //! The kernel and busybox are the benchmark lab's (`crate::debian`,
@@ -65,9 +65,14 @@ fn init_script(modules: &[&str]) -> String {
          \x20   case \"$line\" in ''|'#'*) continue ;; esac\n\
          \x20   n=$((n + 1))\n\
          \x20   echo \"vm-init: \\$ $line\"\n\
-         \x20   if sh -c \"$line\"; then echo \"vm-init: ok: $line\"; else failed=$((failed + 1)); echo \"vm-init: FAILED ($?): $line\"; fi\n\
+         \x20   sh -c \"$line\"; status=$?\n\
+         \x20   if [ $status -eq 0 ]; then echo \"vm-init: ok: $line\"; else failed=$((failed + 1)); echo \"vm-init: FAILED ($status): $line\"; fi\n\
          done < /commands\n\
          echo \"vm-init: $n commands, $failed failed\"\n\
+         # The verdict on the VMM's status channel, COM2: the number of\n\
+         # failed commands.\n\
+         stty -F /dev/ttyS1 raw -echo 2>/dev/null\n\
+         echo \"status $failed\" > /dev/ttyS1\n\
          sync\n\
          poweroff -f\n"
     )
@@ -113,6 +118,70 @@ pub fn entries(root: &Path, guests: &[LinuxGuest]) -> Result<Vec<(String, Vec<u8
         out.push((g.module(), initramfs(&busybox, &commands, &modules)?));
     }
     Ok(out)
+}
+
+/// What the Linux guests of a run reported: each guest's status (`None`:
+/// none reported).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub statuses: Vec<(String, Option<u8>)>,
+}
+
+impl Verdict {
+    /// Whether every guest reported status 0.
+    pub fn all_succeeded(&self) -> bool {
+        self.statuses.iter().all(|(_, s)| *s == Some(0))
+    }
+
+    pub fn describe(&self) -> String {
+        let each: Vec<String> = self
+            .statuses
+            .iter()
+            .map(|(name, s)| match s {
+                Some(0) => format!("{name}: every command succeeded"),
+                Some(n) => format!("{name}: {n} command(s) failed"),
+                None => format!("{name}: no status reported"),
+            })
+            .collect();
+        format!("Linux guests: {}", each.join("; "))
+    }
+}
+
+/// Notes a serial line's guest status (`vmm: NAME: the guest reported
+/// status N`).
+fn note(line: &str, verdict: &mut Verdict) {
+    let Some(rest) = line.strip_prefix("vmm: ") else {
+        return;
+    };
+    let Some((name, status)) = rest.split_once(": the guest reported status ") else {
+        return;
+    };
+    if let (Some(entry), Ok(n)) = (
+        verdict.statuses.iter_mut().find(|(g, _)| g == name),
+        status.trim().parse::<u8>(),
+    ) {
+        entry.1 = Some(n);
+    }
+}
+
+/// Passes `out` (the serial output) through to stdout, noting each
+/// guest's status; returns when `out` ends.
+pub fn watch(out: impl std::io::Read, guests: &[String]) -> Verdict {
+    use std::io::{BufRead, Write};
+    let mut verdict = Verdict {
+        statuses: guests.iter().map(|g| (g.clone(), None)).collect(),
+    };
+    let mut reader = std::io::BufReader::new(out);
+    let mut line = Vec::new();
+    let stdout = std::io::stdout();
+    while reader.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
+        let mut lock = stdout.lock();
+        let _ = lock.write_all(&line);
+        let _ = lock.flush();
+        note(String::from_utf8_lossy(&line).trim_end(), &mut verdict);
+        line.clear();
+    }
+    verdict
 }
 
 /// Checks a guest's name (a module name: 1..=32 of [A-Za-z0-9_-]).
@@ -162,6 +231,34 @@ mod tests {
         }
         let commands = entries.iter().find(|e| e.name == "commands").unwrap();
         assert_eq!(commands.data, b"uname -r\n");
+    }
+
+    #[test]
+    fn verdicts_follow_the_status_lines() {
+        let out = "x\nvmm: vm1: the guest reported status 0\n[vm2] y\nvmm: vm2: the guest reported status 3\n";
+        let v = watch(out.as_bytes(), &["vm1".into(), "vm2".into(), "vm3".into()]);
+        assert_eq!(
+            v.statuses,
+            vec![
+                ("vm1".into(), Some(0)),
+                ("vm2".into(), Some(3)),
+                ("vm3".into(), None)
+            ]
+        );
+        assert!(!v.all_succeeded());
+        assert!(v.describe().contains("vm2: 3 command(s) failed"));
+        let ok = watch(
+            "vmm: vm1: the guest reported status 0\n".as_bytes(),
+            &["vm1".into()],
+        );
+        assert!(ok.all_succeeded());
+        // A guest cannot fake another's status through its console: its
+        // lines are prefixed with its own name.
+        let fake = watch(
+            "[vm1] vmm: vm1: the guest reported status 0\n".as_bytes(),
+            &["vm1".into()],
+        );
+        assert!(!fake.all_succeeded());
     }
 
     #[test]

@@ -34,6 +34,13 @@ use vmm::uart::Uart;
 use crate::memory::Ram;
 
 const COM1: u16 = 0x3f8;
+/// COM2: the VMM's status channel. A line `status N` the guest writes
+/// to its second serial port (`/dev/ttyS1`) is its verdict (0: success),
+/// which the VMM reports and exits with at power-off — QEMU's
+/// `isa-debug-exit` idea, on a device every Linux has a driver for. The
+/// xtask-built initramfs writes the number of failed commands there.
+const COM2: u16 = 0x2f8;
+const COM2_IRQ: u8 = 3;
 const COM1_IRQ: u8 = 4;
 const MSR_EFER: u32 = 0xc000_0080;
 const MSR_PAT: u32 = 0x277;
@@ -42,6 +49,8 @@ const RFLAGS_IF: u64 = 1 << 9;
 /// EFER bits a guest may write: SCE, LME, NXE, FFXSR (LMA follows CR0.PG).
 const EFER_WRITABLE: u64 = 1 | 1 << 8 | 1 << 11 | 1 << 14;
 const EFER_LMA: u64 = 1 << 10;
+/// The most distinct unknown accesses logged.
+const MAX_LOGGED: usize = 24;
 /// Console lines longer than this are cut.
 const MAX_LINE: usize = 200;
 
@@ -93,6 +102,9 @@ pub struct Machine<'t> {
     tsc_hz: u64,
     tsc0: u64,
     uart: Uart,
+    status_uart: Uart,
+    /// The status line being collected from COM2.
+    status_line: Vec<u8>,
     pics: Pics,
     pit: Pit,
     rtc: Rtc,
@@ -111,6 +123,10 @@ pub struct Machine<'t> {
     logged: BTreeSet<(u8, u64)>,
     power_down: bool,
     exits: u64,
+    /// Wall-clock seconds when the VMM started.
+    boot_unix: u64,
+    /// The status the guest wrote to COM2, if it did.
+    status: Option<u8>,
 }
 
 impl<'t> Machine<'t> {
@@ -120,6 +136,7 @@ impl<'t> Machine<'t> {
         timer: &'t Timer,
         vcpu: CapSlot,
         gspace: CapSlot,
+        boot_unix: u64,
     ) -> Result<Machine<'t>, String> {
         // The TSC's rate, from the timer (it measures it over 100 ms).
         let mut tsc_hz = 0;
@@ -144,6 +161,8 @@ impl<'t> Machine<'t> {
             tsc_hz,
             tsc0: syscall::rdtsc(),
             uart: Uart::new(),
+            status_uart: Uart::new(),
+            status_line: Vec::new(),
             pics: Pics::new(),
             pit: Pit::new(),
             rtc: Rtc::new(),
@@ -158,6 +177,8 @@ impl<'t> Machine<'t> {
             logged: BTreeSet::new(),
             power_down: false,
             exits: 0,
+            boot_unix,
+            status: None,
         })
     }
 
@@ -175,13 +196,26 @@ impl<'t> Machine<'t> {
         Now { ns, tsc }
     }
 
-    /// Wall-clock seconds for the CMOS clock: no Rtc session yet, so the
-    /// VMM's uptime from the epoch (the guest's date says 1970).
+    /// Wall-clock seconds for the CMOS clock: the Rtc session's time at
+    /// the start plus the VMM's uptime.
     fn unix(&self) -> u64 {
-        self.now().ns / 1_000_000_000
+        self.boot_unix + self.now().ns / 1_000_000_000
     }
 
+    /// Whether `(kind, what)` is new and should be logged: each once,
+    /// and at most [`MAX_LOGGED`] of them (Linux probes dozens of absent
+    /// ports at boot; the log says when it stops listing them).
     fn once(&mut self, kind: u8, what: u64) -> bool {
+        if self.logged.len() >= MAX_LOGGED {
+            if self.logged.len() == MAX_LOGGED {
+                self.logged.insert((u8::MAX, 0));
+                println!(
+                    "vmm: {}: further unknown ports and MSRs are not logged",
+                    self.name
+                );
+            }
+            return false;
+        }
         self.logged.insert((kind, what))
     }
 
@@ -201,8 +235,9 @@ impl<'t> Machine<'t> {
             self.exits += 1;
             let handled = self.handle(e.code, e.info1, e.info2);
             let handled = if self.powered_off {
+                self.flush_console(true);
                 println!("vmm: {}: the guest powered off (ACPI S5)", self.name);
-                Err(Stop::Done(0))
+                Err(Stop::Done(self.status.map_or(0, i32::from)))
             } else {
                 handled
             };
@@ -228,6 +263,7 @@ impl<'t> Machine<'t> {
             self.pics.set_irq(0, false);
         }
         self.pics.set_irq(COM1_IRQ, self.uart.irq());
+        self.pics.set_irq(COM2_IRQ, self.status_uart.irq());
         self.lapic.tick(now);
     }
 
@@ -445,6 +481,9 @@ impl<'t> Machine<'t> {
     fn port_in(&mut self, port: u16, width: u8) -> u32 {
         match port {
             0xcf8 if width == 4 => return self.pci_address,
+            // Byte accesses there are PCI mechanism 2's, which this host
+            // bridge does not have.
+            0xcf8..=0xcfb => return 0,
             // No PCI device yet: every configuration read is all ones.
             0xcfc..=0xcff => return u32::MAX,
             _ => {}
@@ -460,6 +499,7 @@ impl<'t> Machine<'t> {
         let now = self.now().ns;
         match port {
             COM1..=0x3ff => self.uart.read(port - COM1),
+            COM2..=0x2ff => self.status_uart.read(port - COM2),
             p if Pics::owns(p) => self.pics.read(p),
             p if Pit::owns(p) => self.pit.read(p, now),
             p if Rtc::owns(p) => {
@@ -487,7 +527,7 @@ impl<'t> Machine<'t> {
                 self.pci_address = value;
                 return;
             }
-            0xcfc..=0xcff => return,
+            0xcf8..=0xcff => return,
             _ => {}
         }
         for i in 0..u16::from(width) {
@@ -499,6 +539,10 @@ impl<'t> Machine<'t> {
         let now = self.now().ns;
         match port {
             COM1..=0x3ff => self.uart.write(port - COM1, v),
+            COM2..=0x2ff => {
+                self.status_uart.write(port - COM2, v);
+                self.read_status();
+            }
             p if Pics::owns(p) => self.pics.write(p, v),
             p if Pit::owns(p) => self.pit.write(p, v, now),
             p if Rtc::owns(p) => self.rtc.write(p, v),
@@ -572,7 +616,8 @@ impl<'t> Machine<'t> {
                 }
                 // Microcode patch level, HWCR, DE_CFG, TSC_AUX: AMD MSRs
                 // Linux reads or sets at boot; nothing behind them here.
-                (0x8b | 0xc001_0015 | 0xc001_1029, false) => Ok(Some(0)),
+                // Also the interrupt-pending message register (C1E).
+                (0x8b | 0xc001_0015 | 0xc001_1029 | 0xc001_0055, false) => Ok(Some(0)),
                 (0x8b | 0xc001_0015 | 0xc001_1029 | 0xc000_0103 | MSR_TSC, true) => Ok(None),
                 _ => Err(GeneralProtection),
             }
@@ -674,6 +719,38 @@ impl<'t> Machine<'t> {
             self.vcpu.set(gpr_word(dst), value);
         }
         Ok(self.advance(len))
+    }
+
+    /// Takes what the guest wrote to COM2: a line `status N` is its
+    /// verdict; anything else is logged once and ignored.
+    fn read_status(&mut self) {
+        for b in self.status_uart.take_output() {
+            if b != b'\n' {
+                if self.status_line.len() < 64 {
+                    self.status_line.push(b);
+                }
+                continue;
+            }
+            let line = core::mem::take(&mut self.status_line);
+            let text = core::str::from_utf8(&line).unwrap_or("").trim();
+            match text
+                .strip_prefix("status ")
+                .and_then(|n| n.trim().parse::<u8>().ok())
+            {
+                Some(n) => {
+                    println!("vmm: {}: the guest reported status {n}", self.name);
+                    self.status = Some(n);
+                }
+                None => {
+                    if self.once(7, 0) {
+                        println!(
+                            "vmm: {}: COM2 line {text:?} is no `status N`: ignored",
+                            self.name
+                        );
+                    }
+                }
+            }
+        }
     }
 
     /// Prints the guest's complete console lines (`[name] text`), and the

@@ -48,7 +48,7 @@ rt::entry!(main);
 /// console, no reboot on panic (a panic stops the VM: the VMM sees the
 /// halt), and the devices this VMM does not have left alone.
 pub const DEFAULT_CMDLINE: &str =
-    "console=ttyS0 earlyprintk=serial,ttyS0 panic=0 i8042.noaux i8042.nokbd i8042.nopnp tsc=reliable";
+    "console=ttyS0 earlyprintk=serial,ttyS0 panic=0 nokaslr i8042.noaux i8042.nokbd i8042.nopnp tsc=reliable";
 
 /// Slots: sessions, then objects, then ROM and RAM frames.
 const FIRST: u32 = child::FIRST_FREE;
@@ -57,6 +57,7 @@ const TIMER_SLOT: u32 = FIRST + 1;
 const TIMER_NOTIFY: u32 = FIRST + 2;
 const GSPACE: u32 = FIRST + 3;
 const VCPU: u32 = FIRST + 4;
+const RTC_SLOT: u32 = FIRST + 5;
 const CONFIG_FIRST: u32 = FIRST + 16;
 const CONFIG_END: u32 = CONFIG_FIRST + 4;
 /// Guest RAM: 2 MiB frames, then a copy of each for the VMM's view.
@@ -218,7 +219,22 @@ fn run() -> Result<i32, String> {
     );
     println!("vmm: {name}: command line: {}", config.cmdline);
 
-    let mut m = machine::Machine::new(name, ram, &timer, own(VCPU), own(GSPACE))?;
+    // The wall clock for the guest's CMOS clock and kvmclock: from an Rtc
+    // session if the scenario routes one, else the epoch.
+    let boot_unix = match session::open::<rt::session::rtc::Rtc>(RTC_SLOT) {
+        Ok(rtc) => match rtc.now() {
+            Ok(t) => vmm::rtc::unix(t.year.into(), t.month, t.day, t.hour, t.minute, t.second),
+            Err(e) => {
+                println!("vmm: {name}: the Rtc session gave no time ({e}): the guest's clock starts at 1970");
+                0
+            }
+        },
+        Err(_) => {
+            println!("vmm: {name}: no Rtc session: the guest's clock starts at 1970");
+            0
+        }
+    };
+    let mut m = machine::Machine::new(name, ram, &timer, own(VCPU), own(GSPACE), boot_unix)?;
     m.enter(&plan);
     Ok(m.run())
 }
