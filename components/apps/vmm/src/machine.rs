@@ -26,12 +26,132 @@ use vmm::cpuid::{self, Regs};
 use vmm::kvmclock;
 use vmm::lapic::{GeneralProtection, Lapic, Now, TimerDue};
 use vmm::linux::{self, Plan};
+use vmm::pci::{self, Bus};
 use vmm::pic::Pics;
 use vmm::pit::Pit;
 use vmm::rtc::Rtc;
 use vmm::uart::Uart;
+use vmm::virtio::GuestMemory;
+use vmm::virtio_blk::{self, Blk, IoError};
+
+use rt::session::block::BlockClient;
 
 use crate::memory::Ram;
+
+/// The PCI device number and ISA interrupt of the disk; where its I/O
+/// BAR starts (Linux may move it).
+const BLK_IRQ: u8 = 10;
+const BLK_BAR: u16 = 0xc000;
+
+impl GuestMemory for Ram {
+    fn read(&self, gpa: u64, buf: &mut [u8]) -> bool {
+        match self.slice(gpa, buf.len()) {
+            Some(s) => {
+                buf.copy_from_slice(s);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn write(&mut self, gpa: u64, data: &[u8]) -> bool {
+        match self.slice_mut(gpa, data.len()) {
+            Some(s) => {
+                s.copy_from_slice(data);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The guest's disk: a Block session as virtio-blk's backend, requests
+/// split to what one packet may carry.
+pub struct Disk {
+    client: BlockClient,
+    /// 512-byte sectors per block of the device.
+    per_block: u64,
+    sectors: u64,
+    writable: bool,
+    max_bytes: usize,
+}
+
+impl Disk {
+    pub fn new(client: BlockClient) -> Result<Disk, String> {
+        let info = client.info();
+        if info.block_size < 512 || !info.block_size.is_multiple_of(512) {
+            return Err(alloc::format!(
+                "blocks of {} bytes: a multiple of 512 needed",
+                info.block_size
+            ));
+        }
+        let per_block = u64::from(info.block_size / 512);
+        Ok(Disk {
+            sectors: info.block_count * per_block,
+            writable: info.writable,
+            max_bytes: (info.max_bytes as usize / info.block_size as usize
+                * info.block_size as usize)
+                .max(info.block_size as usize),
+            per_block,
+            client,
+        })
+    }
+
+    pub fn describe(&self) -> String {
+        alloc::format!(
+            "{} sectors ({} MiB), {}",
+            self.sectors,
+            self.sectors / 2048,
+            if self.writable {
+                "writable"
+            } else {
+                "read-only"
+            }
+        )
+    }
+
+    /// The device's block of `sector`, if the request starts on one and
+    /// covers whole blocks.
+    fn block(&self, sector: u64, len: usize) -> Result<u32, IoError> {
+        let bytes = 512 * self.per_block as usize;
+        if !sector.is_multiple_of(self.per_block) || !len.is_multiple_of(bytes) {
+            return Err(IoError);
+        }
+        u32::try_from(sector / self.per_block).map_err(|_| IoError)
+    }
+}
+
+impl virtio_blk::Backend for Disk {
+    fn sectors(&self) -> u64 {
+        self.sectors
+    }
+
+    fn writable(&self) -> bool {
+        self.writable
+    }
+
+    fn read(&mut self, sector: u64, buf: &mut [u8]) -> Result<(), IoError> {
+        let bs = 512 * self.per_block as usize;
+        for (i, chunk) in buf.chunks_mut(self.max_bytes).enumerate() {
+            let first = self.block(sector, chunk.len())? + (i * self.max_bytes / bs) as u32;
+            self.client.read(first, chunk).map_err(|_| IoError)?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, sector: u64, data: &[u8]) -> Result<(), IoError> {
+        let bs = 512 * self.per_block as usize;
+        for (i, chunk) in data.chunks(self.max_bytes).enumerate() {
+            let first = self.block(sector, chunk.len())? + (i * self.max_bytes / bs) as u32;
+            self.client.write(first, chunk).map_err(|_| IoError)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), IoError> {
+        self.client.sync().map_err(|_| IoError)
+    }
+}
 
 const COM1: u16 = 0x3f8;
 /// COM2: the VMM's status channel. A line `status N` the guest writes
@@ -112,7 +232,6 @@ pub struct Machine<'t> {
     pm: Pm,
     /// The guest entered S5 (ACPI soft off).
     powered_off: bool,
-    pci_address: u32,
     pat: u64,
     kvmclock: u64,
     /// The console line being collected.
@@ -127,6 +246,9 @@ pub struct Machine<'t> {
     boot_unix: u64,
     /// The status the guest wrote to COM2, if it did.
     status: Option<u8>,
+    pci: Bus,
+    /// The disk: its device model, its backend, its PCI device number.
+    blk: Option<(Blk, Disk, u8)>,
 }
 
 impl<'t> Machine<'t> {
@@ -137,6 +259,7 @@ impl<'t> Machine<'t> {
         vcpu: CapSlot,
         gspace: CapSlot,
         boot_unix: u64,
+        disk: Option<Disk>,
     ) -> Result<Machine<'t>, String> {
         // The TSC's rate, from the timer (it measures it over 100 ms).
         let mut tsc_hz = 0;
@@ -153,6 +276,20 @@ impl<'t> Machine<'t> {
         if tsc_hz == 0 {
             return Err("the timer knows no TSC rate after 2 s".into());
         }
+        let mut bus = Bus::new();
+        let blk = disk.map(|disk| {
+            use vmm::virtio_blk::Backend;
+            let f = pci::Function::new(
+                virtio_blk::VENDOR,
+                virtio_blk::DEVICE,
+                [0x01, 0x00, 0x00],
+                (virtio_blk::VENDOR, virtio_blk::SUBSYSTEM),
+                Some(BLK_IRQ),
+            )
+            .with_io_bar(0, virtio_blk::BAR_SIZE, BLK_BAR);
+            let slot = bus.add(f);
+            (Blk::new(disk.sectors(), disk.writable(), &name), disk, slot)
+        });
         Ok(Machine {
             name,
             ram,
@@ -169,7 +306,6 @@ impl<'t> Machine<'t> {
             lapic: Lapic::new(0),
             pm: Pm::default(),
             powered_off: false,
-            pci_address: 0,
             pat: 0x0007_0406_0007_0406,
             kvmclock: 0,
             line: Vec::new(),
@@ -179,6 +315,8 @@ impl<'t> Machine<'t> {
             exits: 0,
             boot_unix,
             status: None,
+            pci: bus,
+            blk,
         })
     }
 
@@ -249,6 +387,19 @@ impl<'t> Machine<'t> {
                         "vmm: {}: VM stopped after {} exits ({} host interrupts)",
                         self.name, self.exits, self.vcpu.interrupted
                     );
+                    if let Some((blk, _, _)) = &self.blk {
+                        let s = blk.stats;
+                        println!(
+                            "vmm: {}: disk: {} reads ({} KiB), {} writes ({} KiB), {} flushes, {} errors",
+                            self.name,
+                            s.reads,
+                            s.bytes_read / 1024,
+                            s.writes,
+                            s.bytes_written / 1024,
+                            s.flushes,
+                            s.errors
+                        );
+                    }
                     return code;
                 }
             }
@@ -264,6 +415,12 @@ impl<'t> Machine<'t> {
         }
         self.pics.set_irq(COM1_IRQ, self.uart.irq());
         self.pics.set_irq(COM2_IRQ, self.status_uart.irq());
+        if let Some((blk, _, slot)) = &self.blk {
+            let line = self.pci.function(*slot).map_or(BLK_IRQ, |f| f.irq());
+            if line < 16 {
+                self.pics.set_irq(line, blk.irq());
+            }
+        }
         self.lapic.tick(now);
     }
 
@@ -478,15 +635,22 @@ impl<'t> Machine<'t> {
         flags
     }
 
+    /// The disk's register at `port`, if its I/O BAR is there.
+    fn blk_offset(&self, port: u16) -> Option<u16> {
+        let (_, _, slot) = self.blk.as_ref()?;
+        let (base, size) = self.pci.function(*slot)?.io_bar(0)?;
+        let off = port.checked_sub(base)?;
+        (u32::from(off) < size).then_some(off)
+    }
+
     fn port_in(&mut self, port: u16, width: u8) -> u32 {
-        match port {
-            0xcf8 if width == 4 => return self.pci_address,
-            // Byte accesses there are PCI mechanism 2's, which this host
-            // bridge does not have.
-            0xcf8..=0xcfb => return 0,
-            // No PCI device yet: every configuration read is all ones.
-            0xcfc..=0xcff => return u32::MAX,
-            _ => {}
+        if Bus::owns(port) {
+            return self.pci.read(port, width);
+        }
+        if let Some(off) = self.blk_offset(port) {
+            if let Some((blk, _, _)) = &mut self.blk {
+                return blk.read(off, width);
+            }
         }
         let mut v = 0u32;
         for i in 0..u16::from(width) {
@@ -522,13 +686,15 @@ impl<'t> Machine<'t> {
     }
 
     fn port_out(&mut self, port: u16, width: u8, value: u32) {
-        match port {
-            0xcf8 if width == 4 => {
-                self.pci_address = value;
-                return;
+        if Bus::owns(port) {
+            self.pci.write(port, width, value);
+            return;
+        }
+        if let Some(off) = self.blk_offset(port) {
+            if let Some((blk, disk, _)) = &mut self.blk {
+                blk.write(off, value, &mut self.ram, disk);
             }
-            0xcf8..=0xcff => return,
-            _ => {}
+            return;
         }
         for i in 0..u16::from(width) {
             self.out8(port.wrapping_add(i), (value >> (8 * i)) as u8);
