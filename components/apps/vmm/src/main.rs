@@ -77,8 +77,9 @@ const RAM_FIRST: u32 = FIRST + 64;
 /// At most 3 GiB of guest RAM (below the device hole): 1536 frames.
 const RAM_MAX_FRAMES: u32 = 1536;
 const ROM_FIRST: u32 = RAM_FIRST + 2 * RAM_MAX_FRAMES;
-/// Slots for the modules' pages (64 MiB of modules at 4 KiB a slot).
-const ROM_MAX_PAGES: u32 = 16384;
+/// Slots for the modules' frames (48 MiB of 4 KiB frames; a module of
+/// 2 MiB or more is mostly 2 MiB frames, a slot each).
+const ROM_MAX_PAGES: u32 = 12288;
 
 /// Where things are mapped in the VMM.
 const CONFIG_VA: u64 = 0x30_0000_0000;
