@@ -8,9 +8,9 @@
 //! one is refused) and that a name that does not exist is refused. Its scenario grants it its own address space (`own =
 //! ["vspace"]`), to map the ROM pages.
 //!
-//! With `data_module = "NAME"` in its config (`tests/rom-large.toml`) it
-//! then maps that module — tens of MiB of `ucore::testdata` that xtask
-//! generated — as one read-only range with `Session::map_module` (the
+//! With `data_module = "NAME,..."` in its config (`tests/rom-large.toml`)
+//! it then maps each module named — tens of MiB of `ucore::testdata` that
+//! xtask generated — as one read-only range with `Session::map_module` (the
 //! boot image's own frames, 2 MiB ones where they line up), checks every
 //! word and the checksum xtask wrote, shows that neither a writable
 //! mapping nor a writable copy of its frames is allowed and that a frame
@@ -56,12 +56,13 @@ const STATUS_SLOT: u32 = 64;
 const PROBE_SLOT: u32 = 65;
 /// The data module's frames: slots from here to its config's `slots`.
 const FIRST_DATA_FRAME: u32 = 66;
-/// The 2 MiB-aligned window where the data module is mapped (1 TiB of
-/// room below the next one).
+/// The 2 MiB-aligned window where the first data module is mapped (1 TiB
+/// of room), the second at twice this, and so on (four at most below
+/// [`DATA_SPARE_VA`]).
 const DATA_WINDOW: u64 = 0x100_0000_0000;
 /// A spare 2 MiB-aligned address for the data module's writable-mapping
 /// check.
-const DATA_SPARE_VA: u64 = 0x200_0000_0000;
+const DATA_SPARE_VA: u64 = 0x600_0000_0000;
 
 /// A writable mapping: refused for every ROM frame.
 const RW: MapAttr = MapAttr {
@@ -149,9 +150,10 @@ fn main(_arg: u64) -> i32 {
     }
 }
 
-/// Maps the data module `name` (its frames in slots up to `slots`) and
-/// checks it (module docs).
-fn data(rom: &Session<Rom>, name: &str, slots: u32) -> i32 {
+/// Maps the data modules `names` (comma-separated; their frames in
+/// slots up to `slots`, each in a 1 TiB window of its own) and checks
+/// them (module docs).
+fn data(rom: &Session<Rom>, names: &str, slots: u32) -> i32 {
     let status = match session::open::<Status>(STATUS_SLOT) {
         Ok(s) => s,
         Err(e) => {
@@ -159,23 +161,42 @@ fn data(rom: &Session<Rom>, name: &str, slots: u32) -> i32 {
             return 3;
         }
     };
+    let mut first = FIRST_DATA_FRAME;
+    for (k, name) in names.split(',').enumerate() {
+        let window = DATA_WINDOW + k as u64 * DATA_WINDOW;
+        match data_module(rom, &status, name, first..slots, window) {
+            Ok(frames) => first += frames,
+            Err(code) => return code,
+        }
+    }
+    // SAFETY: as above; refused before anything is mapped.
+    match unsafe { rom.map_module("no-such-module", first, slots, DATA_SPARE_VA) } {
+        Ok(_) => println!("test-rom: no-such-module mapped, but it should be refused"),
+        Err(e) => println!("test-rom: map_module no-such-module: {e}"),
+    }
+    0
+}
+
+/// Maps data module `name` in the 2 MiB-aligned `window` (1 TiB of this
+/// program's), its frames in `slots`, checks it and shows its frames
+/// read-only: its frames; or the exit code.
+fn data_module(
+    rom: &Session<Rom>,
+    status: &Session<Status>,
+    name: &str,
+    slots: core::ops::Range<u32>,
+    window: u64,
+) -> Result<u32, i32> {
     let before = status.init_memory();
-    let module = match rom.module(name) {
-        Ok(m) => m,
-        Err(e) => {
-            println!("test-rom: ROM {name}: {e}");
-            return 4;
-        }
-    };
-    // SAFETY: DATA_WINDOW.. (1 TiB) is used by nothing else of this
-    // program.
-    let bytes = match unsafe { rom.map_module(name, FIRST_DATA_FRAME, slots, DATA_WINDOW) } {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            println!("test-rom: ROM {name}: {e}");
-            return 5;
-        }
-    };
+    let module = rom.module(name).map_err(|e| {
+        println!("test-rom: ROM {name}: {e}");
+        4
+    })?;
+    // SAFETY: the window (1 TiB) is used by nothing else of this program.
+    let bytes = unsafe { rom.map_module(name, slots.start, slots.end, window) }.map_err(|e| {
+        println!("test-rom: ROM {name}: {e}");
+        5
+    })?;
     let (sum, wrong) = ucore::testdata::check(bytes);
     println!(
         "test-rom: ROM {name}: {} bytes in {} frames ({} of 2 MiB), mapped at {:#x}: checksum {}, {}",
@@ -198,7 +219,7 @@ fn data(rom: &Session<Rom>, name: &str, slots: u32) -> i32 {
         ),
         (Err(e), _) | (_, Err(e)) => println!("test-rom: init's memory: {e}"),
     }
-    let frame = own(FIRST_DATA_FRAME);
+    let frame = own(slots.start);
     // SAFETY: DATA_SPARE_VA is used by nothing else; a refused map maps
     // nothing.
     match unsafe { syscall::map(own(child::OWN_VSPACE), frame, DATA_SPARE_VA, RW) } {
@@ -213,16 +234,10 @@ fn data(rom: &Session<Rom>, name: &str, slots: u32) -> i32 {
         Ok(_) => println!("test-rom: frame {} of {name}: NOT refused", module.frames),
         Err(e) => println!("test-rom: frame {} of {name}: {e}", module.frames),
     }
-    // SAFETY: as above; refused before anything is mapped.
-    match unsafe { rom.map_module("no-such-module", FIRST_DATA_FRAME, slots, DATA_SPARE_VA) } {
-        Ok(_) => println!("test-rom: no-such-module mapped, but it should be refused"),
-        Err(e) => println!("test-rom: map_module no-such-module: {e}"),
+    if !sum || wrong.is_some() {
+        return Err(6);
     }
-    if sum && wrong.is_none() {
-        0
-    } else {
-        6
-    }
+    u32::try_from(module.frames).map_err(|_| 7)
 }
 
 /// The 32-bit FNV-1a hash of `bytes`.
