@@ -80,9 +80,12 @@ pub const UPDATE_ENTRY: &str = "config.update";
 
 /// log2 of init's capability table's slots.
 pub const CSPACE_BITS: u32 = 16;
-/// log2 of init's page-table pool (64 tables: its image, the boot image
-/// — 128 MiB of it in 4 KiB frames —, the scratch page, stack).
-pub const PT_POOL_BITS: u32 = 18;
+/// log2 of init's page-table pool (128 tables: its image, the boot image,
+/// the scratch page, stack). A boot image of 2 MiB frames needs no page
+/// table below the directory, one of 4 KiB frames one per 2 MiB: room
+/// for 200 MiB of 4 KiB frames (modules below 2 MiB only), far more with
+/// large modules (2 MiB frames but for a head and tail of 4 KiB ones).
+pub const PT_POOL_BITS: u32 = 19;
 /// End of init's own slot range.
 pub const OWN_SLOTS_END: u32 = 1024;
 /// Slots each child's range holds.
