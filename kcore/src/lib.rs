@@ -17,4 +17,5 @@ mod fixed;
 pub mod ioapic;
 pub mod paging;
 pub mod phys;
+pub mod svm;
 pub mod typed;

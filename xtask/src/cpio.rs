@@ -173,21 +173,21 @@ impl Archive {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// One entry as read back: name, mode, rdev, data.
     #[derive(Debug, PartialEq)]
-    struct Read {
-        name: String,
-        mode: u32,
-        rdev: (u32, u32),
-        data: Vec<u8>,
+    pub(crate) struct Read {
+        pub name: String,
+        pub mode: u32,
+        pub rdev: (u32, u32),
+        pub data: Vec<u8>,
     }
 
     /// A reader for the tests, written from the format description: checks
     /// the magic, the alignment, the field syntax and the trailer.
-    fn read_back(bytes: &[u8]) -> Vec<Read> {
+    pub(crate) fn read_back(bytes: &[u8]) -> Vec<Read> {
         let mut out = Vec::new();
         let mut at = 0;
         loop {

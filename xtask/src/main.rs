@@ -49,6 +49,7 @@ mod testspec;
 mod tomlfile;
 mod trace;
 mod util;
+mod vmguest;
 
 use std::process::ExitCode;
 

@@ -142,10 +142,24 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         // turn into a power-off (see the module doc).
         .process_group(0)
         .stdin(Stdio::null())
-        .stdout(Stdio::inherit())
+        .stdout(if scenario.linux_guests.is_empty() {
+            Stdio::inherit()
+        } else {
+            Stdio::piped()
+        })
         .stderr(Stdio::inherit())
         .spawn()
         .context("starting QEMU")?;
+    // With Linux guests the run's verdict is also theirs: the serial
+    // output is passed through and each guest's status noted.
+    let guests = child.stdout.take().map(|out| {
+        let names: Vec<String> = scenario
+            .linux_guests
+            .iter()
+            .map(|g| g.name.clone())
+            .collect();
+        std::thread::spawn(move || crate::vmguest::watch(out, &names))
+    });
     let mut monitor = None;
     if let Some(socket) = &qmp {
         let connected = crate::qmp::Qmp::connect(socket, Instant::now() + Duration::from_secs(10))
@@ -216,7 +230,15 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         exit.describe(),
         start.elapsed().as_secs_f64()
     );
-    Ok(exit == GuestExit::Success)
+    let guests_ok = match guests.map(|t| t.join()) {
+        None => true,
+        Some(Ok(verdict)) => {
+            println!("==> {}", verdict.describe());
+            verdict.all_succeeded()
+        }
+        Some(Err(_)) => false,
+    };
+    Ok(exit == GuestExit::Success && guests_ok)
 }
 
 /// A scenario built and ready to boot: what `cargo xtask run` and

@@ -73,6 +73,10 @@ struct Raw {
     /// Modules of deterministic bytes for tests (`ucore::testdata`).
     #[serde(default)]
     data_modules: Vec<Spanned<RawDataModule>>,
+    /// Linux guests of the VMM: the kernel and an initramfs per guest
+    /// packed as boot modules (`crate::vmguest`).
+    #[serde(default)]
+    linux_guests: Vec<Spanned<RawLinuxGuest>>,
     #[serde(default, rename = "component")]
     components: Vec<Spanned<RawComponent>>,
     /// The machine's devices (`crate::devices`).
@@ -120,6 +124,16 @@ impl DataModule {
         ucore::testdata::fill(&mut out);
         out
     }
+}
+
+/// One entry of `linux_guests`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLinuxGuest {
+    name: Spanned<String>,
+    commands: Spanned<String>,
+    #[serde(default)]
+    modules: Vec<String>,
 }
 
 /// A directory packed as a ROM module: boot-image entry `name`, a `newc`
@@ -186,6 +200,9 @@ pub struct Scenario {
     pub archives: Vec<Archive>,
     /// Generated modules of test data (`data_modules`).
     pub data_modules: Vec<DataModule>,
+    /// Linux guests whose kernel and initramfs are packed as ROM modules
+    /// (`linux_guests`).
+    pub linux_guests: Vec<crate::vmguest::LinuxGuest>,
     /// The machine's disks, NICs and display (`[[disk]]`, `[[nic]]`,
     /// `display`; an update's are not used: the machine is the booted
     /// scenario's).
@@ -363,6 +380,39 @@ fn parse_following(
             mib,
         });
     }
+    let mut linux_guests: Vec<crate::vmguest::LinuxGuest> = Vec::new();
+    for g in &raw.linux_guests {
+        let g = g.get_ref();
+        let name = g.name.get_ref();
+        crate::vmguest::check_name(name).map_err(|e| error(g.name.span(), &e.to_string()))?;
+        let module = format!("{name}.initramfs");
+        if linux_guests.iter().any(|x| &x.name == name)
+            || archives.iter().any(|a| a.name == module)
+            || binaries.contains(&module)
+        {
+            return Err(error(
+                g.name.span(),
+                &format!(
+                    "linux_guests: \"{name}\" is listed twice or its module {module} is taken"
+                ),
+            ));
+        }
+        let commands = path
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(g.commands.get_ref());
+        if !commands.is_file() {
+            return Err(error(
+                g.commands.span(),
+                &format!("linux_guests: {} is not a file", display_path(&commands)),
+            ));
+        }
+        linux_guests.push(crate::vmguest::LinuxGuest {
+            name: name.clone(),
+            commands,
+            modules: g.modules.clone(),
+        });
+    }
     let devices = devices::check(
         &raw.disks,
         &raw.nics,
@@ -404,6 +454,7 @@ fn parse_following(
         boot_modules,
         archives,
         data_modules,
+        linux_guests,
         devices,
         update,
         text: text.to_string(),

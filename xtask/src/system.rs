@@ -216,6 +216,9 @@ pub fn image_entries(
     for module in &scenario.data_modules {
         entries.push((module.name.clone(), module.bytes()));
     }
+    let guests = crate::vmguest::entries(&crate::util::workspace_root(), &scenario.linux_guests)
+        .with_context(|| format!("packing the Linux guests of scenario {}", scenario.name))?;
+    entries.extend(guests);
     Ok(entries)
 }
 

@@ -276,7 +276,7 @@ fn unknown_keys() {
         "cpus = 2",
         "scenarios/t.toml:2:1: unknown field `cpus`, expected one of `description`, `cmdline`, \
          `smp`, `memory_mib`, `parent_provides`, `update`, `boot_modules`, `archives`, `data_modules`, \
-         `component`, `disk`, `nic`, `display`",
+         `linux_guests`, `component`, `disk`, `nic`, `display`",
     );
     refused(
         21,

@@ -99,9 +99,10 @@ pub const CODE: [u8; CODE_LEN] = cat(&[
     &[0x0f, 0x32],
     &[0x66, 0xba, 0x36, 0x12],
     &[0xef],
-    // mov ecx, LSTAR; mov eax, 0xdeadbeef; xor edx, edx; wrmsr: the
-    // host's system-call entry, were it not intercepted
-    &[0xb9, 0x82, 0x00, 0x00, 0xc0],
+    // mov ecx, VM_HSAVE_PA; mov eax, 0xdeadbeef; xor edx, edx; wrmsr:
+    // where the host's CPU keeps its state across VMRUN, were it not
+    // intercepted
+    &[0xb9, 0x17, 0x01, 0x01, 0xc0],
     &[0xb8, 0xef, 0xbe, 0xad, 0xde],
     &[0x31, 0xd2],
     &[0x0f, 0x30],

@@ -19,8 +19,8 @@
 //! - `cpuid-emulated`: `cpuid` exits; the VMM's answer reaches the guest's
 //!   registers (the guest sends EBX back through a port);
 //! - `msr-read-intercepted`, `msr-write-intercepted`: `rdmsr EFER` and
-//!   `wrmsr LSTAR` exit (the host's system-call entry stays the host's:
-//!   this VMM's next system call would not work otherwise);
+//!   `wrmsr VM_HSAVE_PA` exit (the MSRs `VMLOAD`/`VMSAVE` switch, such as
+//!   LSTAR, pass through: `kcore::svm`);
 //! - `npf-host-kernel`, `npf-lapic`, `npf-read`: writes to guest-physical
 //!   0x100000 and 0xfee00000 and a read of 0x40000000, outside its RAM,
 //!   are nested page faults with that address (the VMM skips the writes
@@ -505,7 +505,7 @@ fn report(t: &mut Checks, s: &Seen, v: &Vcpu) {
     );
     t.expect(
         "msr-write-intercepted",
-        s.msr_write == Some((0xc000_0082, 0xdead_beef)),
+        s.msr_write == Some((0xc001_0117, 0xdead_beef)),
         format_args!("{:?}", s.msr_write),
     );
     for (i, name) in ["npf-host-kernel", "npf-lapic", "npf-read"]

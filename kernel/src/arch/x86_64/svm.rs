@@ -12,8 +12,10 @@
 //!   host's `VMSAVE` state (FS, GS, TR, LDTR, KernelGsBase, STAR, LSTAR,
 //!   CSTAR, SFMASK, SYSENTER_*: what `VMRUN`/`#VMEXIT` do not switch).
 //! - **Intercepts** ([`setup_vmcb`]): every I/O port (one 12 KiB I/O
-//!   permission map of all ones shared by every VCPU), every MSR (an 8 KiB
-//!   MSR permission map of all ones), physical interrupts, NMI, SMI, INIT,
+//!   permission map of all ones shared by every VCPU), every MSR but
+//!   those `VMLOAD`/`VMSAVE` switch (an 8 KiB MSR permission map,
+//!   `kcore::svm`: the segment bases, the system-call and SYSENTER MSRs
+//!   pass), physical interrupts, NMI, SMI, INIT,
 //!   CPUID, HLT, INVD, INVLPGA, RSM, task switches, FERR freeze,
 //!   shutdown, every SVM instruction (VMRUN, VMMCALL, VMLOAD,
 //!   VMSAVE, STGI, CLGI, SKINIT), RDPMC, ICEBP, WBINVD, MONITOR, MWAIT,
@@ -149,6 +151,14 @@ pub fn init(wanted: bool) -> Features {
         core::ptr::write_bytes(crate::mm::phys_to_virt(iopm) as *mut u8, 0xff, 3 * 4096);
         core::ptr::write_bytes(crate::mm::phys_to_virt(msrpm) as *mut u8, 0xff, 2 * 4096);
     }
+    // SAFETY: the same fresh MSR map, two pages, not yet shared.
+    let map = unsafe {
+        core::slice::from_raw_parts_mut(
+            crate::mm::phys_to_virt(msrpm) as *mut u8,
+            kcore::svm::MSRPM_BYTES,
+        )
+    };
+    kcore::svm::pass_through(map);
     IOPM.store(iopm, Ordering::Relaxed);
     MSRPM.store(msrpm, Ordering::Relaxed);
     if init_cpu(0) {

@@ -1,0 +1,787 @@
+//! The machine: one virtual CPU, its devices and the run loop. Every exit
+//! is handled here — port I/O to the device models, MSRs to the local
+//! APIC, kvmclock and the few CPU MSRs Linux touches, CPUID filtered by
+//! `vmm::cpuid`, `mov cr4` decoded (no decode assists under TCG), HLT by
+//! sleeping until the next timer — and before each run the highest
+//! interrupt the guest can take is injected, or the interrupt-window exit
+//! asked for.
+//!
+//! The guest is untrusted: an unknown port reads all ones and ignores
+//! writes, an unknown MSR is a #GP (as on hardware), each logged once; an
+//! access to guest-physical memory that is not RAM, a triple fault or a
+//! state the CPU refuses stops this VM alone, with a line that says why.
+
+use alloc::collections::BTreeSet;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use rt::abi::vcpu::{event, exit, ioio, load, segment as seg, virq, word};
+use rt::abi::CapSlot;
+use rt::println;
+use rt::session::timer::Timer;
+use rt::syscall;
+use rt::vcpu::Vcpu;
+use vmm::acpi::{Pm, PmAction};
+use vmm::cpuid::{self, Regs};
+use vmm::kvmclock;
+use vmm::lapic::{GeneralProtection, Lapic, Now, TimerDue};
+use vmm::linux::{self, Plan};
+use vmm::pic::Pics;
+use vmm::pit::Pit;
+use vmm::rtc::Rtc;
+use vmm::uart::Uart;
+
+use crate::memory::Ram;
+
+const COM1: u16 = 0x3f8;
+/// COM2: the VMM's status channel. A line `status N` the guest writes
+/// to its second serial port (`/dev/ttyS1`) is its verdict (0: success),
+/// which the VMM reports and exits with at power-off — QEMU's
+/// `isa-debug-exit` idea, on a device every Linux has a driver for. The
+/// xtask-built initramfs writes the number of failed commands there.
+const COM2: u16 = 0x2f8;
+const COM2_IRQ: u8 = 3;
+const COM1_IRQ: u8 = 4;
+const MSR_EFER: u32 = 0xc000_0080;
+const MSR_PAT: u32 = 0x277;
+const MSR_TSC: u32 = 0x10;
+const RFLAGS_IF: u64 = 1 << 9;
+/// EFER bits a guest may write: SCE, LME, NXE, FFXSR (LMA follows CR0.PG).
+const EFER_WRITABLE: u64 = 1 | 1 << 8 | 1 << 11 | 1 << 14;
+const EFER_LMA: u64 = 1 << 10;
+/// The most distinct unknown accesses logged.
+const MAX_LOGGED: usize = 24;
+/// Console lines longer than this are cut.
+const MAX_LINE: usize = 200;
+
+/// Why the VM stopped.
+enum Stop {
+    /// The guest powered off or halted for good: the exit code.
+    Done(i32),
+}
+
+/// The state block word of general register `n` in x86 encoding order.
+fn gpr_word(n: u8) -> usize {
+    [
+        word::RAX,
+        word::RCX,
+        word::RDX,
+        word::RBX,
+        word::RSP,
+        word::RBP,
+        word::RSI,
+        word::RDI,
+        word::R8,
+        word::R9,
+        word::R10,
+        word::R11,
+        word::R12,
+        word::R13,
+        word::R14,
+        word::R15,
+    ][usize::from(n & 15)]
+}
+
+fn host_cpuid(leaf: u32, subleaf: u32) -> Regs {
+    #[allow(unused_unsafe)]
+    // SAFETY: `cpuid` exists on every x86-64 CPU and only reads.
+    let r = unsafe { core::arch::x86_64::__cpuid_count(leaf, subleaf) };
+    Regs {
+        eax: r.eax,
+        ebx: r.ebx,
+        ecx: r.ecx,
+        edx: r.edx,
+    }
+}
+
+pub struct Machine<'t> {
+    name: String,
+    ram: Ram,
+    timer: &'t Timer,
+    vcpu: Vcpu,
+    tsc_hz: u64,
+    tsc0: u64,
+    uart: Uart,
+    status_uart: Uart,
+    /// The status line being collected from COM2.
+    status_line: Vec<u8>,
+    pics: Pics,
+    pit: Pit,
+    rtc: Rtc,
+    lapic: Lapic,
+    pm: Pm,
+    /// The guest entered S5 (ACPI soft off).
+    powered_off: bool,
+    pci_address: u32,
+    pat: u64,
+    kvmclock: u64,
+    /// The console line being collected.
+    line: Vec<u8>,
+    /// Whether the interrupt-window exit is asked for.
+    window: bool,
+    /// What was logged once (kind, number).
+    logged: BTreeSet<(u8, u64)>,
+    power_down: bool,
+    exits: u64,
+    /// Wall-clock seconds when the VMM started.
+    boot_unix: u64,
+    /// The status the guest wrote to COM2, if it did.
+    status: Option<u8>,
+}
+
+impl<'t> Machine<'t> {
+    pub fn new(
+        name: String,
+        ram: Ram,
+        timer: &'t Timer,
+        vcpu: CapSlot,
+        gspace: CapSlot,
+        boot_unix: u64,
+    ) -> Result<Machine<'t>, String> {
+        // The TSC's rate, from the timer (it measures it over 100 ms).
+        let mut tsc_hz = 0;
+        for _ in 0..100 {
+            let (_, hz) = timer.clock().map_err(|e| alloc::format!("Timer: {e}"))?;
+            if hz != 0 {
+                tsc_hz = hz;
+                break;
+            }
+            timer
+                .sleep(20_000)
+                .map_err(|e| alloc::format!("Timer: {e}"))?;
+        }
+        if tsc_hz == 0 {
+            return Err("the timer knows no TSC rate after 2 s".into());
+        }
+        Ok(Machine {
+            name,
+            ram,
+            timer,
+            vcpu: Vcpu::new(vcpu, gspace),
+            tsc_hz,
+            tsc0: syscall::rdtsc(),
+            uart: Uart::new(),
+            status_uart: Uart::new(),
+            status_line: Vec::new(),
+            pics: Pics::new(),
+            pit: Pit::new(),
+            rtc: Rtc::new(),
+            lapic: Lapic::new(0),
+            pm: Pm::default(),
+            powered_off: false,
+            pci_address: 0,
+            pat: 0x0007_0406_0007_0406,
+            kvmclock: 0,
+            line: Vec::new(),
+            window: false,
+            logged: BTreeSet::new(),
+            power_down: false,
+            exits: 0,
+            boot_unix,
+            status: None,
+        })
+    }
+
+    /// Sets the 64-bit entry state of `plan`.
+    pub fn enter(&mut self, plan: &Plan) {
+        for (w, v) in linux::entry_state(plan) {
+            self.vcpu.set(w, v);
+        }
+    }
+
+    fn now(&self) -> Now {
+        let tsc = syscall::rdtsc();
+        let ns = (u128::from(tsc.saturating_sub(self.tsc0)) * 1_000_000_000
+            / u128::from(self.tsc_hz)) as u64;
+        Now { ns, tsc }
+    }
+
+    /// Wall-clock seconds for the CMOS clock: the Rtc session's time at
+    /// the start plus the VMM's uptime.
+    fn unix(&self) -> u64 {
+        self.boot_unix + self.now().ns / 1_000_000_000
+    }
+
+    /// Whether `(kind, what)` is new and should be logged: each once,
+    /// and at most [`MAX_LOGGED`] of them (Linux probes dozens of absent
+    /// ports at boot; the log says when it stops listing them).
+    fn once(&mut self, kind: u8, what: u64) -> bool {
+        if self.logged.len() >= MAX_LOGGED {
+            if self.logged.len() == MAX_LOGGED {
+                self.logged.insert((u8::MAX, 0));
+                println!(
+                    "vmm: {}: further unknown ports and MSRs are not logged",
+                    self.name
+                );
+            }
+            return false;
+        }
+        self.logged.insert((kind, what))
+    }
+
+    /// Runs the guest until it stops; the exit code.
+    pub fn run(&mut self) -> i32 {
+        let mut flags = load::REGISTERS | load::CONTROL | load::SEGMENTS;
+        loop {
+            self.update_devices();
+            flags |= self.interrupts();
+            let e = match self.vcpu.run(flags) {
+                Ok(e) => e,
+                Err(err) => {
+                    println!("vmm: {}: VcpuRun refused: {err:?}", self.name);
+                    return 1;
+                }
+            };
+            self.exits += 1;
+            let handled = self.handle(e.code, e.info1, e.info2);
+            let handled = if self.powered_off {
+                self.flush_console(true);
+                println!("vmm: {}: the guest powered off (ACPI S5)", self.name);
+                Err(Stop::Done(self.status.map_or(0, i32::from)))
+            } else {
+                handled
+            };
+            match handled {
+                Ok(f) => flags = f,
+                Err(Stop::Done(code)) => {
+                    self.flush_console(true);
+                    println!(
+                        "vmm: {}: VM stopped after {} exits ({} host interrupts)",
+                        self.name, self.exits, self.vcpu.interrupted
+                    );
+                    return code;
+                }
+            }
+            self.flush_console(false);
+        }
+    }
+
+    fn update_devices(&mut self) {
+        let now = self.now();
+        if self.pit.irq0_due(now.ns) {
+            self.pics.set_irq(0, true);
+            self.pics.set_irq(0, false);
+        }
+        self.pics.set_irq(COM1_IRQ, self.uart.irq());
+        self.pics.set_irq(COM2_IRQ, self.status_uart.irq());
+        self.lapic.tick(now);
+    }
+
+    fn interrupt_pending(&self) -> bool {
+        self.lapic.pending().is_some()
+            || (self.lapic.passes_extint() && self.pics.pending().is_some())
+    }
+
+    /// Injects the interrupt the guest can take now, or asks for the
+    /// window exit; the load flags that needs.
+    fn interrupts(&mut self) -> u64 {
+        // An event the last exit interrupted is injected again by the
+        // kernel: nothing else this time.
+        if self.vcpu.get(word::EVENT) & event::VALID != 0 {
+            return 0;
+        }
+        let mut flags = 0;
+        if !self.interrupt_pending() {
+            if self.window {
+                self.window = false;
+                self.vcpu.set(word::VIRQ, 0);
+                flags |= load::VIRQ;
+            }
+            return flags;
+        }
+        let open = self.vcpu.get(word::RFLAGS) & RFLAGS_IF != 0
+            && self.vcpu.get(word::INTERRUPT_STATE) & 1 == 0;
+        if open {
+            let vector = match self.lapic.pending() {
+                Some(v) => {
+                    self.lapic.accept(v);
+                    Some(v)
+                }
+                None => self.pics.acknowledge(),
+            };
+            if let Some(v) = vector {
+                self.vcpu
+                    .set(word::EVENT, event::new(v, event::TYPE_INTR, None));
+                flags |= load::EVENT;
+            }
+            if self.window {
+                self.window = false;
+                self.vcpu.set(word::VIRQ, 0);
+                flags |= load::VIRQ;
+            }
+        } else if !self.window {
+            self.window = true;
+            self.vcpu.set(
+                word::VIRQ,
+                virq::PENDING | virq::WINDOW_EXIT | 0xf << virq::PRIORITY_SHIFT | 0x20,
+            );
+            flags |= load::VIRQ;
+        }
+        flags
+    }
+
+    fn inject_exception(&mut self, vector: u8, error: Option<u32>) -> u64 {
+        self.vcpu.set(
+            word::EVENT,
+            event::new(vector, event::TYPE_EXCEPTION, error),
+        );
+        load::EVENT
+    }
+
+    fn advance(&mut self, len: u64) -> u64 {
+        let rip = self.vcpu.get(word::RIP);
+        self.vcpu.set(word::RIP, rip.wrapping_add(len));
+        load::REGISTERS
+    }
+
+    fn handle(&mut self, code: u64, info1: u64, info2: u64) -> Result<u64, Stop> {
+        match code {
+            exit::IOIO => Ok(self.port_io(info1, info2)),
+            exit::MSR => Ok(self.msr(info1 == 1)),
+            exit::CPUID => {
+                let leaf = self.vcpu.get(word::RAX) as u32;
+                let sub = self.vcpu.get(word::RCX) as u32;
+                let r = cpuid::guest(leaf, sub, 0, host_cpuid);
+                self.vcpu.set(word::RAX, r.eax.into());
+                self.vcpu.set(word::RBX, r.ebx.into());
+                self.vcpu.set(word::RCX, r.ecx.into());
+                self.vcpu.set(word::RDX, r.edx.into());
+                Ok(self.advance(2))
+            }
+            exit::HLT => {
+                let flags = self.advance(1);
+                if self.vcpu.get(word::RFLAGS) & RFLAGS_IF == 0 && !self.interrupt_pending() {
+                    let code = if self.power_down { 0 } else { 2 };
+                    println!(
+                        "vmm: {}: the guest halted with interrupts off{}",
+                        self.name,
+                        if self.power_down {
+                            " after powering down"
+                        } else {
+                            ""
+                        }
+                    );
+                    return Err(Stop::Done(code));
+                }
+                self.idle();
+                Ok(flags)
+            }
+            exit::VINTR => Ok(0),
+            c if c == exit::CR_WRITE + 4 => self.mov_to_cr(),
+            c if (exit::DR_READ..exit::DR_WRITE + 16).contains(&c) => self.mov_dr(c),
+            exit::WBINVD | exit::INVD => Ok(self.advance(2)),
+            exit::XSETBV
+            | exit::VMMCALL
+            | exit::MONITOR
+            | exit::MWAIT
+            | exit::MWAIT_CONDITIONAL
+            | exit::VMRUN
+            | exit::VMLOAD
+            | exit::VMSAVE
+            | exit::STGI
+            | exit::CLGI
+            | exit::SKINIT
+            | exit::INVLPGA => {
+                if self.once(1, code) {
+                    println!("vmm: {}: exit {code:#x}: #UD for the guest", self.name);
+                }
+                Ok(self.inject_exception(6, None))
+            }
+            exit::RDPMC => Ok(self.inject_exception(13, Some(0))),
+            exit::NOTIFICATION => Ok(0),
+            exit::NPF => {
+                println!(
+                    "vmm: {}: the guest touched guest-physical {info2:#x} (error code {info1:#x}) at rip {:#x}, which is no RAM and no device: VM stopped",
+                    self.name,
+                    self.vcpu.get(word::RIP)
+                );
+                Err(Stop::Done(4))
+            }
+            exit::SHUTDOWN => {
+                println!(
+                    "vmm: {}: the guest triple-faulted at rip {:#x}: VM stopped",
+                    self.name,
+                    self.vcpu.get(word::RIP)
+                );
+                Err(Stop::Done(3))
+            }
+            _ => {
+                println!(
+                    "vmm: {}: exit {code:#x} ({info1:#x}, {info2:#x}) at rip {:#x}: VM stopped",
+                    self.name,
+                    self.vcpu.get(word::RIP)
+                );
+                Err(Stop::Done(5))
+            }
+        }
+    }
+
+    /// Sleeps until an interrupt is due (the guest executed HLT).
+    fn idle(&mut self) {
+        loop {
+            self.update_devices();
+            if self.interrupt_pending() {
+                return;
+            }
+            let now = self.now();
+            let lapic = match self.lapic.next_timer() {
+                Some(TimerDue::Ns(ns)) => Some(ns),
+                Some(TimerDue::Tsc(tsc)) => {
+                    let ticks = tsc.saturating_sub(now.tsc);
+                    Some(
+                        now.ns
+                            + (u128::from(ticks) * 1_000_000_000 / u128::from(self.tsc_hz)) as u64,
+                    )
+                }
+                None => None,
+            };
+            let next = match (lapic, self.pit.next_irq0()) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => a.or(b).unwrap_or(now.ns + 10_000_000),
+            };
+            let us = next.saturating_sub(now.ns) / 1000;
+            if us > 0 && self.timer.sleep(us).is_err() {
+                return;
+            }
+        }
+    }
+
+    fn port_io(&mut self, info1: u64, next_rip: u64) -> u64 {
+        let port = ioio::port(info1);
+        let width = ioio::width(info1);
+        let flags = load::REGISTERS;
+        self.vcpu.set(word::RIP, next_rip);
+        if info1 & ioio::STRING != 0 {
+            if self.once(2, u64::from(port)) {
+                println!("vmm: {}: string I/O at port {port:#x}: skipped", self.name);
+            }
+            return flags;
+        }
+        let rax = self.vcpu.get(word::RAX);
+        if info1 & ioio::IN != 0 {
+            let value = self.port_in(port, width);
+            let mask = if width == 4 {
+                u64::MAX
+            } else {
+                (1u64 << (8 * width)) - 1
+            };
+            // A 32-bit `in` zero-extends into RAX; 8 and 16 keep the rest.
+            let merged = if width == 4 {
+                u64::from(value)
+            } else {
+                rax & !mask | u64::from(value) & mask
+            };
+            self.vcpu.set(word::RAX, merged);
+        } else {
+            self.port_out(port, width, rax as u32);
+        }
+        flags
+    }
+
+    fn port_in(&mut self, port: u16, width: u8) -> u32 {
+        match port {
+            0xcf8 if width == 4 => return self.pci_address,
+            // Byte accesses there are PCI mechanism 2's, which this host
+            // bridge does not have.
+            0xcf8..=0xcfb => return 0,
+            // No PCI device yet: every configuration read is all ones.
+            0xcfc..=0xcff => return u32::MAX,
+            _ => {}
+        }
+        let mut v = 0u32;
+        for i in 0..u16::from(width) {
+            v |= u32::from(self.in8(port.wrapping_add(i))) << (8 * i);
+        }
+        v
+    }
+
+    fn in8(&mut self, port: u16) -> u8 {
+        let now = self.now().ns;
+        match port {
+            COM1..=0x3ff => self.uart.read(port - COM1),
+            COM2..=0x2ff => self.status_uart.read(port - COM2),
+            p if Pics::owns(p) => self.pics.read(p),
+            p if Pit::owns(p) => self.pit.read(p, now),
+            p if Rtc::owns(p) => {
+                let unix = self.unix();
+                self.rtc.read(p, unix)
+            }
+            p if Pm::owns(p) => self.pm.read(p, now),
+            0x92 => 0x02, // A20 on
+            0x80 | 0xed => 0,
+            _ => {
+                if self.once(3, u64::from(port)) {
+                    println!(
+                        "vmm: {}: read of unknown port {port:#x}: all ones",
+                        self.name
+                    );
+                }
+                0xff
+            }
+        }
+    }
+
+    fn port_out(&mut self, port: u16, width: u8, value: u32) {
+        match port {
+            0xcf8 if width == 4 => {
+                self.pci_address = value;
+                return;
+            }
+            0xcf8..=0xcff => return,
+            _ => {}
+        }
+        for i in 0..u16::from(width) {
+            self.out8(port.wrapping_add(i), (value >> (8 * i)) as u8);
+        }
+    }
+
+    fn out8(&mut self, port: u16, v: u8) {
+        let now = self.now().ns;
+        match port {
+            COM1..=0x3ff => self.uart.write(port - COM1, v),
+            COM2..=0x2ff => {
+                self.status_uart.write(port - COM2, v);
+                self.read_status();
+            }
+            p if Pics::owns(p) => self.pics.write(p, v),
+            p if Pit::owns(p) => self.pit.write(p, v, now),
+            p if Rtc::owns(p) => self.rtc.write(p, v),
+            p if Pm::owns(p) => match self.pm.write(p, v) {
+                PmAction::PowerOff => self.powered_off = true,
+                PmAction::OtherSleep(kind) => {
+                    if self.once(6, u64::from(kind)) {
+                        println!(
+                            "vmm: {}: sleep type {kind} is not offered: ignored",
+                            self.name
+                        );
+                    }
+                }
+                PmAction::None => {}
+            },
+            0x80 | 0xed | 0x92 => {}
+            _ => {
+                if self.once(4, u64::from(port)) {
+                    println!(
+                        "vmm: {}: write of {v:#x} to unknown port {port:#x}: ignored",
+                        self.name
+                    );
+                }
+            }
+        }
+    }
+
+    fn msr(&mut self, write: bool) -> u64 {
+        let msr = self.vcpu.get(word::RCX) as u32;
+        let value = (self.vcpu.get(word::RDX) << 32) | (self.vcpu.get(word::RAX) & 0xffff_ffff);
+        let now = self.now();
+        let result: Result<Option<u64>, GeneralProtection> = if Lapic::owns(msr) {
+            if write {
+                // Another CPU's IPIs (INIT, startup) mean nothing with one.
+                self.lapic.write(msr, value, now).map(|_| None)
+            } else {
+                self.lapic.read(msr, now).map(Some)
+            }
+        } else {
+            match (msr, write) {
+                (MSR_EFER, false) => Ok(Some(self.vcpu.get(word::EFER) & !(1 << 12))),
+                (MSR_EFER, true) => {
+                    if value & !(EFER_WRITABLE | EFER_LMA) != 0 {
+                        Err(GeneralProtection)
+                    } else {
+                        let lma = self.vcpu.get(word::EFER) & EFER_LMA;
+                        self.vcpu.set(word::EFER, value & EFER_WRITABLE | lma);
+                        Ok(None)
+                    }
+                }
+                (MSR_PAT, false) => Ok(Some(self.pat)),
+                (MSR_PAT, true) => {
+                    self.pat = value;
+                    Ok(None)
+                }
+                (MSR_TSC, false) => Ok(Some(now.tsc)),
+                (kvmclock::MSR_SYSTEM_TIME, false) => Ok(Some(self.kvmclock)),
+                (kvmclock::MSR_SYSTEM_TIME, true) => {
+                    self.kvmclock = value;
+                    if value & 1 != 0 {
+                        let info = kvmclock::time_info(now.tsc, now.ns, self.tsc_hz);
+                        self.ram.write(value & !1, &info);
+                    }
+                    Ok(None)
+                }
+                (kvmclock::MSR_WALL_CLOCK, true) => {
+                    let boot_ns = self.unix() * 1_000_000_000;
+                    self.ram
+                        .write(value, &kvmclock::wall_clock(boot_ns.saturating_sub(now.ns)));
+                    Ok(None)
+                }
+                // Microcode patch level, HWCR, DE_CFG, TSC_AUX: AMD MSRs
+                // Linux reads or sets at boot; nothing behind them here.
+                // Also the interrupt-pending message register (C1E).
+                (0x8b | 0xc001_0015 | 0xc001_1029 | 0xc001_0055, false) => Ok(Some(0)),
+                (0x8b | 0xc001_0015 | 0xc001_1029 | 0xc000_0103 | MSR_TSC, true) => Ok(None),
+                _ => Err(GeneralProtection),
+            }
+        };
+        match result {
+            Ok(read) => {
+                if let Some(v) = read {
+                    self.vcpu.set(word::RAX, v & 0xffff_ffff);
+                    self.vcpu.set(word::RDX, v >> 32);
+                }
+                let efer = if msr == MSR_EFER && write {
+                    load::CONTROL
+                } else {
+                    0
+                };
+                self.advance(2) | efer
+            }
+            Err(GeneralProtection) => {
+                if self.once(5, u64::from(msr) << 1 | u64::from(write)) {
+                    println!(
+                        "vmm: {}: {} of MSR {msr:#x}: #GP for the guest",
+                        self.name,
+                        if write { "write" } else { "read" }
+                    );
+                }
+                self.inject_exception(13, Some(0))
+            }
+        }
+    }
+
+    /// The exiting instruction's bytes (the guest's RIP, through its page
+    /// tables when paging is on).
+    fn instruction(&self) -> ([u8; 15], usize) {
+        let paging = self.vcpu.get(word::CR0) & (1 << 31) != 0;
+        let cs = seg::CS;
+        let base = self.vcpu.get(word::SEGMENTS + 2 * cs + 1);
+        let rip = self
+            .vcpu
+            .get(word::RIP)
+            .wrapping_add(if paging { 0 } else { base });
+        self.ram.fetch(self.vcpu.get(word::CR3), paging, rip)
+    }
+
+    /// `[REX] 0F op modrm` with a register operand: (REX, modrm, length).
+    fn decode_mov_special(&self, opcode: u8) -> Option<(u8, u8, u64)> {
+        let (b, n) = self.instruction();
+        let mut i = 0;
+        let mut rex = 0;
+        while i < n && (b[i] == 0x66 || b[i] == 0xf2 || b[i] == 0xf3) {
+            i += 1;
+        }
+        if i < n && b[i] & 0xf0 == 0x40 {
+            rex = b[i];
+            i += 1;
+        }
+        if i + 3 > n || b[i] != 0x0f || b[i + 1] != opcode || b[i + 2] >> 6 != 3 {
+            return None;
+        }
+        Some((rex, b[i + 2], i as u64 + 3))
+    }
+
+    /// `mov cr4, reg` (the only CR write intercepted): CR4 is loaded with
+    /// the value (the kernel clears PKE, CET and PKS).
+    fn mov_to_cr(&mut self) -> Result<u64, Stop> {
+        let Some((rex, modrm, len)) = self.decode_mov_special(0x22) else {
+            println!(
+                "vmm: {}: CR4 write not decoded at rip {:#x}: VM stopped",
+                self.name,
+                self.vcpu.get(word::RIP)
+            );
+            return Err(Stop::Done(6));
+        };
+        let src = (modrm & 7) | (rex & 1) << 3;
+        let value = self.vcpu.get(gpr_word(src));
+        self.vcpu.set(word::CR4, value);
+        Ok(self.advance(len) | load::CONTROL)
+    }
+
+    /// `mov reg, drN` reads 0 (DR6/DR7 their reset values); `mov drN,
+    /// reg` is ignored: the guest gets no hardware breakpoints.
+    fn mov_dr(&mut self, code: u64) -> Result<u64, Stop> {
+        let read = code < exit::DR_WRITE;
+        let Some((rex, modrm, len)) = self.decode_mov_special(if read { 0x21 } else { 0x23 })
+        else {
+            println!(
+                "vmm: {}: debug-register access not decoded: VM stopped",
+                self.name
+            );
+            return Err(Stop::Done(6));
+        };
+        if read {
+            let dr = (code - exit::DR_READ) as u8;
+            let value = match dr {
+                6 => 0xffff_0ff0,
+                7 => 0x400,
+                _ => 0,
+            };
+            let dst = (modrm & 7) | (rex & 1) << 3;
+            self.vcpu.set(gpr_word(dst), value);
+        }
+        Ok(self.advance(len))
+    }
+
+    /// Takes what the guest wrote to COM2: a line `status N` is its
+    /// verdict; anything else is logged once and ignored.
+    fn read_status(&mut self) {
+        for b in self.status_uart.take_output() {
+            if b != b'\n' {
+                if self.status_line.len() < 64 {
+                    self.status_line.push(b);
+                }
+                continue;
+            }
+            let line = core::mem::take(&mut self.status_line);
+            let text = core::str::from_utf8(&line).unwrap_or("").trim();
+            match text
+                .strip_prefix("status ")
+                .and_then(|n| n.trim().parse::<u8>().ok())
+            {
+                Some(n) => {
+                    println!("vmm: {}: the guest reported status {n}", self.name);
+                    self.status = Some(n);
+                }
+                None => {
+                    if self.once(7, 0) {
+                        println!(
+                            "vmm: {}: COM2 line {text:?} is no `status N`: ignored",
+                            self.name
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Prints the guest's complete console lines (`[name] text`), and the
+    /// rest too if `all`.
+    fn flush_console(&mut self, all: bool) {
+        let out = self.uart.take_output();
+        for b in out {
+            match b {
+                b'\n' => self.print_line(),
+                b'\r' => {}
+                0x20..=0x7e | b'\t' => {
+                    self.line.push(b);
+                    if self.line.len() >= MAX_LINE {
+                        self.print_line();
+                    }
+                }
+                // Escape sequences and other control bytes: dropped.
+                _ => {}
+            }
+        }
+        if all && !self.line.is_empty() {
+            self.print_line();
+        }
+    }
+
+    fn print_line(&mut self) {
+        let text = core::str::from_utf8(&self.line).unwrap_or("?");
+        if text.contains("reboot: Power down") {
+            self.power_down = true;
+        }
+        println!("[{}] {text}", self.name);
+        self.line.clear();
+    }
+}

@@ -1,0 +1,240 @@
+//! vmm: the virtual machine monitor (docs/virtualization.md, "The VMM").
+//! Boots an unmodified Linux from two boot modules — a bzImage and an
+//! initramfs — on one virtual CPU, with guest RAM made from its own quota,
+//! and emulates the PC devices Linux needs. The guest's serial console
+//! goes to the log, a line at a time, prefixed with the VM's name:
+//! `[vm1] Linux version ...`.
+//!
+//! Config (`[component.config]`, every key optional):
+//!
+//! | key | default | what |
+//! |-----|---------|------|
+//! | `name` | `vm` | the prefix of the console lines |
+//! | `kernel` | `vmlinuz` | the bzImage's module |
+//! | `initramfs` | `initramfs` | the initramfs's module (`""`: none) |
+//! | `ram_mib` | 128 | guest RAM, MiB, a multiple of 2, from the quota |
+//! | `cmdline` | see [`DEFAULT_CMDLINE`] | the kernel's command line |
+//!
+//! The pure logic — boot protocol, CPUID, device models — is the `vmm`
+//! crate's, tested on the host; this program is the glue: memory, the
+//! run loop ([`machine`]), time and the log.
+#![no_std]
+#![no_main]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+extern crate alloc;
+
+mod machine;
+mod memory;
+
+use alloc::string::String;
+
+use rt::abi::caddr::own;
+use rt::abi::{Error, ObjectType};
+use rt::interfaces::child;
+use rt::println;
+use rt::session::rom::Rom;
+use rt::session::timer::Timer;
+use rt::session::{self, Session};
+use ucore::config::parse_tree;
+use vmm::acpi;
+use vmm::linux::{self, BzImage, Plan};
+
+use memory::Ram;
+
+rt::entry!(main);
+
+/// The kernel's command line unless the config gives one: the serial
+/// console, no reboot on panic (a panic stops the VM: the VMM sees the
+/// halt), and the devices this VMM does not have left alone.
+pub const DEFAULT_CMDLINE: &str =
+    "console=ttyS0 earlyprintk=serial,ttyS0 panic=0 nokaslr i8042.noaux i8042.nokbd i8042.nopnp tsc=reliable";
+
+/// Slots: sessions, then objects, then ROM and RAM frames.
+const FIRST: u32 = child::FIRST_FREE;
+const ROM_SLOT: u32 = FIRST;
+const TIMER_SLOT: u32 = FIRST + 1;
+const TIMER_NOTIFY: u32 = FIRST + 2;
+const GSPACE: u32 = FIRST + 3;
+const VCPU: u32 = FIRST + 4;
+const RTC_SLOT: u32 = FIRST + 5;
+const CONFIG_FIRST: u32 = FIRST + 16;
+const CONFIG_END: u32 = CONFIG_FIRST + 4;
+/// Guest RAM: 2 MiB frames, then a copy of each for the VMM's view.
+const RAM_FIRST: u32 = FIRST + 64;
+/// At most 3 GiB of guest RAM (below the device hole): 1536 frames.
+const RAM_MAX_FRAMES: u32 = 1536;
+const ROM_FIRST: u32 = RAM_FIRST + 2 * RAM_MAX_FRAMES;
+/// Slots for the modules' pages (64 MiB of modules at 4 KiB a slot).
+const ROM_MAX_PAGES: u32 = 16384;
+
+/// Where things are mapped in the VMM.
+const CONFIG_VA: u64 = 0x30_0000_0000;
+const KERNEL_VA: u64 = 0x40_0000_0000;
+const INITRD_VA: u64 = 0x48_0000_0000;
+pub const RAM_VA: u64 = 0x100_0000_0000;
+
+/// The guest space's page-table pool: 2^16 bytes, 16 tables (a PML4, a
+/// PDPT, and page directories for 3 GiB of 2 MiB pages need 6).
+const GSPACE_BITS: u64 = 16;
+
+/// What the config asks for.
+struct Config {
+    name: String,
+    kernel: String,
+    initramfs: String,
+    ram_mib: u64,
+    cmdline: String,
+}
+
+fn read_config(rom: &Session<Rom>) -> Result<Config, String> {
+    let mut c = Config {
+        name: "vm".into(),
+        kernel: "vmlinuz".into(),
+        initramfs: "initramfs".into(),
+        ram_mib: 128,
+        cmdline: DEFAULT_CMDLINE.into(),
+    };
+    // SAFETY: CONFIG_VA.. is used by nothing else of this program.
+    let tree = match unsafe { rom.map("config", CONFIG_FIRST, CONFIG_END, CONFIG_VA) } {
+        Ok(tree) => tree,
+        // No config: the defaults.
+        Err(_) => return Ok(c),
+    };
+    let config =
+        parse_tree(tree).map_err(|(at, fault)| alloc::format!("config: byte {at}: {fault}"))?;
+    let text = |key: &str, into: &mut String| -> Result<(), String> {
+        if let Some(v) = config.get(key) {
+            *into = v
+                .as_str()
+                .ok_or_else(|| alloc::format!("config: {key} must be a string"))?
+                .into();
+        }
+        Ok(())
+    };
+    text("name", &mut c.name)?;
+    text("kernel", &mut c.kernel)?;
+    text("initramfs", &mut c.initramfs)?;
+    text("cmdline", &mut c.cmdline)?;
+    if let Some(v) = config.get("ram_mib") {
+        let mib = v
+            .as_integer()
+            .ok_or_else(|| String::from("config: ram_mib must be an integer"))?;
+        if !(16..=3072).contains(&mib) || mib % 2 != 0 {
+            return Err(alloc::format!(
+                "config: ram_mib = {mib}: an even number of MiB from 16 to 3072"
+            ));
+        }
+        c.ram_mib = mib as u64;
+    }
+    Ok(c)
+}
+
+/// Maps boot module `name` read-only at `va` (slots from `*next`).
+fn module(
+    rom: &Session<Rom>,
+    name: &str,
+    next: &mut u32,
+    va: u64,
+) -> Result<&'static [u8], String> {
+    let (_, pages) = rom
+        .info(name)
+        .map_err(|e| alloc::format!("boot module {name:?}: {e}"))?;
+    let end = ROM_FIRST + ROM_MAX_PAGES;
+    if u64::from(*next) + pages > u64::from(end) {
+        return Err(alloc::format!(
+            "boot module {name:?}: {pages} pages; room for {} more",
+            end - *next
+        ));
+    }
+    // SAFETY: `va..` is this module's window, used by nothing else.
+    let data = unsafe { rom.map(name, *next, end, va) }
+        .map_err(|e| alloc::format!("boot module {name:?}: {e}"))?;
+    *next += pages as u32;
+    Ok(data)
+}
+
+fn main(_: u64) -> i32 {
+    match run() {
+        Ok(code) => code,
+        Err(why) => {
+            println!("vmm: {why}");
+            1
+        }
+    }
+}
+
+fn run() -> Result<i32, String> {
+    let rom = session::open::<Rom>(ROM_SLOT).map_err(|e| alloc::format!("Rom session: {e}"))?;
+    let config = read_config(&rom)?;
+    let name = config.name.clone();
+    let timer =
+        Timer::open(TIMER_SLOT, TIMER_NOTIFY).map_err(|e| alloc::format!("Timer session: {e}"))?;
+
+    let mut next = ROM_FIRST;
+    let image = module(&rom, &config.kernel, &mut next, KERNEL_VA)?;
+    let kernel = BzImage::parse(image).map_err(|e| alloc::format!("{}: {e}", config.kernel))?;
+    let initrd: &[u8] = if config.initramfs.is_empty() {
+        &[]
+    } else {
+        module(&rom, &config.initramfs, &mut next, INITRD_VA)?
+    };
+    let ram_bytes = config.ram_mib << 20;
+    let plan = Plan::new(&kernel, ram_bytes, initrd.len() as u64, &config.cmdline)
+        .map_err(|e| alloc::format!("{}: {e}", config.kernel))?;
+
+    let u = own(child::UNTYPED);
+    let made = |e: Error, what: &str| {
+        alloc::format!("{what}: {e:?} (ram_mib of the vmm's entry too small?)")
+    };
+    rt::syscall::retype(u, ObjectType::GuestSpace, GSPACE_BITS, own(GSPACE), 1)
+        .map_err(|e| made(e, "guest space"))?;
+    rt::syscall::retype(u, ObjectType::Vcpu, 0, own(VCPU), 1)
+        .map_err(|e| made(e, "virtual CPU"))?;
+    let mut ram =
+        Ram::make(own(GSPACE), RAM_FIRST, ram_bytes, RAM_VA).map_err(|e| made(e, "guest RAM"))?;
+
+    // Load: kernel, initramfs, zero page, command line, tables.
+    ram.write(plan.kernel_addr, kernel.kernel());
+    if plan.initrd_len > 0 {
+        ram.write(plan.initrd_addr, initrd);
+    }
+    ram.write(acpi::TABLES, &acpi::tables());
+    ram.write(
+        linux::layout::ZERO_PAGE,
+        &plan.zero_page(&kernel, acpi::TABLES),
+    );
+    ram.write(linux::layout::CMDLINE, &plan.cmdline);
+    ram.write(linux::layout::PAGE_TABLES, &linux::page_tables());
+    ram.write(linux::layout::GDT, &linux::gdt());
+    println!(
+        "vmm: {name}: Linux boot protocol {}.{:02}, kernel at {:#x} ({} KiB), initramfs at {:#x} ({} KiB), {} MiB of RAM",
+        kernel.version >> 8,
+        kernel.version & 0xff,
+        plan.kernel_addr,
+        kernel.kernel().len() / 1024,
+        plan.initrd_addr,
+        plan.initrd_len / 1024,
+        config.ram_mib
+    );
+    println!("vmm: {name}: command line: {}", config.cmdline);
+
+    // The wall clock for the guest's CMOS clock and kvmclock: from an Rtc
+    // session if the scenario routes one, else the epoch.
+    let boot_unix = match session::open::<rt::session::rtc::Rtc>(RTC_SLOT) {
+        Ok(rtc) => match rtc.now() {
+            Ok(t) => vmm::rtc::unix(t.year.into(), t.month, t.day, t.hour, t.minute, t.second),
+            Err(e) => {
+                println!("vmm: {name}: the Rtc session gave no time ({e}): the guest's clock starts at 1970");
+                0
+            }
+        },
+        Err(_) => {
+            println!("vmm: {name}: no Rtc session: the guest's clock starts at 1970");
+            0
+        }
+    };
+    let mut m = machine::Machine::new(name, ram, &timer, own(VCPU), own(GSPACE), boot_unix)?;
+    m.enter(&plan);
+    Ok(m.run())
+}
