@@ -3,9 +3,9 @@
 //! handler and restarts them by their policy.
 //!
 //! Root starts init when the boot image has a `config` entry; what init
-//! gets (its memory, its own capabilities, its view of the boot image —
+//! gets (its memory, its own capabilities, its view of the boot image:
 //! the kernel's frames of it, mapped read-only from the address that is
-//! its argument, and their table — and what it gives each
+//! its argument, and their table) and what it gives each
 //! child is written down in `interfaces::init`; the arithmetic of quotas is
 //! `ucore::init`, the building of a child `rt::spawn` (the same code that
 //! builds root's children).
