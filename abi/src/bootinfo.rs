@@ -7,6 +7,25 @@
 //! [`BOOT_IMAGE_ADDR`]. Root's capability space has
 //! `1 << BootInfo::cspace_bits` slots laid out as below; everything from
 //! `first_free_slot` on is empty.
+//!
+//! # ROM frames
+//!
+//! The boot image's memory is also handed over as frame capabilities, read-only
+//! (`Rights::READ`: no holder can map them writable or executable, nor mint
+//! more rights) and never copied: a capability table at [`slot::ROM_FRAMES`]
+//! (its own kernel object, 2^n slots, made from the kernel's memory at boot
+//! like root's own table) holds in its slots `1..=BootInfo::rom_frames` the
+//! frames of `formats::bootimage::BootImage::regions` cut by
+//! `Region::frame` for the image's physical start
+//! [`BootInfo::boot_image_phys`] — 4 KiB frames and, where a whole 2 MiB of
+//! one region is 2 MiB aligned in physical memory, 2 MiB frames; slot
+//! `1 + i` holds frame `i`. The frames are derivation-tree roots: they
+//! belong to no untyped memory, so no quota pays for them and nothing
+//! returns when they are deleted. Root gives the table to init, which maps
+//! its view of the image from it and serves boot modules as ROM
+//! dataspaces from it (`rt::session::rom`). At most 2^16 − 1 frames (a
+//! capability table's limit): a boot image of 256 MiB cut into 4 KiB frames
+//! alone, far more with 2 MiB ones; a larger one is refused at boot.
 
 /// Where root finds its boot-information page.
 pub const BOOT_INFO_ADDR: u64 = 0x0000_7fff_f000_0000;
@@ -33,15 +52,21 @@ pub mod slot {
     pub const IRQ_FIRST: u32 = 16;
     /// Most IRQ lines handed out.
     pub const IRQ_MAX: u32 = 48;
+    /// The capability table of the boot image's frames (module docs,
+    /// "ROM frames").
+    pub const ROM_FRAMES: u32 = 6;
     /// Untyped memory capabilities, `BootInfo::untyped_count` of them,
     /// described in `BootInfo::untyped`.
     pub const UNTYPED_FIRST: u32 = 64;
 }
 
 /// log2 of the slots of root's capability table: 8,192 slots (1 MiB).
-/// Root copies the boot image into 4 KiB frames for init, one slot each,
-/// so this bounds the boot image (about 28 MiB with the other objects).
+/// The boot image's frames live in a table of their own
+/// ([`slot::ROM_FRAMES`]), so this does not bound the boot image.
 pub const ROOT_CSPACE_BITS: u32 = 13;
+/// Most frames of the boot image: the slots of the largest capability
+/// table but its header slot 0 (module docs, "ROM frames").
+pub const MAX_ROM_FRAMES: u64 = (1 << crate::object::MAX_CAP_TABLE_BITS) - 1;
 /// Where the kernel image ends at most: its boot self-check `kernel image`
 /// refuses a kernel that ends above (self-check `memory map`; the memory rule, `ucore::plan`,
 /// gives root nothing below this).
@@ -80,6 +105,12 @@ pub struct BootInfo {
     pub first_free_slot: u64,
     /// Bytes of the boot image at [`BOOT_IMAGE_ADDR`].
     pub boot_image_len: u64,
+    /// The boot image's physical address (page-aligned): with
+    /// `formats::bootimage`'s cut, where its frames are 2 MiB ones.
+    pub boot_image_phys: u64,
+    /// Frames in the table at [`slot::ROM_FRAMES`], in its slots
+    /// `1..=rom_frames`.
+    pub rom_frames: u64,
     /// IRQ handler capabilities from [`slot::IRQ_FIRST`].
     pub irq_count: u64,
     /// Untyped capabilities from [`slot::UNTYPED_FIRST`].

@@ -39,8 +39,26 @@
 //!   `total_size`.
 //!
 //! The writer lays entries out in the given order, each at the next multiple
-//! of 4096 after the entry table and the previous entry, zero-fills the
-//! padding and does not pad after the last entry.
+//! of 4096 after the entry table and the previous entry — an entry of
+//! [`LARGE`] bytes or more at the next multiple of [`LARGE`], so that its
+//! middle can be 2 MiB frames when the image's physical start is 2 MiB
+//! aligned too — zero-fills the padding and does not pad after the last
+//! entry (the kernel zeroes the rest of the image's last page).
+//!
+//! # Frames
+//!
+//! The kernel hands the image's memory to root as read-only frame
+//! capabilities (`abi::bootinfo`, "ROM frames"), which root and init pass
+//! on without copying. [`BootImage::regions`] lists the page ranges that
+//! become frames — the header and entry table, then each entry's pages in
+//! table order — and [`Region::frame`] cuts each range into frames: 4 KiB
+//! frames up to the first 2 MiB boundary of *physical* memory, 2 MiB frames
+//! while whole ones fit in the range, 4 KiB frames after. No frame crosses
+//! a range's end, so a client handed an entry's frames sees that entry's
+//! bytes (and zeros up to its last page's end) and nothing of another.
+//! The cut depends only on the image's physical start modulo [`LARGE`]
+//! (its *phase*), which the kernel, root and init all know, so they agree
+//! on every frame's index without a table.
 
 use core::fmt;
 
@@ -62,6 +80,11 @@ pub const ENTRY_SIZE: usize = 64;
 pub const NAME_LEN: usize = 48;
 /// Alignment of every entry's offset: the page size, so modules map page by page.
 pub const ALIGN: u64 = 4096;
+/// A large frame's size (2 MiB): the writer aligns entries of this size or
+/// more to it, and [`Region::frame`] cuts 2 MiB frames where they fit.
+pub const LARGE: u64 = 2 << 20;
+/// 4 KiB pages in a large frame.
+const PAGES_PER_LARGE: u64 = LARGE / ALIGN;
 
 /// Why a name is not acceptable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -395,6 +418,99 @@ impl<'a> BootImage<'a> {
     }
 }
 
+impl BootImage<'_> {
+    /// The page ranges of the image that become frames (module docs,
+    /// "Frames"): region 0 is the header and entry table, region `i + 1`
+    /// entry `i`'s pages (none for an empty entry).
+    pub fn regions(&self) -> impl Iterator<Item = Region> + '_ {
+        let table = (HEADER_SIZE + self.count * ENTRY_SIZE) as u64;
+        let table = Region {
+            offset: 0,
+            pages: table.div_ceil(ALIGN),
+        };
+        core::iter::once(table).chain(self.entries().map(|e| Region {
+            offset: e.offset,
+            pages: (e.data.len() as u64).div_ceil(ALIGN),
+        }))
+    }
+
+    /// How many frames the image's regions make for an image whose
+    /// physical start is `phase` past a 2 MiB boundary.
+    pub fn frame_count(&self, phase: u64) -> u64 {
+        self.regions().map(|r| r.frame_count(phase)).sum()
+    }
+
+    /// Entry `name`'s region and the index of its first frame among all
+    /// the image's frames (counted over [`BootImage::regions`] in order),
+    /// for an image whose physical start is `phase` past a 2 MiB boundary.
+    pub fn entry_frames(&self, name: &str, phase: u64) -> Option<(u64, Region)> {
+        let mut first = 0;
+        let index = self.entries().position(|e| e.name == name)?;
+        for (i, region) in self.regions().enumerate() {
+            if i == index + 1 {
+                return Some((first, region));
+            }
+            first += region.frame_count(phase);
+        }
+        None
+    }
+}
+
+/// A page range of the image that becomes frames ([`BootImage::regions`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    /// Offset of its first page from the image start (a multiple of
+    /// [`ALIGN`]).
+    pub offset: u64,
+    /// Its pages.
+    pub pages: u64,
+}
+
+impl Region {
+    /// Its cut for an image whose physical start is `phase` past a 2 MiB
+    /// boundary: 4 KiB frames before the first 2 MiB boundary, 2 MiB
+    /// frames, 4 KiB frames after (counts).
+    pub fn split(&self, phase: u64) -> (u64, u64, u64) {
+        let start = phase.wrapping_add(self.offset) % LARGE / ALIGN;
+        let head = if start == 0 {
+            0
+        } else {
+            (PAGES_PER_LARGE - start).min(self.pages)
+        };
+        let rest = self.pages - head;
+        (head, rest / PAGES_PER_LARGE, rest % PAGES_PER_LARGE)
+    }
+
+    /// Its frames.
+    pub fn frame_count(&self, phase: u64) -> u64 {
+        let (head, large, tail) = self.split(phase);
+        head + large + tail
+    }
+
+    /// Whether it has a 2 MiB frame.
+    pub fn has_large(&self, phase: u64) -> bool {
+        self.split(phase).1 > 0
+    }
+
+    /// Frame `i` of it: its offset from the region's start and whether it
+    /// is a 2 MiB frame; `None` past the last.
+    pub fn frame(&self, phase: u64, i: u64) -> Option<(u64, bool)> {
+        let (head, large, tail) = self.split(phase);
+        if i < head {
+            Some((i * ALIGN, false))
+        } else if i - head < large {
+            Some((head * ALIGN + (i - head) * LARGE, true))
+        } else if i - head - large < tail {
+            Some((
+                (head + large * PAGES_PER_LARGE + (i - head - large)) * ALIGN,
+                false,
+            ))
+        } else {
+            None
+        }
+    }
+}
+
 /// Iterator over a [`BootImage`]'s entries.
 #[derive(Clone, Debug)]
 pub struct Entries<'a> {
@@ -500,7 +616,7 @@ pub fn write_image(entries: &[(&str, &[u8])], out: &mut [u8]) -> Result<usize, B
     put(image, 16, &(size as u64).to_le_bytes())?;
     let mut cursor = table_end;
     for (index, (name, data)) in entries.iter().enumerate() {
-        let offset = align_up(cursor).ok_or(BootImageError::TooLarge)?;
+        let offset = entry_offset(cursor, data.len() as u64).ok_or(BootImageError::TooLarge)?;
         let record = HEADER_SIZE + index * ENTRY_SIZE;
         put(image, record, name.as_bytes())?;
         put(image, record + NAME_LEN, &offset.to_le_bytes())?;
@@ -539,10 +655,21 @@ fn layout<'n>(
                 return Err(BootImageError::DuplicateName { index, other });
             }
         }
-        let offset = align_up(cursor).ok_or(BootImageError::TooLarge)?;
+        let offset = entry_offset(cursor, size).ok_or(BootImageError::TooLarge)?;
         cursor = offset.checked_add(size).ok_or(BootImageError::TooLarge)?;
     }
     usize::try_from(cursor).map_err(|_| BootImageError::TooLarge)
+}
+
+/// Where the writer puts an entry of `size` bytes whose data may start at
+/// `cursor`: the next page, or the next 2 MiB for an entry of [`LARGE`] or
+/// more.
+fn entry_offset(cursor: u64, size: u64) -> Option<u64> {
+    if size >= LARGE {
+        Some(cursor.checked_add(LARGE - 1)? & !(LARGE - 1))
+    } else {
+        align_up(cursor)
+    }
 }
 
 /// An entry-table record, undecoded.
@@ -643,6 +770,66 @@ mod tests {
 
     fn entry_at(index: usize) -> usize {
         HEADER_SIZE + index * ENTRY_SIZE
+    }
+
+    #[test]
+    fn large_entries_start_on_2_mib() {
+        let big = vec![7u8; (LARGE + 5000) as usize];
+        let img = build(&[("small", b"abc"), ("big", &big), ("after", b"z")]);
+        let parsed = BootImage::parse(&img).unwrap();
+        let e: Vec<Entry> = parsed.entries().collect();
+        assert_eq!(e[0].offset, 4096);
+        assert_eq!(e[1].offset, LARGE);
+        assert_eq!(e[1].data, &big[..]);
+        assert_eq!(e[2].offset, LARGE + (LARGE + 8192));
+    }
+
+    #[test]
+    fn frames_cut_each_region_without_crossing_it() {
+        let big = vec![1u8; (3 * LARGE + 100) as usize];
+        let img = build(&[("root", b"r"), ("big", &big), ("tiny", b"t")]);
+        let image = BootImage::parse(&img).unwrap();
+        let regions: Vec<Region> = image.regions().collect();
+        assert_eq!(regions.len(), 4);
+        assert_eq!(
+            regions[0],
+            Region {
+                offset: 0,
+                pages: 1
+            }
+        );
+        assert_eq!(regions[2].pages, 3 * PAGES_PER_LARGE + 1);
+        // Aligned physically: the big entry is three 2 MiB frames and a page.
+        assert_eq!(regions[2].split(0), (0, 3, 1));
+        assert_eq!(regions[2].frame(0, 2), Some((2 * LARGE, true)));
+        assert_eq!(regions[2].frame(0, 3), Some((3 * LARGE, false)));
+        assert_eq!(regions[2].frame(0, 4), None);
+        assert_eq!(image.frame_count(0), 1 + 1 + 4 + 1);
+        assert_eq!(image.entry_frames("big", 0), Some((2, regions[2])));
+        assert_eq!(image.entry_frames("tiny", 0).map(|f| f.0), Some(6));
+        assert_eq!(image.entry_frames("nope", 0), None);
+        // Any phase: frames tile the region exactly, large ones on
+        // physical 2 MiB boundaries, and every frame lies inside it.
+        for phase in (0..LARGE).step_by(ALIGN as usize * 37) {
+            for r in &regions {
+                let mut next = 0;
+                let mut i = 0;
+                while let Some((off, large)) = r.frame(phase, i) {
+                    assert_eq!(off, next);
+                    if large {
+                        assert_eq!((phase + r.offset + off) % LARGE, 0);
+                    }
+                    next = off + if large { LARGE } else { ALIGN };
+                    i += 1;
+                }
+                assert_eq!(next, r.pages * ALIGN);
+                assert_eq!(i, r.frame_count(phase));
+            }
+        }
+        // A phase of one page: the big entry's head is 511 pages.
+        assert_eq!(regions[2].split(ALIGN), (511, 2, 2));
+        assert!(regions[2].has_large(ALIGN));
+        assert!(!regions[3].has_large(0));
     }
 
     #[test]

@@ -16,13 +16,13 @@
 //! | devices | at [`IO_PORTS`] all I/O ports (root's own capability, copied); at [`isa_irq_slot`]`(i)` the IRQ handler of the GSI where ISA IRQ `i` arrives (`bootinfo::BootInfo::isa_gsi`, the MADT's overrides applied — on QEMU IRQ 0 at GSI 2), for each `i < 16` that arrives at a line root has; empty otherwise |
 //! | untyped memory | the pieces of `ucore::plan::pool_pieces(image, rom, update)`, largest first: the first at `child::UNTYPED`, the others from [`POOL_FIRST`] on — the binary digits of the sum of every child's block (its RAM quota and what its existence costs, `ucore::plan::block_bits`) of the config and of its update ([`UPDATE_ENTRY`], if any) and init's own MiB; init computes the same pieces from the same boot image |
 //! | page-table pool | 2^[`PT_POOL_BITS`] bytes |
-//! | the boot image | a read-only copy at `bootinfo::BOOT_IMAGE_ADDR` (fresh frames root fills, as it fills a child's segments), so init finds the ROM and the children's ELF files by name exactly as root does |
-//! | `rdi` | the boot image's length in bytes |
+//! | the boot image | the kernel's frames of it (`bootinfo`, "ROM frames"): root copies the capability of their table to [`ROM_FRAMES`] and maps every frame read-only into init's address space at [`image_addr`]`(phase)` — the image's own memory, no copy — so init finds the ROM and the children's ELF files by name exactly as root does, and serves boot modules from the same frames (`rt::session::rom`) |
+//! | `rdi` | where the image starts in init's address space: [`image_addr`] of its physical start's phase |
 //!
-//! A copy rather than a shared mapping: root holds no frame capabilities
-//! for the kernel's mapping of the boot image, and a copy keeps root's
-//! memory out of init's reach. It costs the image's size (about 5 MiB) of
-//! root's memory once.
+//! No copy: the image (tens of MiB with a guest's kernel and initramfs)
+//! costs neither root's nor init's memory, only the page tables of init's
+//! view (from init's page-table pool, [`PT_POOL_BITS`]; 2 MiB frames need
+//! none below the directory).
 //!
 //! Root waits for init as for any other child: `root: child init exited
 //! with code N`, then `root: all children finished`. Init's exit code is
@@ -80,9 +80,12 @@ pub const UPDATE_ENTRY: &str = "config.update";
 
 /// log2 of init's capability table's slots.
 pub const CSPACE_BITS: u32 = 16;
-/// log2 of init's page-table pool (32 tables: its image, the boot image,
-/// the scratch page, stack).
-pub const PT_POOL_BITS: u32 = 17;
+/// log2 of init's page-table pool (128 tables: its image, the boot image,
+/// the scratch page, stack). A boot image of 2 MiB frames needs no page
+/// table below the directory, one of 4 KiB frames one per 2 MiB: room
+/// for 200 MiB of 4 KiB frames (modules below 2 MiB only), far more with
+/// large modules (2 MiB frames but for a head and tail of 4 KiB ones).
+pub const PT_POOL_BITS: u32 = 19;
 /// End of init's own slot range.
 pub const OWN_SLOTS_END: u32 = 1024;
 /// Slots each child's range holds.
@@ -140,5 +143,20 @@ pub const DEVICE_MEMORY_FIRST: u32 = PCI_IRQ_FIRST + crate::child::platform::PCI
 /// Slots for device memory from [`DEVICE_MEMORY_FIRST`].
 pub const DEVICE_MEMORY_SLOTS: u32 = crate::child::platform::DEVICE_MEMORY_SLOTS;
 
+/// The capability table of the boot image's frames (`bootinfo::slot::ROM_FRAMES`,
+/// root's copy): frame `i` of the image at its slot `1 + i`
+/// (`formats::bootimage::BootImage::regions`).
+pub const ROM_FRAMES: u32 = DEVICE_MEMORY_FIRST + DEVICE_MEMORY_SLOTS;
+
+/// Where init's view of the boot image starts for an image whose physical
+/// start is `phase` bytes past a 2 MiB boundary: the same distance past
+/// `bootinfo::BOOT_IMAGE_ADDR` (2 MiB aligned), so that its 2 MiB frames
+/// map at 2 MiB-aligned addresses.
+pub const fn image_addr(phase: u64) -> u64 {
+    abi::bootinfo::BOOT_IMAGE_ADDR + phase % (2 << 20)
+}
+
+const _: () = assert!(abi::bootinfo::BOOT_IMAGE_ADDR.is_multiple_of(2 << 20));
+const _: () = assert!(ROM_FRAMES < 1 << CSPACE_BITS);
 const _: () = assert!(isa_irq_slot(15) < 1 << CSPACE_BITS);
 const _: () = assert!(DEVICE_MEMORY_FIRST + DEVICE_MEMORY_SLOTS <= 1 << CSPACE_BITS);

@@ -11,7 +11,10 @@
 //! `abi::bootinfo`): its own thread, capability space and address space,
 //! every I/O port, an IRQ handler capability per IOAPIC line, every free
 //! frame as untyped memory (naturally aligned power-of-two blocks), the
-//! boot image mapped read-only and the boot-information page.
+//! boot image mapped read-only, the boot image's own memory as read-only
+//! frame capabilities in a table of their own (`abi::bootinfo`, "ROM
+//! frames": never copied; 2 MiB frames where the image's physical layout
+//! allows) and the boot-information page.
 
 use core::fmt;
 
@@ -47,6 +50,8 @@ pub enum LoadError {
     OutOfMemory,
     Map(abi::Error),
     Cap(cap::CapError),
+    /// The boot image needs more frames than a capability table holds.
+    TooManyRomFrames(u64),
 }
 
 impl fmt::Display for LoadError {
@@ -63,6 +68,11 @@ impl fmt::Display for LoadError {
             Self::OutOfMemory => write!(f, "out of memory while loading root"),
             Self::Map(e) => write!(f, "mapping root's memory failed: {e}"),
             Self::Cap(e) => write!(f, "setting up root's capabilities failed: {e}"),
+            Self::TooManyRomFrames(n) => write!(
+                f,
+                "the boot image needs {n} frames, more than the {} a capability table holds",
+                bootinfo::MAX_ROM_FRAMES
+            ),
         }
     }
 }
@@ -136,7 +146,12 @@ pub fn load_root(k: &mut Kernel, boot: &BootInfo, cpu_count: u64) -> Result<Thre
     let bytes = unsafe {
         core::slice::from_raw_parts(mm::phys_to_virt(image_range.start) as *const u8, image_len)
     };
-    let (_, root, plan) = bootimage::root_plan(bytes).map_err(LoadError::Root)?;
+    let (image, root, plan) = bootimage::root_plan(bytes).map_err(LoadError::Root)?;
+    let phase = image_range.start % bootimage::LARGE;
+    let rom_frames = image.frame_count(phase);
+    if rom_frames > bootinfo::MAX_ROM_FRAMES {
+        return Err(LoadError::TooManyRomFrames(rom_frames));
+    }
 
     // The three objects.
     let space = alloc_frames((1 << (ROOT_PT_POOL_BITS + 1)) / PAGE_SIZE)?;
@@ -211,6 +226,22 @@ pub fn load_root(k: &mut Kernel, boot: &BootInfo, cpu_count: u64) -> Result<Thre
         offset += PAGE_SIZE;
     }
 
+    // The rest of the image's last page is zero: a ROM frame shows
+    // nothing past the image.
+    let tail = image_range.end % PAGE_SIZE;
+    if tail != 0 {
+        // SAFETY: the last page of the boot module is reserved with it
+        // (mm::init reserves every page the module touches) and in the
+        // direct map; nothing has read past the image's end.
+        unsafe {
+            core::ptr::write_bytes(
+                mm::phys_to_virt(image_range.end) as *mut u8,
+                0,
+                (PAGE_SIZE - tail) as usize,
+            )
+        };
+    }
+
     // Capabilities.
     let slot_at = |index: u32| {
         SlotId(mm::phys_to_virt(table) + (u64::from(index) << abi::object::SLOT_BYTES_BITS))
@@ -231,6 +262,13 @@ pub fn load_root(k: &mut Kernel, boot: &BootInfo, cpu_count: u64) -> Result<Thre
     cap::insert_root(k, slot_at(slot::IO_PORTS), ports)?;
     let control = Capability::new(ObjectType::DeviceControl, 0, Rights::ALL);
     cap::insert_root(k, slot_at(slot::DEVICE_CONTROL), control)?;
+    rom_frame_caps(
+        k,
+        &image,
+        image_range.start,
+        rom_frames,
+        slot_at(slot::ROM_FRAMES),
+    )?;
     let irq_count = crate::irq::line_count().min(u64::from(slot::IRQ_MAX));
     for line in 0..irq_count {
         let irq = Capability::new(ObjectType::IrqHandler, line, Rights::ALL);
@@ -270,6 +308,8 @@ pub fn load_root(k: &mut Kernel, boot: &BootInfo, cpu_count: u64) -> Result<Thre
     info.cpu_count = cpu_count;
     info.cspace_bits = ROOT_CSPACE_BITS;
     info.boot_image_len = image_range.len();
+    info.boot_image_phys = image_range.start;
+    info.rom_frames = rom_frames;
     info.irq_count = irq_count;
     for (irq, gsi) in info.isa_irq_gsi.iter_mut().enumerate() {
         *gsi = match crate::arch::ioapic::isa_irq_to_gsi(irq as u8) {
@@ -321,6 +361,43 @@ pub fn load_root(k: &mut Kernel, boot: &BootInfo, cpu_count: u64) -> Result<Thre
         );
     }
     Ok(thread)
+}
+
+/// Makes the table of the boot image's `count` frames (`abi::bootinfo`,
+/// "ROM frames") at `phys` into root's slot `dst`: read-only frame
+/// capabilities of the image's own memory, cut as `formats::bootimage`
+/// says, slot `1 + i` holding frame `i`.
+fn rom_frame_caps(
+    k: &mut Kernel,
+    image: &bootimage::BootImage<'_>,
+    phys: u64,
+    count: u64,
+    dst: SlotId,
+) -> Result<(), LoadError> {
+    let bits = (u64::BITS - count.leading_zeros()).max(abi::object::MIN_CAP_TABLE_BITS);
+    let bytes = 1u64 << (bits + abi::object::SLOT_BYTES_BITS);
+    let table = alloc_frames(bytes.div_ceil(PAGE_SIZE))?;
+    // SAFETY: fresh, zeroed, naturally aligned frames of at least the
+    // table's size from the frame allocator, used by nothing else.
+    unsafe { object::init_object(k, ObjectType::CapTable, table, u64::from(bits)) };
+    cap::insert_root(k, dst, CapTableCap::new(table, bits).to_cap(Rights::ALL))?;
+    let phase = phys % bootimage::LARGE;
+    let mut index = 1u64;
+    for region in image.regions() {
+        let mut i = 0;
+        while let Some((offset, large)) = region.frame(phase, i) {
+            let frame = FrameCap {
+                phys: phys + region.offset + offset,
+                large,
+                mapping: None,
+            };
+            let slot = SlotId(mm::phys_to_virt(table) + (index << abi::object::SLOT_BYTES_BITS));
+            cap::insert_root(k, slot, frame.to_cap(Rights::READ))?;
+            index += 1;
+            i += 1;
+        }
+    }
+    Ok(())
 }
 
 /// Takes every free frame but a small kernel reserve, as aligned blocks.

@@ -20,6 +20,10 @@
 //! dataspace back from a client that misbehaves, and a client must treat
 //! the memory as possibly gone (a later access faults).
 //!
+//! Boot modules are read-only dataspaces too, of the boot image's own
+//! memory rather than an owner's: a `Rom` session hands out their frames
+//! (`crate::session::rom`, `Session::map_module`).
+//!
 //! Invariant: an [`Attached`] exists only while its mapping does; the
 //! bytes behind it may change under the holder at any time if the
 //! dataspace is shared writable, so access goes through raw pointers or

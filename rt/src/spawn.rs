@@ -27,9 +27,10 @@
 //!    entry for the scratch page), filled and unmapped. Then each page is
 //!    mapped into the child with its segment's permissions. The stack (64
 //!    KiB ending at `MAIN_STACK_TOP`), the IPC buffer page
-//!    (`MAIN_IPC_BUFFER_ADDR`) are fresh frames too, and so are the pages
-//!    of the optional read-only copy `rom` (root hands init the boot image
-//!    this way, `interfaces::init`).
+//!    (`MAIN_IPC_BUFFER_ADDR`) are fresh frames too. With `rom`, the
+//!    kernel's frames of the boot image (`abi::bootinfo`, "ROM frames")
+//!    are mapped read-only into the child as well, no copy (root gives
+//!    init its view of the image this way, `interfaces::init`).
 //! 5. The thread is given its priority and CPU, configured (table, address
 //!    space, IPC buffer, and the parent's endpoint minted write-only with
 //!    the child's badge as its fault endpoint) and started at the ELF
@@ -46,6 +47,7 @@ use abi::caddr::{in_table, own};
 use abi::cpu::CpuSet;
 use abi::map::{Cache, MapAttr};
 use abi::{Error, ObjectType, Rights, MAIN_IPC_BUFFER_ADDR, MAIN_STACK_TOP};
+use formats::bootimage::BootImage;
 use formats::elf::{ElfError, LoadPlan};
 use interfaces::child;
 use ucore::load::{self, PageFill, CHILD_LIMITS, PAGE_SIZE, STACK_BOTTOM};
@@ -96,9 +98,9 @@ pub struct ChildSpec<'a> {
     /// `badge`, at `child::PARENT`: where init's children ask for sessions
     /// (`interfaces::session`).
     pub parent_endpoint: bool,
-    /// Bytes to copy into fresh read-only pages at a page-aligned address
-    /// of the child (root hands init the boot image this way).
-    pub rom: Option<(u64, &'a [u8])>,
+    /// The boot image's frames to map read-only into the child (root
+    /// gives init its view of the image this way).
+    pub rom: Option<RomView<'a>>,
     /// Capabilities of the parent's to put into the child's table before
     /// it starts (devices: `interfaces::init`, `interfaces::child::DEVICES`).
     pub grants: &'a [Grant],
@@ -110,6 +112,22 @@ pub struct ChildSpec<'a> {
     /// `child::NOTIFICATION` (a driver, to wait for interrupts and
     /// requests at once).
     pub notification: bool,
+}
+
+/// The boot image's frames (`abi::bootinfo`, "ROM frames") mapped
+/// read-only into a child: frame `i` of the table in the parent's slot
+/// `table` (at its slot `1 + i`) goes where its region of `image`
+/// (`formats::bootimage::BootImage::regions`) lies, counted from `base`.
+#[derive(Clone, Copy, Debug)]
+pub struct RomView<'a> {
+    /// The parent's slot of the frames' table.
+    pub table: u32,
+    /// The image whose regions the frames cut.
+    pub image: &'a BootImage<'a>,
+    /// The image's physical start modulo 2 MiB.
+    pub phase: u64,
+    /// Where the image starts in the child: `phase` past a 2 MiB boundary.
+    pub base: u64,
 }
 
 /// One capability [`spawn`] gives a child: the parent's slot `src` minted
@@ -311,19 +329,23 @@ pub fn spawn(
             )?;
         }
     }
-    if let Some((base, bytes)) = spec.rom {
+    if let Some(view) = spec.rom {
         let ro = MapAttr {
             writable: false,
             ..RW
         };
-        for (i, start) in (0..bytes.len()).step_by(PAGE_SIZE as usize).enumerate() {
-            let end = bytes.len().min(start + PAGE_SIZE as usize);
-            let fill = PageFill {
-                vaddr: base + i as u64 * PAGE_SIZE,
-                offset: 0,
-                file: start..end,
-            };
-            map_page(res, parent.vspace, vspace, &fill, bytes, ro)?;
+        let mut slot = 1u32;
+        for region in view.image.regions() {
+            let mut i = 0;
+            while let Some((offset, _)) = region.frame(view.phase, i) {
+                let va = view.base + region.offset + offset;
+                // SAFETY: the mapping goes into the child's address space,
+                // not the parent's.
+                unsafe { syscall::map(own(vspace), in_table(view.table, slot), va, ro) }
+                    .map_err(failed("Map"))?;
+                slot += 1;
+                i += 1;
+            }
         }
     }
     let mut page = STACK_BOTTOM;

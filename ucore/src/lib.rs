@@ -73,5 +73,6 @@ pub mod signal;
 pub mod slots;
 pub mod start;
 pub mod supervise;
+pub mod testdata;
 pub mod timer;
 pub mod untyped;

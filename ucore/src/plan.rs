@@ -157,7 +157,7 @@ pub enum Item {
     InitObjects,
     /// A piece of init's pool (the components' blocks and init's own).
     InitPool,
-    /// Frames for init's image, the boot image copy, stack and IPC buffer.
+    /// Frames for init's image, stack and IPC buffer.
     InitFrames,
     /// Init's own endpoints.
     InitEndpoints,
@@ -176,7 +176,7 @@ impl fmt::Display for Item {
             Item::RootEndpoints => f.write_str("root's endpoints"),
             Item::InitObjects => f.write_str("init's capability table, address space and thread"),
             Item::InitPool => f.write_str("init's memory for the components"),
-            Item::InitFrames => f.write_str("init's image, boot-image copy and stack"),
+            Item::InitFrames => f.write_str("init's image and stack"),
             Item::InitEndpoints => f.write_str("init's endpoints"),
             Item::Block(i) => write!(f, "the block of component {i}"),
             Item::Existence => f.write_str("a component's existence"),
@@ -517,9 +517,11 @@ pub const MAX_POOL_PIECES: usize = (MAX_UNTYPED_BITS - MIN_UNTYPED_BITS + 1) as 
 /// The sequence root makes for init (`components/core/root`,
 /// `start_init`, which calls `rt::spawn::spawn`): its endpoints, then
 /// init's table, address space and thread, the first pool piece, the
-/// frames of init's segments, of the boot-image copy (`image_len` bytes),
-/// stack and IPC buffer, then the other pool pieces.
-pub fn root_steps(init_pages: u64, image_len: u64, pieces: &[u32]) -> Steps {
+/// frames of init's segments, stack and IPC buffer, then the other pool
+/// pieces. The boot image costs root nothing: init maps the kernel's
+/// frames of it (`abi::bootinfo`, "ROM frames"), into page tables from
+/// its own pool.
+pub fn root_steps(init_pages: u64, pieces: &[u32]) -> Steps {
     let mut steps = Steps::default();
     steps.push(ObjectType::Endpoint, 0, 2, true, Item::RootEndpoints);
     steps.push(
@@ -541,7 +543,7 @@ pub fn root_steps(init_pages: u64, image_len: u64, pieces: &[u32]) -> Steps {
     if let Some(&first) = pieces.next() {
         steps.push(ObjectType::Untyped, first, 1, false, Item::InitPool);
     }
-    let frames = init_pages + image_len.div_ceil(PAGE_SIZE) + STACK_FRAMES;
+    let frames = init_pages + STACK_FRAMES;
     steps.push(ObjectType::Frame4K, 0, frames, true, Item::InitFrames);
     // Init's fault endpoint.
     steps.bare_slots += 1;
@@ -614,7 +616,7 @@ pub struct Image<'i, I: Images> {
     pub binaries: &'i I,
     /// Frames of init's segments.
     pub init_pages: u64,
-    /// Its length in bytes (root copies it for init).
+    /// Its length in bytes.
     pub len: u64,
 }
 
@@ -667,7 +669,7 @@ pub fn check<'a, I: Images>(
     let served = serve(
         root_blocks,
         root_slots,
-        &root_steps(image.init_pages, image.len, &pieces),
+        &root_steps(image.init_pages, &pieces),
     )
     .map_err(Refusal::Root)?;
     Ok(Verdict {
@@ -707,12 +709,20 @@ const HIGH_START: u64 = 1 << 32;
 
 impl RootMemory {
     /// The kernel's own memory at boot, at most: its frame reserve (1
-    /// MiB), root's capability table ([`ROOT_TABLE_BYTES`]), root's image
-    /// and address space (twice the file's length covers segments,
-    /// alignment and page tables), per-CPU stacks and tables (512 KiB
-    /// each) and 2 MiB for alignment gaps.
+    /// MiB), root's capability table ([`ROOT_TABLE_BYTES`]), the table of
+    /// the boot image's frames (at most a slot per page and the header
+    /// slot, rounded up to a power of two; twice that for its alignment
+    /// gap), root's image and address space (twice the file's length
+    /// covers segments, alignment and page tables), per-CPU stacks and
+    /// tables (512 KiB each) and 2 MiB for alignment gaps.
     pub fn kernel_bound(&self) -> u64 {
-        (5 << 19) + ROOT_TABLE_BYTES + 2 * self.root_len + u64::from(self.smp) * (512 << 10)
+        let rom_slots = (self.image_len.div_ceil(PAGE_SIZE) + 2).next_power_of_two();
+        let rom_table = rom_slots << abi::object::SLOT_BYTES_BITS;
+        (5 << 19)
+            + ROOT_TABLE_BYTES
+            + 2 * rom_table.max(PAGE_SIZE)
+            + 2 * self.root_len
+            + u64::from(self.smp) * (512 << 10)
     }
 
     /// The direct map's page tables below 4 GiB, at most: 8 KiB per GiB
@@ -978,7 +988,6 @@ mod tests {
         ranges: &[(u64, u64)],
         slots: u64,
         init_pages: u64,
-        image_len: u64,
         pieces: &[u32],
     ) -> Result<(), AllocError> {
         let blocks: Vec<(u64, u32)> = ranges
@@ -996,7 +1005,7 @@ mod tests {
             init::PT_POOL_BITS,
             pieces[0],
             init_pages,
-            image_len.div_ceil(PAGE_SIZE),
+            0,
             false,
         )?;
         for &p in &pieces[1..] {
@@ -1091,14 +1100,7 @@ mod tests {
                 real = Outcome::Init;
             }
             if real == Outcome::Starts
-                && replay_root(
-                    &machine.ranges(),
-                    root_slots,
-                    image.init_pages,
-                    image.len,
-                    &pieces,
-                )
-                .is_err()
+                && replay_root(&machine.ranges(), root_slots, image.init_pages, &pieces).is_err()
             {
                 real = Outcome::Root;
             }

@@ -6,7 +6,37 @@
 //! result with the same parser, so the two sides cannot drift apart.
 
 use anyhow::{anyhow, Context, Result};
-use formats::bootimage::{image_size, write_image as write_into, BootImage};
+use formats::bootimage::{image_size, write_image as write_into, BootImage, LARGE};
+
+/// How far below the top of memory below 4 GiB QEMU ends a page-aligned
+/// initrd: its ACPI tables (`acpi_data_size`, 0x28000 bytes) are above
+/// it, and it loads the initrd at `(initrd_max - size) & !4095` with
+/// `initrd_max` one byte below the tables — a page lower for a size that
+/// is whole pages (`ucore::plan` models the same gap, `FIRMWARE_TOP`;
+/// measured: a 2 MiB-aligned image is loaded 2 MiB aligned).
+pub const QEMU_INITRD_GAP: u64 = 0x28000 + 4096;
+
+/// Pads `image` with zeros (past its `total_size`, which the format
+/// allows) to whole pages such that QEMU, which loads it to end
+/// [`QEMU_INITRD_GAP`] below a 2 MiB-aligned top of memory, loads it at a
+/// 2 MiB boundary — when it has
+/// an entry of 2 MiB or more (written 2 MiB aligned in the image): then
+/// that entry is 2 MiB frames but for its last partial 2 MiB
+/// (`formats::bootimage`, "Frames"), a slot each rather than one per
+/// page. A padding of less than 2 MiB; an image without such an entry is
+/// left alone. Nothing depends on it but the frames' count.
+pub fn pad_for_large_frames(image: &mut Vec<u8>) {
+    let Ok(parsed) = BootImage::parse(image) else {
+        return;
+    };
+    if !parsed.entries().any(|e| e.data.len() as u64 >= LARGE) {
+        return;
+    }
+    let len = (image.len() as u64).next_multiple_of(4096);
+    let rest = (len + QEMU_INITRD_GAP) % LARGE;
+    let padded = if rest == 0 { len } else { len + LARGE - rest };
+    image.resize(padded as usize, 0);
+}
 
 /// Packs `entries` (name, contents) in the given order into a boot image.
 /// Errors name the offending entry (too many, empty, too long, NUL-containing
@@ -50,6 +80,26 @@ mod tests {
             .collect();
         assert_eq!(entries, vec![("root", root), ("other", other)]);
         assert_eq!(parsed.find("other").unwrap().offset % 4096, 0);
+    }
+
+    #[test]
+    fn images_with_large_entries_are_padded_for_qemus_placement() {
+        let big = vec![1u8; LARGE as usize];
+        let mut image = write_image(&[("root", b"r"), ("big", &big)]).unwrap();
+        let total = image.len();
+        pad_for_large_frames(&mut image);
+        assert_eq!((image.len() as u64 + QEMU_INITRD_GAP) % LARGE, 0);
+        assert!(image.len() - total < LARGE as usize);
+        let parsed = BootImage::parse(&image).unwrap();
+        assert_eq!(parsed.len(), total);
+        // QEMU's placement below 256 MiB: a 2 MiB boundary.
+        let top = 256u64 << 20;
+        let initrd_max = top - 0x28000 - 1;
+        assert_eq!(((initrd_max - image.len() as u64) & !4095) % LARGE, 0);
+        let mut small = write_image(&[("root", b"r")]).unwrap();
+        let before = small.clone();
+        pad_for_large_frames(&mut small);
+        assert_eq!(small, before);
     }
 
     #[test]

@@ -70,6 +70,9 @@ struct Raw {
     /// regular files).
     #[serde(default)]
     archives: Vec<Spanned<RawArchive>>,
+    /// Modules of deterministic bytes for tests (`ucore::testdata`).
+    #[serde(default)]
+    data_modules: Vec<Spanned<RawDataModule>>,
     /// Linux guests of the VMM: the kernel and an initramfs per guest
     /// packed as boot modules (`crate::vmguest`).
     #[serde(default)]
@@ -90,6 +93,37 @@ struct Raw {
 struct RawArchive {
     name: Spanned<String>,
     dir: Spanned<String>,
+}
+
+/// One entry of `data_modules`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDataModule {
+    name: Spanned<String>,
+    mib: Spanned<u64>,
+}
+
+/// Most MiB of one data module.
+pub const MAX_DATA_MODULE_MIB: u64 = 256;
+
+/// A boot module of deterministic bytes (`data_modules`): `mib` MiB of
+/// `ucore::testdata` words ending in their checksum, for a test component
+/// to map and check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataModule {
+    /// The module's name.
+    pub name: String,
+    /// Its size in MiB.
+    pub mib: u64,
+}
+
+impl DataModule {
+    /// Its bytes (`ucore::testdata::fill`).
+    pub fn bytes(&self) -> Vec<u8> {
+        let mut out = vec![0u8; (self.mib << 20) as usize];
+        ucore::testdata::fill(&mut out);
+        out
+    }
 }
 
 /// One entry of `linux_guests`.
@@ -164,6 +198,8 @@ pub struct Scenario {
     pub boot_modules: Vec<String>,
     /// Directories packed as ROM modules (`archives`), checked to exist.
     pub archives: Vec<Archive>,
+    /// Generated modules of test data (`data_modules`).
+    pub data_modules: Vec<DataModule>,
     /// Linux guests whose kernel and initramfs are packed as ROM modules
     /// (`linux_guests`).
     pub linux_guests: Vec<crate::vmguest::LinuxGuest>,
@@ -281,28 +317,32 @@ fn parse_following(
         boot_modules.push(name.clone());
     }
     let mut archives: Vec<Archive> = Vec::new();
-    for a in &raw.archives {
-        let a = a.get_ref();
-        let name = a.name.get_ref();
+    // A generated module's name: 1..=48 of [A-Za-z0-9._-], no other
+    // module's or component's; the message, else.
+    let name_fault = |key: &str, name: &str, taken: bool| {
         let good = !name.is_empty()
             && name.len() <= 48
             && name
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
         if !good {
-            return Err(error(
-                a.name.span(),
-                &format!("archives: name \"{name}\" is not 1..=48 of [A-Za-z0-9._-]"),
-            ));
+            Some(format!(
+                "{key}: name \"{name}\" is not 1..=48 of [A-Za-z0-9._-]"
+            ))
+        } else if taken || boot_modules.iter().chain(binaries).any(|n| n == name) {
+            Some(format!(
+                "{key}: \"{name}\" is already the name of a module or component"
+            ))
+        } else {
+            None
         }
-        if archives.iter().any(|x| &x.name == name)
-            || boot_modules.contains(name)
-            || binaries.contains(name)
-        {
-            return Err(error(
-                a.name.span(),
-                &format!("archives: \"{name}\" is already the name of a module or component"),
-            ));
+    };
+    for a in &raw.archives {
+        let a = a.get_ref();
+        let name = a.name.get_ref();
+        let taken = archives.iter().any(|x| &x.name == name);
+        if let Some(message) = name_fault("archives", name, taken) {
+            return Err(error(a.name.span(), &message));
         }
         let dir = path
             .parent()
@@ -317,6 +357,27 @@ fn parse_following(
         archives.push(Archive {
             name: name.clone(),
             dir,
+        });
+    }
+    let mut data_modules: Vec<DataModule> = Vec::new();
+    for m in &raw.data_modules {
+        let m = m.get_ref();
+        let name = m.name.get_ref();
+        let taken = data_modules.iter().any(|x| &x.name == name)
+            || archives.iter().any(|x| &x.name == name);
+        if let Some(message) = name_fault("data_modules", name, taken) {
+            return Err(error(m.name.span(), &message));
+        }
+        let mib = *m.mib.get_ref();
+        if mib == 0 || mib > MAX_DATA_MODULE_MIB {
+            return Err(error(
+                m.mib.span(),
+                &format!("data_modules: mib = {mib} is not 1..={MAX_DATA_MODULE_MIB}"),
+            ));
+        }
+        data_modules.push(DataModule {
+            name: name.clone(),
+            mib,
         });
     }
     let mut linux_guests: Vec<crate::vmguest::LinuxGuest> = Vec::new();
@@ -392,6 +453,7 @@ fn parse_following(
         names_an_update: raw.update.is_some(),
         boot_modules,
         archives,
+        data_modules,
         linux_guests,
         devices,
         update,

@@ -213,6 +213,9 @@ pub fn image_entries(
         })?;
         entries.push((archive.name.clone(), bytes));
     }
+    for module in &scenario.data_modules {
+        entries.push((module.name.clone(), module.bytes()));
+    }
     let guests = crate::vmguest::entries(&crate::util::workspace_root(), &scenario.linux_guests)
         .with_context(|| format!("packing the Linux guests of scenario {}", scenario.name))?;
     entries.extend(guests);
@@ -272,7 +275,9 @@ fn pack(entries: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
         .iter()
         .map(|(n, b)| (n.as_str(), b.as_slice()))
         .collect();
-    crate::bootimage::write_image(&entries).context("packing the boot image")
+    let mut image = crate::bootimage::write_image(&entries).context("packing the boot image")?;
+    crate::bootimage::pad_for_large_frames(&mut image);
+    Ok(image)
 }
 
 /// Packs `entries` (name, contents), in order, into a boot image at `path`.

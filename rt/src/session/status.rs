@@ -21,6 +21,7 @@
 //! | [`COMPONENT`] | `COMPONENT` | word 0: index (from 0, start order) | [`OK`], words: RAM quota (bytes), capability quota, CPU time (ms), restarts + state × 2^32; or [`NOT_FOUND`] past the end |
 //! | [`NAME`] | `NAME` | word 0: index | [`OK`], words: the name (`interfaces::session::pack`); or [`NOT_FOUND`] |
 //! | [`USE`] | `USE` | word 0: index | [`OK`], words: RAM quota in use (bytes), capability slots in use, each [`UNKNOWN_USE`] when it is not running; or [`NOT_FOUND`] |
+//! | [`INIT`] | `INIT` | — | [`OK`], words: bytes of init's own memory (its untyped pool, the components' blocks among it) in use, the pool's bytes (the kernel's `Usage` of each piece, summed) |
 //!
 //! A component that is removed by a config update leaves the list; indices
 //! are a snapshot, so a client reads `COUNT` and then each index, and
@@ -47,6 +48,8 @@ pub const COMPONENT: u64 = 2;
 pub const NAME: u64 = 3;
 /// What one component uses of its quotas.
 pub const USE: u64 = 4;
+/// Init's own memory: what of its pool is in use.
+pub const INIT: u64 = 5;
 /// A figure of [`USE`]'s reply that is not known (the component is not
 /// running).
 pub const UNKNOWN_USE: u64 = u64::MAX;
@@ -185,6 +188,16 @@ impl Session<Status> {
             ram_used: known(u[0]),
             caps_used: known(u[1]),
         }))
+    }
+
+    /// Init's own memory (its untyped pool): bytes in use and bytes in
+    /// all, as the kernel counts them.
+    pub fn init_memory(&self) -> Result<(u64, u64), Error> {
+        let (reply, w) = self.call(INIT, [0; 4])?;
+        match reply.label() {
+            OK => Ok((w[0], w[1])),
+            _ => Err(Error::InvalidArgument),
+        }
     }
 
     /// Every component, in start order.

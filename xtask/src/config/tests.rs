@@ -275,8 +275,8 @@ fn unknown_keys() {
         2,
         "cpus = 2",
         "scenarios/t.toml:2:1: unknown field `cpus`, expected one of `description`, `cmdline`, \
-         `smp`, `memory_mib`, `parent_provides`, `update`, `boot_modules`, `archives`, `component`, \
-         `disk`, `nic`, `display`",
+         `smp`, `memory_mib`, `parent_provides`, `update`, `boot_modules`, `archives`, `data_modules`, \
+         `linux_guests`, `component`, `disk`, `nic`, `display`",
     );
     refused(
         21,

@@ -3,8 +3,9 @@
 //! handler and restarts them by their policy.
 //!
 //! Root starts init when the boot image has a `config` entry; what init
-//! gets (its memory, its own capabilities, a copy of the boot image at
-//! `BOOT_IMAGE_ADDR` with its length as argument) and what it gives each
+//! gets (its memory, its own capabilities, its view of the boot image:
+//! the kernel's frames of it, mapped read-only from the address that is
+//! its argument, and their table) and what it gives each
 //! child is written down in `interfaces::init`; the arithmetic of quotas is
 //! `ucore::init`, the building of a child `rt::spawn` (the same code that
 //! builds root's children).
@@ -58,9 +59,10 @@
 //! 6. ROM: a `Rom` session routed to `parent` (and in `parent_provides`)
 //!    init serves itself (`rom::RomService`, `rt::session::rom`): its own
 //!    endpoint minted with the child's badge and `PARENT_SESSION`; each
-//!    request is answered at once, a page of a boot module (or, for
-//!    `config`, of the child's own config tree) copied into a fresh frame
-//!    and handed over read-only.
+//!    request is answered at once: a boot module's frames are the
+//!    kernel's frames of the boot image, minted read-only (no copy, no
+//!    memory of init's); the child's own `config` tree is copied into
+//!    fresh frames.
 //!
 //! 7. Restart of a provider: its endpoint is made from its block (in
 //!    `build`), so revoking the block closes all its sessions with an
@@ -145,8 +147,8 @@ use ucore::supervise::Supervisor;
 
 rt::entry!(main);
 
-fn main(image_len: u64) -> i32 {
-    let mut init = match Init::new(image_len) {
+fn main(image_addr: u64) -> i32 {
+    let mut init = match Init::new(image_addr) {
         Ok(init) => init,
         Err(code) => return code,
     };
@@ -206,6 +208,9 @@ struct Init<'a> {
 #[derive(Clone, Copy)]
 struct Builder<'a> {
     image: BootImage<'a>,
+    /// The image's physical start modulo 2 MiB: how its frames are cut
+    /// (`interfaces::init::ROM_FRAMES`).
+    phase: u64,
     parent: ParentCaps,
     scratch: u32,
 }
@@ -244,8 +249,8 @@ impl<'a> Init<'a> {
     /// Reads the boot image and the config ROM and takes over init's
     /// memory and slots; on failure init's exit code (the reason is
     /// logged).
-    fn new(image_len: u64) -> Result<Init<'static>, i32> {
-        let image = boot_image(image_len).ok_or(init::EXIT_BAD_IMAGE)?;
+    fn new(image_addr: u64) -> Result<Init<'static>, i32> {
+        let (image, phase) = boot_image(image_addr).ok_or(init::EXIT_BAD_IMAGE)?;
         let Some(entry) = image.find("config") else {
             println!("init: no config ROM (boot-image entry `config`)");
             return Err(init::EXIT_BAD_CONFIG);
@@ -297,6 +302,7 @@ impl<'a> Init<'a> {
             rom,
             builder: Builder {
                 image,
+                phase,
                 parent,
                 scratch,
             },
@@ -456,6 +462,7 @@ impl<'a> Init<'a> {
     fn on_rom(&mut self, badge: u64, label: u64, words: &[u64; 4]) {
         let rom_service = rom::RomService {
             image: &self.builder.image,
+            phase: self.builder.phase,
             res: &mut self.pool.res,
             vspace: self.builder.parent.vspace,
             transit: self.transit,
@@ -664,19 +671,30 @@ fn name_of_id<'a>(kids: &[Kid<'a>], id: usize) -> Option<&'a str> {
     kids.iter().find(|k| k.id == id).map(|k| k.component.name)
 }
 
-/// The boot image root copied for init (`interfaces::init`), parsed.
-fn boot_image(len: u64) -> Option<BootImage<'static>> {
-    if len > BOOT_INFO_ADDR - BOOT_IMAGE_ADDR {
+/// The boot image root mapped for init at `addr` (`interfaces::init`),
+/// parsed, and its phase (`addr`'s distance past `BOOT_IMAGE_ADDR`).
+fn boot_image(addr: u64) -> Option<(BootImage<'static>, u64)> {
+    let phase = addr.wrapping_sub(BOOT_IMAGE_ADDR);
+    if phase >= formats::bootimage::LARGE || !phase.is_multiple_of(4096) {
+        println!("init: boot image address {addr:#x} is impossible");
+        return None;
+    }
+    // SAFETY: root maps the boot image's frames read-only from `addr`, its
+    // header first, before init starts, for init's whole life
+    // (interfaces::init); the header's 32 bytes lie in its first page.
+    let header = unsafe { core::slice::from_raw_parts(addr as *const u8, 32) };
+    let len = u64::from_le_bytes(header[16..24].try_into().unwrap_or([0; 8]));
+    if len > BOOT_INFO_ADDR - addr {
         println!("init: boot image length {len:#x} is impossible");
         return None;
     }
-    // SAFETY: root maps a read-only copy of the boot image, `len` bytes, at
-    // BOOT_IMAGE_ADDR before init starts, for init's whole life
-    // (interfaces::init); the range was checked to end below the boot-information
-    // address, so it stays in the user half and the length fits `isize`.
-    let bytes = unsafe { core::slice::from_raw_parts(BOOT_IMAGE_ADDR as *const u8, len as usize) };
+    // SAFETY: as above, `len` bytes (the header's `total_size`, which
+    // root's and the kernel's parse checked against the image); the
+    // range was checked to end below the boot-information address, so it
+    // stays in the user half and the length fits `isize`.
+    let bytes = unsafe { core::slice::from_raw_parts(addr as *const u8, len as usize) };
     match BootImage::parse(bytes) {
-        Ok(image) => Some(image),
+        Ok(image) => Some((image, phase)),
         Err(e) => {
             println!("init: boot image rejected: {e}");
             None

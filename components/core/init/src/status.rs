@@ -9,8 +9,8 @@
 use alloc::vec::Vec;
 
 use rt::abi::caddr::{in_table, own};
-use rt::interfaces::child;
 use rt::interfaces::session;
+use rt::interfaces::{child, init};
 use rt::session::status::{self, ComponentStatus, State};
 use rt::syscall;
 
@@ -33,6 +33,10 @@ impl<'a> Init<'a> {
             (status::USE, Some(kid)) => {
                 let figures = self.status_of(kid);
                 reply(status::OK, status::use_words(&figures), None)
+            }
+            (status::INIT, _) => {
+                let (used, size) = pool_usage();
+                reply(status::OK, [used, size, 0, 0], None)
             }
             (status::NAME | status::COMPONENT | status::USE, None) => {
                 reply(status::NOT_FOUND, [0; 4], None)
@@ -68,6 +72,18 @@ impl<'a> Init<'a> {
             cpu_ms: kid.cpu_ms_past + current_cpu_ms(kid),
         }
     }
+}
+
+/// Init's pool (`interfaces::init`: the first piece at `child::UNTYPED`,
+/// the others from `init::POOL_FIRST`): bytes in use and in all, by the
+/// kernel's `Usage` of each piece (empty slots past the last piece count
+/// nothing).
+fn pool_usage() -> (u64, u64) {
+    let pieces = core::iter::once(child::UNTYPED)
+        .chain(init::POOL_FIRST..init::POOL_FIRST + init::POOL_SLOTS);
+    pieces
+        .filter_map(|slot| syscall::usage(own(slot)).ok())
+        .fold((0, 0), |(used, size), u| (used + u.used, size + u.size))
 }
 
 /// The sampled CPU time of `kid`'s current run (its main thread), ms; 0

@@ -71,9 +71,8 @@ pub fn image(info: &BootInfo) -> Result<BootImage<'static>, BootError> {
     BootImage::parse(image_bytes(info)?).map_err(BootError::Image)
 }
 
-/// The bytes of the boot image described by `info` (what root copies for
-/// init, `interfaces::init`).
-pub fn image_bytes(info: &BootInfo) -> Result<&'static [u8], BootError> {
+/// The bytes of the boot image described by `info`.
+fn image_bytes(info: &BootInfo) -> Result<&'static [u8], BootError> {
     let len = info.boot_image_len;
     if len > BOOT_INFO_ADDR - BOOT_IMAGE_ADDR {
         return Err(BootError::ImageTooLong { len });

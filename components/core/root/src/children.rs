@@ -5,14 +5,14 @@
 //! `ucore::start`), whatever its name.
 
 use formats::bootimage::BootImage;
-use rt::abi::bootinfo::{self, slot, BootInfo, BOOT_IMAGE_ADDR};
+use rt::abi::bootinfo::{self, slot, BootInfo};
 use rt::abi::caddr::{in_table, own};
 use rt::abi::cpu::CpuSet;
 use rt::abi::ObjectType;
 use rt::interfaces::{child, init};
 use rt::println;
 use rt::resources::Resources;
-use rt::spawn::{self, ChildCaps, ChildSpec, Grant, ParentCaps, SpawnError, PT_POOL_BITS};
+use rt::spawn::{self, ChildCaps, ChildSpec, Grant, ParentCaps, RomView, SpawnError, PT_POOL_BITS};
 use rt::syscall;
 use ucore::start::{self, StartEntry};
 use ucore::supervise::{Event, Supervisor};
@@ -179,8 +179,9 @@ fn start_entry(
     spawn::spawn(res, parent, &spec)
 }
 
-/// Builds and starts init with a copy of the boot image and the memory all
-/// children of the config ROM `config` need (`interfaces::init`). A ROM that does
+/// Builds and starts init with its view of the boot image (the kernel's
+/// frames of it, mapped, and their table) and the memory all children of
+/// the config ROM `config` need (`interfaces::init`). A ROM that does
 /// not parse still starts init, with only init's own memory: init reports
 /// what is wrong with it.
 fn start_init(
@@ -191,7 +192,17 @@ fn start_init(
     config: &[u8],
 ) -> Result<(ChildCaps, u64), SpawnError> {
     let file = image.find("init").ok_or(SpawnError::NotInImage)?.data;
-    let bytes = boot::image_bytes(info).map_err(|_| SpawnError::NotInImage)?;
+    // The kernel cut the image's frames by the same rule (abi::bootinfo).
+    let phase = info.boot_image_phys % formats::bootimage::LARGE;
+    if image.frame_count(phase) != info.rom_frames {
+        println!(
+            "root: the kernel made {} frames of the boot image, its regions need {}",
+            info.rom_frames,
+            image.frame_count(phase)
+        );
+        return Err(SpawnError::NotInImage);
+    }
+    let base = init::image_addr(phase);
     let update = image
         .find(init::UPDATE_ENTRY)
         .and_then(|e| ucore::config::Rom::parse(e.data).ok());
@@ -240,7 +251,7 @@ fn start_init(
         name: "init",
         file,
         badge: 1,
-        arg: bytes.len() as u64,
+        arg: base,
         cspace_bits: init::CSPACE_BITS,
         pt_pool_bits: init::PT_POOL_BITS,
         untyped_bits: first,
@@ -250,7 +261,12 @@ fn start_init(
         server: false,
         parent_endpoint: false,
         own: child::OwnCaps::ALL,
-        rom: Some((BOOT_IMAGE_ADDR, bytes)),
+        rom: Some(RomView {
+            table: slot::ROM_FRAMES,
+            image,
+            phase,
+            base,
+        }),
         grants: &grants,
         memory_grants: &[],
         notification: false,
@@ -262,6 +278,14 @@ fn start_init(
     for (slot, &bits) in (init::POOL_FIRST..init::POOL_FIRST + init::POOL_SLOTS).zip(others) {
         res.make_at(ObjectType::Untyped, bits, in_table(caps.cspace, slot))?;
     }
+    syscall::cap_copy(
+        own(slot::ROM_FRAMES),
+        in_table(caps.cspace, init::ROM_FRAMES),
+    )
+    .map_err(|error| SpawnError::Syscall {
+        call: "CapCopy",
+        error,
+    })?;
     give_device_memory(info, caps.cspace);
     Ok((caps, entry))
 }
