@@ -144,27 +144,24 @@ fn read_config(rom: &Session<Rom>) -> Result<Config, String> {
     Ok(c)
 }
 
-/// Maps boot module `name` read-only at `va` (slots from `*next`).
+/// Maps boot module `name` read-only in the 2 MiB-aligned window at `va`
+/// (its frames in slots from `*next`): the boot image's own frames, no
+/// copy (`rt::session::rom`, `map_module`).
 fn module(
     rom: &Session<Rom>,
     name: &str,
     next: &mut u32,
     va: u64,
 ) -> Result<&'static [u8], String> {
-    let (_, pages) = rom
-        .info(name)
+    let info = rom
+        .module(name)
         .map_err(|e| alloc::format!("boot module {name:?}: {e}"))?;
     let end = ROM_FIRST + ROM_MAX_PAGES;
-    if u64::from(*next) + pages > u64::from(end) {
-        return Err(alloc::format!(
-            "boot module {name:?}: {pages} pages; room for {} more",
-            end - *next
-        ));
-    }
-    // SAFETY: `va..` is this module's window, used by nothing else.
-    let data = unsafe { rom.map(name, *next, end, va) }
+    // SAFETY: `va..` (2 MiB and the module) is this module's window,
+    // used by nothing else (the layout above: windows 32 GiB apart).
+    let data = unsafe { rom.map_module(name, *next, end, va) }
         .map_err(|e| alloc::format!("boot module {name:?}: {e}"))?;
-    *next += pages as u32;
+    *next += info.frames as u32;
     Ok(data)
 }
 
