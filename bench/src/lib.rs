@@ -53,6 +53,7 @@ use core::fmt::{self, Write};
 
 pub mod blockio;
 pub mod catalog;
+pub mod httpload;
 pub mod kernels;
 pub mod netio;
 pub mod soak;
@@ -135,6 +136,9 @@ pub enum Unit {
     /// Busy ticks per KiB moved × [`soak::COST_SCALE`] (an I/O benchmark's
     /// CPU cost, lower is better; [`soak`]).
     TicksPerKib,
+    /// Requests per second of the host's clock (higher is better): an HTTP
+    /// benchmark measured by the host ([`httpload`]), never under icount.
+    RequestsPerSecond,
 }
 
 impl Unit {
@@ -143,6 +147,7 @@ impl Unit {
             Unit::Ticks => "ticks",
             Unit::BytesPerTick => "bytes/tick",
             Unit::TicksPerKib => "ticks/KiB",
+            Unit::RequestsPerSecond => "requests/s",
         }
     }
 }
