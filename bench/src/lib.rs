@@ -45,6 +45,8 @@
 //! benchmark's CPU cost, scaled by [`soak::COST_SCALE`]: busy ticks per KiB
 //! moved, one sample per run; its line adds an `"io"` object with each
 //! run's elapsed ticks and soaker iterations, [`report_io`] and [`soak`]).
+//! The HTTP benchmarks' figures, `"requests/s"` of the host's clock, are
+//! no guest's lines: the host measures them ([`httpload`]).
 //! `cargo xtask bench` parses these lines; anything else on the console is
 //! ignored.
 #![no_std]

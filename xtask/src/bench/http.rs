@@ -60,7 +60,7 @@ pub const PECAN_SERVER: &str = "Pecan's http-server (scenarios/http.toml: behind
      the virtio-net driver, smoltcp and net::conn linked in)";
 /// Linux's server, for the result lines.
 pub const LINUX_SERVER: &str = "the same request handling built for Linux (bench-linux \
-     http-serve: net::conn, net::http, net::pattern over std::net, a thread per connection, \
+     http-serve: net::conn, net::serve, net::pattern over std::net, a thread per connection, \
      TCP_NODELAY) on Linux's virtio_net and TCP/IP stack";
 
 /// Boots `machine` with `attached` devices (a NIC `nic` forwarding guest
@@ -135,6 +135,7 @@ fn serve_and_load(
     for name in names {
         let connections = httpload::connections(name)
             .with_context(|| format!("`{name}` is not an HTTP benchmark"))?;
+        let (cpu0, t0) = (qemu_cpu_seconds(child.id()), Instant::now());
         let rates = crate::httpcheck::run_windows(
             port,
             (httpload::PATH, httpload::BODY),
@@ -144,10 +145,20 @@ fn serve_and_load(
         )
         .with_context(|| format!("{name}: the load of {connections} connections"))?;
         let samples: Vec<u64> = rates.iter().map(|r| r.round() as u64).collect();
+        // How busy QEMU was (its vCPU thread runs while the guest does; a
+        // guest waiting in halt leaves it asleep): a diagnostic for the
+        // log, not a figure of the table.
+        let busy = match (cpu0, qemu_cpu_seconds(child.id())) {
+            (Some(a), Some(b)) => format!(
+                "; QEMU used {:.0} % of a host CPU meanwhile",
+                100.0 * (b - a) / t0.elapsed().as_secs_f64()
+            ),
+            _ => String::new(),
+        };
         let mut sorted = samples.clone();
         let stats = bench::stats(&mut sorted);
         println!(
-            "==> {name}: {} requests/s (median; runs {samples:?})",
+            "==> {name}: {} requests/s (median; runs {samples:?}){busy}",
             stats.median
         );
         results.push(BenchResult {
@@ -164,9 +175,28 @@ fn serve_and_load(
     Ok(results)
 }
 
+/// The CPU time process `pid` has used so far (user and system), from
+/// `/proc/PID/stat`, in seconds.
+fn qemu_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's name in parentheses: state is field 3, utime
+    // and stime fields 14 and 15 (clock ticks of 1/100 s on Linux).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_time_of_this_process() {
+        let t = qemu_cpu_seconds(std::process::id()).unwrap();
+        assert!(t >= 0.0);
+        assert!(qemu_cpu_seconds(u32::MAX).is_none());
+    }
 
     #[test]
     fn what_names_the_figure() {
