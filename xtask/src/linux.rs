@@ -257,6 +257,12 @@ pub fn needs_net(names: &[String]) -> bool {
 
 /// Refuses names that are not Linux benchmarks, listing those that are.
 fn check_names(names: &[String]) -> Result<()> {
+    if let Some(http) = names.iter().find(|n| bench::httpload::is_http(n)) {
+        bail!(
+            "`{http}` is measured by the host while the guest serves: run it with \
+             `cargo xtask bench {http}`"
+        );
+    }
     let unknown: Vec<&str> = names
         .iter()
         .map(String::as_str)
@@ -265,7 +271,7 @@ fn check_names(names: &[String]) -> Result<()> {
     if !unknown.is_empty() {
         let known: Vec<&str> = catalog::ALL
             .iter()
-            .filter(|b| b.platform == Platform::Linux)
+            .filter(|b| b.platform == Platform::Linux && !bench::httpload::is_http(b.name))
             .map(|b| b.name)
             .collect();
         bail!(
@@ -710,6 +716,10 @@ mod tests {
             .to_string();
         assert!(e.contains("unknown Linux benchmark null-syscall"), "{e}");
         assert!(e.contains("getppid futex-threads-0w"), "{e}");
+        let e = check_names(&["http-rps-4-linux".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cargo xtask bench http-rps-4-linux"), "{e}");
     }
 
     #[test]
