@@ -11,6 +11,7 @@
 //!
 //! ```text
 //! bench-linux [--list] [NAME...]
+//! bench-linux http-serve [PORT] [ARCHIVE]
 //! ```
 //!
 //! Runs the named Linux benchmarks of [`bench::catalog::ALL`] (all of them
@@ -18,6 +19,13 @@
 //! on standard output. An unknown name lists the known ones and exits 2; a
 //! benchmark that fails is reported on standard error, the others still
 //! run, and the exit status is 1.
+//!
+//! `http-serve` is not a benchmark but a server: Pecan's HTTP server's
+//! request handling on Linux ([`http`]), which the host measures for the
+//! HTTP benchmarks (`bench::httpload`; those names are the host's, not
+//! run here). It serves on PORT (80) with the static files of the cpio
+//! ARCHIVE (none without one) until the guest is stopped, under the
+//! default scheduling policy on any CPU.
 //!
 //! Everything runs pinned to CPU 0, under `SCHED_FIFO` at priority 1 (the
 //! guest's `/init` also lifts the real-time throttle,
@@ -49,12 +57,13 @@
 //! memcpy/memset), [`oneway`] (futex, pipe, unix socket and eventfd
 //! ping-pong), [`ring`] (lat_ctx), [`bulk`] (bw_pipe, bw_unix), [`disk`]
 //! (virtio-blk reads), [`net`] (TCP and UDP against the host peer),
-//! [`soaker`] (the soaker thread).
+//! [`soaker`] (the soaker thread), [`http`] (the HTTP server).
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 mod bulk;
 mod cpu;
 mod disk;
+mod http;
 mod net;
 mod oneway;
 mod ring;
@@ -230,11 +239,12 @@ const BENCHMARKS: &[Benchmark] = &[
     net_cost("net-tcp-rx-1450-loss-linux", || net::run_with_loss(Dir::Rx)),
 ];
 
-/// The Linux benchmarks of the catalog, in its order.
+/// The Linux benchmarks of the catalog this program runs, in its order
+/// (the HTTP ones are measured by the host against `http-serve`).
 fn linux_names() -> impl Iterator<Item = &'static str> {
     catalog::ALL
         .iter()
-        .filter(|b| b.platform == Platform::Linux)
+        .filter(|b| b.platform == Platform::Linux && !bench::httpload::is_http(b.name))
         .map(|b| b.name)
 }
 
@@ -243,7 +253,7 @@ fn linux_names() -> impl Iterator<Item = &'static str> {
 fn select(names: &[String]) -> Result<Vec<&'static catalog::Bench>, Vec<String>> {
     let unknown: Vec<String> = names
         .iter()
-        .filter(|n| catalog::find(Platform::Linux, n).is_none())
+        .filter(|n| catalog::find(Platform::Linux, n).is_none() || bench::httpload::is_http(n))
         .cloned()
         .collect();
     if !unknown.is_empty() {
@@ -251,7 +261,7 @@ fn select(names: &[String]) -> Result<Vec<&'static catalog::Bench>, Vec<String>>
     }
     Ok(catalog::ALL
         .iter()
-        .filter(|b| b.platform == Platform::Linux)
+        .filter(|b| b.platform == Platform::Linux && !bench::httpload::is_http(b.name))
         .filter(|b| names.is_empty() || names.iter().any(|n| n == b.name))
         .collect())
 }
@@ -316,8 +326,40 @@ fn io_costs(runs: &disk::IoRuns) -> io::Result<Vec<u64>> {
         .collect()
 }
 
+/// `http-serve [PORT] [ARCHIVE]`: serves until the guest stops.
+fn http_serve(args: &[String]) -> ExitCode {
+    let port = match args.first().map(|p| p.parse::<u16>()) {
+        None => http::DEFAULT_PORT,
+        Some(Ok(p)) if p > 0 => p,
+        Some(_) => {
+            eprintln!("bench-linux: http-serve [PORT] [ARCHIVE]: PORT is 1 to 65535");
+            return ExitCode::from(2);
+        }
+    };
+    let files = match args.get(1) {
+        None => Vec::new(),
+        Some(path) => match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                eprintln!("bench-linux: http-serve: {path}: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    match http::serve(port, files) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench-linux: http-serve: port {port}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("http-serve") {
+        return http_serve(&args[1..]);
+    }
     if args.iter().any(|a| a == "--list") {
         for name in linux_names() {
             println!("{name}");
@@ -369,6 +411,7 @@ mod tests {
     #[test]
     fn every_linux_benchmark_is_implemented_once() {
         for name in linux_names() {
+            assert!(!bench::httpload::is_http(name), "{name}");
             let n = BENCHMARKS.iter().filter(|b| b.name == name).count();
             assert_eq!(n, 1, "{name}");
         }

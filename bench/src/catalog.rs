@@ -125,6 +125,9 @@ benches! {
     PecanScenario("net-bench") "net-udp-rx-1450" => "UDP, the guest receiving datagrams of 1450 B from the host peer's source, 2 MiB per run (all of them) over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through the virtio-net driver's Nic session and smoltcp linked into the benchmark (net), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
     PecanScenario("net-bench") "net-tcp-tx-1450-loss" => "TCP, the guest sending 1450 B writes to the host peer's sink while the peer drops every 100th data segment both ways (1 % loss), 2 MiB per run, every byte checked by the peer over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through the virtio-net driver's Nic session and smoltcp linked into the benchmark (net), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
     PecanScenario("net-bench") "net-tcp-rx-1450-loss" => "TCP, the guest receiving from the host peer's source in reads of 1450 B while the peer drops every 100th data segment both ways (1 % loss), 2 MiB per run over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through the virtio-net driver's Nic session and smoltcp linked into the benchmark (net), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("http") "http-rps-1" => "HTTP requests per second from the host, 1 keep-alive connection, 1 KiB body (wall clock)",
+    PecanScenario("http") "http-rps-4" => "HTTP requests per second from the host, 4 keep-alive connections, 1 KiB body (wall clock)",
+    PecanScenario("http") "http-rps-16" => "HTTP requests per second from the host, 16 keep-alive connections, 1 KiB body (wall clock)",
     Linux "getppid" => "getppid system call, round trip",
     Linux "futex-threads-0w" => "futex ping-pong between threads, one-way, 0 words",
     Linux "futex-threads-4w" => "futex ping-pong between threads, one-way, 4 words in shared memory",
@@ -194,6 +197,9 @@ benches! {
     Linux "net-udp-rx-1450-linux" => "UDP, the guest receiving datagrams of 1450 B from the host peer's source, 2 MiB per run (all of them) over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through Linux's virtio_net and TCP/IP stack with std::net sockets, a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
     Linux "net-tcp-tx-1450-loss-linux" => "TCP, the guest sending 1450 B writes to the host peer's sink while the peer drops every 100th data segment both ways (1 % loss), 2 MiB per run, every byte checked by the peer over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through Linux's virtio_net and TCP/IP stack with std::net sockets, a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
     Linux "net-tcp-rx-1450-loss-linux" => "TCP, the guest receiving from the host peer's source in reads of 1450 B while the peer drops every 100th data segment both ways (1 % loss), 2 MiB per run over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through Linux's virtio_net and TCP/IP stack with std::net sockets, a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    Linux "http-rps-1-linux" => "HTTP requests per second from the host, 1 keep-alive connection, 1 KiB body (wall clock)",
+    Linux "http-rps-4-linux" => "HTTP requests per second from the host, 4 keep-alive connections, 1 KiB body (wall clock)",
+    Linux "http-rps-16-linux" => "HTTP requests per second from the host, 16 keep-alive connections, 1 KiB body (wall clock)",
 }
 
 /// Rows whose figures the emulator distorts, by Pecan benchmark name: the
@@ -235,7 +241,18 @@ pub const CAVEATS: &[(&str, &str, bool)] = &[
          cache attributes, so the device's write-combining framebuffer costs what memory does",
         false,
     ),
+    ("http-rps-1", HTTP_CAVEAT, false),
+    ("http-rps-4", HTTP_CAVEAT, false),
+    ("http-rps-16", HTTP_CAVEAT, false),
 ];
+
+/// The HTTP rows' note (`crate::httpload`): what their figure is.
+const HTTP_CAVEAT: &str =
+    "wall clock, not icount: requests per second of the host's clock (QEMU TCG without \
+         icount, one vCPU, 256 MiB, on a 2-core host that other builds share; QEMU's user \
+         network with restrict=on and a forward from 127.0.0.1; the load generator on the \
+         host). The guests only serve; the host counts. A figure depends on the host's speed and \
+         load: `cargo xtask bench --wall N` interleaves the pairs";
 
 /// The caveat of Pecan benchmark `name`, if the emulator distorts it.
 pub fn caveat(name: &str) -> Option<(&'static str, bool)> {
@@ -295,6 +312,9 @@ pub const ROWS: &[(&str, Option<&str>)] = &[
     ("fb-refresh-full", None),
     ("term-glyph", None),
     ("term-line", None),
+    ("http-rps-1", Some("http-rps-1-linux")),
+    ("http-rps-4", Some("http-rps-4-linux")),
+    ("http-rps-16", Some("http-rps-16-linux")),
 ];
 
 /// A row of the I/O table (the method: [`crate::soak`]): the same

@@ -45,6 +45,8 @@
 //! benchmark's CPU cost, scaled by [`soak::COST_SCALE`]: busy ticks per KiB
 //! moved, one sample per run; its line adds an `"io"` object with each
 //! run's elapsed ticks and soaker iterations, [`report_io`] and [`soak`]).
+//! The HTTP benchmarks' figures, `"requests/s"` of the host's clock, are
+//! no guest's lines: the host measures them ([`httpload`]).
 //! `cargo xtask bench` parses these lines; anything else on the console is
 //! ignored.
 #![no_std]
@@ -53,6 +55,7 @@ use core::fmt::{self, Write};
 
 pub mod blockio;
 pub mod catalog;
+pub mod httpload;
 pub mod kernels;
 pub mod netio;
 pub mod soak;
@@ -135,6 +138,9 @@ pub enum Unit {
     /// Busy ticks per KiB moved × [`soak::COST_SCALE`] (an I/O benchmark's
     /// CPU cost, lower is better; [`soak`]).
     TicksPerKib,
+    /// Requests per second of the host's clock (higher is better): an HTTP
+    /// benchmark measured by the host ([`httpload`]), never under icount.
+    RequestsPerSecond,
 }
 
 impl Unit {
@@ -143,6 +149,7 @@ impl Unit {
             Unit::Ticks => "ticks",
             Unit::BytesPerTick => "bytes/tick",
             Unit::TicksPerKib => "ticks/KiB",
+            Unit::RequestsPerSecond => "requests/s",
         }
     }
 }

@@ -395,9 +395,33 @@ impl ResponseHead<'_> {
     }
 }
 
+/// The `Content-Type` of a static file named `path`, by its extension.
+pub fn content_type(path: &str) -> &'static str {
+    let ext = path.rsplit_once('.').map_or("", |(_, e)| e);
+    match ext {
+        "html" | "htm" => "text/html; charset=utf-8",
+        "txt" => "text/plain; charset=utf-8",
+        "css" => "text/css",
+        "js" => "text/javascript",
+        "json" => "application/json",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "svg" => "image/svg+xml",
+        _ => "application/octet-stream",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_types() {
+        assert_eq!(content_type("/hello.txt"), "text/plain; charset=utf-8");
+        assert_eq!(content_type("/a.b/index.html"), "text/html; charset=utf-8");
+        assert_eq!(content_type("/noext"), "application/octet-stream");
+        assert_eq!(content_type("/x.JPG"), "application/octet-stream");
+    }
 
     fn ok(text: &str) -> (Request<'_>, usize) {
         parse(text.as_bytes()).unwrap().unwrap()

@@ -7,6 +7,8 @@
 //!   [`stack::UdpSocket`], [`stack::Pinger`];
 //! - [`http`]: the HTTP/1.1 request parser and response heads;
 //!   [`conn`]: one server connection's request side, timeouts included;
+//! - [`serve`]: which request gets which response, one source for Pecan's
+//!   server and its Linux build;
 //! - [`pattern`]: the generated body of `GET /pattern/BYTES` (transfer
 //!   tests and benchmarks);
 //! - [`report`]: a status report rendered as HTML and JSON;
@@ -32,6 +34,7 @@ pub mod pattern;
 pub mod pecan;
 pub mod peerlink;
 pub mod report;
+pub mod serve;
 pub mod stack;
 
 pub use smoltcp;

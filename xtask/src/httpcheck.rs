@@ -385,6 +385,120 @@ fn load_one(port: u16, path: &str, end: Instant) -> Result<(u64, usize)> {
     Ok((count, body.unwrap_or(0)))
 }
 
+/// What one load run gave.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadRun {
+    /// Responses read, every one 200 with the same body length.
+    pub requests: u64,
+    /// Seconds from the start to the last connection's end.
+    pub seconds: f64,
+    /// The body length.
+    pub body: usize,
+}
+
+impl LoadRun {
+    /// Requests per second.
+    pub fn rate(&self) -> f64 {
+        self.requests as f64 / self.seconds.max(1e-9)
+    }
+}
+
+/// `connections` keep-alive connections to 127.0.0.1:`port`, each
+/// getting `path` until `duration` is over (the lab's load, [`load`]).
+pub fn run_load(port: u16, path: &str, connections: usize, duration: Duration) -> Result<LoadRun> {
+    let start = Instant::now();
+    let end = start + duration;
+    let results: Vec<Result<(u64, usize)>> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..connections)
+            .map(|_| s.spawn(|| load_one(port, path, end)))
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().unwrap_or_else(|_| bail!("a load thread panicked")))
+            .collect()
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    let mut requests = 0;
+    let mut body = None;
+    for r in results {
+        let (n, b) = r?;
+        requests += n;
+        if n == 0 {
+            // A connection whose first response came after the end.
+            continue;
+        }
+        if let Some(first) = body.filter(|&f| f != b) {
+            bail!("{path}: bodies of {first} and {b} bytes on different connections");
+        }
+        body = Some(b);
+    }
+    Ok(LoadRun {
+        requests,
+        seconds,
+        body: body.unwrap_or(0),
+    })
+}
+
+/// The lab's measurement (`bench::httpload`): `connections` keep-alive
+/// connections to 127.0.0.1:`port` getting `path` without a pause, opened
+/// once and kept through a warm-up of `warm_up` and then `runs` windows
+/// of `window` each; each window's requests per second (a response counts
+/// in the window in which it was read whole). Every response must be 200
+/// with a body of `body` bytes.
+pub fn run_windows(
+    port: u16,
+    (path, body): (&str, usize),
+    connections: usize,
+    warm_up: Duration,
+    (runs, window): (usize, Duration),
+) -> Result<Vec<f64>> {
+    let start = Instant::now() + Duration::from_millis(100);
+    let first = start + warm_up;
+    let end = first + window * runs as u32;
+    let per_thread: Vec<Result<Vec<u64>>> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..connections)
+            .map(|_| {
+                s.spawn(move || -> Result<Vec<u64>> {
+                    let mut r = BufReader::new(connect(port)?);
+                    let request = get(path);
+                    let mut counts = vec![0u64; runs];
+                    loop {
+                        let resp = exchange(&mut r, &request)?;
+                        let now = Instant::now();
+                        ensure!(
+                            resp.status == 200 && resp.body.len() == body,
+                            "{path}: status {}, a body of {} bytes (want 200, {body})",
+                            resp.status,
+                            resp.body.len()
+                        );
+                        if now >= end {
+                            return Ok(counts);
+                        }
+                        if now >= first {
+                            let i = ((now - first).as_nanos() / window.as_nanos()) as usize;
+                            counts[i.min(runs - 1)] += 1;
+                        }
+                    }
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().unwrap_or_else(|_| bail!("a load thread panicked")))
+            .collect()
+    });
+    let mut totals = vec![0u64; runs];
+    for counts in per_thread {
+        for (t, c) in totals.iter_mut().zip(counts?) {
+            *t += c;
+        }
+    }
+    Ok(totals
+        .iter()
+        .map(|&n| n as f64 / window.as_secs_f64())
+        .collect())
+}
+
 /// Runs the load and prints `http-load: N requests in S s: R requests/s
 /// (C keep-alive connections, body B bytes)`.
 pub fn load(args: &HttpLoadArgs) -> Result<()> {
@@ -392,29 +506,19 @@ pub fn load(args: &HttpLoadArgs) -> Result<()> {
         (1..=64).contains(&args.connections) && (1..=600).contains(&args.seconds),
         "--connections 1 to 64, --seconds 1 to 600"
     );
-    let start = Instant::now();
-    let end = start + Duration::from_secs(args.seconds);
-    let results: Vec<Result<(u64, usize)>> = std::thread::scope(|s| {
-        let threads: Vec<_> = (0..args.connections)
-            .map(|_| s.spawn(|| load_one(args.port, &args.path, end)))
-            .collect();
-        threads
-            .into_iter()
-            .map(|t| t.join().unwrap_or_else(|_| bail!("a load thread panicked")))
-            .collect()
-    });
-    let elapsed = start.elapsed().as_secs_f64();
-    let mut total = 0;
-    let mut body = 0;
-    for r in results {
-        let (n, b) = r?;
-        total += n;
-        body = b;
-    }
-    println!(
-        "http-load: {total} requests in {elapsed:.1} s: {:.0} requests/s ({} keep-alive connections, body {body} bytes, GET {})",
-        total as f64 / elapsed,
+    let run = run_load(
+        args.port,
+        &args.path,
         args.connections,
+        Duration::from_secs(args.seconds),
+    )?;
+    println!(
+        "http-load: {} requests in {:.1} s: {:.0} requests/s ({} keep-alive connections, body {} bytes, GET {})",
+        run.requests,
+        run.seconds,
+        run.rate(),
+        args.connections,
+        run.body,
         args.path
     );
     Ok(())

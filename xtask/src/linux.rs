@@ -34,6 +34,17 @@
 //! (`crate::devices::Attached::pace_disks`) so that every read takes the
 //! path it takes on hardware: the reader sleeps, the completion wakes it.
 //!
+//! HTTP: the HTTP benchmarks (`bench::httpload`) are measured by the
+//! host while the guest serves ([`run_http`]): a guest of their own whose
+//! `/init` ([`http_init_script`]) loads the same modules, takes an address
+//! for eth0 by DHCP from QEMU's user network (busybox `udhcpc` with the
+//! script [`UDHCPC_SCRIPT`], as Pecan's server takes its own), and runs
+//! `/bench-linux http-serve 80 /www.cpio` — the static files of
+//! `scenarios/www`, packed as for Pecan's `www` ROM module — until xtask
+//! stops QEMU. Its NIC is Pecan's HTTP scenario's: `virtio-net-pci` on the
+//! user network with `restrict=on`, guest port 80 forwarded from a free
+//! port on 127.0.0.1; the run is never under icount (`crate::bench::http`).
+//!
 //! API: [`run_linux_benchmarks`] (serial log at
 //! `target/bench/linux-serial.log`), or [`prepare`] and
 //! [`LinuxGuest::run`] with a log path of the caller's, as `cargo xtask
@@ -69,8 +80,23 @@ pub const CMDLINE: &str = "console=ttyS0 quiet panic=-1";
 pub const EXIT_MARKER: &str = "bench-linux-init: exit";
 /// The busybox applets `/init` uses.
 const APPLETS: &[&str] = &[
-    "sh", "mount", "uname", "cat", "poweroff", "insmod", "ifconfig",
+    "sh", "mount", "uname", "cat", "poweroff", "insmod", "ifconfig", "udhcpc", "route",
 ];
+/// busybox `udhcpc`'s script in the HTTP guest (`/udhcpc.sh`): configures
+/// the interface with the lease (and the router, if QEMU offers one; with
+/// `restrict=on` it offers none).
+pub const UDHCPC_SCRIPT: &str = "#!/bin/sh\n\
+# udhcpc's script in the lab's HTTP guest; written by cargo xtask (xtask/src/linux.rs).\n\
+case \"$1\" in\n\
+bound|renew)\n\
+\x20   ifconfig \"$interface\" \"$ip\" netmask \"$subnet\" up\n\
+\x20   if [ -n \"$router\" ]; then route add default gw \"$router\" dev \"$interface\"; fi\n\
+\x20   echo \"bench-linux-init: DHCP lease $ip/$subnet on $interface from $serverid, router ${router:-none}\"\n\
+\x20   ;;\n\
+deconfig)\n\
+\x20   ifconfig \"$interface\" 0.0.0.0 up\n\
+\x20   ;;\n\
+esac\n";
 /// The kernel modules the guest loads (with their dependencies): the
 /// virtio PCI transport, the block and network drivers, FAT with the code
 /// page and character set it mounts with by default (cp437, ascii).
@@ -169,15 +195,9 @@ pub fn run_linux_benchmarks(
 pub fn prepare(names: &[String]) -> Result<LinuxGuest> {
     check_names(names)?;
     let root = workspace_root();
-    let pieces = debian::guest_pieces(&root)?;
-    let binary = build_bench_linux(&root)?;
-    let busybox = std::fs::read(&pieces.busybox)
-        .with_context(|| format!("reading {}", display_path(&pieces.busybox)))?;
-    let bench =
-        std::fs::read(&binary).with_context(|| format!("reading {}", display_path(&binary)))?;
-    let index = crate::kmod::Index::load(&pieces.modules)?;
-    let modules = index.resolve(MODULES)?;
-    let image = initramfs(&busybox, &bench, names, &modules)?;
+    let files = guest_files(&root)?;
+    let image = initramfs(&files.busybox, &files.bench, names, &files.modules, None)?;
+    let pieces = files.pieces;
     let initramfs = debian::cache_dir(&root).join("initramfs.cpio");
     crate::util::write_atomically(&initramfs, &image)?;
     Ok(LinuxGuest {
@@ -186,6 +206,36 @@ pub fn prepare(names: &[String]) -> Result<LinuxGuest> {
         versions: pieces.versions,
         names: names.to_vec(),
         icount: true,
+    })
+}
+
+/// What a guest is made of: the cached kernel pieces and the initramfs's
+/// files.
+struct GuestFiles {
+    pieces: debian::GuestPieces,
+    busybox: Vec<u8>,
+    /// A fresh build of `bench-linux`.
+    bench: Vec<u8>,
+    /// The modules of [`MODULES`] with their dependencies, in load order.
+    modules: Vec<(String, Vec<u8>)>,
+}
+
+/// Fetches (or finds in the cache) the kernel and busybox, builds
+/// `bench-linux` and resolves the modules.
+fn guest_files(root: &Path) -> Result<GuestFiles> {
+    let pieces = debian::guest_pieces(root)?;
+    let binary = build_bench_linux(root)?;
+    let busybox = std::fs::read(&pieces.busybox)
+        .with_context(|| format!("reading {}", display_path(&pieces.busybox)))?;
+    let bench =
+        std::fs::read(&binary).with_context(|| format!("reading {}", display_path(&binary)))?;
+    let index = crate::kmod::Index::load(&pieces.modules)?;
+    let modules = index.resolve(MODULES)?;
+    Ok(GuestFiles {
+        pieces,
+        busybox,
+        bench,
+        modules,
     })
 }
 
@@ -207,6 +257,12 @@ pub fn needs_net(names: &[String]) -> bool {
 
 /// Refuses names that are not Linux benchmarks, listing those that are.
 fn check_names(names: &[String]) -> Result<()> {
+    if let Some(http) = names.iter().find(|n| bench::httpload::is_http(n)) {
+        bail!(
+            "`{http}` is measured by the host while the guest serves: run it with \
+             `cargo xtask bench {http}`"
+        );
+    }
     let unknown: Vec<&str> = names
         .iter()
         .map(String::as_str)
@@ -215,7 +271,7 @@ fn check_names(names: &[String]) -> Result<()> {
     if !unknown.is_empty() {
         let known: Vec<&str> = catalog::ALL
             .iter()
-            .filter(|b| b.platform == Platform::Linux)
+            .filter(|b| b.platform == Platform::Linux && !bench::httpload::is_http(b.name))
             .map(|b| b.name)
             .collect();
         bail!(
@@ -311,23 +367,10 @@ fn needs_interpreter(elf: &[u8]) -> Result<bool> {
 fn init_script(names: &[String], modules: &[&str]) -> String {
     let mut command = vec!["/bench-linux".to_string()];
     command.extend(names.iter().map(|n| shell_quote(n)));
-    let insmod: String = modules
-        .iter()
-        .map(|m| {
-            format!("insmod /lib/modules/{m}.ko || echo \"bench-linux-init: insmod {m} failed\"\n")
-        })
-        .collect();
     format!(
         "#!/bin/sh\n\
          # The benchmark lab's Linux guest; written by cargo xtask (xtask/src/linux.rs).\n\
-         export PATH=/bin\n\
-         mount -t proc proc /proc\n\
-         mount -t sysfs sysfs /sys\n\
-         mount -t devtmpfs devtmpfs /dev\n\
-         # The drivers the I/O benchmarks need, dependencies first.\n\
-         {insmod}\
-         mods=\"\"; while read m rest; do mods=\"$mods $m\"; done < /proc/modules\n\
-         echo \"bench-linux-init: modules loaded:$mods\"\n\
+         {}\
          # Transparent huge pages only where asked for (the disk benchmarks'\n\
          # buffers, for physically contiguous memory); the kernel's default is never.\n\
          echo madvise > /sys/kernel/mm/transparent_hugepage/enabled\n\
@@ -344,18 +387,62 @@ fn init_script(names: &[String], modules: &[&str]) -> String {
          {}\n\
          echo \"{EXIT_MARKER} $?\"\n\
          poweroff -f\n",
+        init_start(modules),
         command.join(" ")
+    )
+}
+
+/// The start of both `/init`s: `PATH`, the pseudo file systems, the
+/// `modules` loaded (dependencies first) and listed.
+fn init_start(modules: &[&str]) -> String {
+    let insmod: String = modules
+        .iter()
+        .map(|m| {
+            format!("insmod /lib/modules/{m}.ko || echo \"bench-linux-init: insmod {m} failed\"\n")
+        })
+        .collect();
+    format!(
+        "export PATH=/bin\n\
+         mount -t proc proc /proc\n\
+         mount -t sysfs sysfs /sys\n\
+         mount -t devtmpfs devtmpfs /dev\n\
+         # The drivers the I/O benchmarks need, dependencies first.\n\
+         {insmod}\
+         mods=\"\"; while read m rest; do mods=\"$mods $m\"; done < /proc/modules\n\
+         echo \"bench-linux-init: modules loaded:$mods\"\n"
+    )
+}
+
+/// `/init` of the HTTP guest ([`run_http`]): the pseudo file systems
+/// and `modules` as in [`init_script`], eth0's address by DHCP, then
+/// `bench-linux http-serve` until QEMU is stopped.
+fn http_init_script(modules: &[&str]) -> String {
+    format!(
+        "#!/bin/sh\n\
+         # The benchmark lab's Linux HTTP guest; written by cargo xtask (xtask/src/linux.rs).\n\
+         {}\
+         ifconfig lo 127.0.0.1 up\n\
+         # QEMU's user network: an address by DHCP, as Pecan's server takes its own.\n\
+         udhcpc -i eth0 -s /udhcpc.sh -q -n -t 10 -T 1 || echo \"bench-linux-init: no DHCP lease\"\n\
+         echo \"bench-linux-init: kernel $(uname -r): $(cat /proc/cmdline)\"\n\
+         /bench-linux http-serve {port} /www.cpio\n\
+         echo \"{EXIT_MARKER} $?\"\n\
+         poweroff -f\n",
+        init_start(modules),
+        port = crate::bench::http::GUEST_PORT
     )
 }
 
 /// The initramfs: busybox with its applet links, `/init`, `/bench-linux`,
 /// and the kernel `modules` (name, contents; in load order) in
-/// `/lib/modules/`.
+/// `/lib/modules/`. With `www` (a cpio archive of static files) it is the
+/// HTTP guest's: [`http_init_script`], `/udhcpc.sh` and `/www.cpio`.
 pub fn initramfs(
     busybox: &[u8],
     bench_linux: &[u8],
     names: &[String],
     modules: &[(String, Vec<u8>)],
+    www: Option<&[u8]>,
 ) -> Result<Vec<u8>> {
     let mut a = Archive::new();
     for dir in ["bin", "dev", "proc", "sys", "lib", "lib/modules"] {
@@ -372,7 +459,14 @@ pub fn initramfs(
     for applet in APPLETS {
         a.symlink(&format!("bin/{applet}"), "busybox")?;
     }
-    a.file("init", 0o755, init_script(names, &module_names).as_bytes())?;
+    match www {
+        None => a.file("init", 0o755, init_script(names, &module_names).as_bytes())?,
+        Some(www) => {
+            a.file("init", 0o755, http_init_script(&module_names).as_bytes())?;
+            a.file("udhcpc.sh", 0o755, UDHCPC_SCRIPT.as_bytes())?;
+            a.file("www.cpio", 0o644, www)?;
+        }
+    }
     a.file("bench-linux", 0o755, bench_linux)?;
     Ok(a.finish())
 }
@@ -510,6 +604,73 @@ impl LinuxGuest {
     }
 }
 
+/// The HTTP benchmarks `names` (`bench::httpload`, Linux's) in one boot
+/// of the HTTP guest (see the module doc, "HTTP"): the results, measured
+/// by the host, and the kernel's description. The log goes to `log`.
+pub fn run_http(
+    names: &[&str],
+    memory_mib: u32,
+    accel: Accel,
+    log: &Path,
+) -> Result<(Vec<crate::bench::results::BenchResult>, String)> {
+    let root = workspace_root();
+    let files = guest_files(&root)?;
+    // The static files of Pecan's HTTP scenario, packed as its ROM module.
+    let www = crate::scenario::Archive {
+        name: "www".into(),
+        dir: root.join("scenarios").join("www"),
+    }
+    .pack()?;
+    let image = initramfs(
+        &files.busybox,
+        &files.bench,
+        &[],
+        &files.modules,
+        Some(&www),
+    )?;
+    let pieces = files.pieces;
+    let path = debian::cache_dir(&root).join("initramfs-http.cpio");
+    crate::util::write_atomically(&path, &image)?;
+    let guest = LinuxGuest {
+        vmlinuz: pieces.vmlinuz,
+        initramfs: path,
+        versions: pieces.versions,
+        names: Vec::new(),
+        icount: false,
+    };
+    let mut machine = guest.machine(memory_mib, accel);
+    let work = root
+        .join("target")
+        .join("bench")
+        .join("work")
+        .join("linux-http");
+    let _ = std::fs::remove_dir_all(&work);
+    let devices = Devices {
+        nics: vec![Nic {
+            name: "net0".into(),
+            forward: vec![crate::bench::http::GUEST_PORT],
+            link: Link::User,
+        }],
+        ..Devices::default()
+    };
+    let mut attached = devices.prepare(&work)?;
+    machine.devices = attached.qemu_args();
+    println!(
+        "==> booting {} serving HTTP: {}",
+        guest.versions.kernel_description(),
+        machine.command_line()
+    );
+    let results = crate::bench::http::measure(
+        &machine,
+        &mut attached,
+        "net0",
+        names,
+        crate::bench::http::LINUX_SERVER,
+        log,
+    )?;
+    Ok((results, guest.versions.kernel_description()))
+}
+
 /// The options of `cargo xtask bench-linux`.
 #[derive(Debug, clap::Args)]
 pub struct BenchLinuxArgs {
@@ -555,6 +716,10 @@ mod tests {
             .to_string();
         assert!(e.contains("unknown Linux benchmark null-syscall"), "{e}");
         assert!(e.contains("getppid futex-threads-0w"), "{e}");
+        let e = check_names(&["http-rps-4-linux".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cargo xtask bench http-rps-4-linux"), "{e}");
     }
 
     #[test]
@@ -571,8 +736,14 @@ mod tests {
 
     #[test]
     fn initramfs_has_everything_init_needs() {
-        let image =
-            initramfs(b"BUSYBOX", b"BENCH", &[], &[("fat".into(), b"KO".to_vec())]).unwrap();
+        let image = initramfs(
+            b"BUSYBOX",
+            b"BENCH",
+            &[],
+            &[("fat".into(), b"KO".to_vec())],
+            None,
+        )
+        .unwrap();
         let text = String::from_utf8_lossy(&image);
         for name in [
             "bin/busybox",

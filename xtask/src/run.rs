@@ -350,7 +350,7 @@ fn announce_http(port: u16, until: Option<Instant>) {
 }
 
 /// Whether an HTTP server answers `GET /` on 127.0.0.1:`port`.
-fn http_answers(port: u16) -> bool {
+pub(crate) fn http_answers(port: u16) -> bool {
     use std::io::{Read, Write};
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) else {

@@ -15,6 +15,7 @@
 //! benchmarks in `bench/budgets.toml` from `cargo xtask test`.
 
 pub mod budgets;
+pub mod http;
 pub mod results;
 pub mod svg;
 pub mod wall;
@@ -294,6 +295,12 @@ fn pecan_pass(plan: &PecanPlan, pass: Pass, out_dir: &Path) -> Result<Vec<BenchR
         let log = out_dir.join(format!("pecan-{}-serial-{}.log", sc.name, pass.log));
         let work = out_dir.join("work").join(sc.name);
         let _ = std::fs::remove_dir_all(&work);
+        if sc.names.iter().all(|n| bench::httpload::is_http(n)) {
+            // The guest serves, the host measures (wall clock, never
+            // under icount): `http`.
+            results.extend(pecan_http(plan.system, sc, pass.accel, &work, &log)?);
+            continue;
+        }
         let mut attached = if sc.devices.is_empty() {
             crate::devices::Attached::default()
         } else {
@@ -314,6 +321,48 @@ fn pecan_pass(plan: &PecanPlan, pass: Pass, out_dir: &Path) -> Result<Vec<BenchR
         )?);
     }
     Ok(results)
+}
+
+/// The HTTP benchmarks of scenario run `sc` (`bench::httpload`): one
+/// boot, its NIC's forward to guest port 80 loaded from the host.
+fn pecan_http(
+    system: &System,
+    sc: &ScenarioRun,
+    accel: Accel,
+    work: &Path,
+    log: &Path,
+) -> Result<Vec<BenchResult>> {
+    let nic = sc
+        .devices
+        .nics
+        .iter()
+        .find(|n| n.forward.contains(&http::GUEST_PORT))
+        .map(|n| n.name.clone())
+        .with_context(|| {
+            format!(
+                "scenario {} forwards no guest port {} for its HTTP benchmarks",
+                sc.name,
+                http::GUEST_PORT
+            )
+        })?;
+    let mut attached = sc.devices.prepare(work)?;
+    let mut machine = Machine::new(
+        system.kernel.clone(),
+        Some(sc.image.clone()),
+        sc.cmdline.clone(),
+        accel,
+    );
+    machine.memory_mib = MEMORY_MIB;
+    machine.smp = sc.smp;
+    machine.devices = attached.qemu_args();
+    http::measure(
+        &machine,
+        &mut attached,
+        &nic,
+        &sc.names,
+        http::PECAN_SERVER,
+        log,
+    )
 }
 
 /// Runs `cargo xtask bench`; `Ok(true)` when everything ran.
@@ -464,12 +513,22 @@ fn run_linux(
     (accel, icount): (Accel, bool),
     log: &Path,
 ) -> Result<(Vec<BenchResult>, String)> {
+    let (http, names): (Vec<&str>, Vec<&str>) =
+        names.iter().partition(|n| bench::httpload::is_http(n));
     let (disk, plain): (Vec<String>, Vec<String>) =
         names.iter().map(|n| n.to_string()).partition(|n| {
             crate::linux::DISK_BENCHMARKS.contains(&n.as_str()) || crate::linux::is_net(n)
         });
     let mut results = Vec::new();
     let mut version = String::new();
+    if !http.is_empty() {
+        // The guest serves, the host measures (wall clock): a boot of its
+        // own, never under icount.
+        let (r, v) =
+            crate::linux::run_http(&http, MEMORY_MIB, accel, &log.with_extension("http.log"))?;
+        results.extend(r);
+        version = v;
+    }
     for (group, log) in [
         (plain, log.to_path_buf()),
         (disk, log.with_extension("io.log")),

@@ -56,7 +56,14 @@ impl BenchResult {
     /// Whether higher is better (throughput) rather than lower (ticks,
     /// ticks per KiB).
     pub fn higher_is_better(&self) -> bool {
-        self.unit == bench::Unit::BytesPerTick.as_str()
+        self.unit == bench::Unit::BytesPerTick.as_str() || self.is_wall_clock()
+    }
+
+    /// Whether this is a figure of the host's clock (an HTTP benchmark's
+    /// requests per second, `bench::httpload`): it varies from run to run
+    /// by nature, under icount too.
+    pub fn is_wall_clock(&self) -> bool {
+        self.unit == bench::Unit::RequestsPerSecond.as_str()
     }
 
     /// Whether this is an I/O benchmark's CPU cost (`bench::soak`): it
@@ -68,7 +75,9 @@ impl BenchResult {
     /// The median as a human figure: ticks, bytes per tick, or busy ticks
     /// per KiB.
     pub fn display_median(&self) -> String {
-        if self.higher_is_better() {
+        if self.is_wall_clock() {
+            format!("{} requests/s", self.median)
+        } else if self.higher_is_better() {
             format!(
                 "{:.3} B/tick",
                 self.median as f64 / bench::THROUGHPUT_SCALE as f64
@@ -153,7 +162,10 @@ pub fn differing(runs: &[Vec<BenchResult>]) -> Vec<String> {
     for run in &runs[1..] {
         for r in run {
             let same = first.iter().find(|f| f.name == r.name);
-            if !r.is_io() && same.is_none_or(|f| f.samples != r.samples) && !names.contains(&r.name)
+            if !r.is_io()
+                && !r.is_wall_clock()
+                && same.is_none_or(|f| f.samples != r.samples)
+                && !names.contains(&r.name)
             {
                 names.push(r.name.clone());
             }

@@ -62,7 +62,9 @@ fn figure(r: &BenchResult) -> Option<(u64, Better, &'static str)> {
             "throughput, bytes per 10⁶ host ticks",
         ));
     }
-    Some(if r.higher_is_better() {
+    Some(if r.is_wall_clock() {
+        (r.median, Better::Higher, "requests/s")
+    } else if r.higher_is_better() {
         (r.median, Better::Higher, "bytes/tick")
     } else {
         (r.median, Better::Lower, "ticks")

@@ -12,7 +12,9 @@
 //!    head over 8 KiB 431, a head not complete within the head timeout
 //!    (slowloris, a missing empty line) 408 — then the connection closes
 //!    and the server goes on.
-//! 3. Pages: `/` the status page (HTML), `/status.json` the same report
+//! 3. Pages (`net::serve` decides the answers: the same source as the
+//!    lab's Linux build of this server, `bench-linux http-serve`): `/` the
+//!    status page (HTML), `/status.json` the same report
 //!    as JSON (`net::report`: only figures measured or configured — with a
 //!    `Status` route, init's for every component (state, restarts, RAM and
 //!    capability quotas, sampled CPU time); the server's own uptime,
@@ -49,7 +51,7 @@ use alloc::vec::Vec;
 use core::fmt::Write as _;
 
 use net::conn::{Conn, Expiry, Next, Timeouts};
-use net::http::{Method, Request, ResponseHead, Status};
+use net::http::{Request, Status};
 use net::pecan::PecanDriver;
 use net::report::{Report, Section};
 use net::smoltcp::time::{Duration, Instant};
@@ -339,22 +341,6 @@ fn static_files() -> Files {
     }
 }
 
-/// The content type of a file named `path`.
-fn content_type(path: &str) -> &'static str {
-    let ext = path.rsplit_once('.').map_or("", |(_, e)| e);
-    match ext {
-        "html" | "htm" => "text/html; charset=utf-8",
-        "txt" => "text/plain; charset=utf-8",
-        "css" => "text/css",
-        "js" => "text/javascript",
-        "json" => "application/json",
-        "png" => "image/png",
-        "jpg" | "jpeg" => "image/jpeg",
-        "svg" => "image/svg+xml",
-        _ => "application/octet-stream",
-    }
-}
-
 impl Server {
     /// Serves client `c` at `now` (ms) with `open` connections: whether
     /// to keep it.
@@ -505,16 +491,8 @@ impl Server {
 
     /// Queues an error response with `status` and closes after it.
     fn error(&mut self, c: &mut Client, status: Status) {
-        let body = format!("{} {}\n", status.code(), status.reason());
         self.count(status);
-        head(
-            &mut c.out,
-            status,
-            "text/plain; charset=utf-8",
-            body.len(),
-            false,
-        );
-        c.out.extend_from_slice(body.as_bytes());
+        net::serve::error(&mut c.out, status);
         c.close = true;
     }
 
@@ -524,8 +502,9 @@ impl Server {
         self.stats.by_class[class] += 1;
     }
 
-    /// Queues the response to `r` into `out`; a generated body to stream
-    /// after it is returned instead of queued.
+    /// Queues the response to `r` into `out` (`net::serve`, the server's
+    /// answers); a generated body to stream after it is returned instead
+    /// of queued.
     fn respond(
         &mut self,
         r: &Request<'_>,
@@ -533,116 +512,21 @@ impl Server {
         open: usize,
         now: u64,
     ) -> Option<Pattern> {
-        if matches!(r.method, Method::Get | Method::Head) {
-            if let Some(asked) = net::pattern::parse(r.path()) {
-                return self.pattern(r, asked, out, now);
-            }
+        let len = net::serve::respond(&mut Site { server: self, open }, r, out)?;
+        let logged = len >= LOG_PATTERN;
+        if logged {
+            println!("http-server: /pattern/{len}: sending {len} bytes");
         }
-        let (status, ctype, body): (Status, &str, Vec<u8>) = match r.method {
-            Method::Other => {
-                let s = Status::NotImplemented;
-                (
-                    s,
-                    "text/plain; charset=utf-8",
-                    format!("{} {}\n", s.code(), s.reason()).into_bytes(),
-                )
-            }
-            Method::Get | Method::Head => match r.path() {
-                "/" => (
-                    Status::Ok,
-                    "text/html; charset=utf-8",
-                    self.report(open).html().into_bytes(),
-                ),
-                "/status.json" => (
-                    Status::Ok,
-                    "application/json",
-                    self.report(open).json().into_bytes(),
-                ),
-                path => match self.file(path) {
-                    Some(bytes) => (Status::Ok, content_type(path), bytes),
-                    None => {
-                        // The target is graphic ASCII (the parser's rule):
-                        // safe to log, cut to a line's length.
-                        println!("http-server: 404 {}", &path[..path.len().min(80)]);
-                        (
-                            Status::NotFound,
-                            "text/plain; charset=utf-8",
-                            b"404 Not Found\n".to_vec(),
-                        )
-                    }
-                },
-            },
-        };
-        self.count(status);
-        head(out, status, ctype, body.len(), r.keep_alive);
-        if r.method != Method::Head {
-            out.extend_from_slice(&body);
-        }
-        None
-    }
-
-    /// The response to a `/pattern/...` request: its head in `out`, the
-    /// body to stream (none for `HEAD`, an empty one or a refusal).
-    fn pattern(
-        &mut self,
-        r: &Request<'_>,
-        asked: Result<u64, net::pattern::Refused>,
-        out: &mut Vec<u8>,
-        now: u64,
-    ) -> Option<Pattern> {
-        let refused = match asked {
-            Ok(len) => {
-                self.count(Status::Ok);
-                head(
-                    out,
-                    Status::Ok,
-                    "text/plain; charset=utf-8",
-                    len as usize,
-                    r.keep_alive,
-                );
-                if r.method == Method::Head || len == 0 {
-                    return None;
-                }
-                let logged = len >= LOG_PATTERN;
-                if logged {
-                    println!("http-server: /pattern/{len}: sending {len} bytes");
-                }
-                return Some(Pattern {
-                    next: 0,
-                    len,
-                    since: now,
-                    logged,
-                });
-            }
-            Err(net::pattern::Refused::NotANumber) => Status::NotFound,
-            Err(net::pattern::Refused::TooLarge) => Status::BadRequest,
-        };
-        let path = r.path();
-        println!(
-            "http-server: {} {}",
-            refused.code(),
-            &path[..path.len().min(80)]
-        );
-        let body = format!("{} {}\n", refused.code(), refused.reason());
-        self.count(refused);
-        head(
-            out,
-            refused,
-            "text/plain; charset=utf-8",
-            body.len(),
-            r.keep_alive,
-        );
-        if r.method != Method::Head {
-            out.extend_from_slice(body.as_bytes());
-        }
-        None
+        Some(Pattern {
+            next: 0,
+            len,
+            since: now,
+            logged,
+        })
     }
 
     /// The static file at `path`.
     fn file(&self, path: &str) -> Option<Vec<u8>> {
-        if path.split('/').any(|s| s == "..") {
-            return None;
-        }
         match &self.files {
             Files::None => None,
             Files::Rom(archive) => net::archive::find(archive, path).map(<[u8]>::to_vec),
@@ -715,6 +599,30 @@ impl Server {
     }
 }
 
+/// The server as `net::serve` sees it, with `open` connections.
+struct Site<'a> {
+    server: &'a mut Server,
+    open: usize,
+}
+
+impl net::serve::Site for Site<'_> {
+    fn report(&mut self) -> Report {
+        self.server.report(self.open)
+    }
+
+    fn file(&mut self, path: &str) -> Option<Vec<u8>> {
+        self.server.file(path)
+    }
+
+    fn count(&mut self, status: Status) {
+        self.server.count(status);
+    }
+
+    fn log(&mut self, line: core::fmt::Arguments<'_>) {
+        println!("http-server: {line}");
+    }
+}
+
 /// The components as init's Status session reports them: one row each.
 fn components(init: &Session<InitStatus>) -> Section {
     let list = match init.components() {
@@ -750,17 +658,4 @@ fn components(init: &Session<InitStatus>) -> Section {
         })
         .collect();
     s
-}
-
-/// Appends a response head.
-fn head(out: &mut Vec<u8>, status: Status, ctype: &str, len: usize, keep_alive: bool) {
-    let mut text = String::new();
-    let _ = ResponseHead {
-        status,
-        content_type: ctype,
-        content_length: len as u64,
-        keep_alive,
-    }
-    .write(&mut text);
-    out.extend_from_slice(text.as_bytes());
 }
