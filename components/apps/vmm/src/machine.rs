@@ -160,6 +160,11 @@ const COM1: u16 = 0x3f8;
 /// `isa-debug-exit` idea, on a device every Linux has a driver for. The
 /// xtask-built initramfs writes the number of failed commands there.
 const COM2: u16 = 0x2f8;
+/// The exit counters, for benchmarks in the guest (`ioperm`, then 32-bit
+/// `in`s): 0x510 the exits the VMM handled so far (the read's own
+/// included), 0x514 the runs that host interrupts ended (the guest lost
+/// its CPU to the host meanwhile), both the low 32 bits. Reads only.
+pub const EXIT_COUNTER: u16 = 0x510;
 const COM2_IRQ: u8 = 3;
 const COM1_IRQ: u8 = 4;
 const MSR_EFER: u32 = 0xc000_0080;
@@ -546,14 +551,7 @@ impl<'t> Machine<'t> {
             }
             exit::RDPMC => Ok(self.inject_exception(13, Some(0))),
             exit::NOTIFICATION => Ok(0),
-            exit::NPF => {
-                println!(
-                    "vmm: {}: the guest touched guest-physical {info2:#x} (error code {info1:#x}) at rip {:#x}, which is no RAM and no device: VM stopped",
-                    self.name,
-                    self.vcpu.get(word::RIP)
-                );
-                Err(Stop::Done(4))
-            }
+            exit::NPF => self.mmio(info2),
             exit::SHUTDOWN => {
                 println!(
                     "vmm: {}: the guest triple-faulted at rip {:#x}: VM stopped",
@@ -571,6 +569,52 @@ impl<'t> Machine<'t> {
                 Err(Stop::Done(5))
             }
         }
+    }
+
+    /// An access to guest-physical `gpa`, which is neither RAM nor a
+    /// device: the instruction is decoded and stepped over, a read gets
+    /// all ones and a write is dropped (as on a PC's empty bus), logged
+    /// once per page. An instruction that is no `mov` the decoder knows
+    /// stops the VM: guessing its length could run the guest astray.
+    fn mmio(&mut self, gpa: u64) -> Result<u64, Stop> {
+        let rip = self.vcpu.get(word::RIP);
+        let (bytes, n) = self.instruction();
+        let Some(m) = vmm::decode::decode(&bytes[..n]) else {
+            println!(
+                "vmm: {}: the guest touched guest-physical {gpa:#x} at rip {rip:#x} with an instruction not decoded ({:02x?}): VM stopped",
+                self.name,
+                &bytes[..n.min(8)]
+            );
+            return Err(Stop::Done(4));
+        };
+        if self.once(8, gpa >> 12) {
+            println!(
+                "vmm: {}: {} at guest-physical {gpa:#x} (no RAM, no device) at rip {rip:#x}: {}",
+                self.name,
+                if matches!(m.access, vmm::decode::Access::Read { .. }) {
+                    "read"
+                } else {
+                    "write"
+                },
+                if matches!(m.access, vmm::decode::Access::Read { .. }) {
+                    "all ones"
+                } else {
+                    "dropped"
+                }
+            );
+        }
+        if let vmm::decode::Access::Read {
+            reg,
+            size,
+            dest_size,
+        } = m.access
+        {
+            let w = gpr_word(reg);
+            let old = self.vcpu.get(w);
+            self.vcpu
+                .set(w, vmm::decode::merge_read(old, u64::MAX, size, dest_size));
+        }
+        Ok(self.advance(u64::from(m.len)))
     }
 
     /// Sleeps until an interrupt is due (the guest executed HLT).
@@ -644,6 +688,11 @@ impl<'t> Machine<'t> {
     }
 
     fn port_in(&mut self, port: u16, width: u8) -> u32 {
+        match port {
+            EXIT_COUNTER => return self.exits as u32,
+            p if p == EXIT_COUNTER + 4 => return self.vcpu.interrupted as u32,
+            _ => {}
+        }
         if Bus::owns(port) {
             return self.pci.read(port, width);
         }
