@@ -33,3 +33,4 @@ pub mod rtc;
 pub mod uart;
 pub mod virtio;
 pub mod virtio_blk;
+pub mod virtio_net;

@@ -42,6 +42,22 @@ impl LinuxGuest {
     }
 }
 
+/// busybox `udhcpc`'s script (`/etc/udhcpc.sh`): configures the
+/// interface with the lease and says so (`udhcpc -i eth0 -s
+/// /etc/udhcpc.sh -q` in a command list).
+const UDHCPC_SCRIPT: &str = "#!/bin/sh\n\
+# udhcpc's script in a Linux guest of Pecan's VMM; written by cargo xtask (xtask/src/vmguest.rs).\n\
+case \"$1\" in\n\
+bound|renew)\n\
+\x20   ifconfig \"$interface\" \"$ip\" netmask \"$subnet\" up\n\
+\x20   if [ -n \"$router\" ]; then route add default gw \"$router\" dev \"$interface\"; fi\n\
+\x20   echo \"vm-init: DHCP lease $ip/$subnet on $interface from $serverid\"\n\
+\x20   ;;\n\
+deconfig)\n\
+\x20   ifconfig \"$interface\" 0.0.0.0 up\n\
+\x20   ;;\n\
+esac\n";
+
 /// `/init`: the pseudo file systems, busybox's applets, the modules, then
 /// each command of `/commands` through `sh -c`, and power off.
 fn init_script(modules: &[&str]) -> String {
@@ -82,9 +98,10 @@ fn init_script(modules: &[&str]) -> String {
 /// modules (name, contents; in load order).
 pub fn initramfs(busybox: &[u8], commands: &str, modules: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
     let mut a = Archive::new();
-    for dir in ["bin", "dev", "lib", "lib/modules"] {
+    for dir in ["bin", "dev", "etc", "lib", "lib/modules"] {
         a.dir(dir, 0o755)?;
     }
+    a.file("etc/udhcpc.sh", 0o755, UDHCPC_SCRIPT.as_bytes())?;
     a.char_device("dev/console", 0o600, 5, 1)?;
     a.file("bin/busybox", 0o755, busybox)?;
     a.symlink("bin/sh", "busybox")?;

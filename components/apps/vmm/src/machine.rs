@@ -33,8 +33,12 @@ use vmm::rtc::Rtc;
 use vmm::uart::Uart;
 use vmm::virtio::GuestMemory;
 use vmm::virtio_blk::{self, Blk, IoError};
+use vmm::virtio_net::{self, Net, Received};
 
 use rt::session::block::BlockClient;
+use rt::session::nic::{Nic, NicClient};
+use rt::session::Session;
+use rt::stream::Taken;
 
 use crate::memory::Ram;
 
@@ -42,6 +46,48 @@ use crate::memory::Ram;
 /// BAR starts (Linux may move it).
 const BLK_IRQ: u8 = 10;
 const BLK_BAR: u16 = 0xc000;
+/// The NIC's interrupt and I/O BAR.
+const NET_IRQ: u8 = 11;
+const NET_BAR: u16 = 0xc040;
+/// The bits the forwarding threads set on the VMM's notification (bound
+/// to its thread) when the Timer's or the Nic's was signalled (main.rs,
+/// `forward`).
+pub const TIMER_BIT: u64 = 1 << 0;
+pub const NIC_BIT: u64 = 1 << 1;
+
+/// The sessions behind the guest's devices, and what wakes the VMM.
+pub struct Attached {
+    /// `/dev/vda`'s.
+    pub disk: Option<Disk>,
+    /// `eth0`'s.
+    pub nic: Option<NetDevice>,
+    /// The VMM's own notification, bound to its thread, which the
+    /// forwarders signal.
+    pub wake: CapSlot,
+}
+
+/// The guest's NIC: the Nic session's streams behind virtio-net.
+pub struct NetDevice {
+    _session: Session<Nic>,
+    client: NicClient,
+    mac: [u8; 6],
+    /// A received frame the guest had no buffer for yet.
+    pending: Option<Taken>,
+    /// Frames the stream had no room for (dropped).
+    tx_full: u64,
+}
+
+impl NetDevice {
+    pub fn new(session: Session<Nic>, client: NicClient, mac: [u8; 6]) -> NetDevice {
+        NetDevice {
+            _session: session,
+            client,
+            mac,
+            pending: None,
+            tx_full: 0,
+        }
+    }
+}
 
 impl GuestMemory for Ram {
     fn read(&self, gpa: u64, buf: &mut [u8]) -> bool {
@@ -254,6 +300,11 @@ pub struct Machine<'t> {
     pci: Bus,
     /// The disk: its device model, its backend, its PCI device number.
     blk: Option<(Blk, Disk, u8)>,
+    /// The NIC: its device model, the session, its PCI device number.
+    net: Option<(Net, NetDevice, u8)>,
+    /// The VMM's own notification (bound to its thread): what it sleeps
+    /// on at `HLT`.
+    wake: CapSlot,
 }
 
 impl<'t> Machine<'t> {
@@ -264,8 +315,9 @@ impl<'t> Machine<'t> {
         vcpu: CapSlot,
         gspace: CapSlot,
         boot_unix: u64,
-        disk: Option<Disk>,
+        attached: Attached,
     ) -> Result<Machine<'t>, String> {
+        let Attached { disk, nic, wake } = attached;
         // The TSC's rate, from the timer (it measures it over 100 ms).
         let mut tsc_hz = 0;
         for _ in 0..100 {
@@ -295,6 +347,18 @@ impl<'t> Machine<'t> {
             let slot = bus.add(f);
             (Blk::new(disk.sectors(), disk.writable(), &name), disk, slot)
         });
+        let net = nic.map(|nic| {
+            let f = pci::Function::new(
+                virtio_net::VENDOR,
+                virtio_net::DEVICE,
+                [0x02, 0x00, 0x00],
+                (virtio_net::VENDOR, virtio_net::SUBSYSTEM),
+                Some(NET_IRQ),
+            )
+            .with_io_bar(0, virtio_net::BAR_SIZE, NET_BAR);
+            let slot = bus.add(f);
+            (Net::new(nic.mac), nic, slot)
+        });
         Ok(Machine {
             name,
             ram,
@@ -322,7 +386,14 @@ impl<'t> Machine<'t> {
             status: None,
             pci: bus,
             blk,
+            net,
+            wake,
         })
+    }
+
+    /// Whether the guest has a NIC.
+    pub fn has_nic(&self) -> bool {
+        self.net.is_some()
     }
 
     /// Sets the 64-bit entry state of `plan`.
@@ -392,6 +463,19 @@ impl<'t> Machine<'t> {
                         "vmm: {}: VM stopped after {} exits ({} host interrupts)",
                         self.name, self.exits, self.vcpu.interrupted
                     );
+                    if let Some((net, dev, _)) = &self.net {
+                        let s = net.stats;
+                        println!(
+                            "vmm: {}: eth0: {} frames sent, {} received, {} dropped (tx {}, rx {}, stream full {})",
+                            self.name,
+                            s.sent,
+                            s.received,
+                            s.dropped_tx + s.dropped_rx + dev.tx_full,
+                            s.dropped_tx,
+                            s.dropped_rx,
+                            dev.tx_full
+                        );
+                    }
                     if let Some((blk, _, _)) = &self.blk {
                         let s = blk.stats;
                         println!(
@@ -420,10 +504,17 @@ impl<'t> Machine<'t> {
         }
         self.pics.set_irq(COM1_IRQ, self.uart.irq());
         self.pics.set_irq(COM2_IRQ, self.status_uart.irq());
+        self.receive_frames();
         if let Some((blk, _, slot)) = &self.blk {
             let line = self.pci.function(*slot).map_or(BLK_IRQ, |f| f.irq());
             if line < 16 {
                 self.pics.set_irq(line, blk.irq());
+            }
+        }
+        if let Some((net, _, slot)) = &self.net {
+            let line = self.pci.function(*slot).map_or(NET_IRQ, |f| f.irq());
+            if line < 16 {
+                self.pics.set_irq(line, net.irq());
             }
         }
         self.lapic.tick(now);
@@ -641,8 +732,20 @@ impl<'t> Machine<'t> {
                 (a, b) => a.or(b).unwrap_or(now.ns + 10_000_000),
             };
             let us = next.saturating_sub(now.ns) / 1000;
-            if us > 0 && self.timer.sleep(us).is_err() {
+            if us == 0 {
+                continue;
+            }
+            // Sleep on the VMM's notification: the timer's bit (this
+            // timeout, or an older one cancelled too late: the loop looks
+            // again) or the NIC's ends it.
+            let Ok(t) = self.timer.oneshot(us) else {
                 return;
+            };
+            let Ok(bits) = syscall::wait(self.wake) else {
+                return;
+            };
+            if bits & TIMER_BIT == 0 {
+                let _ = self.timer.cancel(t);
             }
         }
     }
@@ -679,6 +782,71 @@ impl<'t> Machine<'t> {
         flags
     }
 
+    /// Moves received frames into the guest's receive buffers while it
+    /// has some; a frame it has no buffer for waits (the stream holds the
+    /// rest). Arms the stream's signal when it is drained.
+    fn receive_frames(&mut self) {
+        let Some((net, dev, _)) = &mut self.net else {
+            return;
+        };
+        loop {
+            let taken = match dev.pending.take() {
+                Some(t) => t,
+                None => match dev.client.receive() {
+                    Ok(Some(t)) => t,
+                    Ok(None) => {
+                        let _ = dev.client.flush();
+                        // Frames came in while arming: go on.
+                        match dev.client.rx.arm(false) {
+                            Ok(true) => continue,
+                            _ => return,
+                        }
+                    }
+                    Err(_) => return,
+                },
+            };
+            let outcome = match dev.client.frame(&taken) {
+                Ok(frame) => net.receive(&mut self.ram, frame),
+                Err(_) => Received::Dropped,
+            };
+            if outcome == Received::Full {
+                dev.pending = Some(taken);
+                let _ = dev.client.flush();
+                return;
+            }
+            let _ = dev.client.done(taken);
+        }
+    }
+
+    /// Sends what the guest queued for transmission.
+    fn transmit_frames(&mut self) {
+        let Some((net, dev, _)) = &mut self.net else {
+            return;
+        };
+        // Acknowledged packets first: their buffers are free again.
+        while let Ok(Some(_)) = dev.client.sent() {}
+        let client = &mut dev.client;
+        let full = &mut dev.tx_full;
+        net.transmit(&mut self.ram, &mut |frame| {
+            if client.send(frame).is_err() {
+                // Room comes back with acknowledgements; one try more.
+                while let Ok(Some(_)) = client.sent() {}
+                if client.send(frame).is_err() {
+                    *full += 1;
+                }
+            }
+        });
+        let _ = dev.client.flush();
+    }
+
+    /// The NIC's register at `port`, if its I/O BAR is there.
+    fn net_offset(&self, port: u16) -> Option<u16> {
+        let (_, _, slot) = self.net.as_ref()?;
+        let (base, size) = self.pci.function(*slot)?.io_bar(0)?;
+        let off = port.checked_sub(base)?;
+        (u32::from(off) < size).then_some(off)
+    }
+
     /// The disk's register at `port`, if its I/O BAR is there.
     fn blk_offset(&self, port: u16) -> Option<u16> {
         let (_, _, slot) = self.blk.as_ref()?;
@@ -699,6 +867,11 @@ impl<'t> Machine<'t> {
         if let Some(off) = self.blk_offset(port) {
             if let Some((blk, _, _)) = &mut self.blk {
                 return blk.read(off, width);
+            }
+        }
+        if let Some(off) = self.net_offset(port) {
+            if let Some((net, _, _)) = &mut self.net {
+                return net.read(off, width);
             }
         }
         let mut v = 0u32;
@@ -742,6 +915,18 @@ impl<'t> Machine<'t> {
         if let Some(off) = self.blk_offset(port) {
             if let Some((blk, disk, _)) = &mut self.blk {
                 blk.write(off, value, &mut self.ram, disk);
+            }
+            return;
+        }
+        if let Some(off) = self.net_offset(port) {
+            let notified = self
+                .net
+                .as_mut()
+                .and_then(|(net, _, _)| net.write(off, value));
+            match notified {
+                Some(virtio_net::TX) => self.transmit_frames(),
+                Some(virtio_net::RX) => self.receive_frames(),
+                _ => {}
             }
             return;
         }

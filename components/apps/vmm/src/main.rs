@@ -70,6 +70,19 @@ const BLOCK_STREAM: [u32; 3] = [FIRST + 9, FIRST + 10, FIRST + 11];
 /// The heap's extra 2 MiB frames (the block device's request buffer).
 const HEAP_SLOT: u32 = FIRST + 12;
 const HEAP_FRAMES: u32 = 2;
+/// The Nic session (donation, table, stream slots).
+const NIC_SLOT: u32 = FIRST + 20;
+/// The VMM's own notification, bound to its thread, and two write
+/// capabilities to it: the Timer's forwarder's ([`machine::TIMER_BIT`])
+/// and the NIC's ([`machine::NIC_BIT`]).
+const WAKE: u32 = FIRST + 26;
+const WAKE_TIMER: u32 = FIRST + 27;
+const WAKE_NIC: u32 = FIRST + 28;
+/// The forwarding threads and their frames (rt::thread::PAGES each).
+const FORWARD_TIMER_THREAD: u32 = FIRST + 29;
+const FORWARD_NIC_THREAD: u32 = FIRST + 30;
+const FORWARD_TIMER_FRAMES: u32 = FIRST + 32;
+const FORWARD_NIC_FRAMES: u32 = FIRST + 40;
 const CONFIG_FIRST: u32 = FIRST + 16;
 const CONFIG_END: u32 = CONFIG_FIRST + 4;
 /// Guest RAM: 2 MiB frames, then a copy of each for the VMM's view.
@@ -84,6 +97,7 @@ const ROM_MAX_PAGES: u32 = 12288;
 /// Where things are mapped in the VMM.
 const CONFIG_VA: u64 = 0x30_0000_0000;
 const BLOCK_VA: u64 = 0x38_0000_0000;
+const NIC_VA: u64 = 0x3c_0000_0000;
 const KERNEL_VA: u64 = 0x40_0000_0000;
 const INITRD_VA: u64 = 0x48_0000_0000;
 pub const RAM_VA: u64 = 0x100_0000_0000;
@@ -165,6 +179,94 @@ fn module(
     Ok(data)
 }
 
+/// The notifications the forwarding threads wait on.
+static TIMER_WAITED: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+static NIC_NOTIFY: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// A forwarding thread: each signal of the notification it waits on
+/// (`arg` 0: the Timer's, 1: the Nic's — both the providers', read-only
+/// to the VMM) becomes its bit on the VMM's own notification, which is
+/// bound to the VMM's thread: a timeout or a frame ends the guest's run
+/// (a NOTIFICATION exit) or the VMM's sleep at `HLT`, one notification
+/// for both.
+extern "C" fn forward(arg: u64) -> ! {
+    use core::sync::atomic::Ordering;
+    let (from, to) = if arg == 0 {
+        (TIMER_WAITED.load(Ordering::Acquire), own(WAKE_TIMER))
+    } else {
+        (NIC_NOTIFY.load(Ordering::Acquire), own(WAKE_NIC))
+    };
+    loop {
+        if rt::syscall::wait(from).is_err() || rt::syscall::signal(to).is_err() {
+            rt::syscall::thread_exit(1);
+        }
+    }
+}
+
+/// Binds the VMM's notification (made first thing: `run`) and starts the forwarders
+/// (the NIC's if there is one). After the last direct use of the Timer's
+/// notification (`Machine::new` measures the TSC with it).
+fn start_forwarding(timer: &Timer, nic: bool) -> Result<(), String> {
+    use rt::abi::Rights;
+    let e = |what: &str, e: Error| alloc::format!("{what}: {e:?}");
+    rt::syscall::cap_mint(
+        own(WAKE),
+        own(WAKE_TIMER),
+        Rights::WRITE,
+        machine::TIMER_BIT,
+    )
+    .map_err(|x| e("mint", x))?;
+    rt::syscall::cap_mint(own(WAKE), own(WAKE_NIC), Rights::WRITE, machine::NIC_BIT)
+        .map_err(|x| e("mint", x))?;
+    rt::syscall::bind_notification(own(child::OWN_THREAD), own(WAKE))
+        .map_err(|x| e("binding", x))?;
+    TIMER_WAITED.store(timer.notification(), core::sync::atomic::Ordering::Release);
+    let cpu = rt::cpu::set().nth(0).unwrap_or(0);
+    let all = [
+        (0, FORWARD_TIMER_THREAD, FORWARD_TIMER_FRAMES),
+        (1, FORWARD_NIC_THREAD, FORWARD_NIC_FRAMES),
+    ];
+    for &(arg, thread, frames) in &all[..if nic { 2 } else { 1 }] {
+        rt::thread::spawn(
+            forward,
+            arg,
+            rt::thread::Slots {
+                thread: own(thread),
+                frames: own(frames),
+            },
+            rt::thread::Placement {
+                priority: child::PRIORITY,
+                cpu,
+                fault_endpoint: rt::abi::caddr::NULL_SLOT,
+            },
+        )
+        .map_err(|x| alloc::format!("a forwarding thread: {x:?}"))?;
+    }
+    Ok(())
+}
+
+/// Sets up the Nic session's streams.
+fn open_nic(
+    name: &str,
+    session: Session<rt::session::nic::Nic>,
+) -> Result<machine::NetDevice, String> {
+    let info = session
+        .info()
+        .map_err(|e| alloc::format!("Nic INFO: {e}"))?;
+    // SAFETY: NIC_VA.. (the streams' 2 MiB) is theirs alone.
+    let client = unsafe { session.streams([NIC_SLOT + 3, NIC_SLOT + 4, NIC_SLOT + 5], NIC_VA) }
+        .map_err(|e| alloc::format!("Nic streams: {e}"))?;
+    NIC_NOTIFY.store(
+        client.notifications().own,
+        core::sync::atomic::Ordering::Release,
+    );
+    println!(
+        "vmm: {name}: eth0 is the Nic session's interface, MAC {}",
+        info.mac
+    );
+    Ok(machine::NetDevice::new(session, client, info.mac.0))
+}
+
 fn main(_: u64) -> i32 {
     match run() {
         Ok(code) => code,
@@ -202,6 +304,8 @@ fn run() -> Result<i32, String> {
         .map_err(|e| made(e, "guest space"))?;
     rt::syscall::retype(u, ObjectType::Vcpu, 0, own(VCPU), 1)
         .map_err(|e| made(e, "virtual CPU"))?;
+    rt::syscall::retype(u, ObjectType::Notification, 0, own(WAKE), 1)
+        .map_err(|e| made(e, "notification"))?;
     let mut ram =
         Ram::make(own(GSPACE), RAM_FIRST, ram_bytes, RAM_VA).map_err(|e| made(e, "guest RAM"))?;
 
@@ -268,7 +372,29 @@ fn run() -> Result<i32, String> {
         }
         Err(_) => None,
     };
-    let mut m = machine::Machine::new(name, ram, &timer, own(VCPU), own(GSPACE), boot_unix, disk)?;
+    // The guest's NIC: a Nic session if the scenario routes one.
+    let nic = match session::open_from_quota::<rt::session::nic::Nic>(
+        NIC_SLOT,
+        NIC_SLOT + 1,
+        NIC_SLOT + 2,
+    ) {
+        Ok(s) => Some(open_nic(&name, s)?),
+        Err(_) => None,
+    };
+    let mut m = machine::Machine::new(
+        name,
+        ram,
+        &timer,
+        own(VCPU),
+        own(GSPACE),
+        boot_unix,
+        machine::Attached {
+            disk,
+            nic,
+            wake: own(WAKE),
+        },
+    )?;
+    start_forwarding(&timer, m.has_nic())?;
     m.enter(&plan);
     Ok(m.run())
 }
