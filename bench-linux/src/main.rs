@@ -10,8 +10,9 @@
 //! Pecan.
 //!
 //! ```text
-//! bench-linux [--list] [NAME...]
+//! bench-linux [--list] [--vm] [NAME...]
 //! bench-linux http-serve [PORT] [ARCHIVE]
+//! bench-linux --exit
 //! ```
 //!
 //! Runs the named Linux benchmarks of [`bench::catalog::ALL`] (all of them
@@ -19,6 +20,13 @@
 //! on standard output. An unknown name lists the known ones and exits 2; a
 //! benchmark that fails is reported on standard error, the others still
 //! run, and the exit status is 1.
+//!
+//! `--vm`: in a Linux guest of Pecan's VMM (`scenarios/linux-vm-bench.toml`)
+//! each benchmark reports under its row of the VM table,
+//! `vm-NAME` (`bench::catalog::VM_ROWS`), and after its `BENCH` line a
+//! `VMEXITS` line with the exits the VMM handled during it
+//! ([`vmexits`]: its counters at ports 0x510/0x514, which `ioperm`
+//! opens). `--exit` exits at once: `fork-exec`'s exec target ([`proc`]).
 //!
 //! `http-serve` is not a benchmark but a server: Pecan's HTTP server's
 //! request handling on Linux ([`http`]), which the host measures for the
@@ -55,7 +63,8 @@
 //!
 //! Module map: [`sys`] (system calls), [`cpu`] (null system call, bogomips,
 //! memcpy/memset), [`oneway`] (futex, pipe, unix socket and eventfd
-//! ping-pong), [`ring`] (lat_ctx), [`bulk`] (bw_pipe, bw_unix), [`disk`]
+//! ping-pong), [`ring`] (lat_ctx), [`proc`] (fork, fork+exec),
+//! [`vmexits`] (the VMM's exit counters), [`bulk`] (bw_pipe, bw_unix), [`disk`]
 //! (virtio-blk reads), [`net`] (TCP and UDP against the host peer),
 //! [`soaker`] (the soaker thread), [`http`] (the HTTP server).
 #![forbid(unsafe_op_in_unsafe_fn)]
@@ -66,9 +75,11 @@ mod disk;
 mod http;
 mod net;
 mod oneway;
+mod proc;
 mod ring;
 mod soaker;
 mod sys;
+mod vmexits;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -94,6 +105,9 @@ struct Benchmark {
     unit: Unit,
     samples: usize,
     run: Run,
+    /// Operations per timed iteration (a ring's hand-overs per round; 1
+    /// otherwise): what `--vm` divides its exit count by.
+    per_iteration: u64,
 }
 
 /// Samples of the transfers and the 8 MiB memory kernels (a sample moves
@@ -110,6 +124,24 @@ const fn ticks(name: &'static str, run: SampleRun) -> Benchmark {
         unit: Unit::Ticks,
         samples: bench::SAMPLES,
         run: Run::Samples(run),
+        per_iteration: 1,
+    }
+}
+
+/// A ticks benchmark with `samples` samples of `per_iteration`
+/// operations each.
+const fn ticks_of(
+    name: &'static str,
+    samples: usize,
+    per_iteration: u64,
+    run: SampleRun,
+) -> Benchmark {
+    Benchmark {
+        name,
+        unit: Unit::Ticks,
+        samples,
+        run: Run::Samples(run),
+        per_iteration,
     }
 }
 
@@ -119,6 +151,7 @@ const fn bytes_per_tick(name: &'static str, samples: usize, run: SampleRun) -> B
         unit: Unit::BytesPerTick,
         samples,
         run: Run::Samples(run),
+        per_iteration: 1,
     }
 }
 
@@ -128,6 +161,7 @@ const fn io_cost(name: &'static str, run: fn() -> io::Result<disk::IoRuns>) -> B
         unit: Unit::TicksPerKib,
         samples: disk::RUNS,
         run: Run::Io(run),
+        per_iteration: 1,
     }
 }
 
@@ -139,6 +173,7 @@ const fn raw_cost(name: &'static str, run: fn() -> io::Result<disk::IoRuns>) -> 
         unit: Unit::TicksPerKib,
         samples: bench::blockio::RUNS,
         run: Run::Io(run),
+        per_iteration: 1,
     }
 }
 
@@ -169,15 +204,17 @@ const BENCHMARKS: &[Benchmark] = &[
     ticks("unix-16w", |s, o| oneway::unix(s, o, 16)),
     ticks("unix-rpc-4w", oneway::unix_rpc),
     ticks("eventfd", oneway::eventfd),
-    ticks("ring-2", |s, o| ring::ring(s, o, 2)),
-    ticks("ring-4", |s, o| ring::ring(s, o, 4)),
-    ticks("ring-10", |s, o| ring::ring(s, o, 10)),
+    ticks_of("ring-2", bench::SAMPLES, 2, |s, o| ring::ring(s, o, 2)),
+    ticks_of("ring-4", bench::SAMPLES, 4, |s, o| ring::ring(s, o, 4)),
+    ticks_of("ring-10", bench::SAMPLES, 10, |s, o| ring::ring(s, o, 10)),
     bytes_per_tick("bw-pipe", BIG_SAMPLES, bulk::pipe),
     bytes_per_tick("bw-unix", BIG_SAMPLES, bulk::unix),
     ticks("bogomips", cpu::bogomips),
     bytes_per_tick("memcpy-glibc", BIG_SAMPLES, cpu::memcpy_glibc),
     bytes_per_tick("memcpy-bytewise", BYTEWISE_SAMPLES, cpu::memcpy_bytewise),
     bytes_per_tick("memset-glibc", BIG_SAMPLES, cpu::memset_glibc),
+    ticks_of("fork", proc::SAMPLES, 1, proc::fork),
+    ticks_of("fork-exec", proc::SAMPLES, 1, proc::fork_exec),
     io_cost("blk-read-64k-linux", disk::blk_read_64k),
     raw_cost("blk-raw-read-512-linux", || disk::raw(512, false)),
     raw_cost("blk-raw-read-1k-linux", || disk::raw(1024, false)),
@@ -271,28 +308,59 @@ fn benchmark(name: &str) -> Option<&'static Benchmark> {
     BENCHMARKS.iter().find(|b| b.name == name)
 }
 
-/// Runs one benchmark and prints its report line.
-fn run_one(bench: &catalog::Bench, overhead: u64) -> io::Result<()> {
+/// The name and description a benchmark reports under: its own, or in
+/// Pecan's VM (`vm`) its `vm-NAME` row of the catalog.
+fn reported_as(bench: &catalog::Bench, vm: bool) -> io::Result<(&'static str, &'static str)> {
+    if !vm {
+        return Ok((bench.name, bench.what));
+    }
+    catalog::vm_name(bench.name)
+        .and_then(catalog::find_pecan)
+        .map(|b| (b.name, b.what))
+        .ok_or_else(|| {
+            io::Error::other(format!(
+                "{}: no row of the VM table (bench::catalog::VM_ROWS)",
+                bench.name
+            ))
+        })
+}
+
+/// Runs one benchmark and prints its report line; with `vm` (Pecan's
+/// VMM's exit counters) under its `vm-` name, followed by its exit count
+/// ([`vmexits::line`]).
+fn run_one(
+    bench: &catalog::Bench,
+    overhead: u64,
+    vm: Option<&vmexits::Counters>,
+) -> io::Result<()> {
     let b = benchmark(bench.name).ok_or_else(|| {
         io::Error::other(format!(
             "{}: in the catalog but not implemented",
             bench.name
         ))
     })?;
+    let (name, what) = reported_as(bench, vm.is_some())?;
     let mut line = String::new();
+    let before = vm.map(vmexits::Counters::read);
     let formatted = match b.run {
         Run::Samples(run) => {
             let mut samples = vec![0u64; b.samples];
             run(&mut samples, overhead)?;
+            if let (Some(vm), Some(before)) = (vm, before) {
+                let operations = (bench::WARM_UP + samples.len()) as u64 * b.per_iteration;
+                let counted = vm.since(before);
+                line = vmexits::line(name, counted, operations);
+            }
+            let mut report = String::new();
             let mut scratch = vec![0u64; samples.len()];
-            bench::report(
-                &mut line,
-                bench.name,
-                bench.what,
-                b.unit,
-                &samples,
-                &mut scratch,
-            )
+            let r = bench::report(&mut report, name, what, b.unit, &samples, &mut scratch);
+            line.insert_str(0, &report);
+            r
+        }
+        Run::Io(_) if vm.is_some() => {
+            return Err(io::Error::other(
+                "I/O benchmarks are not run in the VM (no VM row)",
+            ))
         }
         Run::Io(run) => {
             let runs = run()?;
@@ -356,7 +424,14 @@ fn http_serve(args: &[String]) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // fork-exec's child: nothing but the start-up of a static binary.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == proc::EXIT_ARG)
+    {
+        return ExitCode::SUCCESS;
+    }
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("http-serve") {
         return http_serve(&args[1..]);
     }
@@ -366,6 +441,9 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
+    // In Pecan's VM: report as `vm-NAME` with the VMM's exit counts.
+    let vm = args.iter().any(|a| a == "--vm");
+    args.retain(|a| a != "--vm");
     let selected = match select(&args) {
         Ok(s) => s,
         Err(unknown) => {
@@ -385,14 +463,32 @@ fn main() -> ExitCode {
         Ok(()) => "SCHED_FIFO priority 1".to_string(),
         Err(e) => format!("the default scheduling policy ({e})"),
     };
+    let counters = if vm {
+        match vmexits::Counters::open() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("bench-linux: --vm: the VMM's exit counters: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     let overhead = bench::timestamp_overhead();
     println!(
-        "bench-linux: {} benchmarks on CPU 0 under {policy}, timestamp overhead {overhead} ticks",
-        selected.len()
+        "bench-linux: {} benchmarks on CPU 0 under {policy}, timestamp overhead {overhead} ticks{}",
+        selected.len(),
+        match counters {
+            Some(c) => format!(
+                "; in Pecan's VM (a reading of the exit counters costs {} exits)",
+                c.reads
+            ),
+            None => String::new(),
+        }
     );
     let mut failed = 0;
     for b in selected {
-        if let Err(e) = run_one(b, overhead) {
+        if let Err(e) = run_one(b, overhead, counters.as_ref()) {
             eprintln!("bench-linux: {}: {e}", b.name);
             failed += 1;
         }

@@ -125,6 +125,17 @@ benches! {
     PecanScenario("net-bench") "net-udp-rx-1450" => "UDP, the guest receiving datagrams of 1450 B from the host peer's source, 2 MiB per run (all of them) over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through the virtio-net driver's Nic session and smoltcp linked into the benchmark (net), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
     PecanScenario("net-bench") "net-tcp-tx-1450-loss" => "TCP, the guest sending 1450 B writes to the host peer's sink while the peer drops every 100th data segment both ways (1 % loss), 2 MiB per run, every byte checked by the peer over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through the virtio-net driver's Nic session and smoltcp linked into the benchmark (net), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
     PecanScenario("net-bench") "net-tcp-rx-1450-loss" => "TCP, the guest receiving from the host peer's source in reads of 1450 B while the peer drops every 100th data segment both ways (1 % loss), 2 MiB per run over the socket link (QEMU -netdev socket on 127.0.0.1; the peer runs on the host, outside icount), through the virtio-net driver's Nic session and smoltcp linked into the benchmark (net), a priority-0 soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
+    PecanScenario("linux-vm-bench") "vm-getppid" => "Linux in Pecan's VM: getppid system call, round trip",
+    PecanScenario("linux-vm-bench") "vm-futex-threads-0w" => "Linux in Pecan's VM: futex ping-pong between threads, one-way, 0 words",
+    PecanScenario("linux-vm-bench") "vm-futex-shm-0w" => "Linux in Pecan's VM: futex ping-pong between processes over shared memory, one-way, 0 words",
+    PecanScenario("linux-vm-bench") "vm-pipe-0w" => "Linux in Pecan's VM: pipe ping-pong between processes, one-way, 1 byte",
+    PecanScenario("linux-vm-bench") "vm-unix-0w" => "Linux in Pecan's VM: unix stream socket ping-pong between processes, one-way, 1 byte",
+    PecanScenario("linux-vm-bench") "vm-ring-2" => "Linux in Pecan's VM: token passed around a ring of 2 processes through pipes (lat_ctx -s 0 2), per hand-over",
+    PecanScenario("linux-vm-bench") "vm-ring-10" => "Linux in Pecan's VM: token passed around a ring of 10 processes through pipes, per hand-over",
+    PecanScenario("linux-vm-bench") "vm-bw-pipe" => "Linux in Pecan's VM: bulk transfer through a pipe (bw_pipe), bytes/tick",
+    PecanScenario("linux-vm-bench") "vm-fork" => "Linux in Pecan's VM: fork of a process that exits at once (_exit), and the parent's waitpid, round trip",
+    PecanScenario("linux-vm-bench") "vm-fork-exec" => "Linux in Pecan's VM: fork, exec of a static binary that exits at once (bench-linux --exit), and the parent's waitpid, round trip",
+    PecanScenario("linux-vm-bench") "vm-bogomips" => "Linux in Pecan's VM: register decrement loop, ticks per 1000 iterations",
     PecanScenario("http") "http-rps-1" => "HTTP requests per second from the host, 1 keep-alive connection, 1 KiB body (wall clock)",
     PecanScenario("http") "http-rps-4" => "HTTP requests per second from the host, 4 keep-alive connections, 1 KiB body (wall clock)",
     PecanScenario("http") "http-rps-16" => "HTTP requests per second from the host, 16 keep-alive connections, 1 KiB body (wall clock)",
@@ -154,6 +165,8 @@ benches! {
     Linux "memcpy-glibc" => "memcpy 8 MiB, glibc's, bytes/tick",
     Linux "memcpy-bytewise" => "memcpy 8 MiB, one byte at a time, bytes/tick",
     Linux "memset-glibc" => "memset 8 MiB, glibc's, bytes/tick",
+    Linux "fork" => "fork of a process that exits at once (_exit), and the parent's waitpid, round trip",
+    Linux "fork-exec" => "fork, exec of a static binary that exits at once (bench-linux --exit), and the parent's waitpid, round trip",
     Linux "blk-read-64k-linux" => "virtio-blk sequential reads of 64 KiB with O_DIRECT from /dev/vda (a fresh sparse 64 MiB raw image, paced) into a buffer in a transparent huge page, the whole disk per run, a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
     Linux "blk-raw-read-512-linux" => "virtio-blk sequential reads of 512 B with O_DIRECT from /dev/vda (a fresh sparse 64 MiB raw image, paced), a buffer in a transparent huge page, 10 MiB per run (2048 requests for 512 B and 1 KiB), a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
     Linux "blk-raw-read-1k-linux" => "virtio-blk sequential reads of 1 KiB with O_DIRECT from /dev/vda (a fresh sparse 64 MiB raw image, paced), a buffer in a transparent huge page, 10 MiB per run (2048 requests for 512 B and 1 KiB), a SCHED_IDLE soaker on the CPU: busy ticks per KiB (CPU cost, lower is better)",
@@ -316,6 +329,30 @@ pub const ROWS: &[(&str, Option<&str>)] = &[
     ("http-rps-4", Some("http-rps-4-linux")),
     ("http-rps-16", Some("http-rps-16-linux")),
 ];
+
+/// The rows of the virtualization table (docs/virtualization.md,
+/// "Performance"): the same `bench-linux` benchmark run by Linux in Pecan's
+/// VM (`scenarios/linux-vm-bench.toml`, names `vm-NAME`) and by Linux
+/// natively in the same QEMU machine (`NAME`).
+pub const VM_ROWS: &[(&str, &str)] = &[
+    ("vm-getppid", "getppid"),
+    ("vm-futex-threads-0w", "futex-threads-0w"),
+    ("vm-futex-shm-0w", "futex-shm-0w"),
+    ("vm-pipe-0w", "pipe-0w"),
+    ("vm-unix-0w", "unix-0w"),
+    ("vm-ring-2", "ring-2"),
+    ("vm-ring-10", "ring-10"),
+    ("vm-bw-pipe", "bw-pipe"),
+    ("vm-fork", "fork"),
+    ("vm-fork-exec", "fork-exec"),
+    ("vm-bogomips", "bogomips"),
+];
+
+/// The name a benchmark of `bench-linux` reports under in Pecan's VM
+/// (`bench-linux --vm`): `vm-NAME`, if the virtualization table has it.
+pub fn vm_name(native: &str) -> Option<&'static str> {
+    VM_ROWS.iter().find(|(_, n)| *n == native).map(|(v, _)| *v)
+}
 
 /// A row of the I/O table (the method: [`crate::soak`]): the same
 /// transfer on both sides, `None` where a side has no benchmark yet (shown
@@ -571,6 +608,12 @@ mod tests {
             if let Some(l) = linux {
                 assert!(find(Platform::Linux, l).is_some(), "{l}");
             }
+        }
+        for (vm, native) in VM_ROWS {
+            assert!(find_pecan(vm).is_some(), "{vm}");
+            assert!(find(Platform::Linux, native).is_some(), "{native}");
+            assert_eq!(vm.strip_prefix("vm-"), Some(*native));
+            assert_eq!(vm_name(native), Some(*vm));
         }
         for row in IO_ROWS {
             if let Some(p) = row.pecan {

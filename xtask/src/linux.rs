@@ -13,7 +13,8 @@
 //! transparent huge pages on for `madvise`d regions only (the disk
 //! benchmarks' buffers; the cloud kernel boots with them off), turns
 //! off real-time throttling (`bench-linux` runs under `SCHED_FIFO`), prints
-//! the kernel release and the CPU vulnerability mitigations in force, runs
+//! the kernel release, the CPU vulnerability mitigations in force and the
+//! CPU's feature flags (compared with Linux in Pecan's VM), runs
 //! `/bench-linux NAMES...`, prints [`EXIT_MARKER`] with its exit status and
 //! powers off.
 //!
@@ -384,6 +385,8 @@ fn init_script(names: &[String], modules: &[&str]) -> String {
          for f in /sys/devices/system/cpu/vulnerabilities/*; do\n\
          \x20   echo \"bench-linux-init: ${{f##*/}}: $(cat $f)\"\n\
          done\n\
+         # The CPU features Linux sees (compared with Linux in Pecan's VM).\n\
+         while IFS= read -r l; do case \"$l\" in flags*) echo \"bench-linux-init: cpu $l\"; break ;; esac; done < /proc/cpuinfo\n\
          {}\n\
          echo \"{EXIT_MARKER} $?\"\n\
          poweroff -f\n",

@@ -134,6 +134,9 @@ struct RawLinuxGuest {
     commands: Spanned<String>,
     #[serde(default)]
     modules: Vec<String>,
+    /// Pack `/bench-linux` into the initramfs (`crate::vmguest`).
+    #[serde(default)]
+    bench: bool,
 }
 
 /// A directory packed as a ROM module: boot-image entry `name`, a `newc`
@@ -411,6 +414,7 @@ fn parse_following(
             name: name.clone(),
             commands,
             modules: g.modules.clone(),
+            bench: g.bench,
         });
     }
     let devices = devices::check(

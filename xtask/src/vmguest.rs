@@ -13,6 +13,11 @@
 //! vm-init: 7 commands, 0 failed   (and `status 0` on COM2, /dev/ttyS1)
 //! ```
 //!
+//! With `bench = true` the initramfs also carries `/bench-linux`, the lab's
+//! Linux benchmark binary, for a command list that runs it
+//! (`scenarios/linux-vm-bench.toml`: `/bench-linux --vm NAME...`, whose
+//! `[NAME] BENCH` and `[NAME] VMEXITS` lines `cargo xtask bench` parses).
+//!
 //! The kernel and busybox are the benchmark lab's (`crate::debian`,
 //! fetched once into target/linux/).
 
@@ -33,6 +38,10 @@ pub struct LinuxGuest {
     pub commands: PathBuf,
     /// Kernel modules `/init` loads, with their dependencies.
     pub modules: Vec<String>,
+    /// Whether the initramfs carries the benchmark lab's `bench-linux` as
+    /// `/bench-linux` (built static, as for the lab's native Linux runs:
+    /// `crate::linux`), for commands like `/bench-linux --vm NAME...`.
+    pub bench: bool,
 }
 
 impl LinuxGuest {
@@ -94,9 +103,14 @@ fn init_script(modules: &[&str]) -> String {
     )
 }
 
-/// The initramfs of `guest`: busybox, `/init`, `/commands` and the
-/// modules (name, contents; in load order).
-pub fn initramfs(busybox: &[u8], commands: &str, modules: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
+/// The initramfs of `guest`: busybox, `/init`, `/commands`, the modules
+/// (name, contents; in load order) and, if given, `/bench-linux`.
+pub fn initramfs(
+    busybox: &[u8],
+    commands: &str,
+    modules: &[(String, Vec<u8>)],
+    bench_linux: Option<&[u8]>,
+) -> Result<Vec<u8>> {
     let mut a = Archive::new();
     for dir in ["bin", "dev", "etc", "lib", "lib/modules"] {
         a.dir(dir, 0o755)?;
@@ -111,6 +125,9 @@ pub fn initramfs(busybox: &[u8], commands: &str, modules: &[(String, Vec<u8>)]) 
     let names: Vec<&str> = modules.iter().map(|(n, _)| n.as_str()).collect();
     a.file("init", 0o755, init_script(&names).as_bytes())?;
     a.file("commands", 0o644, commands.as_bytes())?;
+    if let Some(bench) = bench_linux {
+        a.file("bench-linux", 0o755, bench)?;
+    }
     Ok(a.finish())
 }
 
@@ -126,13 +143,20 @@ pub fn entries(root: &Path, guests: &[LinuxGuest]) -> Result<Vec<(String, Vec<u8
     let busybox = std::fs::read(&pieces.busybox)
         .with_context(|| format!("reading {}", display_path(&pieces.busybox)))?;
     let index = crate::kmod::Index::load(&pieces.modules)?;
+    let bench = if guests.iter().any(|g| g.bench) {
+        let binary = crate::linux::build_bench_linux(root)?;
+        Some(std::fs::read(&binary).with_context(|| format!("reading {}", display_path(&binary)))?)
+    } else {
+        None
+    };
     let mut out = vec![("vmlinuz".to_string(), vmlinuz)];
     for g in guests {
         let commands = std::fs::read_to_string(&g.commands)
             .with_context(|| format!("reading {}", display_path(&g.commands)))?;
         let wanted: Vec<&str> = g.modules.iter().map(String::as_str).collect();
         let modules = index.resolve(&wanted)?;
-        out.push((g.module(), initramfs(&busybox, &commands, &modules)?));
+        let bench = bench.as_deref().filter(|_| g.bench);
+        out.push((g.module(), initramfs(&busybox, &commands, &modules, bench)?));
     }
     Ok(out)
 }
@@ -233,7 +257,8 @@ mod tests {
 
     #[test]
     fn initramfs_holds_init_commands_and_modules() {
-        let image = initramfs(&[7; 100], "uname -r\n", &[("fat".into(), vec![1, 2])]).unwrap();
+        let image =
+            initramfs(&[7; 100], "uname -r\n", &[("fat".into(), vec![1, 2])], None).unwrap();
         let entries = crate::cpio::tests::read_back(&image);
         let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
         for want in [
@@ -248,6 +273,14 @@ mod tests {
         }
         let commands = entries.iter().find(|e| e.name == "commands").unwrap();
         assert_eq!(commands.data, b"uname -r\n");
+        assert!(!names.contains(&"bench-linux"));
+        let image = initramfs(&[7; 100], "/bench-linux --vm getppid\n", &[], Some(b"ELF")).unwrap();
+        let entries = crate::cpio::tests::read_back(&image);
+        let bench = entries.iter().find(|e| e.name == "bench-linux").unwrap();
+        assert_eq!(
+            (bench.data.as_slice(), bench.mode & 0o777),
+            (&b"ELF"[..], 0o755)
+        );
     }
 
     #[test]

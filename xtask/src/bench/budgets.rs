@@ -121,6 +121,7 @@ mod tests {
             max: median,
             samples: vec![median],
             io: None,
+            vm_exits: None,
         };
         let v = verdicts(
             &budgets,

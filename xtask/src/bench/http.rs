@@ -170,6 +170,7 @@ fn serve_and_load(
             max: stats.max,
             samples,
             io: None,
+            vm_exits: None,
         });
     }
     Ok(results)

@@ -65,6 +65,11 @@ pub struct BenchArgs {
     /// (`bench::soak`). Written to target/bench/wall.md.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(5..=50))]
     pub wall: Option<u32>,
+    /// Add the VM table's benchmarks (`bench::catalog::VM_ROWS`): Linux in
+    /// Pecan's VM (`scenarios/linux-vm-bench.toml`) and the same
+    /// benchmarks of Linux native.
+    #[arg(long)]
+    pub vm: bool,
 }
 
 /// What a tick is, for the report and the JSON file.
@@ -152,7 +157,7 @@ pub fn run_pecan(
         system,
         &system.boot_image,
         &pecan_cmdline(names),
-        (1, Vec::new()),
+        (1, MEMORY_MIB, Vec::new()),
         names,
         (accel, accel == Accel::Tcg),
         log,
@@ -160,13 +165,14 @@ pub fn run_pecan(
 }
 
 /// Boots Pecan once with kernel command line `cmdline` on `smp` vCPUs
-/// with QEMU's device arguments `devices` (under icount if the clock says
-/// so and the accelerator is TCG) and collects the results of `names`.
+/// and `memory_mib` of memory with QEMU's device arguments `devices`
+/// (under icount if the clock says so and the accelerator is TCG) and
+/// collects the results of `names`.
 fn run_pecan_cmdline(
     system: &System,
     image: &Path,
     cmdline: &str,
-    (smp, devices): (u32, Vec<String>),
+    (smp, memory_mib, devices): (u32, u32, Vec<String>),
     names: &[&str],
     (accel, icount): (Accel, bool),
     log: &Path,
@@ -178,7 +184,7 @@ fn run_pecan_cmdline(
         accel,
     );
     machine.icount = icount && accel == Accel::Tcg;
-    machine.memory_mib = MEMORY_MIB;
+    machine.memory_mib = memory_mib;
     machine.smp = smp;
     machine.devices = devices;
     let captured = qemu::capture(&machine, PECAN_TIMEOUT)
@@ -245,6 +251,9 @@ struct ScenarioRun {
     smp: u32,
     names: Vec<&'static str>,
     devices: crate::devices::Devices,
+    /// The machine's memory: the lab's [`MEMORY_MIB`], or the scenario's
+    /// if it asks for more (a VMM's guest RAM: `linux-vm-bench`).
+    memory_mib: u32,
 }
 
 /// Everything the Pecan side boots for one pass.
@@ -281,7 +290,7 @@ fn pecan_pass(plan: &PecanPlan, pass: Pass, out_dir: &Path) -> Result<Vec<BenchR
             plan.system,
             &plan.system.boot_image,
             &pecan_cmdline(plan.names),
-            (1, Vec::new()),
+            (1, MEMORY_MIB, Vec::new()),
             plan.names,
             (pass.accel, pass.icount),
             &log,
@@ -314,7 +323,7 @@ fn pecan_pass(plan: &PecanPlan, pass: Pass, out_dir: &Path) -> Result<Vec<BenchR
             plan.system,
             &sc.image,
             &sc.cmdline,
-            (sc.smp, attached.qemu_args()),
+            (sc.smp, sc.memory_mib, attached.qemu_args()),
             &sc.names,
             (pass.accel, pass.icount),
             &log,
@@ -375,7 +384,13 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
     }
     crate::setup::ensure_target()?;
     crate::setup::ensure_qemu()?;
-    let selection = select(&args.names)?;
+    let mut names = args.names.clone();
+    if args.vm {
+        for (vm, native) in catalog::VM_ROWS {
+            names.extend([vm.to_string(), native.to_string()]);
+        }
+    }
+    let selection = select(&names)?;
     let (pecan_names, linux_names) = (&selection.pecan, &selection.linux);
     let root = workspace_root();
     let out_dir = root.join("target").join("bench");
@@ -404,6 +419,7 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
             // copies in a work directory of the lab's, made again for each
             // run.
             devices: scenario.devices.clone(),
+            memory_mib: scenario.machine.memory_mib.max(MEMORY_MIB),
         });
     }
     let plan = PecanPlan {
@@ -488,9 +504,14 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
     if let Some(io) = &io_table {
         println!("{io}");
     }
+    let vm_table = results::vm_markdown_table(pecan.results(), linux.results());
+    if let Some(vm) = &vm_table {
+        println!("{vm}");
+    }
     let tables = Tables {
         main: &table,
         io: io_table.as_deref(),
+        vm: vm_table.as_deref(),
     };
     let report = report_markdown(tables, &pecan, &linux, args.runs, all_agree, args.accel);
     write_outputs(&out_dir, &report, &pecan, &linux, args.accel)?;
@@ -567,7 +588,24 @@ Reproduce with `cargo xtask bench --accel kvm`.";
 struct Tables<'a> {
     main: &'a str,
     io: Option<&'a str>,
+    /// Linux in Pecan's VM against Linux native.
+    vm: Option<&'a str>,
 }
+
+/// The VM table's method, for the report (docs/virtualization.md,
+/// "Performance").
+pub const VM_METHOD: &str = "The same `bench-linux` binary and benchmarks run by Linux natively in the lab's machine and \
+by Linux in Pecan's VM (`scenarios/linux-vm-bench.toml`: Pecan with its VMM on that machine, one virtual CPU, 96 MiB of \
+guest RAM, the same Debian kernel with a busybox initramfs; `bench-linux --vm`). Ticks are the guest's TSC, which under \
+icount counts every instruction the emulated CPU executes — the guest's, and Pecan's kernel and VMM's while they handle \
+an exit or a host interrupt. **Under QEMU TCG an SVM world switch (`VMRUN`, `#VMEXIT`) counts as one instruction**: \
+these are path lengths, not hardware figures; on hardware every exit costs the world switch on top (see the `vm-exit` \
+row: the VMM's round trip). VMM exits per operation are the VMM's exit counter (port 0x510) read before and after each \
+benchmark (the ports opened with `ioperm` only around each reading), its own reads taken off, divided by the operations in between (warm-up and samples; a ring's hand-overs, a \
+bw_pipe transfer of 4 MiB, one fork); the count includes the benchmark's set-up (forking its peers). Host interrupts \
+per operation: runs of the guest that Pecan's own 1 kHz timer interrupt ended (port 0x514; the kernel resumes the \
+guest without the VMM). \"VM vs native\" is how many more ticks (fewer bytes per tick) the VM needs; the goal is 2 %. \
+Reproduce with `cargo xtask bench --vm`.";
 
 /// The I/O method, for the report (`bench::soak` has it in full).
 const IO_METHOD: &str = "I/O benchmarks use one method on both systems (`bench::soak`): a soaker thread at the \
@@ -625,6 +663,12 @@ fn report_markdown(
     }
     md.push_str("\"Pecan advantage\" is how many times fewer ticks (or, for throughput, how many times more bytes per tick) Pecan needs than Linux's counterpart.\n\n");
     md.push_str(tables.main);
+    if let Some(vm) = tables.vm {
+        md.push_str("\n## Linux in Pecan's VM against Linux native\n\n");
+        md.push_str(VM_METHOD);
+        md.push_str("\n\n");
+        md.push_str(vm);
+    }
     if let Some(io) = tables.io {
         md.push_str("\n## I/O benchmarks\n\n");
         md.push_str(IO_METHOD);

@@ -20,6 +20,109 @@ pub struct BenchResult {
     /// runs' CPU costs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io: Option<IoDetail>,
+    /// In a Linux guest of Pecan's VMM: the VMM's exits during the
+    /// benchmark (its `VMEXITS` line, `bench-linux --vm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm_exits: Option<VmExits>,
+}
+
+/// A `VMEXITS` line (`bench-linux --vm` in a Linux guest of Pecan's VMM):
+/// the exits the VMM handled during the whole benchmark — set-up, warm-up
+/// and samples; the counter reads' own taken off — the runs that host
+/// interrupts ended meanwhile (no exit to the VMM: the kernel resumes the
+/// guest), and the operations the benchmark did in that time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VmExits {
+    pub exits: u64,
+    pub host: u64,
+    pub operations: u64,
+}
+
+impl VmExits {
+    /// Exits per operation.
+    pub fn per_operation(&self) -> f64 {
+        self.exits as f64 / self.operations.max(1) as f64
+    }
+
+    /// Host-interrupted runs per operation.
+    pub fn host_per_operation(&self) -> f64 {
+        self.host as f64 / self.operations.max(1) as f64
+    }
+}
+
+/// A `VMEXITS` line's object.
+#[derive(Deserialize)]
+struct VmExitsLine {
+    name: String,
+    #[serde(flatten)]
+    exits: VmExits,
+}
+
+/// The report lines of a serial output (`BENCH ...`, `VMEXITS ...`) with
+/// their 1-based line numbers. A Linux guest of Pecan's VMM prints its
+/// console as `[NAME] text` lines, which the VMM cuts every 200
+/// characters (`components/apps/vmm`, `MAX_LINE`): a `[NAME] BENCH` or
+/// `[NAME] VMEXITS` line loses its prefix, and the following `[NAME] `
+/// lines are appended until its JSON object is complete (a proper prefix
+/// of a JSON object never parses), at most [`MAX_PIECES`] of them.
+fn report_lines(serial: &str) -> Vec<(usize, String)> {
+    let lines: Vec<&str> = serial.lines().map(|l| l.trim_end_matches('\r')).collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        let number = i + 1;
+        i += 1;
+        if line.starts_with("BENCH ") || line.starts_with("VMEXITS ") {
+            out.push((number, line.to_string()));
+            continue;
+        }
+        let Some((prefix, text)) = guest_line(line) else {
+            continue;
+        };
+        if !(text.starts_with("BENCH ") || text.starts_with("VMEXITS ")) {
+            continue;
+        }
+        let mut text = text.to_string();
+        let mut pieces = 1;
+        while !complete(&text) && pieces < MAX_PIECES && i < lines.len() {
+            match guest_line(lines[i]) {
+                Some((p, more)) if p == prefix => {
+                    text.push_str(more);
+                    pieces += 1;
+                    i += 1;
+                }
+                // Another writer's line in between: skip it.
+                _ => i += 1,
+            }
+        }
+        out.push((number, text));
+    }
+    out
+}
+
+/// How many console pieces one report line may span (a `BENCH` line of
+/// 1000 samples of 8 digits is some 45 pieces of 200 characters).
+const MAX_PIECES: usize = 1000;
+
+/// `[NAME] text` → (`[NAME] `, text).
+fn guest_line(line: &str) -> Option<(&str, &str)> {
+    if !line.starts_with('[') {
+        return None;
+    }
+    let end = line.find("] ")?;
+    let name = &line[1..end];
+    let good = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
+    good.then(|| line.split_at(end + 2))
+}
+
+/// Whether a report line's JSON object is whole.
+fn complete(line: &str) -> bool {
+    let json = line.split_once(' ').map_or("", |(_, j)| j);
+    serde_json::from_str::<serde_json::Value>(json).is_ok()
 }
 
 /// The `io` object of an I/O benchmark's line: per run, elapsed ticks and
@@ -98,13 +201,27 @@ impl BenchResult {
 /// the two, or a benchmark reported twice is an error naming the line.
 pub fn parse(serial: &str, platform: Platform) -> Result<Vec<BenchResult>> {
     let mut results: Vec<BenchResult> = Vec::new();
-    for (number, line) in serial.lines().enumerate() {
-        let line = line.trim_end_matches('\r');
+    let mut exits: Vec<(usize, VmExitsLine)> = Vec::new();
+    for (number, line) in report_lines(serial) {
+        if let Some(json) = line.strip_prefix("VMEXITS ") {
+            let e: VmExitsLine = serde_json::from_str(json)
+                .with_context(|| format!("serial line {number}: malformed VMEXITS line"))?;
+            exits.push((number, e));
+            continue;
+        }
         let Some(json) = line.strip_prefix("BENCH ") else {
             continue;
         };
+        let number = number - 1;
         let result: BenchResult = serde_json::from_str(json)
             .with_context(|| format!("serial line {}: malformed BENCH line", number + 1))?;
+        if result.vm_exits.is_some() {
+            bail!(
+                "serial line {}: `{}`: exit counts come in a VMEXITS line",
+                number + 1,
+                result.name
+            );
+        }
         let known = if platform.is_pecan() {
             catalog::find_pecan(&result.name).is_some()
         } else {
@@ -147,6 +264,16 @@ pub fn parse(serial: &str, platform: Platform) -> Result<Vec<BenchResult>> {
             );
         }
         results.push(result);
+    }
+    for (number, e) in exits {
+        match results.iter_mut().find(|r| r.name == e.name) {
+            Some(r) if r.vm_exits.is_none() => r.vm_exits = Some(e.exits),
+            Some(_) => bail!("serial line {number}: `{}`: a second VMEXITS line", e.name),
+            None => bail!(
+                "serial line {number}: VMEXITS for `{}`, which reported no result",
+                e.name
+            ),
+        }
     }
     Ok(results)
 }
@@ -265,6 +392,69 @@ pub fn markdown_table(rows: &[Row]) -> String {
         }
     }
     out
+}
+
+/// How far Linux in Pecan's VM may be from native Linux on a row of the
+/// VM table (issue 19's goal), percent.
+pub const VM_GOAL_PERCENT: f64 = 2.0;
+
+/// The VM table (`bench::catalog::VM_ROWS`): each benchmark of
+/// `bench-linux` natively (`linux`) and in Pecan's VM (`pecan`, the
+/// `vm-NAME` results of `scenarios/linux-vm-bench.toml`), how much more
+/// the VM needs (ticks) or how much less it moves (bytes per tick), and
+/// the VMM's exits and host interrupts per operation. `None` when no VM
+/// row ran.
+pub fn vm_markdown_table(pecan: &[BenchResult], linux: &[BenchResult]) -> Option<String> {
+    let by_name = |list: &[BenchResult], name: &str| list.iter().find(|r| r.name == name).cloned();
+    let mut out = String::from(
+        "| benchmark | Linux native (median) | Linux in Pecan's VM (median) | VM vs native | VMM exits per operation | host interrupts per operation |\n\
+         |---|---:|---:|---:|---:|---:|\n",
+    );
+    let mut any = false;
+    for (vm, native) in catalog::VM_ROWS {
+        let v = by_name(pecan, vm);
+        let n = by_name(linux, native);
+        if v.is_none() && n.is_none() {
+            continue;
+        }
+        any = true;
+        let median =
+            |r: &Option<BenchResult>| r.as_ref().map_or("—".into(), BenchResult::display_median);
+        let diff = match (&v, &n) {
+            (Some(v), Some(n)) if v.median > 0 && n.median > 0 => {
+                // Positive: the VM is slower (more ticks, fewer bytes per tick).
+                let slower = if v.higher_is_better() {
+                    n.median as f64 / v.median as f64 - 1.0
+                } else {
+                    v.median as f64 / n.median as f64 - 1.0
+                } * 100.0;
+                let mark = if slower.abs() > VM_GOAL_PERCENT {
+                    " (beyond 2 %)"
+                } else {
+                    ""
+                };
+                if slower.abs() < 0.05 {
+                    "0.0 %".to_string()
+                } else {
+                    format!(
+                        "{slower:+.1} % {}{mark}",
+                        if slower > 0.0 { "slower" } else { "faster" }
+                    )
+                }
+            }
+            _ => "—".into(),
+        };
+        let exits = v.as_ref().and_then(|v| v.vm_exits.as_ref());
+        let what = catalog::find(Platform::Linux, native).map_or(*native, |b| b.what);
+        out.push_str(&format!(
+            "| {what} (`{native}`) | {} | {} | {diff} | {} | {} |\n",
+            median(&n),
+            median(&v),
+            exits.map_or("—".into(), |e| format!("{:.3}", e.per_operation())),
+            exits.map_or("—".into(), |e| format!("{:.3}", e.host_per_operation())),
+        ));
+    }
+    any.then_some(out)
 }
 
 /// The I/O table under icount (`bench::catalog::IO_ROWS`, method in
@@ -463,6 +653,48 @@ mod tests {
         let short =
             io_line("blk-read-64k-linux", &[1, 2]).replace("\"samples\":[1,2]", "\"samples\":[1]");
         assert!(parse(&short, Platform::Linux).is_err());
+    }
+
+    #[test]
+    fn guest_console_lines_are_joined_and_exits_attached() {
+        // The VMM cuts its guest's console lines every 200 characters.
+        let bench = line("vm-getppid", "ticks", 1400);
+        let mut serial = String::from("vmm: vm1: booting\n[vm1] bench-linux: 1 benchmarks\n");
+        let chars: Vec<char> = bench.chars().collect();
+        for (i, piece) in chars.chunks(40).enumerate() {
+            serial.push_str(&format!("[vm1] {}\n", piece.iter().collect::<String>()));
+            if i == 1 {
+                serial.push_str("timer: a line of another component\n");
+            }
+        }
+        serial.push_str(
+            "[vm1] VMEXITS {\"name\":\"vm-getppid\",\"exits\":11,\"host\":4,\"operations\":1100}\n",
+        );
+        let results = parse(&serial, Platform::Pecan).unwrap();
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0].median, 1400);
+        let e = results[0].vm_exits.as_ref().unwrap();
+        assert_eq!((e.exits, e.host, e.operations), (11, 4, 1100));
+        assert!((e.per_operation() - 0.01).abs() < 1e-9);
+        // Exits of a benchmark that reported nothing, or twice.
+        let orphan =
+            "[vm1] VMEXITS {\"name\":\"vm-fork\",\"exits\":1,\"host\":0,\"operations\":3}\n";
+        assert!(parse(orphan, Platform::Pecan).is_err());
+        let twice = format!("{serial}{}", serial.lines().last().unwrap());
+        assert!(
+            format!("{:#}", parse(&twice, Platform::Pecan).unwrap_err()).contains("second VMEXITS")
+        );
+        // The VM table pairs it with the native row.
+        let native = parse(&line("getppid", "ticks", 1373), Platform::Linux).unwrap();
+        let md = vm_markdown_table(&results, &native).unwrap();
+        assert!(
+            md.contains("(`getppid`) | 1373 | 1400 | +2.0 % slower | 0.010 | 0.004 |"),
+            "{md}"
+        );
+        let slow = parse(&line("getppid", "ticks", 1000), Platform::Linux).unwrap();
+        let md = vm_markdown_table(&results, &slow).unwrap();
+        assert!(md.contains("+40.0 % slower (beyond 2 %)"), "{md}");
+        assert_eq!(vm_markdown_table(&[], &[]), None);
     }
 
     #[test]
