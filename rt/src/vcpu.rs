@@ -53,6 +53,19 @@ impl Vcpu {
     /// Runs until an exit the VMM must handle, loading first what `flags`
     /// (`abi::vcpu::load`) names of [`Vcpu::state`].
     pub fn run(&mut self, flags: u64) -> Result<Exit, Error> {
+        self.run_inner(flags, false)
+    }
+
+    /// As [`Vcpu::run`], but a run that a host interrupt, NMI or SMI
+    /// ended returns too (its exit code says which; counted in
+    /// [`Vcpu::interrupted`]): for a VMM whose devices keep time — an
+    /// APIC timer that expired while the guest ran without exits is due
+    /// now, at the host's tick, not at the guest's next exit.
+    pub fn run_to_host_event(&mut self, flags: u64) -> Result<Exit, Error> {
+        self.run_inner(flags, true)
+    }
+
+    fn run_inner(&mut self, flags: u64, host_events: bool) -> Result<Exit, Error> {
         for (i, w) in self.state.iter().enumerate() {
             // SAFETY: root maps the main thread's IPC buffer page
             // writable for the whole run and the block fits in it (abi's
@@ -66,11 +79,14 @@ impl Vcpu {
             let [code, info1, info2] = unsafe { syscall::vcpu_run(self.vcpu, self.space, flags)? };
             // Host events (an interrupt, an NMI, an SMI): the host takes
             // them on the way back to user mode; the guest goes on.
-            if matches!(code, exit::INTR | exit::NMI | exit::SMI) {
+            if matches!(code, exit::INTR | exit::NMI | exit::SMI) && !host_events {
                 self.interrupted += 1;
                 // The state is in the VCPU: nothing to load again.
                 flags = 0;
                 continue;
+            }
+            if matches!(code, exit::INTR | exit::NMI | exit::SMI) {
+                self.interrupted += 1;
             }
             for (i, w) in self.state.iter_mut().enumerate() {
                 // SAFETY: as above; the kernel wrote the block.

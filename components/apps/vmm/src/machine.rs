@@ -307,32 +307,32 @@ pub struct Machine<'t> {
     wake: CapSlot,
 }
 
+/// The TSC's rate from the timer, which measures it over its first
+/// 100 ms (it answers 0 until then): asked every 20 ms for 2 s at most.
+pub fn tsc_rate(timer: &Timer) -> Result<u64, String> {
+    for _ in 0..100 {
+        let (_, hz) = timer.clock().map_err(|e| alloc::format!("Timer: {e}"))?;
+        if hz != 0 {
+            return Ok(hz);
+        }
+        timer
+            .sleep(20_000)
+            .map_err(|e| alloc::format!("Timer: {e}"))?;
+    }
+    Err("the timer knows no TSC rate after 2 s".into())
+}
+
 impl<'t> Machine<'t> {
     pub fn new(
         name: String,
         ram: Ram,
         timer: &'t Timer,
-        vcpu: CapSlot,
-        gspace: CapSlot,
+        tsc_hz: u64,
+        (vcpu, gspace): (CapSlot, CapSlot),
         boot_unix: u64,
         attached: Attached,
-    ) -> Result<Machine<'t>, String> {
+    ) -> Machine<'t> {
         let Attached { disk, nic, wake } = attached;
-        // The TSC's rate, from the timer (it measures it over 100 ms).
-        let mut tsc_hz = 0;
-        for _ in 0..100 {
-            let (_, hz) = timer.clock().map_err(|e| alloc::format!("Timer: {e}"))?;
-            if hz != 0 {
-                tsc_hz = hz;
-                break;
-            }
-            timer
-                .sleep(20_000)
-                .map_err(|e| alloc::format!("Timer: {e}"))?;
-        }
-        if tsc_hz == 0 {
-            return Err("the timer knows no TSC rate after 2 s".into());
-        }
         let mut bus = Bus::new();
         let blk = disk.map(|disk| {
             use vmm::virtio_blk::Backend;
@@ -359,7 +359,7 @@ impl<'t> Machine<'t> {
             let slot = bus.add(f);
             (Net::new(nic.mac), nic, slot)
         });
-        Ok(Machine {
+        Machine {
             name,
             ram,
             timer,
@@ -388,12 +388,7 @@ impl<'t> Machine<'t> {
             blk,
             net,
             wake,
-        })
-    }
-
-    /// Whether the guest has a NIC.
-    pub fn has_nic(&self) -> bool {
-        self.net.is_some()
+        }
     }
 
     /// Sets the 64-bit entry state of `plan`.
@@ -439,14 +434,18 @@ impl<'t> Machine<'t> {
         loop {
             self.update_devices();
             flags |= self.interrupts();
-            let e = match self.vcpu.run(flags) {
+            let e = match self.vcpu.run_to_host_event(flags) {
                 Ok(e) => e,
                 Err(err) => {
                     println!("vmm: {}: VcpuRun refused: {err:?}", self.name);
                     return 1;
                 }
             };
-            self.exits += 1;
+            // Host events are counted by `rt::vcpu` (`interrupted`), the
+            // guest's exits here.
+            if !matches!(e.code, exit::INTR | exit::NMI | exit::SMI) {
+                self.exits += 1;
+            }
             let handled = self.handle(e.code, e.info1, e.info2);
             let handled = if self.powered_off {
                 self.flush_console(true);
@@ -620,6 +619,10 @@ impl<'t> Machine<'t> {
                 Ok(flags)
             }
             exit::VINTR => Ok(0),
+            // A host interrupt ended the run: nothing for the guest, but
+            // time passed — the loop looks at the timers before the next
+            // run (a guest that never exits still gets its ticks).
+            exit::INTR | exit::NMI | exit::SMI => Ok(0),
             c if c == exit::CR_WRITE + 4 => self.mov_to_cr(),
             c if (exit::DR_READ..exit::DR_WRITE + 16).contains(&c) => self.mov_dr(c),
             exit::WBINVD | exit::INVD => Ok(self.advance(2)),

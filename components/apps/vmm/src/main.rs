@@ -296,6 +296,14 @@ fn run() -> Result<i32, String> {
     let plan = Plan::new(&kernel, ram_bytes, initrd.len() as u64, &config.cmdline)
         .map_err(|e| alloc::format!("{}: {e}", config.kernel))?;
 
+    // The TSC's rate (the timer measures it over its first 100 ms),
+    // before the forwarder takes over the Timer's notification.
+    let tsc_hz = machine::tsc_rate(&timer)?;
+    println!("vmm: {name}: command line: {}", config.cmdline);
+
+    // The guest space, the VCPU, the notification, then guest RAM (2 MiB
+    // frames, the bulk of the quota), then the sessions' donations and
+    // the forwarding threads.
     let u = own(child::UNTYPED);
     let made = |e: Error, what: &str| {
         alloc::format!("{what}: {e:?} (ram_mib of the vmm's entry too small?)")
@@ -306,9 +314,9 @@ fn run() -> Result<i32, String> {
         .map_err(|e| made(e, "virtual CPU"))?;
     rt::syscall::retype(u, ObjectType::Notification, 0, own(WAKE), 1)
         .map_err(|e| made(e, "notification"))?;
+
     let mut ram =
         Ram::make(own(GSPACE), RAM_FIRST, ram_bytes, RAM_VA).map_err(|e| made(e, "guest RAM"))?;
-
     // Load: kernel, initramfs, zero page, command line, tables.
     ram.write(plan.kernel_addr, kernel.kernel());
     if plan.initrd_len > 0 {
@@ -332,7 +340,6 @@ fn run() -> Result<i32, String> {
         plan.initrd_len / 1024,
         config.ram_mib
     );
-    println!("vmm: {name}: command line: {}", config.cmdline);
 
     // The wall clock for the guest's CMOS clock and kvmclock: from an Rtc
     // session if the scenario routes one, else the epoch.
@@ -381,20 +388,30 @@ fn run() -> Result<i32, String> {
         Ok(s) => Some(open_nic(&name, s)?),
         Err(_) => None,
     };
+    start_forwarding(&timer, nic.is_some())?;
+
     let mut m = machine::Machine::new(
         name,
         ram,
         &timer,
-        own(VCPU),
-        own(GSPACE),
+        tsc_hz,
+        (own(VCPU), own(GSPACE)),
         boot_unix,
         machine::Attached {
             disk,
             nic,
             wake: own(WAKE),
         },
-    )?;
-    start_forwarding(&timer, m.has_nic())?;
+    );
     m.enter(&plan);
-    Ok(m.run())
+    let code = m.run();
+    // The forwarders end with the VMM (a thread left waiting would keep
+    // the component alive); its sessions are closed by init when it
+    // exits, so nothing is torn down here (`forget`: no close that could
+    // wait on a provider).
+    for thread in [FORWARD_TIMER_THREAD, FORWARD_NIC_THREAD] {
+        let _ = rt::syscall::thread_suspend(own(thread));
+    }
+    core::mem::forget(m);
+    Ok(code)
 }
