@@ -296,6 +296,9 @@ impl Session<Rom> {
         if module.size > module.pages * PAGE_SIZE || !va.is_multiple_of(PAGE_SIZE) {
             return Err(RomError::BadReply);
         }
+        // The frames must tile the module in order, without a gap or an
+        // overlap: `covered` is where the next one has to start.
+        let mut covered = 0u64;
         for i in 0..frames {
             let slot = first_slot + i as u32;
             let (offset, bytes) = self.frame(name, i, slot)?;
@@ -303,18 +306,22 @@ impl Session<Rom> {
             let fits = offset
                 .checked_add(bytes)
                 .is_some_and(|end| end <= module.pages * PAGE_SIZE);
-            if !fits || !(bytes == PAGE_SIZE || bytes == LARGE) || !offset.is_multiple_of(PAGE_SIZE)
-            {
+            if !fits || !(bytes == PAGE_SIZE || bytes == LARGE) || offset != covered {
                 return Err(RomError::BadReply);
             }
+            covered = offset + bytes;
             // SAFETY: the caller gives the region to this module alone;
             // the frame lies inside the module's pages.
             unsafe { syscall::map(own(OWN_VSPACE), slot, va + offset, RO) }
                 .map_err(RomError::Map)?;
         }
-        // SAFETY: `size` bytes (at most `pages` pages) are mapped readable
-        // at `va` above, and the caller keeps the region for them; the
-        // frames are read-only, so nobody writes them.
+        if covered < module.size {
+            return Err(RomError::BadReply);
+        }
+        // SAFETY: the frames mapped above tile [va, va + covered) without
+        // a gap (checked in the loop and just now), and covered >= size;
+        // the caller keeps the region for them; the frames are
+        // read-only, so nobody writes them while the slice lives.
         Ok(unsafe { core::slice::from_raw_parts(va as *const u8, module.size as usize) })
     }
 }

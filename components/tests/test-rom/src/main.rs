@@ -134,7 +134,9 @@ fn main(_arg: u64) -> i32 {
         },
         Err(e) => println!("test-rom: config ROM: {e}"),
     }
-    // SAFETY: SPARE_VA is used by nothing else; a refused map maps nothing.
+    // SAFETY: SPARE_VA is used by nothing else of this program, and the
+    // kernel refuses a writable mapping of a read-only frame (what this
+    // checks): a refused map maps nothing.
     match unsafe { syscall::map(own(child::OWN_VSPACE), own(FIRST_FRAME), SPARE_VA, RW) } {
         Ok(()) => println!("test-rom: a ROM frame mapped writable: NOT read-only"),
         Err(e) => println!("test-rom: writable mapping of a ROM frame refused: {e}"),
