@@ -80,6 +80,39 @@ fn to_console(bytes: &[u8]) {
     }
 }
 
+/// One line told two ways: `kernel` to the kernel console only,
+/// `console` to the console only (if there is one). For a component that
+/// relays other programs' output — the VMM its guest's console lines:
+/// `[vm1] text` in the kernel log, where every component's lines mix,
+/// and `text` in the terminal, whose label already names the VMM.
+pub fn line_apart(kernel: &str, console: &str) {
+    with_newline(kernel.as_bytes(), |b| {
+        let _ = syscall::debug_write(b);
+    });
+    with_newline(console.as_bytes(), to_console);
+}
+
+/// A part of a line, to the console only (if there is one): it shows
+/// when the line ends — or, at a terminal, at once if this component
+/// reads its input (a prompt before what is typed).
+pub fn console_part(text: &str) {
+    to_console(text.as_bytes());
+}
+
+/// Hands `line` and a newline to `write`: in one piece when they fit
+/// [`BUFFER_SIZE`], else in two.
+fn with_newline(line: &[u8], mut write: impl FnMut(&[u8])) {
+    let mut buf = [0u8; BUFFER_SIZE];
+    if line.len() < BUFFER_SIZE {
+        buf[..line.len()].copy_from_slice(line);
+        buf[line.len()] = b'\n';
+        write(&buf[..=line.len()]);
+    } else {
+        write(line);
+        write(b"\n");
+    }
+}
+
 /// Bytes formatted before they are written out.
 pub const BUFFER_SIZE: usize = 256;
 

@@ -11,7 +11,10 @@
 //! - the devices: [`uart`] (16550), [`pic`] (8259 pair), [`pit`] (8254),
 //!   [`rtc`] (CMOS clock), [`lapic`] (x2APIC with its timer and TSC
 //!   deadline), [`kvmclock`] (the paravirtual clock Linux reads the TSC
-//!   rate from).
+//!   rate from), the virtio devices on the legacy PCI transport
+//!   ([`virtio`]): [`virtio_blk`], [`virtio_net`], [`virtio_console`];
+//! - [`console`]: a console's bytes as lines of text for the log and a
+//!   terminal.
 //!
 //! Every device takes untrusted guest input: any value at any port or
 //! register is answered (unknown ones with a safe default), never a
@@ -21,6 +24,7 @@
 extern crate alloc;
 
 pub mod acpi;
+pub mod console;
 pub mod cpuid;
 pub mod decode;
 pub mod kvmclock;
@@ -33,4 +37,5 @@ pub mod rtc;
 pub mod uart;
 pub mod virtio;
 pub mod virtio_blk;
+pub mod virtio_console;
 pub mod virtio_net;

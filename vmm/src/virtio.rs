@@ -178,6 +178,20 @@ impl Transport {
         self.isr != 0
     }
 
+    /// `done` chains of `queue` went to the used ring: raises the
+    /// interrupt (returns `true`) unless the driver suppressed it.
+    pub fn used_interrupt(&mut self, mem: &dyn GuestMemory, queue: u16, done: usize) -> bool {
+        let suppressed = self
+            .queues
+            .get(usize::from(queue))
+            .is_none_or(|q| q.interrupt_suppressed(mem));
+        if done > 0 && !suppressed {
+            self.isr |= 1;
+            return true;
+        }
+        false
+    }
+
     /// A read of a transport register (`offset` < [`reg::CONFIG`]).
     pub fn read(&mut self, offset: u16, width: u8) -> u32 {
         let q = self.queues.get(usize::from(self.select));

@@ -114,7 +114,7 @@ impl Net {
             self.transport.queues[usize::from(TX)].push(mem, head, 0);
             done += 1;
         }
-        self.interrupt(mem, TX, done)
+        self.transport.used_interrupt(mem, TX, done)
     }
 
     /// The chain's readable bytes into `buf`: the header and a frame of
@@ -181,21 +181,13 @@ impl Net {
         self.transport.queues[q].push(mem, head, written);
         if ok {
             self.stats.received += 1;
-            Received::Delivered(self.interrupt(mem, RX, 1))
+            Received::Delivered(self.transport.used_interrupt(mem, RX, 1))
         } else {
             self.stats.dropped_rx += 1;
             // The buffer went back empty; the guest reposts it.
-            self.interrupt(mem, RX, 1);
+            self.transport.used_interrupt(mem, RX, 1);
             Received::Dropped
         }
-    }
-
-    fn interrupt(&mut self, mem: &dyn GuestMemory, queue: u16, done: usize) -> bool {
-        if done > 0 && !self.transport.queues[usize::from(queue)].interrupt_suppressed(mem) {
-            self.transport.isr |= 1;
-            return true;
-        }
-        false
     }
 
     pub fn irq(&self) -> bool {

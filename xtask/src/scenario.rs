@@ -137,6 +137,10 @@ struct RawLinuxGuest {
     /// Pack `/bench-linux` into the initramfs (`crate::vmguest`).
     #[serde(default)]
     bench: bool,
+    /// After the commands, a shell on `/dev/hvc0` instead of the
+    /// power-off (`crate::vmguest`).
+    #[serde(default)]
+    interactive: bool,
 }
 
 /// A directory packed as a ROM module: boot-image entry `name`, a `newc`
@@ -415,6 +419,7 @@ fn parse_following(
             commands,
             modules: g.modules.clone(),
             bench: g.bench,
+            interactive: g.interactive,
         });
     }
     let devices = devices::check(

@@ -42,6 +42,11 @@ pub struct LinuxGuest {
     /// `/bench-linux` (built static, as for the lab's native Linux runs:
     /// `crate::linux`), for commands like `/bench-linux --vm NAME...`.
     pub bench: bool,
+    /// Whether `/init` ends with a shell on `/dev/hvc0` (the VMM's
+    /// terminal: the lines typed there) instead of powering off, after
+    /// reporting its status; the guest's `modules` should include
+    /// `virtio_console`.
+    pub interactive: bool,
 }
 
 impl LinuxGuest {
@@ -69,7 +74,13 @@ esac\n";
 
 /// `/init`: the pseudo file systems, busybox's applets, the modules, then
 /// each command of `/commands` through `sh -c`, and power off.
-fn init_script(modules: &[&str]) -> String {
+fn init_script(name: &str, modules: &[&str], interactive: bool) -> String {
+    let hostname = name;
+    let end = if interactive {
+        INTERACTIVE_END
+    } else {
+        "poweroff -f\n"
+    };
     let insmod: String = modules
         .iter()
         .map(|m| format!("insmod /lib/modules/{m}.ko || echo \"vm-init: insmod {m} failed\"\n"))
@@ -84,6 +95,7 @@ fn init_script(modules: &[&str]) -> String {
          mount -t sysfs sysfs /sys\n\
          mount -t devtmpfs devtmpfs /dev\n\
          {insmod}\
+         hostname {hostname}\n\
          echo \"vm-init: up: Linux $(uname -r), $(grep -c ^processor /proc/cpuinfo) CPU(s), $(sed -n 's/MemTotal: *//p' /proc/meminfo)\"\n\
          n=0; failed=0\n\
          while IFS= read -r line; do\n\
@@ -99,13 +111,28 @@ fn init_script(modules: &[&str]) -> String {
          stty -F /dev/ttyS1 raw -echo 2>/dev/null\n\
          echo \"status $failed\" > /dev/ttyS1\n\
          sync\n\
-         poweroff -f\n"
+         {end}"
     )
 }
+
+/// How an interactive guest's `/init` ends: a shell on `/dev/hvc0`, a
+/// new one whenever it exits (each a session leader, so the console is
+/// its controlling terminal and Ctrl-C reaches what it runs).
+const INTERACTIVE_END: &str = "\
+if [ -c /dev/hvc0 ]; then\n\
+\x20   export PS1='$(hostname):$PWD# '\n\
+\x20   while true; do\n\
+\x20       setsid sh -c 'echo \"vm-init: a shell on /dev/hvc0: type into the terminal\"; exec sh -i </dev/hvc0 >/dev/hvc0 2>&1'\n\
+\x20       sleep 1\n\
+\x20   done\n\
+fi\n\
+echo \"vm-init: no /dev/hvc0 (is virtio_console among the modules?): powering off\"\n\
+poweroff -f\n";
 
 /// The initramfs of `guest`: busybox, `/init`, `/commands`, the modules
 /// (name, contents; in load order) and, if given, `/bench-linux`.
 pub fn initramfs(
+    guest: &LinuxGuest,
     busybox: &[u8],
     commands: &str,
     modules: &[(String, Vec<u8>)],
@@ -123,7 +150,11 @@ pub fn initramfs(
         a.file(&format!("lib/modules/{name}.ko"), 0o644, bytes)?;
     }
     let names: Vec<&str> = modules.iter().map(|(n, _)| n.as_str()).collect();
-    a.file("init", 0o755, init_script(&names).as_bytes())?;
+    a.file(
+        "init",
+        0o755,
+        init_script(&guest.name, &names, guest.interactive).as_bytes(),
+    )?;
     a.file("commands", 0o644, commands.as_bytes())?;
     if let Some(bench) = bench_linux {
         a.file("bench-linux", 0o755, bench)?;
@@ -156,7 +187,10 @@ pub fn entries(root: &Path, guests: &[LinuxGuest]) -> Result<Vec<(String, Vec<u8
         let wanted: Vec<&str> = g.modules.iter().map(String::as_str).collect();
         let modules = index.resolve(&wanted)?;
         let bench = bench.as_deref().filter(|_| g.bench);
-        out.push((g.module(), initramfs(&busybox, &commands, &modules, bench)?));
+        out.push((
+            g.module(),
+            initramfs(g, &busybox, &commands, &modules, bench)?,
+        ));
     }
     Ok(out)
 }
@@ -242,9 +276,19 @@ pub fn check_name(name: &str) -> Result<()> {
 mod tests {
     use super::*;
 
+    fn guest(interactive: bool) -> LinuxGuest {
+        LinuxGuest {
+            name: "vm7".into(),
+            commands: "x.commands".into(),
+            modules: Vec::new(),
+            bench: false,
+            interactive,
+        }
+    }
+
     #[test]
     fn init_runs_each_command_and_powers_off() {
-        let s = init_script(&["virtio_blk"]);
+        let s = init_script("vm7", &["virtio_blk"], false);
         assert!(s.starts_with("#!/bin/busybox sh\n"));
         assert!(s.contains("insmod /lib/modules/virtio_blk.ko ||"));
         assert!(s.contains("done < /commands\n"));
@@ -253,12 +297,29 @@ mod tests {
         let mount = s.find("mount -t proc").unwrap();
         let install = s.find("--install").unwrap();
         assert!(mount < install, "busybox --install needs /proc");
+        assert!(s.contains("\nhostname vm7\n"));
+        assert!(!s.contains("hvc0"));
+    }
+
+    #[test]
+    fn an_interactive_init_ends_with_a_shell_on_hvc0() {
+        let s = init_script("vm7", &["virtio_console"], true);
+        let status = s.find("echo \"status $failed\" > /dev/ttyS1").unwrap();
+        let shell = s.find("exec sh -i </dev/hvc0 >/dev/hvc0 2>&1").unwrap();
+        assert!(status < shell, "the status is reported first");
+        assert!(s.trim_end().ends_with("poweroff -f"), "without hvc0");
     }
 
     #[test]
     fn initramfs_holds_init_commands_and_modules() {
-        let image =
-            initramfs(&[7; 100], "uname -r\n", &[("fat".into(), vec![1, 2])], None).unwrap();
+        let image = initramfs(
+            &guest(false),
+            &[7; 100],
+            "uname -r\n",
+            &[("fat".into(), vec![1, 2])],
+            None,
+        )
+        .unwrap();
         let entries = crate::cpio::tests::read_back(&image);
         let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
         for want in [
@@ -274,7 +335,14 @@ mod tests {
         let commands = entries.iter().find(|e| e.name == "commands").unwrap();
         assert_eq!(commands.data, b"uname -r\n");
         assert!(!names.contains(&"bench-linux"));
-        let image = initramfs(&[7; 100], "/bench-linux --vm getppid\n", &[], Some(b"ELF")).unwrap();
+        let image = initramfs(
+            &guest(false),
+            &[7; 100],
+            "/bench-linux --vm getppid\n",
+            &[],
+            Some(b"ELF"),
+        )
+        .unwrap();
         let entries = crate::cpio::tests::read_back(&image);
         let bench = entries.iter().find(|e| e.name == "bench-linux").unwrap();
         assert_eq!(

@@ -143,6 +143,14 @@ pub trait Server {
 #[derive(Default)]
 pub struct LineBuffer(Vec<u8>);
 
+impl LineBuffer {
+    /// The part of a line written so far (a shell's prompt waits there
+    /// for what is typed).
+    pub fn pending(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// Serves one request of a LOG session (inlined: a `PING` is the
 /// session RPC benchmark's bare path; the rest is [`write`]'s).
 #[inline(always)]

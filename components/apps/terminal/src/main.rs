@@ -30,7 +30,9 @@
 //!
 //! **Keyboard input** (an `Input` route and a reader): the line being
 //! typed is shown on the cursor's row with a block cursor after it
-//! ([`Console::set_input`]), and handed to the reader on Enter. Page Up
+//! ([`Console::set_input`]), after the reader's line written so far if
+//! it has one — a prompt, as a Linux guest's shell writes it
+//! ([`Console::set_prompt`]) — and handed to the reader on Enter. Page Up
 //! and Page Down move the view through the scrollback by a screen less a
 //! line ([`Console::page`]); new output or a typed key brings it back to
 //! the live screen.
@@ -140,6 +142,10 @@ struct Console {
     /// The line being typed, shown at the cursor's row with a block
     /// cursor after it — `None` for a terminal without keyboard input.
     input: Option<alloc::vec::Vec<u8>>,
+    /// The reader's line written so far, labelled (`[vm1] vm1:/# `): a
+    /// prompt, shown in front of the line being typed; empty when there
+    /// is none.
+    prompt: alloc::string::String,
 }
 
 impl Console {
@@ -221,6 +227,26 @@ impl Console {
         println!("terminal: the view {} lines back", self.term.view());
     }
 
+    /// The reader `client` has `pending` of a line written: shown as the
+    /// prompt of the line being typed (redrawn when it changed).
+    fn set_prompt(&mut self, client: &Label, pending: &[u8]) {
+        let prompt = if pending.is_empty() {
+            alloc::string::String::new()
+        } else {
+            alloc::format!(
+                "[{}] {}",
+                client.as_str(),
+                alloc::string::String::from_utf8_lossy(pending)
+            )
+        };
+        if prompt != self.prompt && self.input.is_some() {
+            self.prompt = prompt;
+            self.hide_input();
+            self.show_input();
+            self.draw();
+        }
+    }
+
     fn set_input(&mut self, line: &[u8]) {
         if let Some(shown) = self.input.as_mut() {
             shown.clear();
@@ -241,7 +267,14 @@ impl Console {
         };
         let t = &mut self.term;
         let room = t.size().0.saturating_sub(2);
-        let text = core::str::from_utf8(line).unwrap_or("");
+        let typed = core::str::from_utf8(line).unwrap_or("");
+        let with_prompt;
+        let text = if self.prompt.is_empty() {
+            typed
+        } else {
+            with_prompt = alloc::format!("{}{typed}", self.prompt);
+            &with_prompt
+        };
         let skip = text.chars().count().saturating_sub(room);
         let start = text.char_indices().nth(skip).map_or(text.len(), |(i, _)| i);
         t.set_controls(Controls::Full);
@@ -347,6 +380,7 @@ fn main(arg: u64) -> i32 {
         refresh_failures: 0,
         reconnecting: false,
         input: None,
+        prompt: alloc::string::String::new(),
     };
     // The whole screen: the margins the grid does not cover too.
     if let Err(e) = console.fb.refresh(0, 0, mode.width, mode.height) {
@@ -372,13 +406,14 @@ fn main(arg: u64) -> i32 {
     let mut dispatch = |client: &Label, state: &mut Client, label, words| match label {
         log::INPUT_NOTIFIER => keyboard.borrow_mut().notifier(state),
         log::READ => keyboard.borrow_mut().read(state),
-        _ => log::dispatch(
-            &mut *console.borrow_mut(),
-            client,
-            &mut state.line,
-            label,
-            words,
-        ),
+        _ => {
+            let mut console = console.borrow_mut();
+            let reply = log::dispatch(&mut *console, client, &mut state.line, label, words);
+            if state.reader {
+                console.set_prompt(client, state.line.pending());
+            }
+            reply
+        }
     };
     let mut reply = None;
     loop {

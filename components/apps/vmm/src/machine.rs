@@ -22,6 +22,7 @@ use rt::session::timer::Timer;
 use rt::syscall;
 use rt::vcpu::Vcpu;
 use vmm::acpi::{Pm, PmAction};
+use vmm::console::Lines;
 use vmm::cpuid::{self, Regs};
 use vmm::kvmclock;
 use vmm::lapic::{GeneralProtection, Lapic, Now, TimerDue};
@@ -33,6 +34,7 @@ use vmm::rtc::Rtc;
 use vmm::uart::Uart;
 use vmm::virtio::GuestMemory;
 use vmm::virtio_blk::{self, Blk, IoError};
+use vmm::virtio_console::{self, Console};
 use vmm::virtio_net::{self, Net, Received};
 
 use rt::session::block::BlockClient;
@@ -49,11 +51,17 @@ const BLK_BAR: u16 = 0xc000;
 /// The NIC's interrupt and I/O BAR.
 const NET_IRQ: u8 = 11;
 const NET_BAR: u16 = 0xc040;
+/// The console's (virtio-console, the guest's `/dev/hvc0`) interrupt
+/// and I/O BAR.
+const CONSOLE_IRQ: u8 = 5;
+const CONSOLE_BAR: u16 = 0xc080;
 /// The bits the forwarding threads set on the VMM's notification (bound
 /// to its thread) when the Timer's or the Nic's was signalled (main.rs,
 /// `forward`).
 pub const TIMER_BIT: u64 = 1 << 0;
 pub const NIC_BIT: u64 = 1 << 1;
+/// The console's input notification (the terminal's typed lines).
+pub const INPUT_BIT: u64 = 1 << 2;
 
 /// The sessions behind the guest's devices, and what wakes the VMM.
 pub struct Attached {
@@ -61,6 +69,9 @@ pub struct Attached {
     pub disk: Option<Disk>,
     /// `eth0`'s.
     pub nic: Option<NetDevice>,
+    /// The component's console session, if its terminal gives it the
+    /// typed input: what the guest's console reads.
+    pub input: Option<Session<rt::session::log::Log>>,
     /// The VMM's own notification, bound to its thread, which the
     /// forwarders signal.
     pub wake: CapSlot,
@@ -217,13 +228,13 @@ const MSR_EFER: u32 = 0xc000_0080;
 const MSR_PAT: u32 = 0x277;
 const MSR_TSC: u32 = 0x10;
 const RFLAGS_IF: u64 = 1 << 9;
+/// A virtio device's status bit: its driver is ready.
+const VIRTIO_DRIVER_OK: u8 = 4;
 /// EFER bits a guest may write: SCE, LME, NXE, FFXSR (LMA follows CR0.PG).
 const EFER_WRITABLE: u64 = 1 | 1 << 8 | 1 << 11 | 1 << 14;
 const EFER_LMA: u64 = 1 << 10;
 /// The most distinct unknown accesses logged.
 const MAX_LOGGED: usize = 24;
-/// Console lines longer than this are cut.
-const MAX_LINE: usize = 200;
 
 /// Why the VM stopped.
 enum Stop {
@@ -285,8 +296,17 @@ pub struct Machine<'t> {
     powered_off: bool,
     pat: u64,
     kvmclock: u64,
-    /// The console line being collected.
-    line: Vec<u8>,
+    /// The serial console's line being collected.
+    serial_lines: Lines,
+    /// The virtio console (`/dev/hvc0`): its device model, its line being
+    /// collected, its PCI device number.
+    hvc: (Console, Lines, u8),
+    /// The terminal's typed input, if the console session gives it.
+    input: Option<Session<rt::session::log::Log>>,
+    /// Output bytes taken from the guest, reused.
+    out: Vec<u8>,
+    /// The terminal signalled typed input not read yet.
+    typed: bool,
     /// Whether the interrupt-window exit is asked for.
     window: bool,
     /// What was logged once (kind, number).
@@ -332,7 +352,12 @@ impl<'t> Machine<'t> {
         boot_unix: u64,
         attached: Attached,
     ) -> Machine<'t> {
-        let Attached { disk, nic, wake } = attached;
+        let Attached {
+            disk,
+            nic,
+            input,
+            wake,
+        } = attached;
         let mut bus = Bus::new();
         let blk = disk.map(|disk| {
             use vmm::virtio_blk::Backend;
@@ -359,6 +384,16 @@ impl<'t> Machine<'t> {
             let slot = bus.add(f);
             (Net::new(nic.mac), nic, slot)
         });
+        let hvc_slot = bus.add(
+            pci::Function::new(
+                virtio_console::VENDOR,
+                virtio_console::DEVICE,
+                [0x07, 0x80, 0x00],
+                (virtio_console::VENDOR, virtio_console::SUBSYSTEM),
+                Some(CONSOLE_IRQ),
+            )
+            .with_io_bar(0, virtio_console::BAR_SIZE, CONSOLE_BAR),
+        );
         Machine {
             name,
             ram,
@@ -377,7 +412,11 @@ impl<'t> Machine<'t> {
             powered_off: false,
             pat: 0x0007_0406_0007_0406,
             kvmclock: 0,
-            line: Vec::new(),
+            serial_lines: Lines::new(),
+            hvc: (Console::new(), Lines::new(), hvc_slot),
+            typed: input.is_some(),
+            input,
+            out: Vec::new(),
             window: false,
             logged: BTreeSet::new(),
             power_down: false,
@@ -495,7 +534,36 @@ impl<'t> Machine<'t> {
         }
     }
 
+    /// Notes what the bits of the VMM's notification say (the timer's and
+    /// the NIC's are looked at on every pass anyway).
+    fn woken(&mut self, bits: u64) {
+        if bits & INPUT_BIT != 0 {
+            self.typed = true;
+        }
+    }
+
+    /// Takes the lines typed into the terminal: to `/dev/hvc0` once the
+    /// guest's virtio-console driver runs, else to the serial console.
+    fn take_typed(&mut self) {
+        if !core::mem::take(&mut self.typed) {
+            return;
+        }
+        let Some(session) = &self.input else {
+            return;
+        };
+        let mut bytes = Vec::new();
+        while session.read(&mut bytes).is_ok_and(|n| n > 0) && bytes.len() < 4096 {}
+        let (hvc, _, _) = &mut self.hvc;
+        if hvc.transport.status & VIRTIO_DRIVER_OK != 0 {
+            hvc.type_in(&bytes);
+            hvc.deliver(&mut self.ram);
+        } else {
+            self.uart.receive(&bytes);
+        }
+    }
+
     fn update_devices(&mut self) {
+        self.take_typed();
         let now = self.now();
         if self.pit.irq0_due(now.ns) {
             self.pics.set_irq(0, true);
@@ -515,6 +583,11 @@ impl<'t> Machine<'t> {
             if line < 16 {
                 self.pics.set_irq(line, net.irq());
             }
+        }
+        let (hvc, _, slot) = &self.hvc;
+        let line = self.pci.function(*slot).map_or(CONSOLE_IRQ, |f| f.irq());
+        if line < 16 {
+            self.pics.set_irq(line, hvc.irq());
         }
         self.lapic.tick(now);
     }
@@ -644,7 +717,10 @@ impl<'t> Machine<'t> {
                 Ok(self.inject_exception(6, None))
             }
             exit::RDPMC => Ok(self.inject_exception(13, Some(0))),
-            exit::NOTIFICATION => Ok(0),
+            exit::NOTIFICATION => {
+                self.woken(info1);
+                Ok(0)
+            }
             exit::NPF => self.mmio(info2),
             exit::SHUTDOWN => {
                 println!(
@@ -747,6 +823,7 @@ impl<'t> Machine<'t> {
             let Ok(bits) = syscall::wait(self.wake) else {
                 return;
             };
+            self.woken(bits);
             if bits & TIMER_BIT == 0 {
                 let _ = self.timer.cancel(t);
             }
@@ -850,6 +927,13 @@ impl<'t> Machine<'t> {
         (u32::from(off) < size).then_some(off)
     }
 
+    /// The console's register at `port`, if its I/O BAR is there.
+    fn hvc_offset(&self, port: u16) -> Option<u16> {
+        let (base, size) = self.pci.function(self.hvc.2)?.io_bar(0)?;
+        let off = port.checked_sub(base)?;
+        (u32::from(off) < size).then_some(off)
+    }
+
     /// The disk's register at `port`, if its I/O BAR is there.
     fn blk_offset(&self, port: u16) -> Option<u16> {
         let (_, _, slot) = self.blk.as_ref()?;
@@ -876,6 +960,9 @@ impl<'t> Machine<'t> {
             if let Some((net, _, _)) = &mut self.net {
                 return net.read(off, width);
             }
+        }
+        if let Some(off) = self.hvc_offset(port) {
+            return self.hvc.0.read(off, width);
         }
         let mut v = 0u32;
         for i in 0..u16::from(width) {
@@ -929,6 +1016,16 @@ impl<'t> Machine<'t> {
             match notified {
                 Some(virtio_net::TX) => self.transmit_frames(),
                 Some(virtio_net::RX) => self.receive_frames(),
+                _ => {}
+            }
+            return;
+        }
+        if let Some(off) = self.hvc_offset(port) {
+            match self.hvc.0.write(off, value) {
+                Some(virtio_console::TX) => self.console_output(),
+                Some(virtio_console::RX) => {
+                    self.hvc.0.deliver(&mut self.ram);
+                }
                 _ => {}
             }
             return;
@@ -1156,35 +1253,45 @@ impl<'t> Machine<'t> {
         }
     }
 
-    /// Prints the guest's complete console lines (`[name] text`), and the
-    /// rest too if `all`.
+    /// Prints the guest's complete serial console lines, and the rest
+    /// too if `all`.
     fn flush_console(&mut self, all: bool) {
         let out = self.uart.take_output();
-        for b in out {
-            match b {
-                b'\n' => self.print_line(),
-                b'\r' => {}
-                0x20..=0x7e | b'\t' => {
-                    self.line.push(b);
-                    if self.line.len() >= MAX_LINE {
-                        self.print_line();
-                    }
-                }
-                // Escape sequences and other control bytes: dropped.
-                _ => {}
-            }
-        }
-        if all && !self.line.is_empty() {
-            self.print_line();
+        let (name, power_down) = (&self.name, &mut self.power_down);
+        let mut print = |text: &str, sent: usize| print_line(name, text, sent, power_down);
+        self.serial_lines.feed(&out, &mut print);
+        if all {
+            self.serial_lines.finish(&mut print);
+            self.hvc.1.finish(&mut print);
         }
     }
 
-    fn print_line(&mut self) {
-        let text = core::str::from_utf8(&self.line).unwrap_or("?");
-        if text.contains("reboot: Power down") {
-            self.power_down = true;
+    /// Prints what the guest wrote to `/dev/hvc0`.
+    fn console_output(&mut self) {
+        let mut out = core::mem::take(&mut self.out);
+        out.clear();
+        let (hvc, lines, _) = &mut self.hvc;
+        hvc.transmit(&mut self.ram, &mut out);
+        let (name, power_down) = (&self.name, &mut self.power_down);
+        lines.feed(&out, &mut |text, sent| {
+            print_line(name, text, sent, power_down)
+        });
+        // A prompt: to the terminal now, where it waits for what is typed.
+        if let Some(part) = lines.take_partial() {
+            rt::print::console_part(part);
         }
-        println!("[{}] {text}", self.name);
-        self.line.clear();
+        self.out = out;
     }
+}
+
+/// A line of the guest's console: `[name] text` in the log, `text` in
+/// the VMM's terminal (whose label names it) — but for its first `sent`
+/// bytes, which went there already (a prompt). Notes the kernel's last
+/// words before a power-off.
+fn print_line(name: &str, text: &str, sent: usize, power_down: &mut bool) {
+    if text.contains("reboot: Power down") {
+        *power_down = true;
+    }
+    let rest = text.get(sent..).unwrap_or("");
+    rt::print::line_apart(&alloc::format!("[{name}] {text}"), rest);
 }

@@ -1,9 +1,12 @@
 //! vmm: the virtual machine monitor (docs/virtualization.md, "The VMM").
 //! Boots an unmodified Linux from two boot modules — a bzImage and an
 //! initramfs — on one virtual CPU, with guest RAM made from its own quota,
-//! and emulates the PC devices Linux needs. The guest's serial console
-//! goes to the log, a line at a time, prefixed with the VM's name:
-//! `[vm1] Linux version ...`.
+//! and emulates the PC devices Linux needs. The guest's consoles — the
+//! serial port and virtio-console (`/dev/hvc0`) — go to the log, a line
+//! at a time, prefixed with the VM's name (`[vm1] Linux version ...`),
+//! and, when the scenario routes `Console` to a terminal, to the
+//! terminal too; the lines typed there go to `/dev/hvc0` (to the serial
+//! port until the guest's virtio-console driver runs).
 //!
 //! Config (`[component.config]`, every key optional):
 //!
@@ -14,6 +17,7 @@
 //! | `initramfs` | `initramfs` | the initramfs's module (`""`: none) |
 //! | `ram_mib` | 128 | guest RAM, MiB, a multiple of 2, from the quota |
 //! | `cmdline` | see [`DEFAULT_CMDLINE`] | the kernel's command line |
+//! | `append` | none | words added to the command line (`quiet`) |
 //!
 //! The pure logic — boot protocol, CPUID, device models — is the `vmm`
 //! crate's, tested on the host; this program is the glue: memory, the
@@ -81,8 +85,15 @@ const WAKE_NIC: u32 = FIRST + 28;
 /// The forwarding threads and their frames (rt::thread::PAGES each).
 const FORWARD_TIMER_THREAD: u32 = FIRST + 29;
 const FORWARD_NIC_THREAD: u32 = FIRST + 30;
+const FORWARD_INPUT_THREAD: u32 = FIRST + 31;
 const FORWARD_TIMER_FRAMES: u32 = FIRST + 32;
 const FORWARD_NIC_FRAMES: u32 = FIRST + 40;
+const FORWARD_INPUT_FRAMES: u32 = FIRST + 48;
+/// The console's input: the terminal's notification (read-only), and the
+/// write capability to the VMM's for its forwarder
+/// ([`machine::INPUT_BIT`]).
+const INPUT_NOTIFY: u32 = FIRST + 54;
+const WAKE_INPUT: u32 = FIRST + 55;
 const CONFIG_FIRST: u32 = FIRST + 16;
 const CONFIG_END: u32 = CONFIG_FIRST + 4;
 /// Guest RAM: 2 MiB frames, then a copy of each for the VMM's view.
@@ -144,6 +155,12 @@ fn read_config(rom: &Session<Rom>) -> Result<Config, String> {
     text("kernel", &mut c.kernel)?;
     text("initramfs", &mut c.initramfs)?;
     text("cmdline", &mut c.cmdline)?;
+    let mut append = String::new();
+    text("append", &mut append)?;
+    if !append.is_empty() {
+        c.cmdline.push(' ');
+        c.cmdline.push_str(&append);
+    }
     if let Some(v) = config.get("ram_mib") {
         let mib = v
             .as_integer()
@@ -179,23 +196,25 @@ fn module(
     Ok(data)
 }
 
-/// The notifications the forwarding threads wait on.
-static TIMER_WAITED: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
-static NIC_NOTIFY: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+/// What the forwarding threads wait on: the Timer's notification, the
+/// Nic's, the terminal's input (each the provider's, read-only to the
+/// VMM); 0 where there is none.
+static WAITED: [core::sync::atomic::AtomicU64; 3] =
+    [const { core::sync::atomic::AtomicU64::new(0) }; 3];
+/// Where each forwarder signals: its write capability to the VMM's own
+/// notification, with its bit.
+const FORWARDED_TO: [u32; 3] = [WAKE_TIMER, WAKE_NIC, WAKE_INPUT];
 
 /// A forwarding thread: each signal of the notification it waits on
-/// (`arg` 0: the Timer's, 1: the Nic's — both the providers', read-only
-/// to the VMM) becomes its bit on the VMM's own notification, which is
-/// bound to the VMM's thread: a timeout or a frame ends the guest's run
-/// (a NOTIFICATION exit) or the VMM's sleep at `HLT`, one notification
-/// for both.
+/// (`arg` indexes [`WAITED`]) becomes its bit on the VMM's own
+/// notification, which is bound to the VMM's thread: a timeout, a frame
+/// or a typed line ends the guest's run (a NOTIFICATION exit) or the
+/// VMM's sleep at `HLT`, one notification for all.
 extern "C" fn forward(arg: u64) -> ! {
     use core::sync::atomic::Ordering;
-    let (from, to) = if arg == 0 {
-        (TIMER_WAITED.load(Ordering::Acquire), own(WAKE_TIMER))
-    } else {
-        (NIC_NOTIFY.load(Ordering::Acquire), own(WAKE_NIC))
-    };
+    let i = (arg as usize).min(WAITED.len() - 1);
+    let from = WAITED[i].load(Ordering::Acquire);
+    let to = own(FORWARDED_TO[i]);
     loop {
         if rt::syscall::wait(from).is_err() || rt::syscall::signal(to).is_err() {
             rt::syscall::thread_exit(1);
@@ -203,30 +222,32 @@ extern "C" fn forward(arg: u64) -> ! {
     }
 }
 
-/// Binds the VMM's notification (made first thing: `run`) and starts the forwarders
-/// (the NIC's if there is one). After the last direct use of the Timer's
-/// notification (`Machine::new` measures the TSC with it).
-fn start_forwarding(timer: &Timer, nic: bool) -> Result<(), String> {
+/// The forwarders: which [`WAITED`] entry, the thread's slot, its frames'.
+const FORWARDERS: [(u64, u32, u32); 3] = [
+    (0, FORWARD_TIMER_THREAD, FORWARD_TIMER_FRAMES),
+    (1, FORWARD_NIC_THREAD, FORWARD_NIC_FRAMES),
+    (2, FORWARD_INPUT_THREAD, FORWARD_INPUT_FRAMES),
+];
+
+/// Binds the VMM's notification (made first thing: `run`) and starts a
+/// forwarder for each notification there is. After the last direct use
+/// of the Timer's notification (`Machine::new` measures the TSC with it).
+fn start_forwarding(timer: &Timer) -> Result<(), String> {
+    use core::sync::atomic::Ordering;
     use rt::abi::Rights;
     let e = |what: &str, e: Error| alloc::format!("{what}: {e:?}");
-    rt::syscall::cap_mint(
-        own(WAKE),
-        own(WAKE_TIMER),
-        Rights::WRITE,
-        machine::TIMER_BIT,
-    )
-    .map_err(|x| e("mint", x))?;
-    rt::syscall::cap_mint(own(WAKE), own(WAKE_NIC), Rights::WRITE, machine::NIC_BIT)
-        .map_err(|x| e("mint", x))?;
+    let bits = [machine::TIMER_BIT, machine::NIC_BIT, machine::INPUT_BIT];
+    for (to, bit) in FORWARDED_TO.into_iter().zip(bits) {
+        rt::syscall::cap_mint(own(WAKE), own(to), Rights::WRITE, bit).map_err(|x| e("mint", x))?;
+    }
     rt::syscall::bind_notification(own(child::OWN_THREAD), own(WAKE))
         .map_err(|x| e("binding", x))?;
-    TIMER_WAITED.store(timer.notification(), core::sync::atomic::Ordering::Release);
+    WAITED[0].store(timer.notification(), Ordering::Release);
     let cpu = rt::cpu::set().nth(0).unwrap_or(0);
-    let all = [
-        (0, FORWARD_TIMER_THREAD, FORWARD_TIMER_FRAMES),
-        (1, FORWARD_NIC_THREAD, FORWARD_NIC_FRAMES),
-    ];
-    for &(arg, thread, frames) in &all[..if nic { 2 } else { 1 }] {
+    for &(arg, thread, frames) in &FORWARDERS {
+        if WAITED[arg as usize].load(Ordering::Acquire) == 0 {
+            continue;
+        }
         rt::thread::spawn(
             forward,
             arg,
@@ -256,7 +277,7 @@ fn open_nic(
     // SAFETY: NIC_VA.. (the streams' 2 MiB) is theirs alone.
     let client = unsafe { session.streams([NIC_SLOT + 3, NIC_SLOT + 4, NIC_SLOT + 5], NIC_VA) }
         .map_err(|e| alloc::format!("Nic streams: {e}"))?;
-    NIC_NOTIFY.store(
+    WAITED[1].store(
         client.notifications().own,
         core::sync::atomic::Ordering::Release,
     );
@@ -388,7 +409,15 @@ fn run() -> Result<i32, String> {
         Ok(s) => Some(open_nic(&name, s)?),
         Err(_) => None,
     };
-    start_forwarding(&timer, nic.is_some())?;
+    // The guest's console input: the lines typed into the VMM's terminal,
+    // if its scenario routes `Console` to one that gives them.
+    let input = rt::print::console().and_then(|console| {
+        let n = console.input_notifier(INPUT_NOTIFY).ok()?;
+        WAITED[2].store(n, core::sync::atomic::Ordering::Release);
+        println!("vmm: {name}: what is typed into its terminal goes to /dev/hvc0 (the serial console until the guest's virtio-console driver runs)");
+        Some(console)
+    });
+    start_forwarding(&timer)?;
 
     let mut m = machine::Machine::new(
         name,
@@ -400,6 +429,7 @@ fn run() -> Result<i32, String> {
         machine::Attached {
             disk,
             nic,
+            input,
             wake: own(WAKE),
         },
     );
@@ -409,8 +439,10 @@ fn run() -> Result<i32, String> {
     // the component alive); its sessions are closed by init when it
     // exits, so nothing is torn down here (`forget`: no close that could
     // wait on a provider).
-    for thread in [FORWARD_TIMER_THREAD, FORWARD_NIC_THREAD] {
-        let _ = rt::syscall::thread_suspend(own(thread));
+    for &(arg, thread, _) in &FORWARDERS {
+        if WAITED[arg as usize].load(core::sync::atomic::Ordering::Acquire) != 0 {
+            let _ = rt::syscall::thread_suspend(own(thread));
+        }
     }
     core::mem::forget(m);
     Ok(code)
