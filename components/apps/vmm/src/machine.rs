@@ -222,6 +222,10 @@ const COM2: u16 = 0x2f8;
 /// included), 0x514 the runs that host interrupts ended (the guest lost
 /// its CPU to the host meanwhile), both the low 32 bits. Reads only.
 pub const EXIT_COUNTER: u16 = 0x510;
+/// The PC's reset control register.
+const RESET_CONTROL: u16 = 0xcf9;
+/// The VMM's exit code when the guest reset itself.
+pub const RESET_EXIT: i32 = 7;
 const COM2_IRQ: u8 = 3;
 const COM1_IRQ: u8 = 4;
 const MSR_EFER: u32 = 0xc000_0080;
@@ -294,6 +298,9 @@ pub struct Machine<'t> {
     pm: Pm,
     /// The guest entered S5 (ACPI soft off).
     powered_off: bool,
+    /// The guest asked for a reset (a reboot, or a panic's): the keyboard
+    /// controller's pulse or the PCI reset register.
+    reset: Option<&'static str>,
     pat: u64,
     kvmclock: u64,
     /// The serial console's line being collected.
@@ -410,6 +417,7 @@ impl<'t> Machine<'t> {
             lapic: Lapic::new(0),
             pm: Pm::default(),
             powered_off: false,
+            reset: None,
             pat: 0x0007_0406_0007_0406,
             kvmclock: 0,
             serial_lines: Lines::new(),
@@ -490,6 +498,16 @@ impl<'t> Machine<'t> {
                 self.flush_console(true);
                 println!("vmm: {}: the guest powered off (ACPI S5)", self.name);
                 Err(Stop::Done(self.status.map_or(0, i32::from)))
+            } else if let Some(how) = self.reset {
+                // No reset in place: the VMM ends, and init starts it
+                // again if the scenario's restart policy says so — a
+                // fresh machine, as a reset gives.
+                self.flush_console(true);
+                println!(
+                    "vmm: {}: the guest asked for a reset ({how}): VM stopped (init restarts it by the scenario's policy)",
+                    self.name
+                );
+                Err(Stop::Done(RESET_EXIT))
             } else {
                 handled
             };
@@ -998,6 +1016,14 @@ impl<'t> Machine<'t> {
     }
 
     fn port_out(&mut self, port: u16, width: u8, value: u32) {
+        // The reset register (its bit 2 starts the reset), among the
+        // PCI configuration ports.
+        if port == RESET_CONTROL && width == 1 {
+            if value & 4 != 0 {
+                self.reset = Some("port 0xcf9");
+            }
+            return;
+        }
         if Bus::owns(port) {
             self.pci.write(port, width, value);
             return;
@@ -1058,6 +1084,9 @@ impl<'t> Machine<'t> {
                 }
                 PmAction::None => {}
             },
+            // The keyboard controller's reset pulse: Linux's reboot and
+            // panic path tries it (there is no controller otherwise).
+            0x64 if v == 0xfe => self.reset = Some("keyboard controller"),
             0x80 | 0xed | 0x92 => {}
             _ => {
                 if self.once(4, u64::from(port)) {

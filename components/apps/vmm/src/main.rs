@@ -19,6 +19,13 @@
 //! | `cmdline` | see [`DEFAULT_CMDLINE`] | the kernel's command line |
 //! | `append` | none | words added to the command line (`quiet`) |
 //!
+//! Exit code: the guest's status (`status N` on COM2) when it powers off
+//! (0 if it reported none); 1 the VMM could not start the VM; 2 the guest
+//! halted with interrupts off; 3 it triple-faulted; 4, 6 an instruction
+//! the VMM must decode was not understood; 5 an exit it does not handle;
+//! 7 the guest asked for a reset (a reboot or a panic's: the VMM ends,
+//! and the scenario's restart policy may start it again).
+//!
 //! The pure logic — boot protocol, CPUID, device models — is the `vmm`
 //! crate's, tested on the host; this program is the glue: memory, the
 //! run loop ([`machine`]), time and the log.
