@@ -587,9 +587,20 @@ impl<'t> Machine<'t> {
             self.pics.set_irq(0, true);
             self.pics.set_irq(0, false);
         }
+        self.receive_frames();
+        self.device_lines();
+        self.lapic.tick(now);
+    }
+
+    /// Puts the devices' interrupt lines on the 8259s as they are now.
+    /// After every port access too, not only before a run: a line the
+    /// guest lowered (reading the virtio ISR) and a device raised again
+    /// (a frame received) before the next look would be high twice in a
+    /// row — no edge, and an edge-triggered line would never interrupt
+    /// again (the ISR stays set until the guest reads it).
+    fn device_lines(&mut self) {
         self.pics.set_irq(COM1_IRQ, self.uart.irq());
         self.pics.set_irq(COM2_IRQ, self.status_uart.irq());
-        self.receive_frames();
         if let Some((blk, _, slot)) = &self.blk {
             let line = self.pci.function(*slot).map_or(BLK_IRQ, |f| f.irq());
             if line < 16 {
@@ -607,7 +618,6 @@ impl<'t> Machine<'t> {
         if line < 16 {
             self.pics.set_irq(line, hvc.irq());
         }
-        self.lapic.tick(now);
     }
 
     fn interrupt_pending(&self) -> bool {
@@ -877,6 +887,7 @@ impl<'t> Machine<'t> {
         } else {
             self.port_out(port, width, rax as u32);
         }
+        self.device_lines();
         flags
     }
 

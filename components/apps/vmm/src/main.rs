@@ -329,46 +329,6 @@ fn run() -> Result<i32, String> {
     let tsc_hz = machine::tsc_rate(&timer)?;
     println!("vmm: {name}: command line: {}", config.cmdline);
 
-    // The guest space, the VCPU, the notification, then guest RAM (2 MiB
-    // frames, the bulk of the quota), then the sessions' donations and
-    // the forwarding threads.
-    let u = own(child::UNTYPED);
-    let made = |e: Error, what: &str| {
-        alloc::format!("{what}: {e:?} (ram_mib of the vmm's entry too small?)")
-    };
-    rt::syscall::retype(u, ObjectType::GuestSpace, GSPACE_BITS, own(GSPACE), 1)
-        .map_err(|e| made(e, "guest space"))?;
-    rt::syscall::retype(u, ObjectType::Vcpu, 0, own(VCPU), 1)
-        .map_err(|e| made(e, "virtual CPU"))?;
-    rt::syscall::retype(u, ObjectType::Notification, 0, own(WAKE), 1)
-        .map_err(|e| made(e, "notification"))?;
-
-    let mut ram =
-        Ram::make(own(GSPACE), RAM_FIRST, ram_bytes, RAM_VA).map_err(|e| made(e, "guest RAM"))?;
-    // Load: kernel, initramfs, zero page, command line, tables.
-    ram.write(plan.kernel_addr, kernel.kernel());
-    if plan.initrd_len > 0 {
-        ram.write(plan.initrd_addr, initrd);
-    }
-    ram.write(acpi::TABLES, &acpi::tables());
-    ram.write(
-        linux::layout::ZERO_PAGE,
-        &plan.zero_page(&kernel, acpi::TABLES),
-    );
-    ram.write(linux::layout::CMDLINE, &plan.cmdline);
-    ram.write(linux::layout::PAGE_TABLES, &linux::page_tables());
-    ram.write(linux::layout::GDT, &linux::gdt());
-    println!(
-        "vmm: {name}: Linux boot protocol {}.{:02}, kernel at {:#x} ({} KiB), initramfs at {:#x} ({} KiB), {} MiB of RAM",
-        kernel.version >> 8,
-        kernel.version & 0xff,
-        plan.kernel_addr,
-        kernel.kernel().len() / 1024,
-        plan.initrd_addr,
-        plan.initrd_len / 1024,
-        config.ram_mib
-    );
-
     // The wall clock for the guest's CMOS clock and kvmclock: from an Rtc
     // session if the scenario routes one, else the epoch.
     let boot_unix = match session::open::<rt::session::rtc::Rtc>(RTC_SLOT) {
@@ -424,6 +384,49 @@ fn run() -> Result<i32, String> {
         println!("vmm: {name}: what is typed into its terminal goes to /dev/hvc0 (the serial console until the guest's virtio-console driver runs)");
         Some(console)
     });
+    // The guest space, the VCPU, the notification, then guest RAM (2 MiB
+    // frames, the bulk of the quota) — after the sessions' donor blocks
+    // (above: each an untyped aligned to its size, 8 MiB for a Block or
+    // a Nic session) and the heap's frames, which come first while the
+    // quota's watermark is low: before the RAM they would cost their
+    // alignment too (the quota holds guest RAM and about 24 MiB).
+    let u = own(child::UNTYPED);
+    let made = |e: Error, what: &str| {
+        alloc::format!("{what}: {e:?} (ram_mib of the vmm's entry too small?)")
+    };
+    rt::syscall::retype(u, ObjectType::GuestSpace, GSPACE_BITS, own(GSPACE), 1)
+        .map_err(|e| made(e, "guest space"))?;
+    rt::syscall::retype(u, ObjectType::Vcpu, 0, own(VCPU), 1)
+        .map_err(|e| made(e, "virtual CPU"))?;
+    rt::syscall::retype(u, ObjectType::Notification, 0, own(WAKE), 1)
+        .map_err(|e| made(e, "notification"))?;
+
+    let mut ram =
+        Ram::make(own(GSPACE), RAM_FIRST, ram_bytes, RAM_VA).map_err(|e| made(e, "guest RAM"))?;
+    // Load: kernel, initramfs, zero page, command line, tables.
+    ram.write(plan.kernel_addr, kernel.kernel());
+    if plan.initrd_len > 0 {
+        ram.write(plan.initrd_addr, initrd);
+    }
+    ram.write(acpi::TABLES, &acpi::tables());
+    ram.write(
+        linux::layout::ZERO_PAGE,
+        &plan.zero_page(&kernel, acpi::TABLES),
+    );
+    ram.write(linux::layout::CMDLINE, &plan.cmdline);
+    ram.write(linux::layout::PAGE_TABLES, &linux::page_tables());
+    ram.write(linux::layout::GDT, &linux::gdt());
+    println!(
+        "vmm: {name}: Linux boot protocol {}.{:02}, kernel at {:#x} ({} KiB), initramfs at {:#x} ({} KiB), {} MiB of RAM",
+        kernel.version >> 8,
+        kernel.version & 0xff,
+        plan.kernel_addr,
+        kernel.kernel().len() / 1024,
+        plan.initrd_addr,
+        plan.initrd_len / 1024,
+        config.ram_mib
+    );
+
     start_forwarding(&timer)?;
 
     let mut m = machine::Machine::new(

@@ -14,6 +14,8 @@ use rt::interfaces::child;
 use rt::syscall;
 
 const FRAME: u64 = 2 << 20;
+/// The most objects one `Retype` makes.
+const RETYPE_MAX: u64 = 256;
 
 /// The guest's RAM as the VMM sees it.
 pub struct Ram {
@@ -29,7 +31,13 @@ impl Ram {
         let frames = size / FRAME;
         let u = own(child::UNTYPED);
         let vspace = own(child::OWN_VSPACE);
-        syscall::retype(u, ObjectType::Frame2M, 0, own(first), frames)?;
+        // A `Retype` makes at most 256 objects (docs/abi.md): 512 MiB.
+        let mut made = 0;
+        while made < frames {
+            let n = (frames - made).min(RETYPE_MAX);
+            syscall::retype(u, ObjectType::Frame2M, 0, own(first + made as u32), n)?;
+            made += n;
+        }
         let view = first + frames as u32;
         let guest = MapAttr {
             writable: true,
