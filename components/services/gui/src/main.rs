@@ -24,8 +24,12 @@
 //! - **Input.** Keys go to the focused view's client alone; mouse motion
 //!   and buttons too. A click focuses the view under the pointer and
 //!   raises it; F12 (not passed on) moves the focus to the next view. The
-//!   focused view's title is blue, the others' grey. The pointer is not
-//!   drawn (yet).
+//!   focused view's title is blue, the others' grey.
+//! - **The cursor** is an arrow at the pointer, drawn by the multiplexer
+//!   as the last layer of every redraw, so it stays on top of a client's
+//!   refresh beneath it and no client ever sees it in its buffer (it is
+//!   drawn into the screen only). A motion redraws the cursor's old place
+//!   and its new one ([`ucore::gui::cursor_damage`]), nothing else.
 //! - **Drivers restarted.** Both drivers' sessions have notifications
 //!   made from the multiplexer's donations, which the parent signals
 //!   (`PROVIDER_GONE`) when a driver stops. The Input session's is bound
@@ -60,7 +64,7 @@ use rt::session::framebuffer::{self as fb, FbError, Framebuffer, Mode, ServedBuf
 use rt::session::input::{self, Event, Input, ServedQueue};
 use rt::session::{self, Donated, Donor, Label, Provider, Session, REFUSED_FULL};
 use rt::syscall::{self, Words};
-use ucore::gui::{client_rect, Layout, Rect, View, MAX_VIEWS};
+use ucore::gui::{client_rect, cursor_damage, cursor_pixel, Layout, Rect, View, MAX_VIEWS};
 
 rt::entry!(main);
 
@@ -479,6 +483,9 @@ impl Gui {
     /// The input driver signalled: its events, routed.
     fn input_arrived(&mut self) {
         let events = self.input.events().unwrap_or_default();
+        // The cursor is redrawn once for the batch: intermediate places
+        // would be on the screen for no one to see.
+        let cursor_was = self.layout.cursor();
         for e in events {
             match e {
                 Event::Press {
@@ -499,6 +506,9 @@ impl Gui {
                 }
                 _ => self.forward(e),
             }
+        }
+        for r in cursor_damage(cursor_was, self.layout.cursor()) {
+            self.redraw(r);
         }
     }
 
@@ -565,7 +575,8 @@ impl Gui {
     }
 
     /// Draws the screen rectangle `r` anew — background, then each view
-    /// from the bottom up — and refreshes it at the driver.
+    /// from the bottom up, then the cursor — and refreshes it at the
+    /// driver.
     fn redraw(&mut self, r: Rect) {
         let r = r.intersect(&self.layout.screen());
         if r.is_empty() {
@@ -606,6 +617,7 @@ impl Gui {
                 }
             }
         }
+        draw_cursor(&self.screen, stride, self.layout.cursor(), r);
         match self.fb.refresh(r.x, r.y, r.w, r.h) {
             Ok(()) => {}
             // The display driver is gone (killed, restarted): a new
@@ -672,6 +684,19 @@ fn draw_title(screen: &Region, stride: usize, view: &View, t: Rect, focused: boo
                 if bits & (1 << b) != 0 && x >= t.x && x < t.x + t.w {
                     let _ = screen.write32(y as usize * stride + x as usize * 4, fg);
                 }
+            }
+        }
+    }
+}
+
+/// Draws the part of the cursor (at `cursor`, its sprite's top-left)
+/// that lies in `r`, over whatever is there.
+fn draw_cursor(screen: &Region, stride: usize, cursor: Rect, r: Rect) {
+    let part = cursor.intersect(&r);
+    for y in part.y..part.y + part.h {
+        for x in part.x..part.x + part.w {
+            if let Some(colour) = cursor_pixel(x - cursor.x, y - cursor.y) {
+                let _ = screen.write32(y as usize * stride + x as usize * 4, colour);
             }
         }
     }

@@ -7,7 +7,9 @@
 //! a refresh far larger than its view and one off it (both clipped by the
 //! multiplexer, so nothing outside its view changes), and prints `NAME:
 //! drawn WxH`. Then it prints `NAME: key 'C'` for each character it gets
-//! until the system is powered off.
+//! until the system is powered off, each after a refresh of its whole
+//! view (so a test can check that the multiplexer's cursor stays on top
+//! of a client's refresh beneath it).
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
@@ -111,6 +113,9 @@ fn main(_: u64) -> i32 {
         }
         for e in input.events().unwrap_or_default() {
             if let Event::Press { ch: Some(c), .. } = e {
+                if let Err(e) = fb.refresh(0, 0, mode.width, mode.height) {
+                    println!("{name}: FAILED: refresh: {e}");
+                }
                 println!("{name}: key {c:?}");
             }
         }
