@@ -5,6 +5,10 @@
 //! providing both interfaces (`provides = ["Framebuffer", "Input"]`; the
 //! parent names the interface of each session it opens).
 //!
+//! - **The screen** is the display driver's mode, or the one its config
+//!   asks for (`screen = { w = 1920, h = 1080 }`: the multiplexer then
+//!   donates what that mode's buffer needs, `framebuffer::open_for`, and
+//!   sets it; a restarted driver is asked for it again).
 //! - **Views** come from its config, by client label (the client's name
 //!   in the scenario, which init gives and no client can choose):
 //!   `views = [{ label = "a", x = 0, y = 0, w = 512, h = 384 }, ...]`. A
@@ -206,13 +210,29 @@ fn start() -> Result<Gui, String> {
     // SAFETY: CONFIG_VA.. is used by nothing else of this program.
     let config = unsafe { rt::session::rom::config(ROM_SLOT, FIRST_FRAME, END_FRAME, CONFIG_VA) }
         .map_err(|e| format!("config ROM: {e}"))?;
-    // The input's donor block first: after the display's (16 MiB,
-    // aligned) the quota has no room left.
+    // The input's donor block first: after the display's (16 MiB for the
+    // least donation, aligned) the quota has no room left.
     let input_donor = Donor::from_untyped::<Input>(own(child::UNTYPED), INPUT_BLOCK, INPUT_TABLE)
         .map_err(|e| format!("the Input session's donation: {e}"))?;
     start_relay()?;
-    let fb = session::open_from_quota::<Framebuffer>(FB, FB + 1, FB + 2)
-        .map_err(|e| format!("the display's Framebuffer session: {e}"))?;
+    // `screen = { w = 1920, h = 1080 }`: that mode, with a donation that
+    // holds it; without, the driver's own in the least donation.
+    let asked = config.get("screen").and_then(|v| v.as_table()).map(|t| {
+        let side = |k| t.get(k).and_then(|v| v.as_integer()).unwrap_or(0);
+        (side("w"), side("h"))
+    });
+    let fb = match asked {
+        Some((w, h)) => {
+            let (w, h) = (u32::try_from(w).unwrap_or(0), u32::try_from(h).unwrap_or(0));
+            let fb = fb::open_for(FB, FB + 1, FB + 2, w, h)
+                .map_err(|e| format!("the display's Framebuffer session for {w}x{h}: {e}"))?;
+            fb.set_mode(w, h)
+                .map_err(|e| format!("the display's mode {w}x{h}: {e}"))?;
+            fb
+        }
+        None => session::open_from_quota::<Framebuffer>(FB, FB + 1, FB + 2)
+            .map_err(|e| format!("the display's Framebuffer session: {e}"))?,
+    };
     let screen_mode = fb.mode().map_err(|e| format!("MODE: {e}"))?;
     let screen = fb.buffer().map_err(|e| format!("BUFFER: {e}"))?;
     let mut layout = Layout::new(screen_mode.width, screen_mode.height);
@@ -375,7 +395,9 @@ impl Gui {
             0 if c.donated.is_some() => Err(REFUSED_FULL),
             0 => {
                 let donated = donated.ok_or(rt::interfaces::session::REFUSED_QUOTA)?;
-                fb::open_notification(&donated).map_err(|why| {
+                // A view's buffer is its content's size: a donation too
+                // small for it is refused at BUFFER.
+                fb::open_notification(&donated).map(drop).map_err(|why| {
                     println!(
                         "gui: Framebuffer session for {}: {why}; refused",
                         label.as_str()
