@@ -2,13 +2,41 @@
 //! [`Mode`] (`rt::session::framebuffer` has the interface, the client's
 //! side and the protocol's description). Pure data, tested on the host.
 
-/// The most 2 MiB frames a buffer has: three, as the session's
-/// notification is made from the donation (8 MiB) first and the frames
-/// are aligned to their size after it — a mode of up to 6 MiB
-/// (1600×900, 1280×1024 at 32 bits).
-pub const MAX_FRAMES: u32 = 3;
 /// Bytes of one buffer frame.
 pub const FRAME_BYTES: u64 = 2 << 20;
+/// The least donation of a session, what most clients give: the
+/// session's notification is made from it first and the frames are
+/// aligned to their size after it, so it holds three frames — a mode of
+/// up to 6 MiB (1600×900, 1280×1024 at 32 bits; 1024×768 is two).
+pub const DONATION: u64 = 8 << 20;
+/// The largest donation a provider makes use of: fifteen frames, a mode
+/// of up to 30 MiB (2560×1600 is 8 frames, 3840×2160 16: beyond).
+pub const MAX_DONATION: u64 = 32 << 20;
+/// The most frames a buffer has ([`MAX_DONATION`]'s): the donated slots
+/// a session reserves for them.
+pub const MAX_FRAMES: u32 = frames_in(MAX_DONATION);
+
+/// The frames a donation of `bytes` holds beside the session's
+/// notification (which takes the first frame's place: the frames are
+/// aligned to their size), at most [`MAX_FRAMES`]'s worth of
+/// [`MAX_DONATION`].
+pub const fn frames_in(bytes: u64) -> u32 {
+    let bytes = if bytes > MAX_DONATION {
+        MAX_DONATION
+    } else {
+        bytes
+    };
+    (bytes / FRAME_BYTES).saturating_sub(1) as u32
+}
+
+/// The least donation (a power of two, at least [`DONATION`]) whose
+/// frames hold `mode`'s buffer: what a client that will use `mode` gives
+/// when it opens the session. `None` beyond [`MAX_DONATION`].
+pub fn donation_for(mode: &Mode) -> Option<u64> {
+    let need = (mode.frames() + 1) * FRAME_BYTES;
+    let bytes = need.checked_next_power_of_two()?.max(DONATION);
+    (bytes <= MAX_DONATION).then_some(bytes)
+}
 
 /// The current mode.
 pub const MODE: u64 = 1;
@@ -69,9 +97,10 @@ impl Mode {
         self.bytes().div_ceil(FRAME_BYTES)
     }
 
-    /// Whether its buffer fits a session's donation.
-    pub fn fits(&self) -> bool {
-        self.frames() <= u64::from(MAX_FRAMES)
+    /// Whether its buffer fits in `frames` frames (a session's donation
+    /// holds [`frames_in`] of its bytes).
+    pub fn fits(&self, frames: u32) -> bool {
+        self.frames() <= u64::from(frames)
     }
 
     /// [`MODE`]'s reply words.
@@ -116,12 +145,16 @@ mod tests {
     fn modes() {
         let m = Mode::new(1024, 768).unwrap();
         assert_eq!((m.stride, m.bytes(), m.frames()), (4096, 3 << 20, 2));
-        assert!(m.fits());
-        assert!(Mode::new(1600, 900).unwrap().fits());
-        assert!(Mode::new(1280, 1024).unwrap().fits());
+        let least = frames_in(DONATION);
+        assert_eq!(least, 3);
+        assert!(m.fits(least));
+        assert!(Mode::new(1600, 900).unwrap().fits(least));
+        assert!(Mode::new(1280, 1024).unwrap().fits(least));
         // 7.9 MiB: four frames, and the notification takes the first.
-        assert!(!Mode::new(1920, 1080).unwrap().fits());
-        assert!(!Mode::new(2560, 1600).unwrap().fits());
+        let hd = Mode::new(1920, 1080).unwrap();
+        assert!(!hd.fits(least));
+        assert!(hd.fits(frames_in(16 << 20)));
+        assert!(!Mode::new(2560, 1600).unwrap().fits(frames_in(16 << 20)));
         assert_eq!(Mode::new(63, 100), None);
         assert_eq!(Mode::new(100, 4097), None);
         assert_eq!(Mode::from_words(&m.words()), Some(m));
@@ -134,6 +167,39 @@ mod tests {
             Mode::from_words(&[1024, 768, 8192, 0]).map(|m| m.stride),
             Some(8192)
         );
+    }
+
+    #[test]
+    fn donations() {
+        assert_eq!(frames_in(0), 0);
+        assert_eq!(frames_in(4 << 20), 1);
+        assert_eq!(frames_in(16 << 20), 7);
+        assert_eq!(frames_in(MAX_DONATION), MAX_FRAMES);
+        assert_eq!(frames_in(u64::MAX), MAX_FRAMES);
+        assert_eq!(MAX_FRAMES, 15);
+        let donation = |w, h| donation_for(&Mode::new(w, h).unwrap());
+        assert_eq!(donation(64, 64), Some(DONATION));
+        assert_eq!(donation(1024, 768), Some(DONATION));
+        assert_eq!(donation(1280, 1024), Some(DONATION));
+        assert_eq!(donation(1920, 1080), Some(16 << 20));
+        // 14.1 MiB: eight frames, the ninth place the notification's.
+        assert_eq!(donation(2560, 1440), Some(32 << 20));
+        assert_eq!(donation(3840, 2160), None);
+        assert_eq!(donation(4096, 4096), None);
+        // The donation asked for always holds the mode, and the next
+        // smaller power of two never does (or is below the least).
+        for w in (64..=4096).step_by(97) {
+            for h in (64..=4096).step_by(89) {
+                let m = Mode::new(w, h).unwrap();
+                match donation_for(&m) {
+                    Some(d) => {
+                        assert!(m.fits(frames_in(d)), "{w}x{h}");
+                        assert!(d == DONATION || !m.fits(frames_in(d / 2)), "{w}x{h}");
+                    }
+                    None => assert!(!m.fits(MAX_FRAMES), "{w}x{h}"),
+                }
+            }
+        }
     }
 
     #[test]

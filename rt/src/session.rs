@@ -302,8 +302,23 @@ pub fn open_donating<I: Interface>(
     slot: u32,
     donor: Donor,
 ) -> Result<Session<I>, (OpenError, Donor)> {
-    let Donor { block, bits, table } = donor;
-    open_at::<I>(slot, Some(donor)).map_err(|(e, d)| (e, d.unwrap_or(Donor { block, bits, table })))
+    let Donor {
+        block,
+        bits,
+        table,
+        ram,
+    } = donor;
+    open_at::<I>(slot, Some(donor)).map_err(|(e, d)| {
+        (
+            e,
+            d.unwrap_or(Donor {
+                block,
+                bits,
+                table,
+                ram,
+            }),
+        )
+    })
 }
 
 /// [`open_donating`] from the component's own quota: a donor block made

@@ -1,20 +1,83 @@
 //! The GUI multiplexer's pure logic (`components/services/gui`, Genode's
 //! nitpicker as the model): views on one screen, each a title bar the
 //! multiplexer draws and a content area its client draws, stacked; the
-//! pointer; which view has the focus (keyboard input goes there alone);
-//! and what a refresh of a rectangle must draw, view by view.
+//! pointer and the cursor sprite drawn at it, above every view; which
+//! view has the focus (keyboard input goes there alone); and what a
+//! refresh of a rectangle must draw, view by view.
 //!
 //! Invariants: every view lies within the screen (a configured view
 //! that does not is clipped, one that is left empty refused); the
 //! stacking order is a permutation of the views; the pointer stays on
-//! the screen; the focus is a view or none. Nothing here panics on any
-//! input (coordinates are clamped, sizes saturate).
+//! the screen, and the cursor's rectangle ([`Layout::cursor`]) with it;
+//! the focus is a view or none. Nothing here panics on any input
+//! (coordinates are clamped, sizes saturate).
 
 use alloc::string::String;
 use alloc::vec::Vec;
 
 /// Rows of a view's title bar.
 pub const TITLE_HEIGHT: u32 = 16;
+
+/// The cursor sprite's width and height: its tip, the pointer's
+/// position, is its top-left pixel.
+pub const CURSOR_W: u32 = 12;
+pub const CURSOR_H: u32 = 19;
+/// The cursor's outline and fill: black around white shows on any
+/// background a client may draw.
+pub const CURSOR_OUTLINE: u32 = 0x00_00_00;
+pub const CURSOR_FILL: u32 = 0xff_ff_ff;
+
+/// The arrow, a row a line: `B` outline, `W` fill, `.` transparent (the
+/// screen below shows).
+pub const CURSOR: [&[u8; CURSOR_W as usize]; CURSOR_H as usize] = [
+    b"B...........",
+    b"BB..........",
+    b"BWB.........",
+    b"BWWB........",
+    b"BWWWB.......",
+    b"BWWWWB......",
+    b"BWWWWWB.....",
+    b"BWWWWWWB....",
+    b"BWWWWWWWB...",
+    b"BWWWWWWWWB..",
+    b"BWWWWWWWWWB.",
+    b"BWWWWWWBBBBB",
+    b"BWWWBWWB....",
+    b"BWWBBWWB....",
+    b"BWB..BWWB...",
+    b"BB...BWWB...",
+    b"B.....BWWB..",
+    b"......BWWB..",
+    b".......BB...",
+];
+
+/// The cursor's colour at `(dx, dy)` of its sprite; `None` where it is
+/// transparent or outside it.
+pub fn cursor_pixel(dx: u32, dy: u32) -> Option<u32> {
+    let row = CURSOR.get(dy as usize)?;
+    match row.get(dx as usize)? {
+        b'B' => Some(CURSOR_OUTLINE),
+        b'W' => Some(CURSOR_FILL),
+        _ => None,
+    }
+}
+
+/// What a pointer motion must redraw, the cursor having been at `old`
+/// and now at `new`: the old place (the screen below comes back) and the
+/// new (the cursor drawn there). One rectangle, the two's bounding box,
+/// when they overlap — a small motion, the usual case: one redraw and one
+/// refresh at the driver instead of two — else both; empty ones left
+/// out. Nothing when the cursor did not move.
+pub fn cursor_damage(old: Rect, new: Rect) -> impl Iterator<Item = Rect> {
+    let both = if old == new {
+        [Rect::default(), Rect::default()]
+    } else if old.is_empty() || new.is_empty() || old.intersect(&new).is_empty() {
+        [old, new]
+    } else {
+        [old.bounding(&new), Rect::default()]
+    };
+    both.into_iter().filter(|r| !r.is_empty())
+}
 
 /// A rectangle of the screen (pixels; `w` or `h` 0: empty).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -53,6 +116,14 @@ impl Rect {
     pub fn contains(&self, x: u32, y: u32) -> bool {
         let (ex, ey) = self.end();
         x >= self.x && x < ex && y >= self.y && y < ey
+    }
+
+    /// The least rectangle holding both (saturating at the screen's
+    /// coordinate range).
+    pub fn bounding(&self, o: &Rect) -> Rect {
+        let (x0, y0) = (self.x.min(o.x), self.y.min(o.y));
+        let ((ax, ay), (bx, by)) = (self.end(), o.end());
+        Rect::new(x0, y0, ax.max(bx) - x0, ay.max(by) - y0)
     }
 }
 
@@ -243,6 +314,14 @@ impl Layout {
         self.pointer
     }
 
+    /// Where the cursor is drawn: its sprite with the tip at the pointer,
+    /// clipped to the screen (near the right or bottom edge only part of
+    /// it shows).
+    pub fn cursor(&self) -> Rect {
+        let (x, y) = self.pointer;
+        Rect::new(x, y, CURSOR_W, CURSOR_H).intersect(&self.screen)
+    }
+
     /// The topmost view under the point, if any.
     pub fn at(&self, x: u32, y: u32) -> Option<usize> {
         self.order
@@ -311,6 +390,16 @@ pub fn client_rect(v: &View, x: u64, y: u64, w: u64, h: u64) -> Rect {
 mod tests {
     use super::*;
 
+    /// Pseudo-random numbers below `n` (xorshift from `seed`).
+    fn below(mut seed: u64) -> impl FnMut(u32) -> u32 {
+        move |n| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % u64::from(n)) as u32
+        }
+    }
+
     fn two() -> Layout {
         let mut l = Layout::new(1024, 768);
         assert_eq!(l.add("a", Rect::new(0, 0, 512, 384)), Ok(0));
@@ -342,13 +431,7 @@ mod tests {
         assert_eq!(l.background_spans(&r, 410).count(), 0);
         // Every pixel of random rectangles: background exactly where no
         // view's outer rectangle is.
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: u32| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % u64::from(n)) as u32
-        };
+        let mut next = below(0x9e37_79b9_7f4a_7c15u64);
         for _ in 0..200 {
             let r = Rect::new(next(1100), next(800), next(600), next(400)).intersect(&screen);
             let y = r.y + next(r.h.max(1));
@@ -357,6 +440,69 @@ mod tests {
                 let in_span = spans.iter().any(|&(s, w)| px >= s && px < s + w);
                 let covered = l.stacking().any(|(_, v)| v.outer.contains(px, y));
                 assert_eq!(in_span, !covered && !r.is_empty(), "{r:?} row {y} x {px}");
+            }
+        }
+    }
+
+    #[test]
+    fn cursor_sprite() {
+        // Tip at the top-left; outline down the left edge; fill inside.
+        assert_eq!(cursor_pixel(0, 0), Some(CURSOR_OUTLINE));
+        assert_eq!(cursor_pixel(1, 0), None);
+        assert_eq!(cursor_pixel(1, 5), Some(CURSOR_FILL));
+        assert_eq!(cursor_pixel(0, CURSOR_H - 1), None);
+        assert_eq!(cursor_pixel(CURSOR_W, 0), None);
+        assert_eq!(cursor_pixel(0, CURSOR_H), None);
+        assert_eq!(cursor_pixel(u32::MAX, u32::MAX), None);
+        // Every row uses the whole width's worth of known characters, and
+        // every fill pixel is enclosed: its left and right neighbours on
+        // the row are fill or outline, never transparent.
+        for (y, row) in CURSOR.iter().enumerate() {
+            assert!(row.iter().all(|c| b"BW.".contains(c)), "row {y}");
+            for x in 0..CURSOR_W {
+                if cursor_pixel(x, y as u32) == Some(CURSOR_FILL) {
+                    assert!(cursor_pixel(x - 1, y as u32).is_some(), "{x},{y}");
+                    assert!(cursor_pixel(x + 1, y as u32).is_some(), "{x},{y}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn cursor_follows_the_pointer_clipped() {
+        let mut l = Layout::new(1024, 768);
+        assert_eq!(l.cursor(), Rect::new(512, 384, CURSOR_W, CURSOR_H));
+        l.move_pointer(i32::MAX, i32::MAX);
+        assert_eq!(l.cursor(), Rect::new(1023, 767, 1, 1));
+        l.move_pointer(-5, -10);
+        assert_eq!(l.cursor(), Rect::new(1018, 757, 6, 11));
+        l.move_pointer(i32::MIN, i32::MIN);
+        assert_eq!(l.cursor(), Rect::new(0, 0, CURSOR_W, CURSOR_H));
+    }
+
+    #[test]
+    fn cursor_damage_covers_old_and_new_places() {
+        let at = |x, y| Rect::new(x, y, CURSOR_W, CURSOR_H);
+        let damage = |a, b| cursor_damage(a, b).collect::<Vec<_>>();
+        assert_eq!(damage(at(10, 10), at(10, 10)), []);
+        // Overlapping: one rectangle, the bounding box.
+        assert_eq!(damage(at(10, 10), at(13, 8)), [Rect::new(10, 8, 15, 21)]);
+        // Apart: both.
+        assert_eq!(damage(at(10, 10), at(300, 10)), [at(10, 10), at(300, 10)]);
+        assert_eq!(damage(Rect::default(), at(1, 1)), [at(1, 1)]);
+        // Every pixel of either place is redrawn, for random motions.
+        let mut next = below(0x2545_f491_4f6c_dd1du64);
+        for _ in 0..500 {
+            let (a, b) = (at(next(100), next(100)), at(next(100), next(100)));
+            let rects = damage(a, b);
+            assert!(rects.len() <= 2);
+            for r in [a, b] {
+                for py in r.y..r.y + r.h {
+                    for px in r.x..r.x + r.w {
+                        let hit = rects.iter().any(|d| d.contains(px, py));
+                        assert!(hit || a == b, "{a:?} -> {b:?}: {px},{py}");
+                    }
+                }
             }
         }
     }
@@ -373,6 +519,14 @@ mod tests {
         let far = Rect::new(u32::MAX - 1, u32::MAX - 1, u32::MAX, u32::MAX);
         assert_eq!(far.end(), (u32::MAX, u32::MAX));
         assert!(far.intersect(&a).is_empty());
+        assert_eq!(
+            a.bounding(&Rect::new(5, 40, 10, 30)),
+            Rect::new(5, 10, 105, 60)
+        );
+        assert_eq!(
+            far.bounding(&a),
+            Rect::new(10, 10, u32::MAX - 10, u32::MAX - 10)
+        );
     }
 
     #[test]

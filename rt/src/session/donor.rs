@@ -21,17 +21,26 @@ pub struct Donor {
     pub(super) bits: u32,
     /// Own empty slot for the donation table.
     pub(super) table: u32,
+    /// Bytes of each donation's untyped: the interface's own
+    /// (`Interface::RAM`) when 0 or less.
+    pub(super) ram: u64,
 }
 
 impl Donor {
     /// log2 of the block a donation for `I` needs: the table and the
     /// untyped, each aligned to its size, the larger first.
     pub const fn bits_for<I: Interface>() -> u32 {
+        Self::bits_for_ram::<I>(I::RAM)
+    }
+
+    /// [`Self::bits_for`] with donations of `ram` bytes, when more than
+    /// `I::RAM` ([`Self::from_untyped_sized`]).
+    pub const fn bits_for_ram<I: Interface>(ram: u64) -> u32 {
         let table = proto::donation_table_bits(I::CAPS) + abi::object::SLOT_BYTES_BITS;
         if I::RAM == 0 {
             return table;
         }
-        let ram = proto::donation_ram_bits(I::RAM);
+        let ram = proto::donation_ram_bits(if ram > I::RAM { ram } else { I::RAM });
         if ram > table {
             ram + 1
         } else {
@@ -48,9 +57,26 @@ impl Donor {
         block: u32,
         table: u32,
     ) -> Result<Donor, Error> {
-        let bits = Self::bits_for::<I>();
+        Self::from_untyped_sized::<I>(untyped, block, table, I::RAM)
+    }
+
+    /// [`Self::from_untyped`] for donations of `ram` bytes (a power of
+    /// two, rounded up) where the provider makes more of a larger one —
+    /// a Framebuffer session's buffer for a large mode — so that only
+    /// the client that wants more pays for it. `ram` below `I::RAM` is
+    /// `I::RAM`. The block is [`Self::bits_for_ram`] bytes.
+    pub fn from_untyped_sized<I: Interface>(
+        untyped: CapSlot,
+        block: u32,
+        table: u32,
+        ram: u64,
+    ) -> Result<Donor, Error> {
+        let bits = Self::bits_for_ram::<I>(ram);
         syscall::retype(untyped, ObjectType::Untyped, bits.into(), own(block), 1)?;
-        Ok(Donor::new(block, bits, table))
+        Ok(Donor {
+            ram,
+            ..Donor::new(block, bits, table)
+        })
     }
 
     /// log2 of the block's bytes.
@@ -61,7 +87,12 @@ impl Donor {
     /// A donor with the untouched untyped block of 2^`bits` bytes in own
     /// slot `block` and the empty own slot `table`.
     pub fn new(block: u32, bits: u32, table: u32) -> Donor {
-        Donor { block, bits, table }
+        Donor {
+            block,
+            bits,
+            table,
+            ram: 0,
+        }
     }
 
     /// Makes the donation for `I` from the block: the table in `table`,
@@ -73,7 +104,7 @@ impl Donor {
         if I::RAM == 0 {
             return syscall::retype(block, ObjectType::CapTable, table_bits.into(), table, 1);
         }
-        let ram_bits = proto::donation_ram_bits(I::RAM);
+        let ram_bits = proto::donation_ram_bits(self.ram.max(I::RAM));
         let untyped = in_table(self.table, proto::DONATED_UNTYPED);
         // The table must exist before the untyped goes into it; the kernel
         // aligns each object to its size, so the block holds both either

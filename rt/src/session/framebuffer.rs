@@ -23,14 +23,22 @@
 //! and reconnects ([`Session::reconnect`]).
 //!
 //! **The buffer** is client memory: the provider makes it from the
-//! session's donation ([`Framebuffer::RAM`], 8 MiB: after the
-//! notification, up to [`MAX_FRAMES`] frames, a mode of up to 6 MiB,
-//! 1600×900 or 1280×1024 at 32 bits) as 2 MiB frames in the donated slots —
-//! several frames, so a dataspace is no longer limited to one 2 MiB frame
-//! — and the client maps them one after the other (`Session::buffer`). The
+//! session's donation as 2 MiB frames in the donated slots — several
+//! frames, so a dataspace is no longer limited to one 2 MiB frame — and
+//! the client maps them one after the other (`Session::buffer`). The
 //! provider maps its own copies of them, out of the client's reach. A
 //! pixel is 32 bits, `0x00RRGGBB` (little-endian B, G, R, X in memory);
 //! row `y` starts at byte `y × stride`.
+//!
+//! **The donation fits the mode.** A client gives at least
+//! [`Framebuffer::RAM`] ([`DONATION`], 8 MiB: after the notification
+//! three frames, a mode of up to 6 MiB — 1600×900, 1280×1024), and more
+//! when it will use a larger mode ([`open_for`]: [`donation_for`] the
+//! mode, a power of two up to [`MAX_DONATION`], 32 MiB: fifteen frames).
+//! The provider learns the donation's size when the session opens
+//! ([`open_notification`] answers its [`frames_in`]) and refuses a
+//! `SET_MODE` whose buffer would not fit it. So only a client of a large
+//! mode pays for one; the others' donor blocks stay as they were.
 //!
 //! **Refresh** is synchronous: the reply comes when the pixels are on the
 //! screen (a driver copies the rectangle into the device's framebuffer),
@@ -50,10 +58,12 @@ pub struct Framebuffer;
 
 impl Interface for Framebuffer {
     const NAME: &'static str = "Framebuffer";
-    /// The session's notification and up to [`MAX_FRAMES`] 2 MiB frames
-    /// after it.
-    const RAM: u64 = 8 << 20;
-    /// The buffer's frames, the notification and the client's copy.
+    /// The session's notification and three 2 MiB frames after it: the
+    /// least donation ([`DONATION`]; a client of a larger mode gives
+    /// more, [`open_for`]).
+    const RAM: u64 = DONATION;
+    /// The buffer's frames (as many as the largest donation holds), the
+    /// notification and the client's copy.
     const CAPS: u32 = MAX_FRAMES + 2;
 }
 
@@ -65,17 +75,47 @@ const SLOT_CLIENT_READ: u32 = MAX_FRAMES + 1;
 /// Makes a session's notification from its donation (the provider's
 /// side, when the session opens): read-only copy for the client, and the
 /// wake notification the parent signals when the provider stops. The
+/// frames the donation holds beside it ([`frames_in`] its size): the
+/// largest buffer the session's `SET_MODE` and `BUFFER` may make. The
 /// error says which step failed.
-pub fn open_notification(donated: &super::Donated) -> Result<(), &'static str> {
+pub fn open_notification(donated: &super::Donated) -> Result<u32, &'static str> {
     use abi::{ObjectType, Rights};
     let notify = donated.slot(SLOT_NOTIFY);
+    let frames = frames_in(donated_bytes(donated, notify));
     crate::syscall::retype(donated.untyped(), ObjectType::Notification, 0, notify, 1)
         .map_err(|_| "the donation holds no notification")?;
     crate::syscall::cap_mint(notify, donated.slot(SLOT_CLIENT_READ), Rights::READ, 0)
         .map_err(|_| "minting the client's notification failed")?;
     donated
         .set_wake(notify)
-        .map_err(|_| "copying the notification to the wake slot failed")
+        .map_err(|_| "copying the notification to the wake slot failed")?;
+    Ok(frames)
+}
+
+/// The bytes of the donation's untyped, from [`DONATION`] to
+/// [`MAX_DONATION`] (0 below): the kernel makes an untyped of that size
+/// from it, into the empty donated slot `probe`, only when it holds one
+/// (the session's checked donation, untouched yet); the probe is deleted
+/// again, which leaves the donation whole.
+fn donated_bytes(donated: &super::Donated, probe: abi::CapSlot) -> u64 {
+    use interfaces::session::donation_ram_bits;
+    let (least, most) = (donation_ram_bits(DONATION), donation_ram_bits(MAX_DONATION));
+    for bits in (least..=most).rev() {
+        let made = crate::syscall::retype(
+            donated.untyped(),
+            abi::ObjectType::Untyped,
+            bits.into(),
+            probe,
+            1,
+        );
+        if made.is_ok() {
+            // SAFETY: an untyped capability just made; nothing is mapped
+            // through it.
+            let _ = unsafe { crate::syscall::cap_delete(probe) };
+            return 1 << bits;
+        }
+    }
+    0
 }
 
 /// Signals a session's notification: its mode changed (the provider's
@@ -111,6 +151,29 @@ impl core::fmt::Display for FbError {
             FbError::Map(e) => write!(f, "mapping the buffer: {e}"),
         }
     }
+}
+
+/// Opens a Framebuffer session whose donation holds a buffer of
+/// `width` × `height` ([`donation_for`]; the donor block made from the
+/// component's quota into own slots `donor_block` and `donor_table`, as
+/// `open_from_quota` does): for a client that will ask for a mode larger
+/// than the least donation holds. The error says which step failed.
+pub fn open_for(
+    slot: u32,
+    donor_block: u32,
+    donor_table: u32,
+    width: u32,
+    height: u32,
+) -> Result<Session<Framebuffer>, alloc::string::String> {
+    use alloc::format;
+    let ram = Mode::new(width, height)
+        .and_then(|m| donation_for(&m))
+        .ok_or_else(|| format!("{width}x{height}: no donation holds that mode"))?;
+    let untyped = abi::caddr::own(interfaces::child::UNTYPED);
+    let donor =
+        super::Donor::from_untyped_sized::<Framebuffer>(untyped, donor_block, donor_table, ram)
+            .map_err(|e| format!("donation of {} MiB: {e}", ram >> 20))?;
+    super::open_donating::<Framebuffer>(slot, donor).map_err(|(e, _)| format!("{e}"))
 }
 
 impl Session<Framebuffer> {
@@ -154,12 +217,19 @@ impl Session<Framebuffer> {
 
     /// Opens the session again after its provider stopped (init parks
     /// the open while it restarts; `Session::reopen`) and maps the new
-    /// buffer — when the provider comes back with `mode`, the one the
-    /// client draws for. The error says which step failed.
+    /// buffer — in `mode`, the one the client draws for: a provider that
+    /// comes back in another (a restarted driver starts in its default)
+    /// is asked for it (the same donation holds it). The error says
+    /// which step failed.
     pub fn reconnect(&mut self, mode: Mode) -> Result<Region, alloc::string::String> {
         use alloc::format;
         self.reopen().map_err(|e| format!("{e}"))?;
-        match self.mode().map_err(|e| format!("MODE: {e}"))? {
+        let now = self.mode().map_err(|e| format!("MODE: {e}"))?;
+        let now = match now == mode {
+            true => now,
+            false => self.set_mode(mode.width, mode.height).unwrap_or(now),
+        };
+        match now {
             m if m == mode => self.buffer().map_err(|e| format!("BUFFER: {e}")),
             m => Err(format!("the mode changed to {}x{}", m.width, m.height)),
         }
@@ -193,8 +263,10 @@ pub struct ServedBuffer {
 
 impl ServedBuffer {
     /// Makes the buffer for `mode` from `donated` and maps the provider's
-    /// copies (own slots from `first_copy`, [`MAX_FRAMES`] of them free).
-    /// The error says which step failed.
+    /// copies (own slots from `first_copy`, as many free as the mode has
+    /// frames, at most [`MAX_FRAMES`]). The error says which step failed:
+    /// a mode the donation does not hold is refused by the kernel's
+    /// retype, before anything is made.
     pub fn make(
         donated: &super::Donated,
         mode: Mode,
@@ -202,7 +274,7 @@ impl ServedBuffer {
     ) -> Result<ServedBuffer, &'static str> {
         use abi::{ObjectType, Rights};
         let frames = mode.frames() as u32;
-        if !mode.fits() || frames == 0 {
+        if !mode.fits(MAX_FRAMES) || frames == 0 {
             return Err("the mode does not fit the donation");
         }
         crate::syscall::retype(

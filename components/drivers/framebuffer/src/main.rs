@@ -24,7 +24,9 @@
 //! `REFRESH` copies the rectangle, row by row, into the framebuffer.
 //!
 //! Bad input is an error, never a crash: a mode out of range or too large
-//! for the donation or the BAR is refused, a rectangle is clipped to the
+//! for the donation (the client gives more for a larger mode:
+//! `rt::session::framebuffer`, "The donation fits the mode") or the BAR
+//! is refused, a rectangle is clipped to the
 //! screen, a request before the buffer is answered `NO_BUFFER`.
 //!
 //! Prints `framebuffer: 1234:1111 at BDF, N MiB framebuffer, mode WxHx32`
@@ -150,6 +152,9 @@ impl Display {
 /// The one session's state.
 struct Client {
     donated: Donated,
+    /// The frames its donation holds: the largest buffer, so the largest
+    /// mode, it may have.
+    frames: u32,
     /// The client's buffer, once made, with the driver's mapping.
     buffer: Option<ServedBuffer>,
 }
@@ -166,9 +171,10 @@ fn main(arg: u64) -> i32 {
     provider.serve(
         |label, donated| {
             let make = |d| {
-                fb::open_notification(&d)?;
+                let frames = fb::open_notification(&d)?;
                 Ok::<_, &str>(Client {
                     donated: d,
+                    frames,
                     buffer: None,
                 })
             };
@@ -251,8 +257,12 @@ fn request(display: &mut Display, client: &mut Client, op: u64, words: Words) ->
                 .ok()
                 .zip(u32::try_from(words[1]).ok())
                 .and_then(|(w, h)| Mode::new(w, h))
-                .filter(|m| m.fits() && client.buffer.is_none());
-            match mode.map(|m| display.set_mode(m)) {
+                .filter(|_| client.buffer.is_none());
+            let fits = |m: Mode| match m.fits(client.frames) {
+                true => display.set_mode(m),
+                false => Err("larger than the session's donation"),
+            };
+            match mode.map(fits) {
                 Some(Ok(())) => {
                     fb::signal_mode_change(&client.donated);
                     answer(fb::OK, display.mode.words())

@@ -5,6 +5,10 @@
 //! providing both interfaces (`provides = ["Framebuffer", "Input"]`; the
 //! parent names the interface of each session it opens).
 //!
+//! - **The screen** is the display driver's mode, or the one its config
+//!   asks for (`screen = { w = 1920, h = 1080 }`: the multiplexer then
+//!   donates what that mode's buffer needs, `framebuffer::open_for`, and
+//!   sets it; a restarted driver is asked for it again).
 //! - **Views** come from its config, by client label (the client's name
 //!   in the scenario, which init gives and no client can choose):
 //!   `views = [{ label = "a", x = 0, y = 0, w = 512, h = 384 }, ...]`. A
@@ -24,8 +28,12 @@
 //! - **Input.** Keys go to the focused view's client alone; mouse motion
 //!   and buttons too. A click focuses the view under the pointer and
 //!   raises it; F12 (not passed on) moves the focus to the next view. The
-//!   focused view's title is blue, the others' grey. The pointer is not
-//!   drawn (yet).
+//!   focused view's title is blue, the others' grey.
+//! - **The cursor** is an arrow at the pointer, drawn by the multiplexer
+//!   as the last layer of every redraw, so it stays on top of a client's
+//!   refresh beneath it and no client ever sees it in its buffer (it is
+//!   drawn into the screen only). A motion redraws the cursor's old place
+//!   and its new one ([`ucore::gui::cursor_damage`]), nothing else.
 //! - **Drivers restarted.** Both drivers' sessions have notifications
 //!   made from the multiplexer's donations, which the parent signals
 //!   (`PROVIDER_GONE`) when a driver stops. The Input session's is bound
@@ -60,7 +68,7 @@ use rt::session::framebuffer::{self as fb, FbError, Framebuffer, Mode, ServedBuf
 use rt::session::input::{self, Event, Input, ServedQueue};
 use rt::session::{self, Donated, Donor, Label, Provider, Session, REFUSED_FULL};
 use rt::syscall::{self, Words};
-use ucore::gui::{client_rect, Layout, Rect, View, MAX_VIEWS};
+use ucore::gui::{client_rect, cursor_damage, cursor_pixel, Layout, Rect, View, MAX_VIEWS};
 
 rt::entry!(main);
 
@@ -202,13 +210,29 @@ fn start() -> Result<Gui, String> {
     // SAFETY: CONFIG_VA.. is used by nothing else of this program.
     let config = unsafe { rt::session::rom::config(ROM_SLOT, FIRST_FRAME, END_FRAME, CONFIG_VA) }
         .map_err(|e| format!("config ROM: {e}"))?;
-    // The input's donor block first: after the display's (16 MiB,
-    // aligned) the quota has no room left.
+    // The input's donor block first: after the display's (16 MiB for the
+    // least donation, aligned) the quota has no room left.
     let input_donor = Donor::from_untyped::<Input>(own(child::UNTYPED), INPUT_BLOCK, INPUT_TABLE)
         .map_err(|e| format!("the Input session's donation: {e}"))?;
     start_relay()?;
-    let fb = session::open_from_quota::<Framebuffer>(FB, FB + 1, FB + 2)
-        .map_err(|e| format!("the display's Framebuffer session: {e}"))?;
+    // `screen = { w = 1920, h = 1080 }`: that mode, with a donation that
+    // holds it; without, the driver's own in the least donation.
+    let asked = config.get("screen").and_then(|v| v.as_table()).map(|t| {
+        let side = |k| t.get(k).and_then(|v| v.as_integer()).unwrap_or(0);
+        (side("w"), side("h"))
+    });
+    let fb = match asked {
+        Some((w, h)) => {
+            let (w, h) = (u32::try_from(w).unwrap_or(0), u32::try_from(h).unwrap_or(0));
+            let fb = fb::open_for(FB, FB + 1, FB + 2, w, h)
+                .map_err(|e| format!("the display's Framebuffer session for {w}x{h}: {e}"))?;
+            fb.set_mode(w, h)
+                .map_err(|e| format!("the display's mode {w}x{h}: {e}"))?;
+            fb
+        }
+        None => session::open_from_quota::<Framebuffer>(FB, FB + 1, FB + 2)
+            .map_err(|e| format!("the display's Framebuffer session: {e}"))?,
+    };
     let screen_mode = fb.mode().map_err(|e| format!("MODE: {e}"))?;
     let screen = fb.buffer().map_err(|e| format!("BUFFER: {e}"))?;
     let mut layout = Layout::new(screen_mode.width, screen_mode.height);
@@ -371,7 +395,9 @@ impl Gui {
             0 if c.donated.is_some() => Err(REFUSED_FULL),
             0 => {
                 let donated = donated.ok_or(rt::interfaces::session::REFUSED_QUOTA)?;
-                fb::open_notification(&donated).map_err(|why| {
+                // A view's buffer is its content's size: a donation too
+                // small for it is refused at BUFFER.
+                fb::open_notification(&donated).map(drop).map_err(|why| {
                     println!(
                         "gui: Framebuffer session for {}: {why}; refused",
                         label.as_str()
@@ -479,6 +505,9 @@ impl Gui {
     /// The input driver signalled: its events, routed.
     fn input_arrived(&mut self) {
         let events = self.input.events().unwrap_or_default();
+        // The cursor is redrawn once for the batch: intermediate places
+        // would be on the screen for no one to see.
+        let cursor_was = self.layout.cursor();
         for e in events {
             match e {
                 Event::Press {
@@ -499,6 +528,9 @@ impl Gui {
                 }
                 _ => self.forward(e),
             }
+        }
+        for r in cursor_damage(cursor_was, self.layout.cursor()) {
+            self.redraw(r);
         }
     }
 
@@ -565,7 +597,8 @@ impl Gui {
     }
 
     /// Draws the screen rectangle `r` anew — background, then each view
-    /// from the bottom up — and refreshes it at the driver.
+    /// from the bottom up, then the cursor — and refreshes it at the
+    /// driver.
     fn redraw(&mut self, r: Rect) {
         let r = r.intersect(&self.layout.screen());
         if r.is_empty() {
@@ -606,6 +639,7 @@ impl Gui {
                 }
             }
         }
+        draw_cursor(&self.screen, stride, self.layout.cursor(), r);
         match self.fb.refresh(r.x, r.y, r.w, r.h) {
             Ok(()) => {}
             // The display driver is gone (killed, restarted): a new
@@ -672,6 +706,19 @@ fn draw_title(screen: &Region, stride: usize, view: &View, t: Rect, focused: boo
                 if bits & (1 << b) != 0 && x >= t.x && x < t.x + t.w {
                     let _ = screen.write32(y as usize * stride + x as usize * 4, fg);
                 }
+            }
+        }
+    }
+}
+
+/// Draws the part of the cursor (at `cursor`, its sprite's top-left)
+/// that lies in `r`, over whatever is there.
+fn draw_cursor(screen: &Region, stride: usize, cursor: Rect, r: Rect) {
+    let part = cursor.intersect(&r);
+    for y in part.y..part.y + part.h {
+        for x in part.x..part.x + part.w {
+            if let Some(colour) = cursor_pixel(x - cursor.x, y - cursor.y) {
+                let _ = screen.write32(y as usize * stride + x as usize * 4, colour);
             }
         }
     }

@@ -1,19 +1,23 @@
 //! test-fb: checks the Framebuffer session (`rt::session::framebuffer`,
-//! `tests/framebuffer.toml`) against the display driver. It asks for the
-//! mode (1024×768×32), checks that `REFRESH` before the buffer is answered
-//! `NO_BUFFER` and that a mode out of range is refused (1920×1080 too:
-//! four frames do not fit beside the session's notification), that the
-//! session's notification is signalled for each mode the driver sets
-//! (1280×1024, then 1024×768 again) and for nothing else, takes its buffer
-//! (two 2 MiB frames: a dataspace larger than one frame), draws four
-//! quadrants — red, green, blue, white, a black 8-pixel cross between
-//! them — and refreshes the screen in two halves, the second with a
-//! rectangle far larger than the screen (clipped). Then it checks that a
-//! mode change is refused once the buffer exists and prints
-//! `test-fb: drawn 1024x768: four quadrants`; the host takes a screenshot
-//! and checks the quadrants' pixels. It stays until the power button
-//! (the screen must stay drawn for the screenshot), after `test-fb: N
-//! checks failed`.
+//! `tests/framebuffer.toml`, `tests/framebuffer-hd.toml`) against the
+//! display driver. It draws in the mode `arg` names (`width | height <<
+//! 16`; 0: 1024×768), opening the session with the donation that mode
+//! needs (the least one for 1024×768, 16 MiB for 1920×1080). It asks for
+//! the mode (the driver's default, 1024×768×32), checks that `REFRESH`
+//! before the buffer is answered `NO_BUFFER` and that a mode out of range
+//! is refused, and so is the least mode one frame beyond the donation
+//! (2048 wide, a row more than its frames hold: 1920×1080 does not fit
+//! the least donation, 2048×1793 not 16 MiB), that the session's
+//! notification is signalled for each mode the driver sets (1280×1024,
+//! then its mode) and for nothing else, takes its buffer (several 2 MiB
+//! frames: a dataspace larger than one frame), draws four quadrants —
+//! red, green, blue, white, a black 8-pixel cross between them — and
+//! refreshes the screen in two halves, the second with a rectangle far
+//! larger than the screen (clipped). Then it checks that a mode change is
+//! refused once the buffer exists and prints `test-fb: drawn WxH: four
+//! quadrants`; the host takes a screenshot and checks the quadrants'
+//! pixels. It stays until the power button (the screen must stay drawn
+//! for the screenshot), after `test-fb: N checks failed`.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
@@ -24,7 +28,9 @@ use rt::check::Findings;
 use rt::interfaces::child;
 use rt::println;
 use rt::session;
-use rt::session::framebuffer::{FbError, Framebuffer, NO_BUFFER, REFUSED};
+use rt::session::framebuffer::{
+    self as fb, FbError, Framebuffer, Mode, DONATION, FRAME_BYTES, NO_BUFFER, REFUSED,
+};
 use rt::syscall;
 
 rt::entry!(main);
@@ -39,8 +45,21 @@ const COLOURS: [u32; 4] = [0xff_00_00, 0x00_ff_00, 0x00_00_ff, 0xff_ff_ff];
 /// Half the width of the black cross between them.
 const GAP: u32 = 4;
 
-fn main(_: u64) -> i32 {
-    let fb = match session::open_from_quota::<Framebuffer>(FB_SLOT, FB_SLOT + 1, FB_SLOT + 2) {
+fn main(arg: u64) -> i32 {
+    let (w, h) = match arg {
+        0 => (1024, 768),
+        a => ((a & 0xffff) as u32, ((a >> 16) & 0xffff) as u32),
+    };
+    let Some((target, donation)) = Mode::new(w, h).and_then(|m| Some((m, fb::donation_for(&m)?)))
+    else {
+        println!("test-fb: FAILED: {w}x{h}: no such mode (arg)");
+        return 1;
+    };
+    let opened = match donation {
+        DONATION => session::open_from_quota::<Framebuffer>(FB_SLOT, FB_SLOT + 1, FB_SLOT + 2),
+        _ => fb::open_for(FB_SLOT, FB_SLOT + 1, FB_SLOT + 2, w, h),
+    };
+    let fb = match opened {
         Ok(s) => s,
         Err(e) => {
             println!("test-fb: FAILED: Framebuffer session: {e}");
@@ -73,7 +92,7 @@ fn main(_: u64) -> i32 {
         format_args!("modes out of range or too large for the donation: refused"),
     );
     // The mode-change signal: nothing for refusals, a signal for each
-    // mode the driver set (and back to the default for the quadrants).
+    // mode the driver set (then the one it draws the quadrants in).
     let signalled = || {
         fb.notification()
             .and_then(|n| syscall::poll(n).ok())
@@ -83,16 +102,21 @@ fn main(_: u64) -> i32 {
         fb.notification().is_some() && signalled() == 0,
         format_args!("the session's notification, not signalled by refusals"),
     );
+    // 2048 pixels a row: a 2 MiB frame is 256 rows.
+    let beyond = 256 * fb::frames_in(donation) + 1;
     found.expect(
-        fb.set_mode(1920, 1080) == Err(FbError::Refused(REFUSED)) && signalled() == 0,
-        format_args!("1920x1080 (four frames): too large for the donation, refused"),
+        fb.set_mode(2048, beyond) == Err(FbError::Refused(REFUSED)) && signalled() == 0,
+        format_args!(
+            "2048x{beyond}: a frame more than the {} MiB donation holds, refused",
+            donation >> 20
+        ),
     );
     let larger = fb.set_mode(1280, 1024).map(|m| (m.width, m.height));
     let changed = signalled();
-    let back = fb.set_mode(1024, 768).map(|m| (m.width, m.height));
+    let back = fb.set_mode(w, h).map(|m| (m.width, m.height));
     found.expect(
-        larger == Ok((1280, 1024)) && changed != 0 && back == Ok((1024, 768)) && signalled() != 0,
-        format_args!("1280x1024 and back to 1024x768: each signalled ({larger:?}, {back:?})"),
+        larger == Ok((1280, 1024)) && changed != 0 && back == Ok((w, h)) && signalled() != 0,
+        format_args!("1280x1024, then {w}x{h}: each signalled ({larger:?}, {back:?})"),
     );
     let buffer = match fb.buffer() {
         Ok(b) => b,
@@ -101,11 +125,12 @@ fn main(_: u64) -> i32 {
             return 1;
         }
     };
+    let frames = target.frames();
     found.expect(
-        buffer.len() == 4 << 20,
-        format_args!("the buffer: two 2 MiB frames ({} bytes)", buffer.len()),
+        buffer.len() as u64 == frames * FRAME_BYTES,
+        format_args!("the buffer: {frames} 2 MiB frames ({} bytes)", buffer.len()),
     );
-    let (w, h, stride) = (mode.width, mode.height, mode.stride as usize);
+    let stride = target.stride as usize;
     for y in 0..h {
         let row = y as usize * stride;
         let on_cross_row = y.abs_diff(h / 2) < GAP;

@@ -7,7 +7,14 @@
 //! a refresh far larger than its view and one off it (both clipped by the
 //! multiplexer, so nothing outside its view changes), and prints `NAME:
 //! drawn WxH`. Then it prints `NAME: key 'C'` for each character it gets
-//! until the system is powered off.
+//! until the system is powered off, each after a refresh of its whole
+//! view (so a test can check that the multiplexer's cursor stays on top
+//! of a client's refresh beneath it), and `NAME: pointer moved` once for
+//! each batch of events with motion in it: a test waits for it before it
+//! clicks, so the click does not depend on how fast the driver drains
+//! QEMU's PS/2 queue (QEMU sends a mouse packet only when the 16-byte
+//! queue has room for it, and one held back goes out with the next
+//! mouse event — after a long motion, a click might wait for ever).
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
@@ -109,10 +116,21 @@ fn main(_: u64) -> i32 {
         if syscall::wait(notify).is_err() {
             return 1;
         }
+        let mut moved = false;
         for e in input.events().unwrap_or_default() {
-            if let Event::Press { ch: Some(c), .. } = e {
-                println!("{name}: key {c:?}");
+            match e {
+                Event::Press { ch: Some(c), .. } => {
+                    if let Err(e) = fb.refresh(0, 0, mode.width, mode.height) {
+                        println!("{name}: FAILED: refresh: {e}");
+                    }
+                    println!("{name}: key {c:?}");
+                }
+                Event::Motion { .. } => moved = true,
+                _ => {}
             }
+        }
+        if moved {
+            println!("{name}: pointer moved");
         }
     }
 }
