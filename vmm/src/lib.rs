@@ -27,6 +27,7 @@ pub mod acpi;
 pub mod console;
 pub mod cpuid;
 pub mod decode;
+pub mod ioapic;
 pub mod kvmclock;
 pub mod lapic;
 pub mod linux;
