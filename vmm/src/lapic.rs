@@ -7,7 +7,10 @@
 //!
 //! The VMM asks [`Lapic::pending`] for the vector to inject (the highest
 //! requested one above the processor priority), tells [`Lapic::accept`]
-//! when it injected it (IRR to ISR), and the guest's EOI ends it. ExtINT
+//! when it injected it (IRR to ISR), and the guest's EOI ends it. A
+//! level-triggered vector (the I/O APIC's, [`Lapic::raise_level`]) has its
+//! TMR bit set, and its EOI is broadcast: the write answers
+//! [`Effect::LevelEoi`] and the VMM passes it to the I/O APIC. ExtINT
 //! on LINT0 (virtual-wire mode: the 8259's interrupts) bypasses the APIC:
 //! [`Lapic::passes_extint`] says whether the VMM may inject the PIC's
 //! vector.
@@ -64,14 +67,17 @@ const DELIVERY_NMI: u32 = 4 << 8;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GeneralProtection;
 
-/// What an ICR write asks of the VMM beyond this APIC.
+/// What a write asks of the VMM beyond this APIC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ipi {
-    /// An NMI to this CPU.
+pub enum Effect {
+    /// An NMI to this CPU (ICR).
     SelfNmi,
     /// An interrupt, INIT or startup for other CPUs (ICR value), which
     /// this VMM's single CPU ignores.
     Others(u64),
+    /// The EOI ended level-triggered `vector`: the I/O APIC's entries
+    /// with it may request again (the EOI broadcast).
+    LevelEoi(u8),
 }
 
 /// Time as a call sees it.
@@ -244,13 +250,13 @@ impl Lapic {
         Ok(u64::from(v))
     }
 
-    /// An MSR write; `Ok(Some(ipi))` when the ICR asks for more.
+    /// An MSR write; `Ok(Some(effect))` when it asks for more.
     pub fn write(
         &mut self,
         msr: u32,
         value: u64,
         now: Now,
-    ) -> Result<Option<Ipi>, GeneralProtection> {
+    ) -> Result<Option<Effect>, GeneralProtection> {
         let v = value as u32;
         // x2APIC registers are 32 bits but for the ICR: high bits #GP.
         if (0x800..=0x8ff).contains(&msr) && msr != reg::ICR && value >> 32 != 0 {
@@ -279,6 +285,9 @@ impl Lapic {
                 }
                 if let Some(vector) = highest(&self.isr) {
                     set(&mut self.isr, vector, false);
+                    if bit(&self.tmr, vector) {
+                        return Ok(Some(Effect::LevelEoi(vector)));
+                    }
                 }
             }
             reg::SVR => self.svr = v & 0x11ff,
@@ -304,14 +313,14 @@ impl Lapic {
                 self.loaded_at = (v != 0 && self.timer_mode() != TIMER_DEADLINE).then_some(now.ns);
             }
             reg::TIMER_DIVIDE => self.divide = v & 0xb,
-            reg::SELF_IPI => set(&mut self.irr, v as u8, true),
+            reg::SELF_IPI => self.raise(v as u8),
             // Read-only or reserved.
             _ => return Err(GeneralProtection),
         }
         Ok(None)
     }
 
-    fn write_icr(&mut self, value: u64) -> Option<Ipi> {
+    fn write_icr(&mut self, value: u64) -> Option<Effect> {
         self.icr = value & !(1 << 12); // never "send pending"
         let vector = value as u8;
         let delivery = (value >> 8) & 7;
@@ -321,18 +330,32 @@ impl Lapic {
         let to_others = shorthand >= 2 || (shorthand == 0 && dest != self.id);
         if to_self {
             match delivery {
-                0 | 1 => set(&mut self.irr, vector, true),
-                4 => return Some(Ipi::SelfNmi),
+                0 | 1 => self.raise(vector),
+                4 => return Some(Effect::SelfNmi),
                 _ => {}
             }
         }
-        to_others.then_some(Ipi::Others(value))
+        to_others.then_some(Effect::Others(value))
     }
 
-    /// Raises `vector` (a device's MSI or an I/O APIC line).
+    /// Raises edge-triggered `vector` (a timer, an IPI, a device's MSI or
+    /// an edge-triggered I/O APIC line).
     pub fn raise(&mut self, vector: u8) {
+        self.request(vector, false);
+    }
+
+    /// Raises level-triggered `vector` (an I/O APIC line): its TMR bit is
+    /// set, so that its EOI is broadcast ([`Effect::LevelEoi`]) — and
+    /// Linux, which reads the TMR before its EOI, sees it level.
+    pub fn raise_level(&mut self, vector: u8) {
+        self.request(vector, true);
+    }
+
+    /// Vectors below 16 are reserved: the APIC refuses them.
+    fn request(&mut self, vector: u8, level: bool) {
         if vector >= 16 {
             set(&mut self.irr, vector, true);
+            set(&mut self.tmr, vector, level);
         }
     }
 
@@ -459,6 +482,33 @@ mod tests {
     }
 
     #[test]
+    fn level_vectors_broadcast_their_eoi() {
+        let tmr = |a: &Lapic, v: u8| {
+            a.read(reg::TMR0 + u32::from(v >> 5), at(0)).unwrap() >> (v & 31) & 1
+        };
+        let mut a = Lapic::new(0);
+        a.raise_level(0x41);
+        a.raise(0x31);
+        assert_eq!(tmr(&a, 0x41), 1, "Linux reads it before its EOI");
+        assert_eq!(tmr(&a, 0x31), 0);
+        a.accept(0x41);
+        assert_eq!(
+            a.write(reg::EOI, 0, at(0)),
+            Ok(Some(Effect::LevelEoi(0x41)))
+        );
+        a.accept(0x31);
+        assert_eq!(a.write(reg::EOI, 0, at(0)), Ok(None), "edge");
+        assert_eq!(a.write(reg::EOI, 0, at(0)), Ok(None), "none in service");
+        // The same vector raised edge-triggered later is edge again.
+        a.raise(0x41);
+        assert_eq!(tmr(&a, 0x41), 0);
+        a.accept(0x41);
+        assert_eq!(a.write(reg::EOI, 0, at(0)), Ok(None));
+        a.raise_level(3);
+        assert!(!a.requested(3), "reserved vectors are refused");
+    }
+
+    #[test]
     fn tsc_deadline_timer() {
         let mut a = Lapic::new(0);
         a.write(reg::LVT_TIMER, u64::from(TIMER_DEADLINE | 0xec), at(0))
@@ -508,9 +558,9 @@ mod tests {
         assert!(a.requested(0x78));
         assert_eq!(
             a.write(reg::ICR, 1 << 32 | 0x4500, at(0)),
-            Ok(Some(Ipi::Others(1 << 32 | 0x4500)))
+            Ok(Some(Effect::Others(1 << 32 | 0x4500)))
         );
-        assert_eq!(a.write(reg::ICR, 0x400, at(0)), Ok(Some(Ipi::SelfNmi)));
+        assert_eq!(a.write(reg::ICR, 0x400, at(0)), Ok(Some(Effect::SelfNmi)));
         assert_eq!(a.read(reg::EOI, at(0)), Err(GeneralProtection));
         assert_eq!(a.write(reg::ID, 5, at(0)), Err(GeneralProtection));
         assert_eq!(a.write(reg::EOI, 1, at(0)), Err(GeneralProtection));
