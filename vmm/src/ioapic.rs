@@ -9,11 +9,13 @@
 //! Pins take the wire's electrical level ([`IoApic::set_irq`]); the
 //! entry's polarity says which level is asserted, so an active-low PCI
 //! line idles high and is asserted low, as the ACPI tables say it is.
-//! An edge-triggered pin latches a request on its asserting edge (also
-//! while masked: it is delivered when unmasked); a level-triggered one
-//! requests while asserted and its Remote IRR is clear, and its delivery
-//! sets Remote IRR until the local APIC's EOI of its vector
-//! ([`IoApic::eoi`]) — then, still asserted, it requests again.
+//! An edge-triggered pin latches a request on its asserting edge while
+//! unmasked (the 82093AA ignores edges on a masked pin: Linux unmasking
+//! the PIT's pin gets no stale tick); a level-triggered one requests
+//! while asserted and its Remote IRR is clear, masked or not, and its
+//! delivery — once unmasked — sets Remote IRR until the local APIC's EOI
+//! of its vector ([`IoApic::eoi`]); then, still asserted, it requests
+//! again.
 //!
 //! The VMM has one CPU: fixed and lowest-priority delivery both go to it
 //! when the destination names it (physical x2APIC ID 0 or broadcast,
@@ -43,6 +45,8 @@ const REG_ID: u8 = 0x00;
 const REG_VERSION: u8 = 0x01;
 const REG_ARBITRATION: u8 = 0x02;
 const REG_REDIRECTION: u8 = 0x10;
+/// The redirection entries' registers, two per pin.
+const REDIRECTION: core::ops::Range<u8> = REG_REDIRECTION..REG_REDIRECTION + 2 * PINS;
 
 /// Redirection entry bits.
 const DELIVERY_MODE: u64 = 7 << 8;
@@ -75,7 +79,8 @@ pub struct IoApic {
     entries: [u64; PINS as usize],
     /// The pins' electrical levels (bit n: pin n high).
     wires: u32,
-    /// Edge-triggered requests latched and not yet delivered.
+    /// Edge-triggered requests latched and not yet delivered (cleared
+    /// when the entry is masked or turns level).
     latched: u32,
 }
 
@@ -119,13 +124,13 @@ impl IoApic {
             self.wires &= !bit(pin);
         }
         let entry = self.entries[usize::from(pin)];
-        if entry & LEVEL == 0 && !was && self.asserted(pin) {
+        if entry & (LEVEL | MASKED) == 0 && !was && self.asserted(pin) {
             self.latched |= bit(pin);
         }
     }
 
     /// Whether `pin` has a request not yet delivered (the delivery status
-    /// the guest reads), masked or not.
+    /// the guest reads; a masked level pin's too).
     fn requesting(&self, pin: u8) -> bool {
         let entry = self.entries[usize::from(pin)];
         if entry & LEVEL != 0 {
@@ -189,7 +194,7 @@ impl IoApic {
         match index {
             REG_ID | REG_ARBITRATION => self.id,
             REG_VERSION => VERSION,
-            i if i >= REG_REDIRECTION && i < REG_REDIRECTION + 2 * PINS => {
+            i if REDIRECTION.contains(&i) => {
                 let pin = (i - REG_REDIRECTION) / 2;
                 let mut entry = self.entries[usize::from(pin)];
                 if self.requesting(pin) {
@@ -204,7 +209,7 @@ impl IoApic {
     fn set_register(&mut self, index: u8, v: u32) {
         match index {
             REG_ID => self.id = v & 0x0f00_0000,
-            i if i >= REG_REDIRECTION && i < REG_REDIRECTION + 2 * PINS => {
+            i if REDIRECTION.contains(&i) => {
                 let pin = (i - REG_REDIRECTION) / 2;
                 let entry = &mut self.entries[usize::from(pin)];
                 let shift = 32 * u32::from(i & 1);
@@ -214,7 +219,8 @@ impl IoApic {
                 // would block the pin if it turned level again.
                 if *entry & LEVEL == 0 {
                     *entry &= !REMOTE_IRR;
-                } else {
+                }
+                if *entry & (LEVEL | MASKED) != 0 {
                     self.latched &= !bit(pin);
                 }
             }
@@ -337,13 +343,22 @@ mod tests {
     }
 
     #[test]
-    fn masked_edge_waits_for_the_unmask() {
+    fn masked_edges_are_lost() {
         let mut a = IoApic::new(0);
         program(&mut a, 4, MASKED | 0x34);
         a.set_irq(4, true);
-        assert_eq!(a.take(), None);
-        assert_ne!(entry(&mut a, 4) & DELIVERY_STATUS, 0, "pending");
+        assert_eq!(entry(&mut a, 4) & DELIVERY_STATUS, 0);
         program(&mut a, 4, 0x34);
+        assert_eq!(a.take(), None, "no stale request at the unmask");
+        a.set_irq(4, false);
+        a.set_irq(4, true);
+        assert_ne!(entry(&mut a, 4) & DELIVERY_STATUS, 0, "pending");
+        // Masked before it was taken: gone too.
+        program(&mut a, 4, MASKED | 0x34);
+        program(&mut a, 4, 0x34);
+        assert_eq!(a.take(), None);
+        a.set_irq(4, false);
+        a.set_irq(4, true);
         assert_eq!(a.take().map(|d| d.vector), Some(0x34));
         assert_eq!(entry(&mut a, 4) & DELIVERY_STATUS, 0);
     }
