@@ -4,9 +4,17 @@
 //! type, so that Linux can power the VM off the ACPI way: it writes
 //! SLP_TYP = 5 with SLP_EN to PM1a control, which the VMM traps
 //! ([`Pm::write`] answers `PowerOff`). The MADT names one local APIC
-//! (x2APIC mode: Linux picks its x2APIC driver from the MADT) and no I/O
-//! APIC: Linux then runs the local APIC in virtual-wire mode, with the
-//! 8259s for the ISA interrupts.
+//! (x2APIC mode: Linux picks its x2APIC driver from the MADT), the I/O
+//! APIC ([`crate::ioapic`], ID [`IOAPIC_ID`], GSIs 0..24) and the
+//! interrupt source overrides a PC has: ISA IRQ 0 (the PIT) on GSI 2, and
+//! the SCI (IRQ [`SCI_IRQ`]) and the IRQs PCI devices may use
+//! ([`PCI_IRQS`]) level-triggered, active low, as ACPI and PCI want them.
+//! The DSDT has no `_PRT`: Linux finds no GSI for a PCI device's INTx and
+//! keeps the ISA IRQ of its Interrupt Line register, whose signalling is
+//! then the override's (without one, ISA's edge, active high: wrong for
+//! a PCI line). The 8259s stay (PCAT_COMPAT): Linux starts on them in
+//! virtual-wire mode and masks them when it switches to the I/O APIC.
+//! Other ISA IRQs are GSI = IRQ, edge, active high.
 //!
 //! The PM timer (24 bits, 3.579545 MHz, from the VMM's clock) gives Linux
 //! a second clocksource to watch the TSC with.
@@ -23,6 +31,9 @@ pub const PM1A_CNT: u16 = 0x604;
 pub const PM_TMR: u16 = 0x608;
 /// The SCI's ISA interrupt.
 pub const SCI_IRQ: u8 = 9;
+/// The ISA IRQs the VMM's PCI devices may have in their Interrupt Line
+/// registers (QEMU's PC has 5, 9, 10 and 11; 9 is the SCI's here).
+pub const PCI_IRQS: [u8; 3] = [5, 10, 11];
 /// The sleep type `\_S5` names.
 pub const SLP_TYP_S5: u16 = 5;
 const SLP_EN: u16 = 1 << 13;
@@ -34,9 +45,22 @@ const XSDT_AT: usize = 0x040;
 const FADT_AT: usize = 0x100;
 const FACS_AT: usize = 0x240;
 const MADT_AT: usize = 0x280;
+/// The interrupt source overrides: IRQ 0, the SCI, the PCI IRQs.
+const OVERRIDES: usize = 2 + PCI_IRQS.len();
 /// The MADT: header, local APIC address and flags, one processor local
-/// APIC (8 bytes), one local APIC NMI (6 bytes).
-const MADT_LEN: usize = 44 + 8 + 6;
+/// APIC (8 bytes), one I/O APIC (12), the overrides (10 each), one local
+/// APIC NMI (6 bytes).
+const MADT_LEN: usize = 44 + 8 + 12 + OVERRIDES * 10 + 6;
+const _: () = assert!(MADT_AT + MADT_LEN <= DSDT_AT, "the MADT overlaps the DSDT");
+/// The I/O APIC's ID.
+pub const IOAPIC_ID: u8 = 0;
+/// ISA IRQ 0 (the PIT)'s GSI: the I/O APIC's pin 2, as on a PC (pin 0 is
+/// the 8259's output there).
+pub const PIT_GSI: u8 = 2;
+/// Interrupt source override flags: polarity (bits 0..1) and trigger mode
+/// (2..3); 0 conforms to the bus (ISA: edge, active high).
+const MPS_CONFORMING: u16 = 0;
+const MPS_LEVEL_ACTIVE_LOW: u16 = 3 | 3 << 2;
 const DSDT_AT: usize = 0x300;
 const FADT_LEN: usize = 276;
 
@@ -129,15 +153,29 @@ pub fn tables() -> Vec<u8> {
         put64(f, 140, base + DSDT_AT as u64); // X_DSDT
         f[9] = checksum(f);
     }
-    // MADT: the boot CPU's local APIC (ID 0, enabled), LINT1 as NMI,
-    // the 8259s present (PCAT_COMPAT).
+    // MADT: the boot CPU's local APIC (ID 0, enabled), the I/O APIC,
+    // the overrides, LINT1 as NMI, the 8259s present (PCAT_COMPAT).
     {
         let m = &mut t[MADT_AT..MADT_AT + MADT_LEN];
         header(m, b"APIC", MADT_LEN, 4);
         put32(m, 36, 0xfee0_0000);
         put32(m, 40, 1);
         m[44..52].copy_from_slice(&[0, 8, 0, 0, 1, 0, 0, 0]);
-        m[52..58].copy_from_slice(&[4, 6, 0xff, 0, 0, 1]);
+        m[52..56].copy_from_slice(&[1, 12, IOAPIC_ID, 0]);
+        put32(m, 56, crate::ioapic::BASE as u32);
+        put32(m, 60, 0); // GSI base
+        let level = [SCI_IRQ].into_iter().chain(PCI_IRQS);
+        let overrides = [(0, PIT_GSI, MPS_CONFORMING)]
+            .into_iter()
+            .chain(level.map(|irq| (irq, irq, MPS_LEVEL_ACTIVE_LOW)));
+        for (i, (irq, gsi, flags)) in overrides.enumerate() {
+            let o = &mut m[64 + 10 * i..74 + 10 * i];
+            o[..4].copy_from_slice(&[2, 10, 0, irq]); // ISA bus
+            put32(o, 4, u32::from(gsi));
+            o[8..10].copy_from_slice(&flags.to_le_bytes());
+        }
+        let nmi = 64 + 10 * OVERRIDES;
+        m[nmi..nmi + 6].copy_from_slice(&[4, 6, 0xff, 0, 0, 1]);
         m[9] = checksum(m);
     }
     // XSDT: the FADT and the MADT.
@@ -263,6 +301,8 @@ mod tests {
         assert_eq!(&madt[..4], b"APIC");
         assert_eq!(checksum(madt), 0);
         assert_eq!(&madt[44..48], &[0, 8, 0, 0], "local APIC 0 of processor 0");
+        assert_eq!(&madt[MADT_LEN - 6..MADT_LEN - 4], &[4, 6], "LINT1 NMI last");
+        madt_as_linux_reads_it(madt);
         let facs_at = u64::from_le_bytes(fadt[132..140].try_into().unwrap()) - TABLES;
         assert_eq!(facs_at % 64, 0);
         assert_eq!(&t[facs_at as usize..facs_at as usize + 4], b"FACS");
@@ -270,6 +310,38 @@ mod tests {
             u32::from_le_bytes(fadt[64..68].try_into().unwrap()),
             u32::from(PM1A_CNT)
         );
+    }
+
+    /// The MADT through the kernel's own parser (`kcore`), which reads it
+    /// as Linux does.
+    fn madt_as_linux_reads_it(madt: &[u8]) {
+        use kcore::ioapic::{resolve_isa_irq, Polarity, Trigger};
+        let info = kcore::acpi::parse_madt(madt);
+        assert_eq!(info.problem, None);
+        assert!(info.has_8259);
+        assert_eq!(info.cpus().len(), 1);
+        assert_eq!(info.cpus()[0].apic_id, 0);
+        let io = info.ioapics();
+        assert_eq!(io.len(), 1);
+        assert_eq!(
+            (io[0].id, u64::from(io[0].address), io[0].gsi_base),
+            (IOAPIC_ID, crate::ioapic::BASE, 0)
+        );
+        let pit = resolve_isa_irq(0, info.overrides()).unwrap();
+        assert_eq!(
+            (pit.gsi, pit.polarity, pit.trigger),
+            (2, Polarity::ActiveHigh, Trigger::Edge)
+        );
+        assert_eq!(info.overrides().len(), OVERRIDES);
+        for irq in [SCI_IRQ, 5, 10, 11] {
+            let l = resolve_isa_irq(irq, info.overrides()).unwrap();
+            assert_eq!(
+                (l.gsi, l.polarity, l.trigger),
+                (u32::from(irq), Polarity::ActiveLow, Trigger::Level)
+            );
+        }
+        let com1 = resolve_isa_irq(4, info.overrides()).unwrap();
+        assert_eq!((com1.gsi, com1.trigger), (4, Trigger::Edge));
     }
 
     #[test]

@@ -10,9 +10,10 @@
 //!   the VMM does not give taken out and the hypervisor leaves added);
 //! - the devices: [`uart`] (16550), [`pic`] (8259 pair), [`pit`] (8254),
 //!   [`rtc`] (CMOS clock), [`lapic`] (x2APIC with its timer and TSC
-//!   deadline), [`kvmclock`] (the paravirtual clock Linux reads the TSC
-//!   rate from), the virtio devices on the legacy PCI transport
-//!   ([`virtio`]): [`virtio_blk`], [`virtio_net`], [`virtio_console`];
+//!   deadline), [`ioapic`] (the I/O APIC the MADT names), [`kvmclock`]
+//!   (the paravirtual clock Linux reads the TSC rate from), the virtio
+//!   devices on the legacy PCI transport ([`virtio`]): [`virtio_blk`],
+//!   [`virtio_net`], [`virtio_console`];
 //! - [`console`]: a console's bytes as lines of text for the log and a
 //!   terminal.
 //!

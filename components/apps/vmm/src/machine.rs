@@ -24,8 +24,9 @@ use rt::vcpu::Vcpu;
 use vmm::acpi::{Pm, PmAction};
 use vmm::console::Lines;
 use vmm::cpuid::{self, Regs};
+use vmm::ioapic::{self, IoApic};
 use vmm::kvmclock;
-use vmm::lapic::{GeneralProtection, Lapic, Now, TimerDue};
+use vmm::lapic::{Effect, GeneralProtection, Lapic, Now, TimerDue};
 use vmm::linux::{self, Plan};
 use vmm::pci::{self, Bus};
 use vmm::pic::Pics;
@@ -295,6 +296,7 @@ pub struct Machine<'t> {
     pit: Pit,
     rtc: Rtc,
     lapic: Lapic,
+    ioapic: IoApic,
     pm: Pm,
     /// The guest entered S5 (ACPI soft off).
     powered_off: bool,
@@ -415,6 +417,7 @@ impl<'t> Machine<'t> {
             pit: Pit::new(),
             rtc: Rtc::new(),
             lapic: Lapic::new(0),
+            ioapic: IoApic::new(vmm::acpi::IOAPIC_ID),
             pm: Pm::default(),
             powered_off: false,
             reset: None,
@@ -586,37 +589,64 @@ impl<'t> Machine<'t> {
         if self.pit.irq0_due(now.ns) {
             self.pics.set_irq(0, true);
             self.pics.set_irq(0, false);
+            self.ioapic.set_irq(vmm::acpi::PIT_GSI, true);
+            self.ioapic.set_irq(vmm::acpi::PIT_GSI, false);
         }
         self.receive_frames();
         self.device_lines();
+        // The I/O APIC's requests (the lines', and those an unmask or an
+        // EOI since the last run made) go to the local APIC.
+        while let Some(d) = self.ioapic.take() {
+            if d.level {
+                self.lapic.raise_level(d.vector);
+            } else {
+                self.lapic.raise(d.vector);
+            }
+        }
         self.lapic.tick(now);
     }
 
-    /// Puts the devices' interrupt lines on the 8259s as they are now.
-    /// After every port access too, not only before a run: a line the
-    /// guest lowered (reading the virtio ISR) and a device raised again
-    /// (a frame received) before the next look would be high twice in a
-    /// row — no edge, and an edge-triggered line would never interrupt
-    /// again (the ISR stays set until the guest reads it).
+    /// Puts the devices' interrupt lines on the 8259s and the I/O APIC as
+    /// they are now. After every port access too, not only before a run:
+    /// a line the guest lowered (reading the virtio ISR) and a device
+    /// raised again (a frame received) before the next look would be high
+    /// twice in a row — no edge, and an edge-triggered line would never
+    /// interrupt again (the ISR stays set until the guest reads it).
     fn device_lines(&mut self) {
-        self.pics.set_irq(COM1_IRQ, self.uart.irq());
-        self.pics.set_irq(COM2_IRQ, self.status_uart.irq());
+        self.isa_irq(COM1_IRQ, self.uart.irq());
+        self.isa_irq(COM2_IRQ, self.status_uart.irq());
+        // The SCI is never raised: its active-low wire stays high.
+        self.ioapic.set_irq(vmm::acpi::SCI_IRQ, true);
         if let Some((blk, _, slot)) = &self.blk {
             let line = self.pci.function(*slot).map_or(BLK_IRQ, |f| f.irq());
-            if line < 16 {
-                self.pics.set_irq(line, blk.irq());
-            }
+            let asserted = blk.irq();
+            self.pci_irq(line, asserted);
         }
         if let Some((net, _, slot)) = &self.net {
             let line = self.pci.function(*slot).map_or(NET_IRQ, |f| f.irq());
-            if line < 16 {
-                self.pics.set_irq(line, net.irq());
-            }
+            let asserted = net.irq();
+            self.pci_irq(line, asserted);
         }
         let (hvc, _, slot) = &self.hvc;
         let line = self.pci.function(*slot).map_or(CONSOLE_IRQ, |f| f.irq());
+        let asserted = hvc.irq();
+        self.pci_irq(line, asserted);
+    }
+
+    /// An ISA line (edge, active high) to the 8259s and the same I/O APIC
+    /// pin (the MADT overrides only IRQ 0).
+    fn isa_irq(&mut self, irq: u8, high: bool) {
+        self.pics.set_irq(irq, high);
+        self.ioapic.set_irq(irq, high);
+    }
+
+    /// A PCI device's INTx on ISA IRQ `line` (its Interrupt Line
+    /// register): to the 8259s as a level, to the I/O APIC as the wire,
+    /// which is active low (Linux programs the pin so, ACPI's PCI rule).
+    fn pci_irq(&mut self, line: u8, asserted: bool) {
         if line < 16 {
-            self.pics.set_irq(line, hvc.irq());
+            self.pics.set_irq(line, asserted);
+            self.ioapic.set_irq(line, !asserted);
         }
     }
 
@@ -769,11 +799,12 @@ impl<'t> Machine<'t> {
         }
     }
 
-    /// An access to guest-physical `gpa`, which is neither RAM nor a
-    /// device: the instruction is decoded and stepped over, a read gets
-    /// all ones and a write is dropped (as on a PC's empty bus), logged
-    /// once per page. An instruction that is no `mov` the decoder knows
-    /// stops the VM: guessing its length could run the guest astray.
+    /// An access to guest-physical `gpa`, which is no RAM: the
+    /// instruction is decoded and stepped over. The I/O APIC's page goes
+    /// to its model; elsewhere a read gets all ones and a write is dropped
+    /// (as on a PC's empty bus), logged once per page. An instruction
+    /// that is no `mov` the decoder knows stops the VM: guessing its
+    /// length could run the guest astray.
     fn mmio(&mut self, gpa: u64) -> Result<u64, Stop> {
         let rip = self.vcpu.get(word::RIP);
         let (bytes, n) = self.instruction();
@@ -785,6 +816,10 @@ impl<'t> Machine<'t> {
             );
             return Err(Stop::Done(4));
         };
+        if IoApic::owns(gpa) {
+            self.ioapic_access(gpa - ioapic::BASE, m.access);
+            return Ok(self.advance(u64::from(m.len)));
+        }
         if self.once(8, gpa >> 12) {
             println!(
                 "vmm: {}: {} at guest-physical {gpa:#x} (no RAM, no device) at rip {rip:#x}: {}",
@@ -813,6 +848,30 @@ impl<'t> Machine<'t> {
                 .set(w, vmm::decode::merge_read(old, u64::MAX, size, dest_size));
         }
         Ok(self.advance(u64::from(m.len)))
+    }
+
+    /// A decoded access to the I/O APIC's page at `offset`. (A byte
+    /// store from AH..BH would store the wrong byte: Linux writes its
+    /// registers 32 bits wide.)
+    fn ioapic_access(&mut self, offset: u64, access: vmm::decode::Access) {
+        use vmm::decode::{merge_read, Access};
+        match access {
+            Access::Read {
+                reg,
+                size,
+                dest_size,
+            } => {
+                let w = gpr_word(reg);
+                let value = self.ioapic.read(offset, size);
+                let old = self.vcpu.get(w);
+                self.vcpu.set(w, merge_read(old, value, size, dest_size));
+            }
+            Access::WriteReg { reg, size } => {
+                let value = self.vcpu.get(gpr_word(reg));
+                self.ioapic.write(offset, size, value);
+            }
+            Access::WriteImm { value, size } => self.ioapic.write(offset, size, value),
+        }
     }
 
     /// Sleeps until an interrupt is due (the guest executed HLT).
@@ -1117,7 +1176,12 @@ impl<'t> Machine<'t> {
         let result: Result<Option<u64>, GeneralProtection> = if Lapic::owns(msr) {
             if write {
                 // Another CPU's IPIs (INIT, startup) mean nothing with one.
-                self.lapic.write(msr, value, now).map(|_| None)
+                self.lapic.write(msr, value, now).map(|effect| {
+                    if let Some(Effect::LevelEoi(vector)) = effect {
+                        self.ioapic.eoi(vector);
+                    }
+                    None
+                })
             } else {
                 self.lapic.read(msr, now).map(Some)
             }
