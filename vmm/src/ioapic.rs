@@ -82,6 +82,9 @@ pub struct IoApic {
     /// Edge-triggered requests latched and not yet delivered (cleared
     /// when the entry is masked or turns level).
     latched: u32,
+    /// Something changed since [`IoApic::take`] last found nothing: the
+    /// VMM calls it before every run, and most runs change nothing.
+    dirty: bool,
 }
 
 fn bit(pin: u8) -> u32 {
@@ -98,6 +101,7 @@ impl IoApic {
             entries: [MASKED; PINS as usize],
             wires: 0,
             latched: 0,
+            dirty: false,
         }
     }
 
@@ -117,6 +121,10 @@ impl IoApic {
         if pin >= PINS {
             return;
         }
+        if (self.wires & bit(pin) != 0) == high {
+            return;
+        }
+        self.dirty = true;
         let was = self.asserted(pin);
         if high {
             self.wires |= bit(pin);
@@ -155,7 +163,10 @@ impl IoApic {
     /// The next vector to deliver, if a pin requests one: an edge pin's
     /// latch is cleared, a level pin's Remote IRR set. Call until `None`.
     pub fn take(&mut self) -> Option<Delivery> {
-        let pin = (0..PINS).find(|&p| {
+        if !self.dirty {
+            return None;
+        }
+        let found = (0..PINS).find(|&p| {
             let entry = self.entries[usize::from(p)];
             // A request to nowhere (no CPU, or a mode not modelled) is
             // dropped, as the chip's message would be.
@@ -164,7 +175,11 @@ impl IoApic {
                 return false;
             }
             self.requesting(p) && Self::delivers(entry)
-        })?;
+        });
+        let Some(pin) = found else {
+            self.dirty = false;
+            return None;
+        };
         let entry = &mut self.entries[usize::from(pin)];
         let level = *entry & LEVEL != 0;
         if level {
@@ -184,8 +199,9 @@ impl IoApic {
     /// again at the next [`IoApic::take`].
     pub fn eoi(&mut self, vector: u8) {
         for entry in &mut self.entries {
-            if *entry as u8 == vector && *entry & LEVEL != 0 {
+            if *entry as u8 == vector && *entry & (LEVEL | REMOTE_IRR) == LEVEL | REMOTE_IRR {
                 *entry &= !REMOTE_IRR;
+                self.dirty = true;
             }
         }
     }
@@ -207,6 +223,7 @@ impl IoApic {
     }
 
     fn set_register(&mut self, index: u8, v: u32) {
+        self.dirty = true;
         match index {
             REG_ID => self.id = v & 0x0f00_0000,
             i if REDIRECTION.contains(&i) => {
