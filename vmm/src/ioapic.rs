@@ -1,5 +1,5 @@
 //! An I/O APIC (82093AA-style, version 0x20 with the EOI register) with
-//! 24 pins at guest-physical [`BASE`]: the register the MADT names, so
+//! 24 pins at guest-physical [`BASE`]: the chip the MADT names, so
 //! that Linux routes the ISA and PCI interrupts through it instead of the
 //! 8259s in virtual-wire mode. Its MMIO page has IOREGSEL (0x00), IOWIN
 //! (0x10) and EOI (0x40); through the window are the ID (0x00), version

@@ -45,8 +45,9 @@ use rt::stream::Taken;
 
 use crate::memory::Ram;
 
-/// The PCI device number and ISA interrupt of the disk; where its I/O
-/// BAR starts (Linux may move it).
+/// The PCI device number and ISA interrupt of the disk (one of
+/// `vmm::acpi::PCI_IRQS`, like every PCI device's); where its I/O BAR
+/// starts (Linux may move it).
 const BLK_IRQ: u8 = 10;
 const BLK_BAR: u16 = 0xc000;
 /// The NIC's interrupt and I/O BAR.
@@ -633,8 +634,8 @@ impl<'t> Machine<'t> {
         self.pci_irq(line, asserted);
     }
 
-    /// An ISA line (edge, active high) to the 8259s and the same I/O APIC
-    /// pin (the MADT overrides only IRQ 0).
+    /// An ISA line (edge, active high) to the 8259s and the I/O APIC pin
+    /// of the same number (no override in the MADT moves it).
     fn isa_irq(&mut self, irq: u8, high: bool) {
         self.pics.set_irq(irq, high);
         self.ioapic.set_irq(irq, high);
@@ -642,7 +643,8 @@ impl<'t> Machine<'t> {
 
     /// A PCI device's INTx on ISA IRQ `line` (its Interrupt Line
     /// register): to the 8259s as a level, to the I/O APIC as the wire,
-    /// which is active low (Linux programs the pin so, ACPI's PCI rule).
+    /// which is active low — as Linux programs the pin when `line` is one
+    /// of `vmm::acpi::PCI_IRQS`, which the MADT overrides so.
     fn pci_irq(&mut self, line: u8, asserted: bool) {
         if line < 16 {
             self.pics.set_irq(line, asserted);
@@ -1175,7 +1177,8 @@ impl<'t> Machine<'t> {
         let now = self.now();
         let result: Result<Option<u64>, GeneralProtection> = if Lapic::owns(msr) {
             if write {
-                // Another CPU's IPIs (INIT, startup) mean nothing with one.
+                // A level-triggered vector's EOI goes on to the I/O APIC;
+                // another CPU's IPIs (INIT, startup) mean nothing with one.
                 self.lapic.write(msr, value, now).map(|effect| {
                     if let Some(Effect::LevelEoi(vector)) = effect {
                         self.ioapic.eoi(vector);
