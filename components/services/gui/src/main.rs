@@ -30,9 +30,10 @@
 //!   driver, `virtio-input`), its absolute positions put the pointer
 //!   there, scaled to the screen, and the focused client gets the motion
 //!   that made as relative `Motion` (a second relay thread,
-//!   [`pointer_relay`], wakes the main thread for it). A click focuses the view under the pointer and
-//!   raises it; F12 (not passed on) moves the focus to the next view. The
-//!   focused view's title is blue, the others' grey.
+//!   [`pointer_relay`], wakes the main thread for it). A click focuses
+//!   the view under the pointer and raises it; F12 (not passed on) moves
+//!   the focus to the next view. The focused view's title is blue, the
+//!   others' grey.
 //! - **The cursor** is an arrow at the pointer, drawn by the multiplexer
 //!   as the last layer of every redraw, so it stays on top of a client's
 //!   refresh beneath it and no client ever sees it in its buffer (it is
