@@ -41,13 +41,22 @@ pub enum Event {
     Motion { dx: i16, dy: i16 },
     /// A mouse button went down (`pressed`) or up.
     Button { button: u16, pressed: bool },
+    /// The pointer is at `x`, `y` on a scale of 0..=[`ABS_MAX`] in each
+    /// axis (a tablet's, e.g. QEMU's `virtio-tablet-pci`): the receiver
+    /// scales it to its screen. Values above `ABS_MAX` are no event.
+    Absolute { x: u16, y: u16 },
 }
+
+/// The largest coordinate of [`Event::Absolute`]: 2^15 - 1, a tablet's
+/// own range in QEMU (`ABS_X`/`ABS_Y` 0..=32767).
+pub const ABS_MAX: u16 = 0x7fff;
 
 const KIND_PRESS: u64 = 1;
 const KIND_RELEASE: u64 = 2;
 const KIND_MOTION: u64 = 3;
 const KIND_BUTTON_DOWN: u64 = 4;
 const KIND_BUTTON_UP: u64 = 5;
+const KIND_ABSOLUTE: u64 = 6;
 
 impl Event {
     /// The event as one word: kind in bits 0..8, code in 8..24, value in
@@ -70,6 +79,7 @@ impl Event {
                 button,
                 0,
             ),
+            Event::Absolute { x, y } => (KIND_ABSOLUTE, 0, u32::from(x) | u32::from(y) << 16),
         };
         kind | u64::from(code) << 8 | u64::from(value) << 32
     }
@@ -101,6 +111,10 @@ impl Event {
                     button: code,
                     pressed: w & 0xff == KIND_BUTTON_DOWN,
                 })
+            }
+            KIND_ABSOLUTE if no_code => {
+                let (x, y) = (value as u16, (value >> 16) as u16);
+                (x <= ABS_MAX && y <= ABS_MAX).then_some(Event::Absolute { x, y })
             }
             _ => None,
         }
@@ -137,6 +151,11 @@ mod tests {
                 button: BUTTON_MIDDLE,
                 pressed: false,
             },
+            Event::Absolute { x: 0, y: 0 },
+            Event::Absolute {
+                x: ABS_MAX,
+                y: 12345,
+            },
         ];
         for e in all {
             assert_ne!(e.word(), 0);
@@ -153,6 +172,17 @@ mod tests {
         assert_eq!(Event::from_word(KIND_RELEASE | 30 << 8 | 1 << 32), None);
         assert_eq!(Event::from_word(KIND_MOTION | 1 << 8), None);
         assert_eq!(Event::from_word(KIND_BUTTON_DOWN | 7 << 8), None);
+        // An absolute position has no code and stays in 0..=ABS_MAX.
+        assert_eq!(Event::from_word(KIND_ABSOLUTE | 1 << 8), None);
+        assert_eq!(Event::from_word(KIND_ABSOLUTE | 0x8000 << 32), None);
+        assert_eq!(Event::from_word(KIND_ABSOLUTE | 0x8000 << 48), None);
+        assert_eq!(
+            Event::from_word(KIND_ABSOLUTE | 0x7fff_7fff << 32),
+            Some(Event::Absolute {
+                x: ABS_MAX,
+                y: ABS_MAX
+            })
+        );
         // Bits 24..32 are never set.
         assert_eq!(Event::from_word(KIND_RELEASE | 30 << 8 | 1 << 24), None);
         // Every word decodes or is dropped, and what decodes encodes back.

@@ -28,7 +28,8 @@
 //!   buffer back from a device at once (a closing client's receive
 //!   buffers), or to recover from a device that broke a queue.
 //! - Device-specific configuration: [`VirtioDevice::config_read32`] and
-//!   friends (64-bit reads retried on a configuration generation change).
+//!   friends (64-bit reads retried on a configuration generation change),
+//!   [`VirtioDevice::config_write8`] for selector bytes.
 //!
 //! - [`driver_base`]: what a driver serving sessions sets up first (its
 //!   Platform session, a notification bound to its thread, badged
@@ -716,6 +717,14 @@ impl<'s> VirtioDevice<'s> {
         let b = self.device_block()?;
         let (r, o) = self.reg(b, offset, 1)?;
         r.read8(o).ok_or(self.oob(b, offset))
+    }
+
+    /// Writes the device-specific configuration byte at `offset` (a
+    /// selector, as virtio-input's `select`/`subsel`, 5.8.4).
+    pub fn config_write8(&self, offset: u32, value: u8) -> Result<(), VirtioError> {
+        let b = self.device_block()?;
+        let (r, o) = self.reg(b, offset, 1)?;
+        r.write8(o, value).ok_or(self.oob(b, offset))
     }
 
     /// The device-specific configuration's 16 bits at `offset`.

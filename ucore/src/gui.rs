@@ -343,6 +343,24 @@ impl Layout {
         );
     }
 
+    /// Puts the pointer at a tablet's absolute position `x`, `y` (each on
+    /// a scale of `0..2^15`, `interfaces::input::Event::Absolute`), scaled
+    /// to the screen (`x * width / 2^15`: on the screen whatever the
+    /// value); the motion it made (new less old), for clients that know
+    /// relative motion only.
+    pub fn place_pointer(&mut self, x: u16, y: u16) -> (i32, i32) {
+        let scale = |v: u16, size: u32| -> u32 {
+            let v = (u64::from(v) * u64::from(size)) >> 15;
+            (v as u32).min(size.saturating_sub(1))
+        };
+        let old = self.pointer;
+        self.pointer = (scale(x, self.screen.w), scale(y, self.screen.h));
+        (
+            self.pointer.0 as i32 - old.0 as i32,
+            self.pointer.1 as i32 - old.1 as i32,
+        )
+    }
+
     /// A click: the view under the pointer gets the focus and goes on
     /// top. The views whose look changed (title colour, stacking), for
     /// a redraw: the old focus and the new.
@@ -477,6 +495,18 @@ mod tests {
         l.move_pointer(-5, -10);
         assert_eq!(l.cursor(), Rect::new(1018, 757, 6, 11));
         l.move_pointer(i32::MIN, i32::MIN);
+        assert_eq!(l.cursor(), Rect::new(0, 0, CURSOR_W, CURSOR_H));
+    }
+
+    #[test]
+    fn an_absolute_position_is_scaled_to_the_screen() {
+        let mut l = Layout::new(1024, 768);
+        assert_eq!(l.place_pointer(0x2000, 0x4000), (256 - 512, 384 - 384));
+        assert_eq!(l.pointer(), (256, 384));
+        assert_eq!(l.place_pointer(0x7fff, 0x7fff), (1023 - 256, 767 - 384));
+        assert_eq!(l.place_pointer(u16::MAX, u16::MAX), (0, 0));
+        assert_eq!(l.pointer(), (1023, 767));
+        assert_eq!(l.place_pointer(0, 0), (-1023, -767));
         assert_eq!(l.cursor(), Rect::new(0, 0, CURSOR_W, CURSOR_H));
     }
 

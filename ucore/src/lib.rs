@@ -73,6 +73,7 @@ pub mod signal;
 pub mod slots;
 pub mod start;
 pub mod supervise;
+pub mod tablet;
 pub mod testdata;
 pub mod timer;
 pub mod untyped;

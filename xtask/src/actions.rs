@@ -1,5 +1,6 @@
 //! Steps a scenario test takes on the host (docs/testing.md, "Acting on
-//! the host"): QEMU monitor commands (`[[monitor]]`) and host commands
+//! the host"): QEMU monitor commands (`[[monitor]]`: a human monitor
+//! command, or a QMP command when it is a JSON object) and host commands
 //! (`[[host]]`), run when a serial line appears or after QEMU ended, and
 //! the placeholders their commands may hold.
 //!
@@ -274,6 +275,13 @@ impl Action {
     }
 }
 
+/// Whether a `[[monitor]]` command is a QMP command in JSON
+/// (`{"execute": "input-send-event", ...}`) rather than a human monitor
+/// command: it starts with `{`.
+pub fn is_qmp(command: &str) -> bool {
+    command.trim_start().starts_with('{')
+}
+
 /// The error a human monitor command answered with, if it did: QMP's
 /// `human-monitor-command` succeeds whatever the command, and the
 /// monitor's own complaint is its output's first line (`unknown command:
@@ -397,9 +405,12 @@ impl<'a> Session<'a> {
         let Some(qmp) = self.qmp.as_mut() else {
             return Err("no monitor connection".to_string());
         };
-        let output = qmp
-            .human(command)
-            .map_err(|e| format!("monitor command `{command}`: {e:#}"))?;
+        // A JSON object is a QMP command (one the human monitor lacks).
+        let output = match is_qmp(command) {
+            true => qmp.raw(command),
+            false => qmp.human(command),
+        }
+        .map_err(|e| format!("monitor command `{command}`: {e:#}"))?;
         let entry = format!("(qemu) {command}\n{output}");
         self.transcript.push_str(&entry);
         use std::io::Write;
@@ -560,6 +571,7 @@ mod tests {
                 link: crate::devices::Link::User,
             }],
             display: None,
+            pointer: None,
         };
         Context {
             devices: Attached {

@@ -15,6 +15,7 @@
 //! name = "link"
 //! link = "peer"                 # "user" (the default) or "peer"
 //! display = "virtio-gpu"        # or "std" (VGA) or "bochs" (bochs-display)
+//! pointer = "virtio-tablet"     # a virtio-tablet-pci (absolute pointer)
 //! ```
 //!
 //! Every run gets fresh copies of the disks in its work directory (QEMU
@@ -31,7 +32,7 @@
 //! guest reaches neither the host nor the outside world).
 //!
 //! On the command line the devices come in file order — disks, then NICs,
-//! then the display — after `-vga none -nic none` (no default VGA or
+//! then the display, then the pointer — after `-vga none -nic none` (no default VGA or
 //! e1000e), so their PCI addresses are fixed: on q35 the first device is
 //! 00:01.0, the next 00:02.0, and so on.
 
@@ -151,12 +152,32 @@ impl Display {
     }
 }
 
+/// The pointing device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pointer {
+    VirtioTablet,
+}
+
+impl Pointer {
+    /// The scenario's names and the QEMU devices they stand for.
+    const ALL: [(&'static str, Pointer, &'static str); 1] =
+        [("virtio-tablet", Pointer::VirtioTablet, "virtio-tablet-pci")];
+
+    fn qemu_device(self) -> &'static str {
+        Pointer::ALL
+            .iter()
+            .find(|(_, p, _)| *p == self)
+            .map_or("virtio-tablet-pci", |(_, _, q)| q)
+    }
+}
+
 /// The checked devices of a scenario, in file order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Devices {
     pub disks: Vec<Disk>,
     pub nics: Vec<Nic>,
     pub display: Option<Display>,
+    pub pointer: Option<Pointer>,
 }
 
 /// A device error: where in the file, and what.
@@ -211,6 +232,7 @@ pub fn check(
     disks: &[Spanned<RawDisk>],
     nics: &[Spanned<RawNic>],
     display: Option<&Spanned<String>>,
+    pointer: Option<&Spanned<String>>,
     root: &Path,
     line_of: impl Fn(usize) -> usize,
 ) -> std::result::Result<Devices, Fault> {
@@ -373,27 +395,46 @@ pub fn check(
             link,
         });
     }
-    if let Some(display) = display {
-        let found = Display::ALL.iter().find(|(n, _, _)| n == display.get_ref());
-        match found {
-            Some((_, d, _)) => devices.display = Some(*d),
-            None => {
-                return Err((
-                    display.span(),
-                    format!(
-                        "display: unknown \"{}\" (expected \"virtio-gpu\", \"std\" or \"bochs\")",
-                        display.get_ref()
-                    ),
-                ))
-            }
-        }
-    }
+    devices.display = one_of(
+        "display",
+        display,
+        &Display::ALL,
+        "\"virtio-gpu\", \"std\" or \"bochs\"",
+    )?;
+    devices.pointer = one_of("pointer", pointer, &Pointer::ALL, "\"virtio-tablet\"")?;
     Ok(devices)
+}
+
+/// The device a top-level key (`key`, absent: none) names among `all`
+/// (its names, devices and QEMU devices); `expected` lists the names for
+/// the error.
+fn one_of<T: Copy>(
+    key: &str,
+    value: Option<&Spanned<String>>,
+    all: &[(&str, T, &str)],
+    expected: &str,
+) -> std::result::Result<Option<T>, Fault> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    match all.iter().find(|(n, _, _)| n == value.get_ref()) {
+        Some((_, d, _)) => Ok(Some(*d)),
+        None => Err((
+            value.span(),
+            format!(
+                "{key}: unknown \"{}\" (expected {expected})",
+                value.get_ref()
+            ),
+        )),
+    }
 }
 
 impl Devices {
     pub fn is_empty(&self) -> bool {
-        self.disks.is_empty() && self.nics.is_empty() && self.display.is_none()
+        self.disks.is_empty()
+            && self.nics.is_empty()
+            && self.display.is_none()
+            && self.pointer.is_none()
     }
 
     /// Whether QEMU must be asked for the forwarded ports.
@@ -550,6 +591,10 @@ impl Attached {
         if let Some(display) = d.display {
             args.push("-device".into());
             args.push(format!("{},id=display", display.qemu_device()));
+        }
+        if let Some(pointer) = d.pointer {
+            args.push("-device".into());
+            args.push(format!("{},id=pointer", pointer.qemu_device()));
         }
         args
     }
@@ -736,6 +781,7 @@ mod tests {
                 },
             ],
             display: Some(Display::Bochs),
+            pointer: Some(Pointer::VirtioTablet),
         };
         let attached = devices.prepare(&dir).unwrap();
         // Fresh, zeroed and of the size asked for.
@@ -754,7 +800,8 @@ mod tests {
                  -device virtio-net-pci,netdev=netdev.net0,id=nic.net0,disable-legacy=on \
                  -netdev socket,id=netdev.link,connect=127.0.0.1:{} \
                  -device virtio-net-pci,netdev=netdev.link,id=nic.link,disable-legacy=on \
-                 -device bochs-display,id=display",
+                 -device bochs-display,id=display \
+                 -device virtio-tablet-pci,id=pointer",
                 a.display(),
                 dir.join("disk-b.img").display(),
                 attached.peer("link").unwrap().link_port

@@ -1,8 +1,10 @@
 //! A small client of QEMU's machine protocol (QMP) on a Unix socket
-//! (`-qmp unix:PATH,server=on,wait=off`), used for one thing: running
-//! human monitor commands (`info pci`, `sendkey ctrl-alt-f1`, `screendump
-//! FILE`, `info usernet`) through `human-monitor-command`, whose answer is
-//! the text the monitor would print. QMP rather than the human monitor on
+//! (`-qmp unix:PATH,server=on,wait=off`), used mostly for one thing:
+//! running human monitor commands (`info pci`, `sendkey ctrl-alt-f1`,
+//! `screendump FILE`, `info usernet`) through `human-monitor-command`,
+//! whose answer is the text the monitor would print; and for the few
+//! commands the human monitor lacks (`input-send-event`: a tablet's
+//! absolute position), a QMP command as it is ([`Qmp::raw`]). QMP rather than the human monitor on
 //! a socket: its answers are delimited (one JSON object per line, events
 //! told apart by their `event` key), the human monitor's are not.
 
@@ -109,6 +111,14 @@ impl Qmp {
     pub fn power_down(&mut self) -> Result<()> {
         self.execute(serde_json::json!({ "execute": "system_powerdown" }))
             .map(drop)
+    }
+
+    /// Runs a QMP command given as JSON text (`{"execute": ...}`) and
+    /// returns its `return` value as JSON text (a line).
+    pub fn raw(&mut self, command: &str) -> Result<String> {
+        let request: Value = serde_json::from_str(command)
+            .with_context(|| format!("QMP command: not JSON: {command}"))?;
+        Ok(format!("{}\n", self.execute(request)?))
     }
 
     /// Runs a human monitor command and returns what it printed.

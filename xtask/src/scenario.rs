@@ -8,6 +8,7 @@
 //! memory_mib = 256        # optional, the machine's memory
 //! parent_provides = []    # optional, services the parent offers
 //! display = "virtio-gpu"  # optional, the machine's display device
+//! pointer = "virtio-tablet" # optional, the machine's tablet
 //! [[component]]           # optional, repeatable: a component for init
 //! ...
 //! [[disk]]                # optional, repeatable: a virtio-blk disk
@@ -85,6 +86,7 @@ struct Raw {
     #[serde(default, rename = "nic")]
     nics: Vec<Spanned<devices::RawNic>>,
     display: Option<Spanned<String>>,
+    pointer: Option<Spanned<String>>,
 }
 
 /// One entry of `archives`.
@@ -426,6 +428,7 @@ fn parse_following(
         &raw.disks,
         &raw.nics,
         raw.display.as_ref(),
+        raw.pointer.as_ref(),
         &crate::util::workspace_root(),
         |offset| tomlfile::line_column(text, offset).0,
     )
@@ -704,7 +707,14 @@ fn parse_error(path: &Path, text: &str, e: &toml::de::Error) -> anyhow::Error {
         _ => e.message().to_string(),
     };
     // A top-level key written after a table header belongs to that table.
-    let top_level = ["display", "cmdline", "smp", "memory_mib", "update"];
+    let top_level = [
+        "display",
+        "pointer",
+        "cmdline",
+        "smp",
+        "memory_mib",
+        "update",
+    ];
     let hint = match top_level
         .iter()
         .find(|k| detail.starts_with(&format!("unknown field `{k}`")))

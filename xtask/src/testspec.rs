@@ -35,7 +35,8 @@
 //!
 //! [[monitor]]                         # optional, repeatable: a QEMU monitor command
 //! after = '^Pecan'                    #   when a serial line matches (crate::actions)
-//! command = "info pci"                #   placeholders: see crate::actions
+//! command = "info pci"                #   placeholders: see crate::actions; a JSON
+//!                                     #   object is a QMP command (input-send-event)
 //! expect = ['1af4:1042']              #   optional: in its output, in order
 //!
 //! [[host]]                            # optional, repeatable: a host command (sh -c)
@@ -378,6 +379,18 @@ pub fn parse(path: &Path, text: &str) -> Result<TestSpec> {
         let span = m.span();
         let m = m.into_inner();
         let after_span = m.after.span();
+        if crate::actions::is_qmp(m.command.get_ref())
+            // `{{` and `}}` are the template's literal braces.
+            && serde_json::from_str::<serde_json::Value>(
+                &m.command.get_ref().replace("{{", "{").replace("}}", "}"),
+            )
+            .is_err()
+        {
+            return Err(error(
+                m.command.span(),
+                "command: starts with `{` but is no JSON (a QMP command is a JSON object)".into(),
+            ));
+        }
         actions.push(Action {
             command: template(&m.command)?,
             command_offset: m.command.span().start,
@@ -1024,6 +1037,13 @@ exit = "failure"
         assert!(e.starts_with("tests/t.toml:9:11: bad regex"), "{e}");
         let e = monitor("after = 'x'\ncommand = 'screendump {port.x}'");
         assert!(e.contains("a port is {port.NIC.GUESTPORT}"), "{e}");
+        // A QMP command must be JSON (`{{`/`}}` read as the braces they
+        // render to).
+        let e = monitor("after = 'x'\ncommand = '{\"execute\": '");
+        assert!(e.contains("starts with `{` but is no JSON"), "{e}");
+        let ok =
+            format!("{BASE}\n[[monitor]]\nafter = 'x'\ncommand = '{{\"execute\": \"cont\"}}'\n");
+        assert!(parse(Path::new("tests/t.toml"), &ok).is_ok());
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! The Input session: key presses and releases (with the character the
 //! keymap gives), pointer motion and mouse buttons, queued by the
 //! provider and fetched by the client (Genode's `input_session`). The
-//! provider is an input driver (`components/drivers/ps2`) or, for each of
-//! its clients, the GUI multiplexer (which passes input only to the
-//! focused client).
+//! provider is an input driver (`components/drivers/ps2`; a tablet's,
+//! `components/drivers/virtio-input`, under the name [`Pointer`]) or,
+//! for each of its clients, the GUI multiplexer (which passes input only
+//! to the focused client). A driver serves its one session with
+//! [`serve_one`].
 //!
 //! | opcode | words | reply |
 //! |--------|-------|-------|
@@ -52,6 +54,25 @@ impl Interface for Input {
     const CAPS: u32 = 2;
 }
 
+/// A pointing device's input: the Input protocol under another name
+/// (as `log::Console` is LOG's), served by a tablet's driver
+/// (`components/drivers/virtio-input`: [`Event::Absolute`] and buttons).
+/// Under its own name so that the GUI multiplexer can route `Input` to
+/// the keyboard's driver and `Pointer` to the tablet's at once (a route
+/// names one provider per interface).
+pub struct Pointer;
+
+impl Interface for Pointer {
+    const NAME: &'static str = "Pointer";
+    const RAM: u64 = Input::RAM;
+    const CAPS: u32 = Input::CAPS;
+}
+
+/// The interfaces that speak the Input protocol.
+pub trait InputProtocol: Interface {}
+impl InputProtocol for Input {}
+impl InputProtocol for Pointer {}
+
 /// The donated slot of the session's notification.
 const SLOT_NOTIFY: u32 = 0;
 /// The donated slot of the client's read-only copy.
@@ -64,7 +85,7 @@ pub fn provider_gone(word: u64) -> bool {
     word & interfaces::session::PROVIDER_GONE != 0
 }
 
-impl Session<Input> {
+impl<I: InputProtocol> Session<I> {
     /// Asks for the session's notification into the empty own slot
     /// `slot`; the read-only capability to wait on.
     pub fn notifier(&self, slot: u32) -> Result<CapSlot, Error> {
@@ -173,5 +194,69 @@ impl ServedQueue {
             }
             _ => answer(UNKNOWN, [op, 0, 0, 0]),
         }
+    }
+}
+
+/// Serves one session of `I` at a time for an input driver (ps2,
+/// virtio-input) on its endpoint, forever: a second open is refused
+/// (`REFUSED_FULL`), so is one without its donation; events while no
+/// session is open are dropped. The signals of the thread's bound
+/// notification (the driver's interrupts) go to `signalled` with their
+/// word and the open session's queue, if any, which it fills and
+/// publishes. `driver` names the driver in its log lines (`DRIVER:
+/// session for LABEL`; at the close, the events the client lost). Uses
+/// own slots `slot` and `slot + 1`.
+pub fn serve_one<I: InputProtocol>(
+    driver: &str,
+    slot: u32,
+    mut signalled: impl FnMut(u64, Option<&mut ServedQueue>),
+) -> ! {
+    use core::cell::RefCell;
+    let queue: RefCell<Option<ServedQueue>> = RefCell::new(None);
+    /// The one session: dropping it closes it at the driver.
+    struct Open<'a>(&'a RefCell<Option<ServedQueue>>, &'a str);
+    impl Drop for Open<'_> {
+        fn drop(&mut self) {
+            if let Some(q) = self.0.borrow_mut().take() {
+                crate::println!(
+                    "{}: session closed: {} events dropped (queue full)",
+                    self.1,
+                    q.dropped()
+                );
+            }
+        }
+    }
+    let mut provider: super::Provider<I, Open<'_>> = super::Provider::new(slot, slot + 2);
+    let mut new = |label: &super::Label, donated: Option<super::Donated>| {
+        let mut q = queue.borrow_mut();
+        if q.is_some() {
+            return Err(super::REFUSED_FULL);
+        }
+        let quota = interfaces::session::REFUSED_QUOTA;
+        let opened = donated.ok_or(quota).and_then(|d| {
+            ServedQueue::open(d).map_err(|why| {
+                crate::println!("{driver}: session for {}: {why}; refused", label.as_str());
+                quota
+            })
+        })?;
+        *q = Some(opened);
+        crate::println!("{driver}: session for {}", label.as_str());
+        Ok(Open(&queue, driver))
+    };
+    let mut dispatch =
+        |_: &super::Label, _: &mut Open<'_>, op, _: Words| match queue.borrow_mut().as_mut() {
+            Some(q) => q.request(op),
+            None => answer(UNKNOWN, [op, 0, 0, 0]),
+        };
+    let mut reply = None;
+    loop {
+        let received = provider.next(reply.take());
+        if let Ok((word, info, _)) = received {
+            if info.label() == abi::LABEL_NOTIFICATION {
+                signalled(word, queue.borrow_mut().as_mut());
+                continue;
+            }
+        }
+        reply = provider.handle(received, &mut new, &mut dispatch);
     }
 }

@@ -262,6 +262,15 @@ fn bad_authority() {
 }
 
 #[test]
+fn unknown_pointer() {
+    refused(
+        2,
+        "pointer = \"mouse\"",
+        "scenarios/t.toml:2:11: pointer: unknown \"mouse\" (expected \"virtio-tablet\")",
+    );
+}
+
+#[test]
 fn unknown_keys() {
     refused(
         30,
@@ -276,7 +285,7 @@ fn unknown_keys() {
         "cpus = 2",
         "scenarios/t.toml:2:1: unknown field `cpus`, expected one of `description`, `cmdline`, \
          `smp`, `memory_mib`, `parent_provides`, `update`, `boot_modules`, `archives`, `data_modules`, \
-         `linux_guests`, `component`, `disk`, `nic`, `display`",
+         `linux_guests`, `component`, `disk`, `nic`, `display`, `pointer`",
     );
     refused(
         21,

@@ -256,9 +256,15 @@ impl Sessions {
         let target = match client.component.route(service) {
             None => {
                 // Every component's runtime asks for its console at its
-                // first printed line (`rt::print`): without a route that
-                // is the normal case, not worth a line.
-                if service != rt::session::log::Console::NAME {
+                // first printed line (`rt::print`), and the GUI
+                // multiplexer for a tablet's Pointer session at its
+                // start: without a route that is the normal case, not
+                // worth a line.
+                let optional = [
+                    rt::session::log::Console::NAME,
+                    rt::session::input::Pointer::NAME,
+                ];
+                if !optional.contains(&service) {
                     println!(
                         "init: {name} asks for a {service} session: not routed to it; refused"
                     );

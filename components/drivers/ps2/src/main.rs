@@ -18,7 +18,7 @@
 //! scanning. On each interrupt it reads every byte waiting (the status
 //! register says whether a byte is the mouse's), decodes it
 //! (`ucore::ps2`: scan codes, a US keymap, 3-byte mouse packets) and
-//! queues the events for the session (`rt::session::input::ServedQueue`),
+//! queues the events for the session (`rt::session::input::serve_one`),
 //! signalling its notification once per interrupt (made from the
 //! client's donation, so the parent wakes the client with it when this
 //! driver stops: the GUI multiplexer then reconnects to the restarted
@@ -34,16 +34,12 @@
 
 extern crate alloc;
 
-use core::cell::RefCell;
-
 use rt::abi::caddr::own;
-use rt::abi::{CapSlot, MsgInfo, Rights, LABEL_NOTIFICATION};
+use rt::abi::{CapSlot, Rights};
 use rt::interfaces::child;
-use rt::interfaces::session::REFUSED_QUOTA;
 use rt::println;
-use rt::session::input::{Input, ServedQueue};
-use rt::session::{Donated, Label, Provider, REFUSED_FULL};
-use rt::syscall::{self, Words};
+use rt::session::input::{self, Input, ServedQueue};
+use rt::syscall;
 use ucore::ps2::{KeyboardInput, Mouse};
 
 rt::entry!(main);
@@ -160,15 +156,13 @@ fn setup() -> Result<(), SetupError> {
 struct Driver {
     keyboard: KeyboardInput,
     mouse: Mouse,
-    /// The open session's queue; events without a session are dropped.
-    session: Option<ServedQueue>,
 }
 
 impl Driver {
     /// An interrupt (bits of the notification word): reads every byte
-    /// waiting, queues the events, acknowledges the lines, signals the
-    /// client once.
-    fn interrupt(&mut self, bits: u64) {
+    /// waiting, queues the events for the open session (none: dropped),
+    /// acknowledges the lines, signals the client once.
+    fn interrupt(&mut self, bits: u64, mut session: Option<&mut ServedQueue>) {
         for _ in 0..POLLS {
             let s = status();
             if s & OUTPUT_FULL == 0 {
@@ -176,7 +170,7 @@ impl Driver {
             }
             let byte = read_data();
             let mut push = |e| {
-                if let Some(q) = self.session.as_mut() {
+                if let Some(q) = session.as_deref_mut() {
                     q.push(e);
                 }
             };
@@ -191,24 +185,8 @@ impl Driver {
                 let _ = syscall::irq_ack(irq);
             }
         }
-        if let Some(q) = self.session.as_mut() {
+        if let Some(q) = session {
             q.publish();
-        }
-    }
-}
-
-/// The one session: dropping it closes it at the driver.
-struct Open<'a> {
-    driver: &'a RefCell<Driver>,
-}
-
-impl Drop for Open<'_> {
-    fn drop(&mut self) {
-        if let Some(q) = self.driver.borrow_mut().session.take() {
-            println!(
-                "ps2: session closed: {} events dropped (queue full)",
-                q.dropped()
-            );
         }
     }
 }
@@ -236,45 +214,11 @@ fn main(_: u64) -> i32 {
         return 1;
     }
     println!("ps2: i8042 keyboard and mouse (ports 0x60 and 0x64, ISA IRQs 1 and 12)");
-    let driver = RefCell::new(Driver {
+    let mut driver = Driver {
         keyboard: KeyboardInput::default(),
         mouse: Mouse::default(),
-        session: None,
-    });
-    let mut provider: Provider<Input, Open<'_>> = Provider::new(SESSION_SLOT, SESSION_SLOT + 2);
-    let mut new = |label: &Label, donated: Option<Donated>| {
-        let mut d = driver.borrow_mut();
-        if d.session.is_some() {
-            return Err(REFUSED_FULL);
-        }
-        let queue = donated.ok_or(REFUSED_QUOTA).and_then(|donated| {
-            ServedQueue::open(donated).map_err(|why| {
-                println!("ps2: session for {}: {why}; refused", label.as_str());
-                REFUSED_QUOTA
-            })
-        })?;
-        d.session = Some(queue);
-        println!("ps2: session for {}", label.as_str());
-        Ok(Open { driver: &driver })
     };
-    let mut dispatch = |_: &Label, _: &mut Open<'_>, op, _: Words| request(&driver, op);
-    let mut reply = None;
-    loop {
-        let received = provider.next(reply.take());
-        if let Ok((bits, info, _)) = received {
-            if info.label() == LABEL_NOTIFICATION {
-                driver.borrow_mut().interrupt(bits);
-                continue;
-            }
-        }
-        reply = provider.handle(received, &mut new, &mut dispatch);
-    }
-}
-
-/// A request on the session.
-fn request(driver: &RefCell<Driver>, op: u64) -> (MsgInfo, Words) {
-    match driver.borrow_mut().session.as_mut() {
-        Some(q) => q.request(op),
-        None => rt::server::answer(rt::session::input::UNKNOWN, [op, 0, 0, 0]),
-    }
+    input::serve_one::<Input>("ps2", SESSION_SLOT, |bits, session| {
+        driver.interrupt(bits, session)
+    })
 }

@@ -26,9 +26,14 @@
 //!   is, then each view's title and content), then refreshes it at the
 //!   driver.
 //! - **Input.** Keys go to the focused view's client alone; mouse motion
-//!   and buttons too. A click focuses the view under the pointer and
-//!   raises it; F12 (not passed on) moves the focus to the next view. The
-//!   focused view's title is blue, the others' grey.
+//!   and buttons too. When the scenario routes `Pointer` (a tablet's
+//!   driver, `virtio-input`), its absolute positions put the pointer
+//!   there, scaled to the screen, and the focused client gets the motion
+//!   that made as relative `Motion` (a second relay thread,
+//!   [`pointer_relay`], wakes the main thread for it). A click focuses
+//!   the view under the pointer and raises it; F12 (not passed on) moves
+//!   the focus to the next view. The focused view's title is blue, the
+//!   others' grey.
 //! - **The cursor** is an arrow at the pointer, drawn by the multiplexer
 //!   as the last layer of every redraw, so it stays on top of a client's
 //!   refresh beneath it and no client ever sees it in its buffer (it is
@@ -65,7 +70,7 @@ use rt::mmio::Region;
 use rt::println;
 use rt::server::answer;
 use rt::session::framebuffer::{self as fb, FbError, Framebuffer, Mode, ServedBuffer};
-use rt::session::input::{self, Event, Input, ServedQueue};
+use rt::session::input::{self, Event, Input, Pointer, ServedQueue};
 use rt::session::{self, Donated, Donor, Label, Provider, Session, REFUSED_FULL};
 use rt::syscall::{self, Words};
 use ucore::gui::{client_rect, cursor_damage, cursor_pixel, Layout, Rect, View, MAX_VIEWS};
@@ -86,8 +91,20 @@ const RESUME: u32 = INPUT_TABLE + 1;
 const RELAY_SIGNAL: u32 = RESUME + 1;
 const RELAY_THREAD: u32 = RELAY_SIGNAL + 1;
 const RELAY_FRAMES: u32 = RELAY_THREAD + 1;
+/// The tablet driver's Pointer session (when routed), its notification,
+/// donor block and table; its relay thread ([`pointer_relay`]): the
+/// notification it waits on while the session is reopened, its badged
+/// copy of the main thread's bound notification, its thread and stack.
+const POINTER: u32 = RELAY_FRAMES + rt::thread::PAGES as u32;
+const POINTER_NOTIFY: u32 = POINTER + 1;
+const POINTER_BLOCK: u32 = POINTER + 2;
+const POINTER_TABLE: u32 = POINTER + 3;
+const POINTER_RESUME: u32 = POINTER + 4;
+const POINTER_SIGNAL: u32 = POINTER + 5;
+const POINTER_THREAD: u32 = POINTER + 6;
+const POINTER_FRAMES: u32 = POINTER + 7;
 /// The config ROM's session and frames.
-const ROM_SLOT: u32 = RELAY_FRAMES + rt::thread::PAGES as u32;
+const ROM_SLOT: u32 = POINTER_FRAMES + rt::thread::PAGES as u32;
 const FIRST_FRAME: u32 = ROM_SLOT + 1;
 const END_FRAME: u32 = FIRST_FRAME + 16;
 /// Per view: the multiplexer's copies of its buffer frames (a view's
@@ -105,6 +122,17 @@ const CONFIG_VA: u64 = 0x30_0000_0000;
 const RELAY_PRIORITY: u8 = 100;
 /// The badge of the relay's copy of the main thread's notification.
 const RELAY_BIT: u64 = 1 << 1;
+/// The badge of the pointer relay's copy of the main thread's
+/// notification.
+const POINTER_BIT: u64 = 1 << 2;
+/// What the pointer relay saw ([`POINTER_EVENTS`]): events, or the
+/// driver gone.
+const POINTER_ARRIVED: u64 = 1 << 0;
+const POINTER_GONE: u64 = 1 << 1;
+/// The Pointer session's notification (the pointer relay waits on it).
+static POINTER_WAIT: AtomicU64 = AtomicU64::new(0);
+/// What the pointer relay saw since the main thread last looked.
+static POINTER_EVENTS: AtomicU64 = AtomicU64::new(0);
 /// What the relay saw on the display's notification ([`DISPLAY_EVENTS`]).
 const DISPLAY_GONE: u64 = 1 << 0;
 const DISPLAY_MODE: u64 = 1 << 1;
@@ -143,6 +171,8 @@ struct Gui {
     screen_mode: Mode,
     fb: Session<Framebuffer>,
     input: Session<Input>,
+    /// The tablet's session, when the scenario routes `Pointer`.
+    pointer: Option<Session<Pointer>>,
     clients: Vec<Client>,
     all_drawn: bool,
     /// A reconnection to the display is under way.
@@ -191,9 +221,12 @@ fn main(_: u64) -> i32 {
                 let mut g = gui.borrow_mut();
                 if input::provider_gone(word) {
                     g.reconnect_input();
-                } else if word & !RELAY_BIT != 0 {
+                } else if word & !(RELAY_BIT | POINTER_BIT) != 0 {
                     g.input_arrived();
                 }
+                // The pointer relay's news (its bit, or set while the
+                // input was being reconnected).
+                g.pointer_events();
                 // The relay's news of the display (its bit, or set while
                 // the input was being reconnected).
                 g.display_events();
@@ -214,7 +247,22 @@ fn start() -> Result<Gui, String> {
     // least donation, aligned) the quota has no room left.
     let input_donor = Donor::from_untyped::<Input>(own(child::UNTYPED), INPUT_BLOCK, INPUT_TABLE)
         .map_err(|e| format!("the Input session's donation: {e}"))?;
+    let pointer_donor =
+        Donor::from_untyped::<Pointer>(own(child::UNTYPED), POINTER_BLOCK, POINTER_TABLE)
+            .map_err(|e| format!("the Pointer session's donation: {e}"))?;
     start_relay()?;
+    // Optional: without a `Pointer` route init refuses it (silently).
+    // Before the display's session, as the relays: their thread and
+    // notification come from the quota the display's donation leaves
+    // none of.
+    let pointer = match session::open_donating::<Pointer>(POINTER, pointer_donor) {
+        Ok(p) => {
+            start_pointer_relay(&p)?;
+            println!("gui: a tablet's Pointer session too");
+            Some(p)
+        }
+        Err(_) => None,
+    };
     // `screen = { w = 1920, h = 1080 }`: that mode, with a donation that
     // holds it; without, the driver's own in the least donation.
     let asked = config.get("screen").and_then(|v| v.as_table()).map(|t| {
@@ -277,6 +325,7 @@ fn start() -> Result<Gui, String> {
     let _ = syscall::signal(own(RESUME));
     let mut gui = Gui {
         input,
+        pointer,
         clients: (0..MAX_VIEWS).map(|_| Client::default()).collect(),
         layout,
         screen,
@@ -314,30 +363,84 @@ fn bind_input(input: &Session<Input>) -> Result<(), String> {
         .donated_slot(0)
         .ok_or("the Input session has no donation")?;
     syscall::cap_mint(full, own(RELAY_SIGNAL), Rights::WRITE, RELAY_BIT)
-        .map_err(|e| alloc::format!("the relay's signal: {e}"))
+        .map_err(|e| alloc::format!("the relay's signal: {e}"))?;
+    syscall::cap_mint(full, own(POINTER_SIGNAL), Rights::WRITE, POINTER_BIT)
+        .map_err(|e| alloc::format!("the pointer relay's signal: {e}"))
 }
 
-/// Makes the relay thread, which waits for its first resume.
+/// Takes the Pointer session's notification for the pointer relay and
+/// starts it; it waits on [`POINTER_RESUME`] after the driver stopped.
+fn start_pointer_relay(pointer: &Session<Pointer>) -> Result<(), String> {
+    let notify = pointer
+        .notifier(POINTER_NOTIFY)
+        .map_err(|e| alloc::format!("Pointer NOTIFIER: {e}"))?;
+    POINTER_WAIT.store(notify, Ordering::SeqCst);
+    spawn_relay(
+        "pointer relay",
+        pointer_relay,
+        POINTER_RESUME,
+        POINTER_THREAD,
+        POINTER_FRAMES,
+    )
+}
+
+/// Waits on the Pointer session's notification — the thread's bound one
+/// is the Input session's, and a thread binds one — and passes each
+/// wake-up on to the main thread ([`POINTER_EVENTS`], then a signal with
+/// [`POINTER_BIT`]). After the driver is gone (the parent's
+/// `PROVIDER_GONE`, or the notification itself gone) it waits on
+/// [`POINTER_RESUME`] until the main thread has reopened the session:
+/// the new notification is in the same slot. The display's [`relay`] is
+/// the model.
+extern "C" fn pointer_relay(_: u64) -> ! {
+    loop {
+        let event = match syscall::wait(POINTER_WAIT.load(Ordering::SeqCst)) {
+            Ok(word) if !input::provider_gone(word) => POINTER_ARRIVED,
+            _ => POINTER_GONE,
+        };
+        POINTER_EVENTS.fetch_or(event, Ordering::SeqCst);
+        let _ = syscall::signal(own(POINTER_SIGNAL));
+        if event == POINTER_GONE && syscall::wait(own(POINTER_RESUME)).is_err() {
+            syscall::thread_exit(1);
+        }
+    }
+}
+
+/// Makes the display's relay thread, which waits for its first resume.
 fn start_relay() -> Result<(), String> {
+    spawn_relay("relay", relay, RESUME, RELAY_THREAD, RELAY_FRAMES)
+}
+
+/// Makes a relay thread running `entry` in own slots `thread` and
+/// `frames..`, and the notification it waits on to resume in `resume`;
+/// `what` names it in the error.
+fn spawn_relay(
+    what: &str,
+    entry: extern "C" fn(u64) -> !,
+    resume: u32,
+    thread: u32,
+    frames: u32,
+) -> Result<(), String> {
+    let slots = rt::thread::Slots {
+        thread: own(thread),
+        frames: own(frames),
+    };
     syscall::retype(
         own(child::UNTYPED),
         ObjectType::Notification,
         0,
-        own(RESUME),
+        own(resume),
         1,
     )
-    .map_err(|e| alloc::format!("the relay's notification: {e}"))?;
+    .map_err(|e| alloc::format!("the {what}'s notification: {e}"))?;
     rt::thread::spawn(
-        relay,
+        entry,
         0,
-        rt::thread::Slots {
-            thread: own(RELAY_THREAD),
-            frames: own(RELAY_FRAMES),
-        },
+        slots,
         rt::thread::Placement::first_cpu(RELAY_PRIORITY),
     )
     .map(drop)
-    .map_err(|e| alloc::format!("the relay thread: {e}"))
+    .map_err(|e| alloc::format!("the {what} thread: {e}"))
 }
 
 /// Waits on the display session's notification — made by the driver in
@@ -505,6 +608,47 @@ impl Gui {
     /// The input driver signalled: its events, routed.
     fn input_arrived(&mut self) {
         let events = self.input.events().unwrap_or_default();
+        self.route(events);
+    }
+
+    /// What the pointer relay saw: the tablet's events routed, or its
+    /// driver gone — the session reopened at the restarted driver (init
+    /// parks the open while it restarts) and the relay resumed on the new
+    /// notification.
+    fn pointer_events(&mut self) {
+        let seen = POINTER_EVENTS.swap(0, Ordering::SeqCst);
+        let Some(pointer) = self.pointer.as_mut() else {
+            return;
+        };
+        if seen & POINTER_GONE != 0 {
+            println!("gui: the pointer driver stopped; reconnecting");
+            let again = pointer
+                .reopen()
+                .map_err(|e| alloc::format!("{e}"))
+                .and_then(|()| {
+                    pointer
+                        .notifier(POINTER_NOTIFY)
+                        .map_err(|e| alloc::format!("Pointer NOTIFIER: {e}"))
+                });
+            match again {
+                Ok(notify) => {
+                    POINTER_WAIT.store(notify, Ordering::SeqCst);
+                    let _ = syscall::signal(own(POINTER_RESUME));
+                    println!("gui: pointer back");
+                }
+                Err(e) => println!("gui: reconnecting to the pointer driver failed: {e}"),
+            }
+        }
+        if seen != 0 {
+            let events = self.pointer.as_ref().map(Session::events);
+            self.route(events.and_then(Result::ok).unwrap_or_default());
+        }
+    }
+
+    /// Routes a batch of input events: the focus key and clicks change the
+    /// focus, motion moves the pointer, the rest goes to the focused
+    /// client.
+    fn route(&mut self, events: Vec<Event>) {
         // The cursor is redrawn once for the batch: intermediate places
         // would be on the screen for no one to see.
         let cursor_was = self.layout.cursor();
@@ -525,6 +669,18 @@ impl Gui {
                 Event::Motion { dx, dy } => {
                     self.layout.move_pointer(dx.into(), dy.into());
                     self.forward(e);
+                }
+                // A tablet's position: the client gets the motion it made
+                // (clients know relative motion only).
+                Event::Absolute { x, y } => {
+                    let (dx, dy) = self.layout.place_pointer(x, y);
+                    let clip = |d: i32| d.clamp(i16::MIN.into(), i16::MAX.into()) as i16;
+                    if (dx, dy) != (0, 0) {
+                        self.forward(Event::Motion {
+                            dx: clip(dx),
+                            dy: clip(dy),
+                        });
+                    }
                 }
                 _ => self.forward(e),
             }

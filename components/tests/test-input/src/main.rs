@@ -92,6 +92,7 @@ fn main(_: u64) -> i32 {
                         released |= pressed && !p;
                     }
                 }
+                Event::Absolute { x, y } => println!("test-input: at {x},{y}"),
             }
         }
     }
