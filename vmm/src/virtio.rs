@@ -13,6 +13,10 @@
 
 use alloc::vec::Vec;
 
+/// Red Hat's PCI vendor ID, every virtio device's (and its subsystem
+/// vendor's).
+pub const VENDOR: u16 = 0x1af4;
+
 /// Guest memory as a device sees it: reads and writes that may fail (an
 /// address outside RAM).
 pub trait GuestMemory {

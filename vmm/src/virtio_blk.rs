@@ -17,7 +17,6 @@ use crate::virtio::{reg, Desc, Event, GuestMemory, Transport};
 /// block size.
 pub const SECTOR: u64 = 512;
 /// PCI IDs: the transitional virtio-blk.
-pub const VENDOR: u16 = 0x1af4;
 pub const DEVICE: u16 = 0x1001;
 pub const SUBSYSTEM: u16 = 2;
 /// The I/O BAR's size: 20 bytes of transport, the config.

@@ -18,7 +18,6 @@ use alloc::vec::Vec;
 
 use crate::virtio::{reg, Event, GuestMemory, Transport};
 
-pub const VENDOR: u16 = 0x1af4;
 /// The transitional (legacy) device ID of a console.
 pub const DEVICE: u16 = 0x1003;
 pub const SUBSYSTEM: u16 = 3;

@@ -16,7 +16,6 @@ use alloc::vec::Vec;
 
 use crate::virtio::{reg, Desc, Event, GuestMemory, Transport};
 
-pub const VENDOR: u16 = 0x1af4;
 pub const DEVICE: u16 = 0x1000;
 pub const SUBSYSTEM: u16 = 1;
 /// The I/O BAR: 20 bytes of transport, 6 of MAC.

@@ -337,6 +337,27 @@ pub struct Machine<'t> {
     wake: CapSlot,
 }
 
+/// A legacy (transitional) virtio device's PCI function: Red Hat's
+/// vendor ID (the subsystem vendor too), `device` and `subsystem` IDs,
+/// `class`, the ISA interrupt line `irq` and I/O BAR 0 of (size, first
+/// port).
+fn legacy_virtio(
+    device: u16,
+    subsystem: u16,
+    class: [u8; 3],
+    irq: u8,
+    (bar_size, bar): (u32, u16),
+) -> pci::Function {
+    pci::Function::new(
+        vmm::virtio::VENDOR,
+        device,
+        class,
+        (vmm::virtio::VENDOR, subsystem),
+        Some(irq),
+    )
+    .with_io_bar(0, bar_size, bar)
+}
+
 /// The TSC's rate from the timer, which measures it over its first
 /// 100 ms (it answers 0 until then): asked every 20 ms for 2 s at most.
 pub fn tsc_rate(timer: &Timer) -> Result<u64, String> {
@@ -371,39 +392,32 @@ impl<'t> Machine<'t> {
         let mut bus = Bus::new();
         let blk = disk.map(|disk| {
             use vmm::virtio_blk::Backend;
-            let f = pci::Function::new(
-                virtio_blk::VENDOR,
+            let slot = bus.add(legacy_virtio(
                 virtio_blk::DEVICE,
+                virtio_blk::SUBSYSTEM,
                 [0x01, 0x00, 0x00],
-                (virtio_blk::VENDOR, virtio_blk::SUBSYSTEM),
-                Some(BLK_IRQ),
-            )
-            .with_io_bar(0, virtio_blk::BAR_SIZE, BLK_BAR);
-            let slot = bus.add(f);
+                BLK_IRQ,
+                (virtio_blk::BAR_SIZE, BLK_BAR),
+            ));
             (Blk::new(disk.sectors(), disk.writable(), &name), disk, slot)
         });
         let net = nic.map(|nic| {
-            let f = pci::Function::new(
-                virtio_net::VENDOR,
+            let slot = bus.add(legacy_virtio(
                 virtio_net::DEVICE,
+                virtio_net::SUBSYSTEM,
                 [0x02, 0x00, 0x00],
-                (virtio_net::VENDOR, virtio_net::SUBSYSTEM),
-                Some(NET_IRQ),
-            )
-            .with_io_bar(0, virtio_net::BAR_SIZE, NET_BAR);
-            let slot = bus.add(f);
+                NET_IRQ,
+                (virtio_net::BAR_SIZE, NET_BAR),
+            ));
             (Net::new(nic.mac), nic, slot)
         });
-        let hvc_slot = bus.add(
-            pci::Function::new(
-                virtio_console::VENDOR,
-                virtio_console::DEVICE,
-                [0x07, 0x80, 0x00],
-                (virtio_console::VENDOR, virtio_console::SUBSYSTEM),
-                Some(CONSOLE_IRQ),
-            )
-            .with_io_bar(0, virtio_console::BAR_SIZE, CONSOLE_BAR),
-        );
+        let hvc_slot = bus.add(legacy_virtio(
+            virtio_console::DEVICE,
+            virtio_console::SUBSYSTEM,
+            [0x07, 0x80, 0x00],
+            CONSOLE_IRQ,
+            (virtio_console::BAR_SIZE, CONSOLE_BAR),
+        ));
         Machine {
             name,
             ram,
@@ -1009,27 +1023,27 @@ impl<'t> Machine<'t> {
         let _ = dev.client.flush();
     }
 
-    /// The NIC's register at `port`, if its I/O BAR is there.
-    fn net_offset(&self, port: u16) -> Option<u16> {
-        let (_, _, slot) = self.net.as_ref()?;
-        let (base, size) = self.pci.function(*slot)?.io_bar(0)?;
+    /// The register at `port` of PCI device `slot`'s I/O BAR 0, if the
+    /// BAR (wherever the guest moved it) holds `port`.
+    fn bar_offset(&self, slot: u8, port: u16) -> Option<u16> {
+        let (base, size) = self.pci.function(slot)?.io_bar(0)?;
         let off = port.checked_sub(base)?;
         (u32::from(off) < size).then_some(off)
+    }
+
+    /// The NIC's register at `port`, if its I/O BAR is there.
+    fn net_offset(&self, port: u16) -> Option<u16> {
+        self.bar_offset(self.net.as_ref()?.2, port)
     }
 
     /// The console's register at `port`, if its I/O BAR is there.
     fn hvc_offset(&self, port: u16) -> Option<u16> {
-        let (base, size) = self.pci.function(self.hvc.2)?.io_bar(0)?;
-        let off = port.checked_sub(base)?;
-        (u32::from(off) < size).then_some(off)
+        self.bar_offset(self.hvc.2, port)
     }
 
     /// The disk's register at `port`, if its I/O BAR is there.
     fn blk_offset(&self, port: u16) -> Option<u16> {
-        let (_, _, slot) = self.blk.as_ref()?;
-        let (base, size) = self.pci.function(*slot)?.io_bar(0)?;
-        let off = port.checked_sub(base)?;
-        (u32::from(off) < size).then_some(off)
+        self.bar_offset(self.blk.as_ref()?.2, port)
     }
 
     fn port_in(&mut self, port: u16, width: u8) -> u32 {
